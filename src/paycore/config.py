@@ -1,0 +1,88 @@
+"""Settings, read once from the environment. Every bound is named `*_max`, `*_ms`, `*_days`.
+
+| variable                                 | default                 |
+|------------------------------------------|-------------------------|
+| PAYCORE_DATABASE_URL                     | sqlite:///./paycore.db  |
+| PAYCORE_BODY_BYTES_MAX                   | 1048576                 |
+| PAYCORE_IDEMPOTENCY_WAIT_MS              | 10000                   |
+| PAYCORE_IDEMPOTENCY_RETENTION_DAYS       | 30                      |
+| PAYCORE_STATEMENT_TIMEOUT_MS             | 30000                   |
+| PAYCORE_DB_POOL_SIZE                     | 20                      |
+| PAYCORE_TRANSACTION_ATTEMPTS_MAX         | 5                       |
+| PAYCORE_CREDIT_LINES_MAX                 | 100                     |
+| PAYCORE_TRANSFER_ENTRIES_MAX             | 64                      |
+| PAYCORE_BATCH_TRANSFERS_MAX              | 100                     |
+| PAYCORE_METADATA_BYTES_MAX               | 4096                    |
+| PAYCORE_METADATA_KEYS_MAX                | 50                      |
+| PAYCORE_PAGE_LIMIT_MAX                   | 100                     |
+| PAYCORE_WORKER_INTERVAL_MS               | 1000                    |
+| PAYCORE_WORKER_BATCH_MAX                 | 100                     |
+
+The documentation of each lives in README.md ("Configuration").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+DEFAULT_DATABASE_URL: Final = "sqlite:///./paycore.db"
+IDEMPOTENCY_KEY_LENGTH_MAX: Final = 255
+TENANT_ID_LENGTH_MAX: Final = 64
+
+
+def _int(name: str, default: int, *, minimum: int = 1) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as error:
+        raise SystemExit(f"{name} must be an integer, got {raw!r}") from error
+    if value < minimum:
+        raise SystemExit(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = DEFAULT_DATABASE_URL
+    body_bytes_max: int = 1_048_576
+    idempotency_wait_ms: int = 10_000
+    idempotency_retention_days: int = 30
+    statement_timeout_ms: int = 30_000
+    db_pool_size: int = 20
+    transaction_attempts_max: int = 5
+    credit_lines_max: int = 100
+    transfer_entries_max: int = 64
+    batch_transfers_max: int = 100
+    metadata_bytes_max: int = 4096
+    metadata_keys_max: int = 50
+    page_limit_max: int = 100
+    worker_interval_ms: int = 1000
+    worker_batch_max: int = 100
+    enabled_credit_currencies: frozenset[str] = field(default=frozenset({"USD"}))
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(
+            database_url=os.environ.get("PAYCORE_DATABASE_URL") or DEFAULT_DATABASE_URL,
+            body_bytes_max=_int("PAYCORE_BODY_BYTES_MAX", 1_048_576),
+            idempotency_wait_ms=_int("PAYCORE_IDEMPOTENCY_WAIT_MS", 10_000),
+            idempotency_retention_days=_int("PAYCORE_IDEMPOTENCY_RETENTION_DAYS", 30),
+            statement_timeout_ms=_int("PAYCORE_STATEMENT_TIMEOUT_MS", 30_000),
+            db_pool_size=_int("PAYCORE_DB_POOL_SIZE", 20),
+            transaction_attempts_max=_int("PAYCORE_TRANSACTION_ATTEMPTS_MAX", 5),
+            credit_lines_max=_int("PAYCORE_CREDIT_LINES_MAX", 100),
+            transfer_entries_max=_int("PAYCORE_TRANSFER_ENTRIES_MAX", 64, minimum=2),
+            batch_transfers_max=_int("PAYCORE_BATCH_TRANSFERS_MAX", 100),
+            metadata_bytes_max=_int("PAYCORE_METADATA_BYTES_MAX", 4096),
+            metadata_keys_max=_int("PAYCORE_METADATA_KEYS_MAX", 50),
+            page_limit_max=_int("PAYCORE_PAGE_LIMIT_MAX", 100),
+            worker_interval_ms=_int("PAYCORE_WORKER_INTERVAL_MS", 1000),
+            worker_batch_max=_int("PAYCORE_WORKER_BATCH_MAX", 100),
+        )
+
+    def with_database(self, database_url: str) -> Settings:
+        return replace(self, database_url=database_url)

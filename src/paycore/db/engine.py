@@ -1,0 +1,133 @@
+"""One `Database` per process: an engine plus the transaction discipline.
+
+SQLite (embedded default): WAL, synchronous=FULL, foreign keys on, a busy timeout, and
+write transactions that take the write lock when they begin (`BEGIN IMMEDIATE`), so two
+writers never discover their conflict half-way through. PostgreSQL: psycopg 3, READ
+COMMITTED, row locks and unique constraints do the coordination; lock waits and statements
+are bounded by server-side timeouts set on every connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from paycore.config import Settings
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+_RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
+_LOCK_TIMEOUT_SQLSTATE = "55P03"
+_BACKOFF_MS_MAX = 200
+
+
+class DatabaseBusy(Exception):
+    """A lock could not be had within its bound (SQLite busy timeout, PostgreSQL lock_timeout)."""
+
+
+def _sqlstate(error: DBAPIError) -> str | None:
+    return getattr(error.orig, "sqlstate", None)
+
+
+def is_lock_timeout(error: BaseException) -> bool:
+    if isinstance(error, DBAPIError):
+        if _sqlstate(error) == _LOCK_TIMEOUT_SQLSTATE:
+            return True
+        if isinstance(error, OperationalError) and "database is locked" in str(error.orig):
+            return True
+    return False
+
+
+def _make_sqlite_engine(settings: Settings) -> Engine:
+    engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+    busy_timeout_ms = settings.idempotency_wait_ms
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        readonly = connection.get_execution_options().get("paycore_readonly", False)
+        connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _make_postgres_engine(settings: Settings) -> Engine:
+    options = " ".join(
+        [
+            f"-c lock_timeout={settings.idempotency_wait_ms}",
+            f"-c statement_timeout={settings.statement_timeout_ms}",
+            f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 2}",
+        ]
+    )
+    return create_engine(
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=0,
+        pool_pre_ping=True,
+        connect_args={"options": options, "application_name": "paycore"},
+    )
+
+
+class Database:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        url = settings.database_url
+        if url.startswith("sqlite"):
+            self.dialect = "sqlite"
+            self.engine = _make_sqlite_engine(settings)
+        elif url.startswith("postgresql"):
+            self.dialect = "postgresql"
+            self.engine = _make_postgres_engine(settings)
+        else:
+            raise SystemExit(f"unsupported PAYCORE_DATABASE_URL {url!r}: use sqlite:/// or postgresql+psycopg://")
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.dialect == "postgresql"
+
+    def transaction(self, work: Callable[[Connection], T]) -> T:
+        """Run `work` in one write transaction; retry the whole of it on a deadlock or
+        serialization failure (bounded), so `work` must be free of side effects outside the
+        database. Commits when `work` returns, rolls back when it raises."""
+        attempts_max = self.settings.transaction_attempts_max
+        for attempt in range(1, attempts_max + 1):
+            try:
+                with self.engine.connect() as connection, connection.begin():
+                    return work(connection)
+            except DBAPIError as error:
+                if is_lock_timeout(error):
+                    raise DatabaseBusy(str(error.orig)) from error
+                if _sqlstate(error) not in _RETRYABLE_SQLSTATES or attempt == attempts_max:
+                    raise
+                pause_ms = random.randint(1, min(_BACKOFF_MS_MAX, 5 * 2**attempt))
+                log.info("transaction retry %d after %s", attempt, _sqlstate(error))
+                time.sleep(pause_ms / 1000)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read-only transaction (deferred on SQLite, so it never takes the write lock)."""
+        with self.engine.connect() as connection:
+            connection = connection.execution_options(paycore_readonly=True)
+            with connection.begin():
+                yield connection
+
+    def dispose(self) -> None:
+        self.engine.dispose()

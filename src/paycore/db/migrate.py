@@ -1,0 +1,54 @@
+"""Run Alembic migrations programmatically, safely from several processes at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+
+from paycore.db.engine import Database
+
+MIGRATIONS_PATH = Path(__file__).parent / "migrations"
+# Any constant will do: it only has to be the same in every paycore process.
+_ADVISORY_LOCK_KEY = 0x70617963  # "payc"
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_PATH))
+    return config
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(database: Database) -> str | None:
+    with database.engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def upgrade(database: Database, revision: str = "head") -> None:
+    """Upgrade to `revision`. On PostgreSQL an advisory lock serialises concurrent upgrades;
+    on SQLite the migration's transaction takes the write lock when it begins."""
+    config = alembic_config()
+    with database.engine.connect() as connection:
+        if database.is_postgres:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+            connection.commit()
+        try:
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+            connection.commit()
+        finally:
+            if database.is_postgres:
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+                connection.commit()
+
+
+def is_current(database: Database) -> bool:
+    return current_revision(database) == head_revision()

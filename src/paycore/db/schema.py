@@ -1,0 +1,11 @@
+"""Import every domain's tables so `metadata` holds the whole schema (for migrations and tests)."""
+
+from __future__ import annotations
+
+from paycore.credits import models as _credits  # noqa: F401
+from paycore.db.metadata import metadata
+from paycore.idempotency import models as _idempotency  # noqa: F401
+from paycore.ledger import models as _ledger  # noqa: F401
+from paycore.tenants import models as _tenants  # noqa: F401
+
+__all__ = ["metadata"]

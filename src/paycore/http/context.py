@@ -1,0 +1,76 @@
+"""Who is calling: the tenant a request acts as (SPEC §3.2), as FastAPI dependencies."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from fastapi import Request
+
+from paycore.db.engine import Database
+from paycore.tenants import service as tenants
+from paycore.tenants.errors import Forbidden, Unauthorized
+
+_KEY_CACHE_TTL_S = 5.0  # a revoked key stops working within this many seconds
+_KEY_CACHE_SIZE_MAX = 10_000
+
+
+@dataclass
+class AuthState:
+    """Once any API key exists the server stays in authenticated mode for good (keys are
+    never un-created), so local mode is only ever re-checked while it is still in force."""
+
+    database: Database
+    auth_required: bool = False
+    _keys: dict[str, tuple[str | None, float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def is_auth_required(self) -> bool:
+        if not self.auth_required:
+            with self.database.read() as connection:
+                self.auth_required = tenants.auth_required(connection)
+        return self.auth_required
+
+    def tenant_for_key(self, api_key: str) -> str | None:
+        now = time.monotonic()
+        cached = self._keys.get(api_key)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        with self.database.read() as connection:
+            tenant_id = tenants.tenant_for_key(connection, api_key)
+        with self._lock:
+            if len(self._keys) >= _KEY_CACHE_SIZE_MAX:
+                self._keys.clear()
+            self._keys[api_key] = (tenant_id, now + _KEY_CACHE_TTL_S)
+        return tenant_id
+
+
+@dataclass(frozen=True)
+class Caller:
+    tenant_id: str
+    authenticated: bool
+
+
+def caller(request: Request) -> Caller:
+    auth: AuthState = request.app.state.auth
+    if auth.is_auth_required():
+        header = request.headers.get("authorization", "")
+        scheme, _, api_key = header.partition(" ")
+        if scheme.lower() != "bearer" or not api_key:
+            raise Unauthorized("send 'Authorization: Bearer <api key>'")
+        tenant_id = auth.tenant_for_key(api_key.strip())
+        if tenant_id is None:
+            raise Unauthorized("the API key is not valid")
+        return Caller(tenant_id=tenant_id, authenticated=True)
+    named = request.headers.get("paycore-tenant", tenants.DEFAULT_TENANT)
+    return Caller(tenant_id=tenants.check_tenant_id(named, param="Paycore-Tenant"), authenticated=False)
+
+
+def path_tenant(request: Request, tenant_id: str) -> str:
+    """A tenant named in the path: an authenticated key reaches only its own (else 403)."""
+    tenants.check_tenant_id(tenant_id)
+    who = caller(request)
+    if who.authenticated and who.tenant_id != tenant_id:
+        raise Forbidden("this API key belongs to another tenant")
+    return tenant_id

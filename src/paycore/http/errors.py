@@ -1,0 +1,132 @@
+"""Map domain errors to HTTP statuses and render the one error body:
+`{"error": code, "message": sentence, "param"?: field}`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from paycore.db.engine import DatabaseBusy
+from paycore.idempotency.errors import IdempotencyRequestInProgress
+from paycore.idempotency.service import Outcome
+from paycore.kit.errors import BusinessRefusal, Conflict, DomainError, InvalidRequest, NotFound
+from paycore.tenants.errors import Forbidden, Unauthorized
+
+log = logging.getLogger(__name__)
+
+_STATUS_BY_CLASS: tuple[tuple[type[DomainError], int], ...] = (
+    (InvalidRequest, 400),
+    (Unauthorized, 401),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (BusinessRefusal, 422),
+)
+
+
+def status_of(error: DomainError) -> int:
+    for cls, status in _STATUS_BY_CLASS:
+        if isinstance(error, cls):
+            return status
+    raise AssertionError(f"no HTTP status for {type(error).__name__}")
+
+
+def error_body(code: str, message: str, param: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": code, "message": message}
+    if param is not None:
+        body["param"] = param
+    return body
+
+
+def dumps(payload: Any) -> str:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(payload), status_code=status, media_type="application/json", headers=headers)
+
+
+def render_refusal(error: DomainError) -> Outcome:
+    body = error_body(error.code, error.message, error.param)
+    if "status" in error.details:
+        body["status"] = error.details["status"]
+    return Outcome(status=status_of(error), body=dumps(body))
+
+
+def domain_error_response(error: DomainError) -> Response:
+    outcome = render_refusal(error)
+    headers = {}
+    if isinstance(error, IdempotencyRequestInProgress):
+        headers["Retry-After"] = str(error.details.get("retry_after_s", 1))
+    if isinstance(error, Unauthorized):
+        headers["WWW-Authenticate"] = "Bearer"
+    return Response(outcome.body, status_code=outcome.status, media_type="application/json", headers=headers)
+
+
+def _param(location: tuple[Any, ...]) -> str | None:
+    parts = [part for part in location if part not in ("body", "query", "path", "header")]
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or None
+
+
+def validation_error(errors: list[dict[str, Any]]) -> DomainError:
+    """Turn the first of Pydantic's errors into one of our stable codes."""
+    first = errors[0]
+    kind = first.get("type", "")
+    location = tuple(first.get("loc", ()))
+    names = [part for part in location if isinstance(part, str)]
+    param = _param(location)
+    if kind == "json_invalid":
+        return _coded("invalid_json", "the request body is not valid JSON")
+    if location == ("body",) and kind == "missing":
+        return _coded("invalid_request", "a JSON request body is required")
+    message = f"{param}: {first.get('msg', 'invalid')}" if param else str(first.get("msg", "invalid"))
+    if names and names[-1].endswith("amount_minor"):
+        return _coded("invalid_amount", f"{param} must be a positive JSON integer up to 2^53-1", param)
+    if "idempotency_key" in names:
+        return _coded("invalid_idempotency_key", "idempotency_key must be a non-empty string", param)
+    if names and names[-1] == "currency":
+        return _coded("unsupported_currency", message, param)
+    return _coded("invalid_request", message, param)
+
+
+def _coded(code: str, message: str, param: str | None = None) -> DomainError:
+    error = InvalidRequest(message, param=param)
+    error.code = code
+    return error
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def _domain(_request: Request, error: DomainError) -> Response:
+        return domain_error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request: Request, error: RequestValidationError) -> Response:
+        return domain_error_response(validation_error(list(error.errors())))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, error: StarletteHTTPException) -> Response:
+        if error.status_code == 404:
+            return json_response(404, error_body("not_found", "no such route"))
+        if error.status_code == 405:
+            return json_response(405, error_body("method_not_allowed", "method not allowed on this route"))
+        return json_response(error.status_code, error_body("http_error", str(error.detail)))
+
+    @app.exception_handler(DatabaseBusy)
+    async def _busy(_request: Request, _error: DatabaseBusy) -> Response:
+        body = error_body("database_busy", "the database is busy; retry shortly")
+        return json_response(503, body, headers={"Retry-After": "1"})
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, error: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return json_response(500, error_body("internal_error", "an internal error occurred"))

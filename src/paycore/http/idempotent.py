@@ -1,0 +1,81 @@
+"""The HTTP side of idempotency: run a money-moving effect once per key, replay otherwise."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+from sqlalchemy import Connection
+
+from paycore.db.engine import Database
+from paycore.http.errors import dumps, render_refusal
+from paycore.idempotency import service as idempotency
+from paycore.idempotency.errors import IdempotencyKeyRequired
+from paycore.kit.clock import now_us
+
+Effect = Callable[[Connection, int], tuple[int, Any]]
+_US_PER_DAY = 86_400 * 1_000_000
+
+
+def header_key(request: Request, *, required: bool) -> str | None:
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        if required:
+            raise IdempotencyKeyRequired("this request moves money: send an Idempotency-Key header")
+        return None
+    return idempotency.check_key(key)
+
+
+def run(
+    request: Request,
+    *,
+    tenant_id: str,
+    key: str | None,
+    body: Any,
+    effect: Effect,
+    keep_forever: bool,
+    replay_status: int | None = None,
+) -> Response:
+    """Execute `effect(connection, now_us)` in one transaction with its idempotency record.
+
+    `effect` returns (status, payload); domain errors it raises become recorded refusals or
+    plain error responses, as `idempotency.execute` decides."""
+    database: Database = request.app.state.database
+    if key is None:
+        return _plain(database, effect)
+    fingerprint = idempotency.fingerprint(request.method, request.url.path, body)
+    retention_us = request.app.state.settings.idempotency_retention_days * _US_PER_DAY
+
+    def work(connection: Connection) -> tuple[idempotency.Outcome, bool]:
+        started_us = now_us()
+
+        def guarded(inner: Connection) -> idempotency.Outcome:
+            status, payload = effect(inner, started_us)
+            return idempotency.Outcome(status, dumps(payload))
+
+        return idempotency.execute(
+            connection,
+            tenant_id=tenant_id,
+            key=key,
+            request_fingerprint=fingerprint,
+            now_us=started_us,
+            expires_at_us=None if keep_forever else started_us + retention_us,
+            effect=guarded,
+            render_refusal=render_refusal,
+        )
+
+    outcome, replayed = database.transaction(work)
+    status = outcome.status
+    headers = {}
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+        if replay_status is not None and 200 <= status < 300:
+            status = replay_status
+    return Response(outcome.body, status_code=status, media_type="application/json", headers=headers)
+
+
+def _plain(database: Database, effect: Effect) -> Response:
+    status, payload = database.transaction(lambda connection: effect(connection, now_us()))
+    return Response(dumps(payload), status_code=status, media_type="application/json")

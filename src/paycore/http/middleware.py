@@ -1,0 +1,70 @@
+"""Pure ASGI middleware (no per-request task overhead): the request body bound (413)."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """Refuse bodies over `body_bytes_max` with 413, by Content-Length or while streaming."""
+
+    def __init__(self, app: ASGIApp, body_bytes_max: int) -> None:
+        self.app = app
+        self.body_bytes_max = body_bytes_max
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > self.body_bytes_max:
+                    await self._refuse(send)
+                    return
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.body_bytes_max:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps(
+            {
+                "error": "request_too_large",
+                "message": f"request bodies are limited to {self.body_bytes_max} bytes",
+            }
+        ).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,65 @@
+"""SPEC §5 (contract): tenant credits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from sqlalchemy import Connection
+
+from paycore.credits import schemas
+from paycore.credits import service as credits
+from paycore.credits.service import CreditLine
+from paycore.http import idempotent
+from paycore.http.context import path_tenant
+from paycore.http.errors import json_response
+from paycore.http.responses import ERRORS
+from paycore.idempotency.service import check_key
+
+router = APIRouter(prefix="/v1/tenants", tags=["credits"])
+
+_CURRENCY = "USD"
+
+
+@router.post(
+    "/{tenant_id}/credits",
+    status_code=201,
+    responses={200: {"description": "Replay of an earlier identical request"}, **ERRORS},
+)
+def create_credit(tenant_id: str, body: schemas.CreditCreate, request: Request) -> Response:
+    """Add prepaid credit; the idempotency key travels in the body."""
+    tenant_id = path_tenant(request, tenant_id)
+    key = check_key(body.idempotency_key, param="idempotency_key")
+    settings = request.app.state.settings
+    lines = tuple(CreditLine(line.desc, line.amount_minor, line.currency) for line in body.lines)
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        credit = credits.create_credit(
+            connection,
+            tenant_id,
+            idempotency_key=key,
+            lines=lines,
+            enabled_currencies=settings.enabled_credit_currencies,
+            lines_max=settings.credit_lines_max,
+            now_us=now_us,
+        )
+        return 201, schemas.credit_json(credit)
+
+    return idempotent.run(
+        request,
+        tenant_id=tenant_id,
+        key=key,
+        body=body.model_dump(mode="json"),
+        effect=effect,
+        keep_forever=True,
+        replay_status=200,
+    )
+
+
+@router.get("/{tenant_id}/balance", responses=ERRORS)
+def get_balance(tenant_id: str, request: Request) -> Response:
+    tenant_id = path_tenant(request, tenant_id)
+    with request.app.state.database.read() as connection:
+        amount_minor = credits.balance_minor(connection, tenant_id, _CURRENCY)
+    return json_response(200, schemas.balance_json(_CURRENCY, amount_minor))

@@ -1,0 +1,34 @@
+"""Liveness and readiness (SPEC §12)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from sqlalchemy import text
+
+from paycore.db import migrate
+from paycore.http.errors import json_response
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz")
+def healthz() -> Response:
+    return json_response(200, {"status": "ok"})
+
+
+@router.get("/readyz")
+def readyz(request: Request) -> Response:
+    database = request.app.state.database
+    try:
+        with database.read() as connection:
+            connection.execute(text("SELECT 1"))
+        current = migrate.is_current(database)
+    except Exception as error:  # any failure to reach the database means not ready
+        return json_response(
+            503,
+            {"status": "unavailable", "database": "unreachable", "detail": type(error).__name__},
+        )
+    if not current:
+        return json_response(503, {"status": "unavailable", "database": "ok", "migrations": "behind"})
+    return json_response(200, {"status": "ok", "database": "ok", "migrations": "current"})

@@ -1,0 +1,208 @@
+"""SPEC §4: accounts, balances, transfers (two-phase, reversals, batches), statements."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Request
+from fastapi.responses import Response
+from sqlalchemy import Connection
+
+from paycore.http import idempotent
+from paycore.http.context import caller
+from paycore.http.errors import json_response
+from paycore.http.responses import ERRORS
+from paycore.kit.errors import InvalidRequest
+from paycore.ledger import schemas
+from paycore.ledger import service as ledger
+
+router = APIRouter(prefix="/v1", tags=["ledger"])
+
+
+def _settings(request: Request) -> Any:
+    return request.app.state.settings
+
+
+@router.post("/accounts", status_code=201, responses=ERRORS)
+def create_account(body: schemas.AccountCreate, request: Request) -> Response:
+    tenant_id = caller(request).tenant_id
+    settings = _settings(request)
+    schemas.check_metadata(body.metadata, keys_max=settings.metadata_keys_max, bytes_max=settings.metadata_bytes_max)
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        account = ledger.create_account(
+            connection,
+            tenant_id,
+            code=body.code,
+            currency=body.currency,
+            normal_balance=body.normal_balance,
+            no_overdraft=body.no_overdraft,
+            metadata=body.metadata,
+            now_us=now_us,
+        )
+        return 201, schemas.account_json(account)
+
+    key = idempotent.header_key(request, required=False)
+    return idempotent.run(
+        request,
+        tenant_id=tenant_id,
+        key=key,
+        body=body.model_dump(mode="json"),
+        effect=effect,
+        keep_forever=False,
+    )
+
+
+@router.get("/accounts/{account_id}", responses=ERRORS)
+def get_account(account_id: str, request: Request) -> Response:
+    tenant_id = caller(request).tenant_id
+    with request.app.state.database.read() as connection:
+        account = ledger.get_account(connection, tenant_id, account_id)
+    return json_response(200, schemas.account_json(account))
+
+
+@router.get("/accounts/{account_id}/balance", responses=ERRORS)
+def get_balance(account_id: str, request: Request) -> Response:
+    tenant_id = caller(request).tenant_id
+    with request.app.state.database.read() as connection:
+        account = ledger.get_account(connection, tenant_id, account_id)
+    return json_response(200, schemas.balance_json(account))
+
+
+@router.get("/accounts/{account_id}/entries", responses=ERRORS)
+def list_entries(
+    account_id: str,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    starting_after: Annotated[str | None, Query(max_length=64)] = None,
+) -> Response:
+    tenant_id = caller(request).tenant_id
+    limit = min(limit, _settings(request).page_limit_max)
+    with request.app.state.database.read() as connection:
+        page, has_more = ledger.list_entries(
+            connection, tenant_id, account_id, limit=limit, starting_after=starting_after
+        )
+    return json_response(200, {"object": "list", "data": [schemas.entry_json(e) for e in page], "has_more": has_more})
+
+
+@router.post("/transfers", status_code=201, responses=ERRORS)
+def create_transfer(body: schemas.TransferCreate, request: Request) -> Response:
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=True)
+    settings = _settings(request)
+    _check_transfer_metadata(body, settings, "")
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        spec = schemas.to_spec(body, entries_max=settings.transfer_entries_max, now_us=now_us)
+        transfer = ledger.create_transfer(connection, tenant_id, spec, now_us=now_us, idempotency_key=key)
+        return 201, schemas.transfer_json(transfer)
+
+    return idempotent.run(
+        request,
+        tenant_id=tenant_id,
+        key=key,
+        body=body.model_dump(mode="json"),
+        effect=effect,
+        keep_forever=True,
+    )
+
+
+@router.post("/transfers/batch", status_code=201, responses=ERRORS)
+def create_batch(body: schemas.TransferBatch, request: Request) -> Response:
+    """Linked transfers: all apply or none."""
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=True)
+    settings = _settings(request)
+    if len(body.transfers) > settings.batch_transfers_max:
+        raise InvalidRequest(f"a batch holds at most {settings.batch_transfers_max} transfers", param="transfers")
+    for index, transfer in enumerate(body.transfers):
+        _check_transfer_metadata(transfer, settings, f"transfers[{index}].")
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        specs = [
+            schemas.to_spec(
+                t,
+                entries_max=settings.transfer_entries_max,
+                now_us=now_us,
+                prefix=f"transfers[{i}].",
+            )
+            for i, t in enumerate(body.transfers)
+        ]
+        batch_id, created = ledger.create_batch(connection, tenant_id, specs, now_us=now_us, idempotency_key=key)
+        return 201, {
+            "object": "batch",
+            "id": batch_id,
+            "transfers": [schemas.transfer_json(t) for t in created],
+        }
+
+    return idempotent.run(
+        request,
+        tenant_id=tenant_id,
+        key=key,
+        body=body.model_dump(mode="json"),
+        effect=effect,
+        keep_forever=True,
+    )
+
+
+@router.get("/transfers/{transfer_id}", responses=ERRORS)
+def get_transfer(transfer_id: str, request: Request) -> Response:
+    tenant_id = caller(request).tenant_id
+    with request.app.state.database.read() as connection:
+        transfer = ledger.get_transfer(connection, tenant_id, transfer_id)
+    return json_response(200, schemas.transfer_json(transfer))
+
+
+@router.post("/transfers/{transfer_id}/post", responses=ERRORS)
+def post_transfer(
+    transfer_id: str, request: Request, body: Annotated[schemas.PostRequest | None, Body()] = None
+) -> Response:
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=True)
+    amount_minor = None if body is None else body.amount_minor
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        transfer = ledger.post_pending(connection, tenant_id, transfer_id, amount_minor=amount_minor, now_us=now_us)
+        return 200, schemas.transfer_json(transfer)
+
+    payload = None if body is None else body.model_dump(mode="json")
+    return idempotent.run(request, tenant_id=tenant_id, key=key, body=payload, effect=effect, keep_forever=True)
+
+
+@router.post("/transfers/{transfer_id}/void", responses=ERRORS)
+def void_transfer(transfer_id: str, request: Request) -> Response:
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=True)
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        transfer = ledger.void_pending(connection, tenant_id, transfer_id, now_us=now_us)
+        return 200, schemas.transfer_json(transfer)
+
+    return idempotent.run(request, tenant_id=tenant_id, key=key, body=None, effect=effect, keep_forever=True)
+
+
+@router.post("/transfers/{transfer_id}/reverse", status_code=201, responses=ERRORS)
+def reverse_transfer(
+    transfer_id: str,
+    request: Request,
+    body: Annotated[schemas.ReverseRequest | None, Body()] = None,
+) -> Response:
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=True)
+    metadata = None if body is None else body.metadata
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        transfer = ledger.reverse_transfer(connection, tenant_id, transfer_id, now_us=now_us, metadata=metadata)
+        return 201, schemas.transfer_json(transfer)
+
+    payload = None if body is None else body.model_dump(mode="json")
+    return idempotent.run(request, tenant_id=tenant_id, key=key, body=payload, effect=effect, keep_forever=True)
+
+
+def _check_transfer_metadata(body: schemas.TransferCreate, settings: Any, prefix: str) -> None:
+    schemas.check_metadata(
+        body.metadata,
+        keys_max=settings.metadata_keys_max,
+        bytes_max=settings.metadata_bytes_max,
+        param=f"{prefix}metadata",
+    )

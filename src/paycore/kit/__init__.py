@@ -1,0 +1,1 @@
+"""Standard-library-only building blocks: money, ids, clock, errors."""

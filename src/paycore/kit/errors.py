@@ -1,0 +1,45 @@
+"""Typed domain errors. Each carries a stable snake_case code; HTTP status lives in `http/`.
+
+A domain error is an operating error (bad input, a business refusal): it is answered, not
+crashed on. Programmer errors are assertions.
+"""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    code = "error"
+    # True for business refusals whose transaction would have committed (§3.1): the
+    # idempotency layer records them, so a retry with the same key replays the refusal.
+    recorded = False
+
+    def __init__(self, message: str, *, param: str | None = None, **details: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.details = details
+
+
+class InvalidRequest(DomainError):
+    code = "invalid_request"
+
+
+class InvalidAmount(InvalidRequest):
+    code = "invalid_amount"
+
+
+class UnsupportedCurrency(InvalidRequest):
+    code = "unsupported_currency"
+
+
+class NotFound(DomainError):
+    code = "not_found"
+
+
+class Conflict(DomainError):
+    code = "conflict"
+
+
+class BusinessRefusal(DomainError):
+    code = "refused"
+    recorded = True

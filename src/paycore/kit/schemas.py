@@ -1,0 +1,29 @@
+"""Pydantic building blocks shared by every domain's API shapes (strict: no coercion)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from paycore.kit.money import AMOUNT_MINOR_MAX
+
+# A JSON integer, 1..2^53-1. Strict: true, 1.0, "199" and null are refused (invalid_amount).
+AmountMinor = Annotated[int, Field(strict=True, gt=0, le=AMOUNT_MINOR_MAX)]
+Id = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Currency = Annotated[str, StringConstraints(min_length=3, max_length=3)]
+MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=40)]
+MetadataValue = Annotated[str, StringConstraints(max_length=500)]
+# String values only (like Stripe's): no float can hide in metadata. Count and size are
+# bounded again by settings (metadata_keys_max, metadata_bytes_max).
+Metadata = Annotated[dict[MetadataKey, MetadataValue], Field(max_length=50)]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    error: str
+    message: str
+    param: str | None = None

@@ -1,0 +1,61 @@
+"""The ledger's typed errors. Their HTTP statuses are chosen in `paycore.http.errors`."""
+
+from __future__ import annotations
+
+from paycore.kit.errors import BusinessRefusal, Conflict, InvalidRequest, NotFound
+
+
+class AccountNotFound(NotFound):
+    code = "account_not_found"
+
+
+class TransferNotFound(NotFound):
+    code = "transfer_not_found"
+
+
+class AccountExists(Conflict):
+    code = "account_exists"
+    recorded = True
+
+
+class InsufficientFunds(BusinessRefusal):
+    code = "insufficient_funds"
+
+
+class UnbalancedTransfer(BusinessRefusal):
+    code = "unbalanced_transfer"
+
+
+class CurrencyMismatch(BusinessRefusal):
+    code = "currency_mismatch"
+
+
+class PostAmountExceedsPending(BusinessRefusal):
+    code = "post_amount_exceeds_pending"
+
+
+class PartialPostUnsupported(BusinessRefusal):
+    code = "partial_post_unsupported"
+
+
+class BalanceOverflow(BusinessRefusal):
+    code = "balance_overflow"
+
+
+class TransferNotPending(Conflict):
+    code = "transfer_not_pending"
+    recorded = True
+
+
+class TransferExpired(Conflict):
+    code = "transfer_expired"
+    recorded = True
+
+
+class TransferNotReversible(Conflict):
+    code = "transfer_not_reversible"
+    recorded = True
+
+
+class InvalidEntries(InvalidRequest):
+    code = "invalid_entries"

@@ -1,0 +1,113 @@
+"""The ledger's tables.
+
+An **account** belongs to one tenant and holds one currency. A **transfer** is one atomic,
+balanced movement made of two or more **entries**; each entry debits or credits one account
+by a positive amount of minor units. For every transfer and currency, debits = credits.
+
+Transfers and entries are append-only (database triggers refuse UPDATE and DELETE, see the
+first migration). A two-phase transfer is a `pending` transfer; it is resolved exactly once
+by a later `post`, `void` or `expire` transfer whose `pending_id` points at it (a unique
+constraint makes "exactly once" the database's job). A reversal is a new transfer with
+`reverses_id` (also unique). So a transfer's status is derived, never updated.
+
+Accounts carry cached totals (TigerBeetle's four: debits/credits, posted/pending), updated
+in the same transaction as the entries; `paycore ledger verify` recomputes them.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    ForeignKeyConstraint,
+    Index,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+
+AMOUNT_CHECK = "amount_minor > 0 AND amount_minor <= 9007199254740991"
+
+accounts = Table(
+    "ledger_accounts",
+    metadata,
+    tenant_id_column(),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("code", String(128), nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("normal_balance", String(6), nullable=False),
+    Column("no_overdraft", Boolean, nullable=False),
+    Column("metadata", Text, nullable=False),
+    Column("debits_posted_minor", BigInteger, nullable=False),
+    Column("credits_posted_minor", BigInteger, nullable=False),
+    Column("debits_pending_minor", BigInteger, nullable=False),
+    Column("credits_pending_minor", BigInteger, nullable=False),
+    created_at_column(),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    UniqueConstraint("tenant_id", "code"),
+    CheckConstraint("normal_balance IN ('debit', 'credit')", name="normal_balance"),
+    CheckConstraint(
+        "debits_posted_minor >= 0 AND credits_posted_minor >= 0"
+        " AND debits_pending_minor >= 0 AND credits_pending_minor >= 0",
+        name="totals_non_negative",
+    ),
+)
+
+transfers = Table(
+    "ledger_transfers",
+    metadata,
+    tenant_id_column(),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("pending_id", String(ID_LENGTH), nullable=True),
+    Column("reverses_id", String(ID_LENGTH), nullable=True),
+    Column("batch_id", String(ID_LENGTH), nullable=True),
+    Column("idempotency_key", String(255), nullable=True),
+    Column("reference_type", String(16), nullable=False),
+    Column("reference_id", String(ID_LENGTH), nullable=True),
+    Column("metadata", Text, nullable=False),
+    Column("expires_at_us", BigInteger, nullable=True),
+    created_at_column(),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    UniqueConstraint("tenant_id", "pending_id"),
+    UniqueConstraint("tenant_id", "reverses_id"),
+    UniqueConstraint("tenant_id", "idempotency_key"),
+    ForeignKeyConstraint(["tenant_id", "pending_id"], ["ledger_transfers.tenant_id", "ledger_transfers.id"]),
+    ForeignKeyConstraint(["tenant_id", "reverses_id"], ["ledger_transfers.tenant_id", "ledger_transfers.id"]),
+    CheckConstraint("kind IN ('transfer', 'pending', 'post', 'void', 'expire')", name="kind"),
+    CheckConstraint(
+        "(kind IN ('post', 'void', 'expire')) = (pending_id IS NOT NULL)",
+        name="pending_id_iff_resolution",
+    ),
+    CheckConstraint(
+        "reference_type IN ('payment', 'refund', 'payout', 'credit', 'adjustment')",
+        name="reference_type",
+    ),
+    Index("ix_ledger_transfers_pending_expiry", "kind", "expires_at_us"),
+)
+
+entries = Table(
+    "ledger_entries",
+    metadata,
+    tenant_id_column(),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("transfer_id", String(ID_LENGTH), nullable=False),
+    Column("account_id", String(ID_LENGTH), nullable=False),
+    Column("direction", String(6), nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("currency", String(3), nullable=False),
+    created_at_column(),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    ForeignKeyConstraint(["tenant_id", "transfer_id"], ["ledger_transfers.tenant_id", "ledger_transfers.id"]),
+    ForeignKeyConstraint(["tenant_id", "account_id"], ["ledger_accounts.tenant_id", "ledger_accounts.id"]),
+    CheckConstraint("direction IN ('debit', 'credit')", name="direction"),
+    CheckConstraint(AMOUNT_CHECK, name="amount_minor"),
+    Index("ix_ledger_entries_account", "tenant_id", "account_id", "id"),
+    Index("ix_ledger_entries_transfer", "tenant_id", "transfer_id"),
+)

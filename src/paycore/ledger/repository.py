@@ -1,0 +1,148 @@
+"""All of the ledger's SQL. No rules here: the service decides, the repository reads and writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Row, and_, exists, func, select, update
+from sqlalchemy.orm import aliased
+
+from paycore.db.sql import insert_or_ignore
+from paycore.ledger.balances import Totals
+from paycore.ledger.models import accounts, entries, transfers
+
+_TOTAL_COLUMNS = (
+    accounts.c.debits_posted_minor,
+    accounts.c.credits_posted_minor,
+    accounts.c.debits_pending_minor,
+    accounts.c.credits_pending_minor,
+)
+
+
+def insert_account(connection: Connection, values: dict[str, Any]) -> bool:
+    return insert_or_ignore(connection, accounts, values, ("tenant_id", "code"))
+
+
+def get_account(connection: Connection, tenant_id: str, account_id: str) -> Row[Any] | None:
+    query = select(accounts).where(accounts.c.tenant_id == tenant_id, accounts.c.id == account_id)
+    return connection.execute(query).first()
+
+
+def get_account_by_code(connection: Connection, tenant_id: str, code: str) -> Row[Any] | None:
+    query = select(accounts).where(accounts.c.tenant_id == tenant_id, accounts.c.code == code)
+    return connection.execute(query).first()
+
+
+def get_accounts(connection: Connection, tenant_id: str, account_ids: Iterable[str]) -> dict[str, Row[Any]]:
+    ids = sorted(set(account_ids))
+    query = select(accounts).where(accounts.c.tenant_id == tenant_id, accounts.c.id.in_(ids))
+    return {row.id: row for row in connection.execute(query)}
+
+
+def apply_totals(connection: Connection, tenant_id: str, account_id: str, delta: Totals) -> Totals:
+    """Add `delta` to the account's cached totals and return the new totals.
+
+    The UPDATE takes the account's row lock (PostgreSQL) inside the caller's transaction, so
+    the overdraft check that follows sees totals no concurrent transfer can change before
+    commit. Callers update accounts in sorted id order, so two transfers never deadlock.
+    """
+    statement = (
+        update(accounts)
+        .where(accounts.c.tenant_id == tenant_id, accounts.c.id == account_id)
+        .values(
+            debits_posted_minor=accounts.c.debits_posted_minor + delta.debits_posted_minor,
+            credits_posted_minor=accounts.c.credits_posted_minor + delta.credits_posted_minor,
+            debits_pending_minor=accounts.c.debits_pending_minor + delta.debits_pending_minor,
+            credits_pending_minor=accounts.c.credits_pending_minor + delta.credits_pending_minor,
+        )
+        .returning(*_TOTAL_COLUMNS)
+    )
+    row = connection.execute(statement).one()
+    return Totals(*row)
+
+
+def insert_transfer(connection: Connection, values: dict[str, Any]) -> None:
+    connection.execute(transfers.insert().values(values))
+
+
+def insert_resolution(connection: Connection, values: dict[str, Any]) -> bool:
+    """Insert a post/void/expire transfer; False if the pending transfer was already resolved
+    (the unique (tenant_id, pending_id) constraint decides, also between processes)."""
+    return insert_or_ignore(connection, transfers, values, ("tenant_id", "pending_id"))
+
+
+def insert_reversal(connection: Connection, values: dict[str, Any]) -> bool:
+    return insert_or_ignore(connection, transfers, values, ("tenant_id", "reverses_id"))
+
+
+def insert_entries(connection: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    if rows:
+        connection.execute(entries.insert(), list(rows))
+
+
+def get_transfer(connection: Connection, tenant_id: str, transfer_id: str) -> Row[Any] | None:
+    query = select(transfers).where(transfers.c.tenant_id == tenant_id, transfers.c.id == transfer_id)
+    return connection.execute(query).first()
+
+
+def get_transfer_by_key(connection: Connection, tenant_id: str, key: str) -> Row[Any] | None:
+    query = select(transfers).where(transfers.c.tenant_id == tenant_id, transfers.c.idempotency_key == key)
+    return connection.execute(query).first()
+
+
+def get_entries_of(connection: Connection, tenant_id: str, transfer_ids: Sequence[str]) -> list[Row[Any]]:
+    query = (
+        select(entries)
+        .where(entries.c.tenant_id == tenant_id, entries.c.transfer_id.in_(list(transfer_ids)))
+        .order_by(entries.c.id)
+    )
+    return list(connection.execute(query))
+
+
+def get_resolution(connection: Connection, tenant_id: str, pending_id: str) -> Row[Any] | None:
+    query = select(transfers).where(transfers.c.tenant_id == tenant_id, transfers.c.pending_id == pending_id)
+    return connection.execute(query).first()
+
+
+def get_reversal(connection: Connection, tenant_id: str, transfer_id: str) -> Row[Any] | None:
+    query = select(transfers.c.id).where(transfers.c.tenant_id == tenant_id, transfers.c.reverses_id == transfer_id)
+    return connection.execute(query).first()
+
+
+def list_entries(
+    connection: Connection,
+    tenant_id: str,
+    account_id: str,
+    *,
+    limit: int,
+    starting_after: str | None,
+) -> list[Row[Any]]:
+    query = select(entries).where(entries.c.tenant_id == tenant_id, entries.c.account_id == account_id)
+    if starting_after is not None:
+        query = query.where(entries.c.id > starting_after)
+    return list(connection.execute(query.order_by(entries.c.id).limit(limit)))
+
+
+def due_expired_pending(connection: Connection, now_us: int, limit: int) -> list[Row[Any]]:
+    resolution = aliased(transfers)
+    unresolved = ~exists().where(
+        and_(
+            resolution.c.tenant_id == transfers.c.tenant_id,
+            resolution.c.pending_id == transfers.c.id,
+        )
+    )
+    query = (
+        select(transfers.c.tenant_id, transfers.c.id)
+        .where(transfers.c.kind == "pending", transfers.c.expires_at_us <= now_us, unresolved)
+        .order_by(transfers.c.expires_at_us)
+        .limit(limit)
+    )
+    return list(connection.execute(query))
+
+
+def count_rows(connection: Connection) -> dict[str, int]:
+    return {
+        table.name: connection.execute(select(func.count()).select_from(table)).scalar_one()
+        for table in (accounts, transfers, entries)
+    }

@@ -1,0 +1,29 @@
+"""Tenants and their API keys (only a SHA-256 of each key is stored)."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, PrimaryKeyConstraint, String, Table, UniqueConstraint
+
+from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+
+tenants = Table(
+    "tenants",
+    metadata,
+    tenant_id_column(),
+    Column("name", String(200), nullable=False),
+    created_at_column(),
+    PrimaryKeyConstraint("tenant_id"),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    tenant_id_column(),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("key_hash", String(64), nullable=False),
+    Column("key_prefix", String(16), nullable=False),
+    created_at_column(),
+    Column("revoked_at_us", BigInteger, nullable=True),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    UniqueConstraint("key_hash"),
+)

@@ -1,0 +1,76 @@
+"""Tenants and API keys (SPEC §3.2).
+
+An API key is 32 random bytes (`pck_` + URL-safe base64) shown once at creation; only its
+SHA-256 is stored. A slow password hash is not needed: the key has 256 bits of entropy, so
+the hash cannot be brute-forced, and a fast hash keeps authentication off the hot path.
+
+Local mode: while no API key exists, requests act as the tenant named by the
+`Paycore-Tenant` header (or `default`), and the server only binds loopback addresses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from paycore.kit import ids
+from paycore.tenants import repository
+from paycore.tenants.errors import InvalidTenantId, TenantExists
+
+TENANT_ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+DEFAULT_TENANT = "default"
+KEY_PREFIX = "pck_"
+
+
+@dataclass(frozen=True)
+class NewTenant:
+    tenant_id: str
+    api_key: str
+
+
+def check_tenant_id(value: object, *, param: str = "tenant_id") -> str:
+    if not isinstance(value, str) or TENANT_ID_PATTERN.fullmatch(value) is None:
+        raise InvalidTenantId("a tenant id is 1-64 characters of [A-Za-z0-9_.-]", param=param)
+    return value
+
+
+def hash_key(api_key: str) -> str:
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def create_tenant(connection: Connection, name: str, *, now_us: int) -> NewTenant:
+    tenant_id = check_tenant_id(name, param="name")
+    if not repository.insert_tenant(connection, {"tenant_id": tenant_id, "name": name, "created_at_us": now_us}):
+        raise TenantExists(f"tenant {tenant_id!r} already exists")
+    return NewTenant(tenant_id=tenant_id, api_key=issue_key(connection, tenant_id, now_us=now_us))
+
+
+def issue_key(connection: Connection, tenant_id: str, *, now_us: int) -> str:
+    api_key = KEY_PREFIX + secrets.token_urlsafe(32)
+    repository.insert_api_key(
+        connection,
+        {
+            "tenant_id": tenant_id,
+            "id": ids.new_id("key"),
+            "key_hash": hash_key(api_key),
+            "key_prefix": api_key[:12],
+            "created_at_us": now_us,
+            "revoked_at_us": None,
+        },
+    )
+    return api_key
+
+
+def auth_required(connection: Connection) -> bool:
+    return repository.any_api_key(connection)
+
+
+def tenant_for_key(connection: Connection, api_key: str) -> str | None:
+    row = repository.find_key(connection, hash_key(api_key))
+    if row is None or row.revoked_at_us is not None:
+        return None
+    return str(row.tenant_id)
