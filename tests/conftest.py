@@ -1,0 +1,73 @@
+"""Every test that touches storage runs on SQLite and on PostgreSQL.
+
+PostgreSQL tests are skipped with a loud reason when no server answers on a developer's
+machine, and fail when CI=true or PAYCORE_REQUIRE_POSTGRES=1: in CI they are mandatory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from paycore.config import Settings
+from paycore.db.engine import Database
+from paycore.http.app import create_app
+from tests.support import databases
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(scope="session")
+def sqlite_databases(tmp_path_factory: pytest.TempPathFactory) -> databases.SqliteDatabases:
+    return databases.SqliteDatabases(tmp_path_factory.mktemp("sqlite"))
+
+
+@pytest.fixture(scope="session")
+def postgres_databases() -> Iterator[databases.PostgresDatabases]:
+    reason = databases.postgres_reachable()
+    if reason is not None:
+        message = f"PostgreSQL is not reachable at {databases.ADMIN_URL}: {reason}"
+        if databases.REQUIRE_POSTGRES:
+            pytest.fail(message + " (PostgreSQL tests are mandatory here)", pytrace=False)
+        pytest.skip(message)
+    pool = databases.PostgresDatabases()
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest, sqlite_databases: databases.SqliteDatabases) -> Iterator[str]:
+    postgres = request.getfixturevalue("postgres_databases") if backend == "postgres" else None
+    with databases.fresh_url(backend, sqlite_databases, postgres) as url:
+        yield url
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, db_pool_size=20)
+
+
+@pytest.fixture
+def database(settings: Settings) -> Iterator[Database]:
+    db = Database(settings)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def client(settings: Settings, database: Database) -> Iterator[TestClient]:
+    with TestClient(create_app(settings, database)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
