@@ -1,4 +1,5 @@
-"""Pure ASGI middleware (no per-request task overhead): the request body bound (413)."""
+"""Pure ASGI middleware (no per-request task overhead): the request body bound (413), and
+NUL characters in the path or query refused (400) before they can reach a database."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ class BodyLimit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if "\x00" in scope["path"] or b"%00" in scope["query_string"].lower():
+            await _respond(send, 400, "invalid_request", "the path and query may not contain NUL characters")
             return
         for name, value in scope["headers"]:
             if name == b"content-length":
@@ -56,15 +60,12 @@ class BodyLimit:
                 await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "error": "request_too_large",
-                "message": f"request bodies are limited to {self.body_bytes_max} bytes",
-            }
-        ).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        message = f"request bodies are limited to {self.body_bytes_max} bytes"
+        await _respond(send, 413, "request_too_large", message)
+
+
+async def _respond(send: Send, status: int, code: str, message: str) -> None:
+    body = json.dumps({"error": code, "message": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from paycore.kit.money import AMOUNT_MINOR_MAX
 
@@ -21,6 +21,24 @@ Metadata = Annotated[dict[MetadataKey, MetadataValue], Field(max_length=50)]
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_nul(cls, data: Any) -> Any:
+        # PostgreSQL text cannot hold NUL; refuse it on both databases alike, as bad input.
+        if _has_nul(data):
+            raise ValueError("strings may not contain the NUL character")
+        return data
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False
 
 
 class ErrorBody(BaseModel):
