@@ -44,7 +44,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def database_url(backend: str, request: pytest.FixtureRequest, sqlite_databases: databases.SqliteDatabases) -> Iterator[str]:
+def database_url(
+    backend: str, request: pytest.FixtureRequest, sqlite_databases: databases.SqliteDatabases
+) -> Iterator[str]:
     postgres = request.getfixturevalue("postgres_databases") if backend == "postgres" else None
     with databases.fresh_url(backend, sqlite_databases, postgres) as url:
         yield url

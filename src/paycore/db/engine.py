@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from paycore.config import Settings
 
@@ -46,8 +47,16 @@ def is_lock_timeout(error: BaseException) -> bool:
     return False
 
 
+def _pool_timeout_s(settings: Settings) -> float:
+    # Waiting for a pooled connection is waiting too: bounded like every other lock wait,
+    # so a burst of duplicates behind a slow request is answered within the same bound.
+    return settings.idempotency_wait_ms / 1000
+
+
 def _make_sqlite_engine(settings: Settings) -> Engine:
-    engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
+    engine = create_engine(
+        settings.database_url, pool_size=settings.db_pool_size, pool_timeout=_pool_timeout_s(settings)
+    )
     busy_timeout_ms = settings.idempotency_wait_ms
 
     @event.listens_for(engine, "connect")
@@ -80,6 +89,7 @@ def _make_postgres_engine(settings: Settings) -> Engine:
         settings.database_url,
         pool_size=settings.db_pool_size,
         max_overflow=0,
+        pool_timeout=_pool_timeout_s(settings),
         # No pre-ping: it costs a round trip on every checkout. A connection that died with
         # its server fails its statement, SQLAlchemy discards the pool, and the request is
         # answered with an error; nothing was committed, so the client's retry is safe.
@@ -114,6 +124,8 @@ class Database:
             try:
                 with self.engine.connect() as connection, connection.begin():
                     return work(connection)
+            except PoolTimeout as error:
+                raise DatabaseBusy("no database connection became free in time") from error
             except DBAPIError as error:
                 if is_lock_timeout(error):
                     raise DatabaseBusy(str(error.orig)) from error
@@ -127,8 +139,12 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only transaction (deferred on SQLite, so it never takes the write lock)."""
-        with self.engine.connect() as connection:
-            connection = connection.execution_options(paycore_readonly=True)
+        try:
+            connection = self.engine.connect()
+        except PoolTimeout as error:
+            raise DatabaseBusy("no database connection became free in time") from error
+        with connection:
+            connection.execution_options(paycore_readonly=True)
             with connection.begin():
                 yield connection
 
