@@ -70,7 +70,7 @@ class Settings:
             database_url=os.environ.get("PAYCORE_DATABASE_URL") or DEFAULT_DATABASE_URL,
             body_bytes_max=_int("PAYCORE_BODY_BYTES_MAX", 1_048_576),
             idempotency_wait_ms=_int("PAYCORE_IDEMPOTENCY_WAIT_MS", 10_000),
-            idempotency_retention_days=_int("PAYCORE_IDEMPOTENCY_RETENTION_DAYS", 30),
+            idempotency_retention_days=_int("PAYCORE_IDEMPOTENCY_RETENTION_DAYS", 30, minimum=30),  # §3.1: >= 30
             statement_timeout_ms=_int("PAYCORE_STATEMENT_TIMEOUT_MS", 30_000),
             db_pool_size=_int("PAYCORE_DB_POOL_SIZE", 20),
             transaction_attempts_max=_int("PAYCORE_TRANSACTION_ATTEMPTS_MAX", 5),

@@ -26,6 +26,14 @@ class BodyLimit:
         if "\x00" in scope["path"] or b"%00" in scope["query_string"].lower():
             await _respond(send, 400, "invalid_request", "the path and query may not contain NUL characters")
             return
+        content_type = _header(scope, b"content-type")
+        if content_type is None:
+            # The API speaks only JSON: a body sent without a Content-Type (curl -d without -H)
+            # is read as JSON rather than refused with a puzzling validation error.
+            scope = dict(scope, headers=[*scope["headers"], (b"content-type", b"application/json")])
+        elif b"json" not in content_type.lower() and _header(scope, b"content-length") not in (None, b"0"):
+            await _respond(send, 415, "unsupported_media_type", "request bodies must be JSON (application/json)")
+            return
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
@@ -62,6 +70,13 @@ class BodyLimit:
     async def _refuse(self, send: Send) -> None:
         message = f"request bodies are limited to {self.body_bytes_max} bytes"
         await _respond(send, 413, "request_too_large", message)
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
 
 
 async def _respond(send: Send, status: int, code: str, message: str) -> None:

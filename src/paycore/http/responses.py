@@ -13,6 +13,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "Not found"},
     409: {"model": ErrorBody, "description": "Conflict (e.g. idempotency_key_reused)"},
     413: {"model": ErrorBody, "description": "Request body too large"},
+    415: {"model": ErrorBody, "description": "Request body is not JSON"},
     422: {"model": ErrorBody, "description": "Business refusal (e.g. insufficient_funds)"},
     503: {"model": ErrorBody, "description": "Database busy; retry"},
 }

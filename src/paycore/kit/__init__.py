@@ -1,1 +1,2 @@
-"""Standard-library-only building blocks: money, ids, clock, errors."""
+"""Building blocks: money, ids, clock, errors (standard library only), and in schemas.py
+the Pydantic types every domain's API shapes share."""

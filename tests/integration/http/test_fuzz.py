@@ -95,3 +95,18 @@ def test_nul_characters_are_bad_input_on_both_databases(client: TestClient) -> N
     ):
         assert response.status_code == 400, response.text
         assert response.json()["error"] == "invalid_request"
+
+
+def test_a_body_without_content_type_is_read_as_json(client: TestClient) -> None:
+    body = json.dumps({"idempotency_key": "ct", "lines": [{"desc": "x", "amount_minor": 5, "currency": "USD"}]})
+    request = client.build_request("POST", "/v1/tenants/acme/credits", content=body.encode())
+    assert "content-type" not in request.headers
+    response = client.send(request)
+    assert response.status_code == 201, response.text
+    assert response.json()["amount_minor"] == 5
+
+
+def test_a_form_body_is_415(client: TestClient) -> None:
+    response = client.post("/v1/tenants/acme/credits", data={"idempotency_key": "x"})
+    assert response.status_code == 415
+    assert response.json()["error"] == "unsupported_media_type"

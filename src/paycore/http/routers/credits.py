@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from sqlalchemy import Connection
 
@@ -12,12 +12,13 @@ from paycore.credits import schemas
 from paycore.credits import service as credits
 from paycore.credits.service import CreditLine
 from paycore.http import idempotent
-from paycore.http.context import path_tenant
+from paycore.http.context import authenticate, path_tenant
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
 from paycore.idempotency.service import check_key
 
-router = APIRouter(prefix="/v1/tenants", tags=["credits"])
+# Authentication is a dependency so that it runs before body validation (401 before 400).
+router = APIRouter(prefix="/v1/tenants", tags=["credits"], dependencies=[Depends(authenticate)])
 
 _CURRENCY = "USD"
 
