@@ -52,7 +52,18 @@ class Caller:
     authenticated: bool
 
 
+def authenticate(request: Request) -> Caller:
+    """A router dependency: FastAPI runs it before it validates the body, so a request
+    without a valid key is a 401 whatever it carries. The result is kept on the request."""
+    found: Caller = caller(request)
+    request.state.caller = found
+    return found
+
+
 def caller(request: Request) -> Caller:
+    known: Caller | None = getattr(request.state, "caller", None)
+    if known is not None:
+        return known
     auth: AuthState = request.app.state.auth
     if auth.is_auth_required():
         header = request.headers.get("authorization", "")
@@ -68,9 +79,10 @@ def caller(request: Request) -> Caller:
 
 
 def path_tenant(request: Request, tenant_id: str) -> str:
-    """A tenant named in the path: an authenticated key reaches only its own (else 403)."""
-    tenants.check_tenant_id(tenant_id)
+    """A tenant named in the path: an authenticated key reaches only its own (else 403).
+    Who is calling is settled first, so an unauthenticated request is a 401 whatever its path."""
     who = caller(request)
+    tenants.check_tenant_id(tenant_id)
     if who.authenticated and who.tenant_id != tenant_id:
         raise Forbidden("this API key belongs to another tenant")
     return tenant_id

@@ -40,16 +40,26 @@ def get_accounts(connection: Connection, tenant_id: str, account_ids: Iterable[s
     return {row.id: row for row in connection.execute(query)}
 
 
-def apply_totals(connection: Connection, tenant_id: str, account_id: str, delta: Totals) -> Totals:
-    """Add `delta` to the account's cached totals and return the new totals.
+def apply_totals(
+    connection: Connection, tenant_id: str, account_id: str, delta: Totals, total_max: int
+) -> Totals | None:
+    """Add `delta` to the account's cached totals and return the new totals, or None (and
+    change nothing) when a total would pass `total_max`.
 
     The UPDATE takes the account's row lock (PostgreSQL) inside the caller's transaction, so
     the overdraft check that follows sees totals no concurrent transfer can change before
     commit. Callers update accounts in sorted id order, so two transfers never deadlock.
+    The range is checked in the WHERE clause, before the addition, because the addition
+    itself would fail on PostgreSQL ("bigint out of range") and turn into a REAL on SQLite.
     """
+    in_range = [
+        column <= total_max - amount
+        for column, amount in zip(_TOTAL_COLUMNS, vars(delta).values(), strict=True)
+        if amount > 0
+    ]
     statement = (
         update(accounts)
-        .where(accounts.c.tenant_id == tenant_id, accounts.c.id == account_id)
+        .where(accounts.c.tenant_id == tenant_id, accounts.c.id == account_id, *in_range)
         .values(
             debits_posted_minor=accounts.c.debits_posted_minor + delta.debits_posted_minor,
             credits_posted_minor=accounts.c.credits_posted_minor + delta.credits_posted_minor,
@@ -58,8 +68,8 @@ def apply_totals(connection: Connection, tenant_id: str, account_id: str, delta:
         )
         .returning(*_TOTAL_COLUMNS)
     )
-    row = connection.execute(statement).one()
-    return Totals(*row)
+    row = connection.execute(statement).first()
+    return None if row is None else Totals(*row)
 
 
 def insert_transfer(connection: Connection, values: dict[str, Any]) -> None:

@@ -265,8 +265,17 @@ def reverse_transfer(
     metadata: dict[str, str] | None = None,
 ) -> Transfer:
     original = get_transfer(connection, tenant_id, transfer_id)
+    if original.kind == "pending" and original.status == "posted":
+        # A posted hold reads as `posted`, so its id must reverse it too: what moved the
+        # money is its post, and reversing that one transfer (whichever id was given) lets
+        # the unique reverses_id keep "at most one reversal" true.
+        assert original.resolved_by is not None, original.id
+        original = get_transfer(connection, tenant_id, original.resolved_by)
     if original.kind not in ("transfer", "post"):
-        raise TransferNotReversible(f"a {original.kind} transfer moves no posted money to reverse")
+        raise TransferNotReversible(
+            f"a {original.status} {original.kind} transfer moved no posted money to reverse"
+            " (an open hold is voided, not reversed)"
+        )
     flipped = tuple(
         EntrySpec(e.account_id, "credit" if e.direction == "debit" else "debit", e.amount_minor)
         for e in original.entries
@@ -280,7 +289,7 @@ def reverse_transfer(
     account_rows = _check_spec(connection, tenant_id, spec, "")
     reversal_id = ids.new_id("txn")
     values = _transfer_values(tenant_id, reversal_id, "transfer", spec, now_us, None, None)
-    values["reverses_id"] = transfer_id
+    values["reverses_id"] = original.id
     if not repository.insert_reversal(connection, values):
         raise TransferNotReversible("the transfer has already been reversed")
     entry_rows = _entry_values(tenant_id, reversal_id, spec.entries, account_rows, now_us)
@@ -386,6 +395,7 @@ def _check_spec(connection: Connection, tenant_id: str, spec: TransferSpec, pref
         raise InvalidEntries("a transfer needs at least two entries", param=f"{prefix}entries")
     account_rows = repository.get_accounts(connection, tenant_id, [e.account_id for e in spec.entries])
     sums: dict[str, int] = defaultdict(int)
+    debits: dict[str, int] = defaultdict(int)
     for index, entry in enumerate(spec.entries):
         assert entry.direction in DIRECTIONS and 0 < entry.amount_minor <= AMOUNT_MINOR_MAX
         row = account_rows.get(entry.account_id)
@@ -397,6 +407,14 @@ def _check_spec(connection: Connection, tenant_id: str, spec: TransferSpec, pref
                 param=f"{prefix}currency",
             )
         sums[row.currency] += entry.amount_minor if entry.direction == "debit" else -entry.amount_minor
+        if entry.direction == "debit":
+            debits[row.currency] += entry.amount_minor
+    for currency, total in debits.items():
+        # The transfer's amount is rendered as one JSON integer: it must be exact for every client.
+        if total > AMOUNT_MINOR_MAX:
+            raise InvalidAmount(
+                f"the debits in {currency} add up to {total}, more than 2^53 - 1", param=f"{prefix}entries"
+            )
     for currency, difference in sums.items():
         if difference != 0:
             raise UnbalancedTransfer(
@@ -495,10 +513,11 @@ def _apply(
     """Update cached totals in sorted account order (no deadlocks) and enforce flags on the
     totals the database returns, under the row lock the UPDATE took."""
     for account_id in sorted(deltas):
-        totals = repository.apply_totals(connection, tenant_id, account_id, deltas[account_id])
+        totals = repository.apply_totals(connection, tenant_id, account_id, deltas[account_id], BALANCE_MINOR_MAX)
+        if totals is None:
+            raise BalanceOverflow(f"account {account_id} would exceed its balance range", param=f"{prefix}entries")
+        assert all(type(value) is int and 0 <= value <= BALANCE_MINOR_MAX for value in vars(totals).values())
         row = account_rows[account_id]
-        if any(type(value) is not int or value > BALANCE_MINOR_MAX for value in vars(totals).values()):
-            raise BalanceOverflow(f"account {account_id} would exceed its balance range")
         if row.no_overdraft and breaks_no_overdraft(totals, row.normal_balance):
             raise InsufficientFunds(f"account {account_id} has insufficient available funds", param=f"{prefix}entries")
 

@@ -108,15 +108,30 @@ def test_a_sum_past_2_53_is_refused(client: TestClient) -> None:
     ("body", "code"),
     [
         ({"lines": [{"desc": "x", "amount_minor": 1, "currency": "USD"}]}, "invalid_idempotency_key"),
-        ({"idempotency_key": "", "lines": [{"desc": "x", "amount_minor": 1, "currency": "USD"}]}, "invalid_idempotency_key"),
-        ({"idempotency_key": 7, "lines": [{"desc": "x", "amount_minor": 1, "currency": "USD"}]}, "invalid_idempotency_key"),
-        ({"idempotency_key": None, "lines": [{"desc": "x", "amount_minor": 1, "currency": "USD"}]}, "invalid_idempotency_key"),
+        (
+            {"idempotency_key": "", "lines": [{"desc": "x", "amount_minor": 1, "currency": "USD"}]},
+            "invalid_idempotency_key",
+        ),
+        (
+            {"idempotency_key": 7, "lines": [{"desc": "x", "amount_minor": 1, "currency": "USD"}]},
+            "invalid_idempotency_key",
+        ),
+        (
+            {"idempotency_key": None, "lines": [{"desc": "x", "amount_minor": 1, "currency": "USD"}]},
+            "invalid_idempotency_key",
+        ),
         ({"idempotency_key": "k"}, "invalid_request"),
         ({"idempotency_key": "k", "lines": []}, "invalid_request"),
         ({"idempotency_key": "k", "lines": {"desc": "x"}}, "invalid_request"),
         ({"idempotency_key": "k", "lines": ["x"]}, "invalid_request"),
-        ({"idempotency_key": "k", "lines": [{"desc": "x", "amount_minor": 1, "currency": "EUR"}]}, "unsupported_currency"),
-        ({"idempotency_key": "k", "lines": [{"desc": "x", "amount_minor": 1, "currency": 840}]}, "unsupported_currency"),
+        (
+            {"idempotency_key": "k", "lines": [{"desc": "x", "amount_minor": 1, "currency": "EUR"}]},
+            "unsupported_currency",
+        ),
+        (
+            {"idempotency_key": "k", "lines": [{"desc": "x", "amount_minor": 1, "currency": 840}]},
+            "unsupported_currency",
+        ),
     ],
 )
 def test_refusals_are_400_with_their_code(client: TestClient, database: Database, body: Any, code: str) -> None:

@@ -27,8 +27,10 @@ scalars = (
 )
 json_values = st.recursive(
     scalars,
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), children, max_size=6),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), children, max_size=6)
+    ),
     max_leaves=20,
 )
 bodies = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=8) | json_values

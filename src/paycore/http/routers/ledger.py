@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import Response
 from sqlalchemy import Connection
 
 from paycore.http import idempotent
-from paycore.http.context import caller
+from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
-from paycore.kit.errors import InvalidRequest
+from paycore.kit.errors import InvalidAmount, InvalidRequest
 from paycore.ledger import schemas
 from paycore.ledger import service as ledger
 
-router = APIRouter(prefix="/v1", tags=["ledger"])
+# Authentication is a dependency so that it runs before body validation (401 before 400).
+router = APIRouter(prefix="/v1", tags=["ledger"], dependencies=[Depends(authenticate)])
 
 
 def _settings(request: Request) -> Any:
@@ -159,6 +160,11 @@ def post_transfer(
 ) -> Response:
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
+    if body is not None and "amount_minor" in body.model_fields_set and body.amount_minor is None:
+        # SPEC §2: null is never an amount. Leaving the field out posts the whole hold.
+        raise InvalidAmount(
+            "amount_minor must be a positive JSON integer (omit it to post in full)", param="amount_minor"
+        )
     amount_minor = None if body is None else body.amount_minor
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:

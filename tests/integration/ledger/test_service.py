@@ -1,0 +1,332 @@
+"""The ledger's service functions inside `Database.transaction`, and `verify`, on both databases."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from sqlalchemy import Connection, text
+
+from paycore.db.engine import Database
+from paycore.kit.clock import now_us
+from paycore.kit.errors import InvalidAmount, UnsupportedCurrency
+from paycore.ledger import repository
+from paycore.ledger import service as ledger
+from paycore.ledger.errors import (
+    AccountNotFound,
+    BalanceOverflow,
+    CurrencyMismatch,
+    InsufficientFunds,
+    InvalidEntries,
+    TransferExpired,
+    TransferNotFound,
+    TransferNotPending,
+    TransferNotReversible,
+    UnbalancedTransfer,
+)
+from paycore.ledger.service import EntrySpec, TransferSpec
+from paycore.ledger.verify import verify
+
+T = TypeVar("T")
+TENANT = "t1"
+PAYCORE = Path(sys.executable).with_name("paycore")
+
+
+def run(database: Database, work: Callable[[Connection], T]) -> T:
+    return database.transaction(work)
+
+
+def open_account(
+    database: Database, code: str, normal_balance: str, *, no_overdraft: bool = False, currency: str = "USD"
+) -> str:
+    return run(
+        database,
+        lambda c: (
+            ledger.create_account(
+                c,
+                TENANT,
+                code=code,
+                currency=currency,
+                normal_balance=normal_balance,
+                no_overdraft=no_overdraft,
+                metadata={},
+                now_us=now_us(),
+            ).id
+        ),
+    )
+
+
+def move(
+    database: Database, *legs: tuple[str, str, int], pending: bool = False, expires_at_us: int | None = None
+) -> str:
+    spec = TransferSpec(entries=tuple(EntrySpec(*leg) for leg in legs), pending=pending, expires_at_us=expires_at_us)
+    return run(database, lambda c: ledger.create_transfer(c, TENANT, spec, now_us=now_us()).id)
+
+
+def balance(database: Database, account_id: str) -> tuple[int, int, int]:
+    with database.read() as connection:
+        b = ledger.get_account(connection, TENANT, account_id).balance
+    return b.posted_minor, b.pending_minor, b.available_minor
+
+
+def status(database: Database, transfer_id: str) -> str:
+    with database.read() as connection:
+        return ledger.get_transfer(connection, TENANT, transfer_id).status
+
+
+def counts(database: Database) -> dict[str, int]:
+    with database.read() as connection:
+        return repository.count_rows(connection)
+
+
+def verified(database: Database) -> list[str]:
+    with database.read() as connection:
+        return verify(connection).problems
+
+
+@pytest.fixture
+def books(database: Database) -> dict[str, str]:
+    """cash (debit-normal) funded `wallet` (credit-normal, no_overdraft) with 1000."""
+    accounts = {
+        "cash": open_account(database, "cash", "debit"),
+        "wallet": open_account(database, "wallet", "credit", no_overdraft=True),
+        "shop": open_account(database, "shop", "credit", no_overdraft=True),
+    }
+    move(database, (accounts["cash"], "debit", 1000), (accounts["wallet"], "credit", 1000))
+    return accounts
+
+
+# ---------------------------------------------------------------------------- rules
+
+
+def test_refusals_raise_typed_errors_and_write_nothing(database: Database, books: dict[str, str]) -> None:
+    euro = open_account(database, "euro", "credit", currency="EUR")
+    before = counts(database)
+    refusals: list[tuple[type[Exception], tuple[tuple[str, str, int], ...], str | None]] = [
+        (InsufficientFunds, ((books["wallet"], "debit", 1001), (books["shop"], "credit", 1001)), None),
+        (UnbalancedTransfer, ((books["cash"], "debit", 10), (books["shop"], "credit", 9)), None),
+        (UnbalancedTransfer, ((books["cash"], "debit", 10), (euro, "credit", 10)), None),
+        (CurrencyMismatch, ((books["cash"], "debit", 10), (euro, "credit", 10)), "USD"),
+        (AccountNotFound, ((books["cash"], "debit", 10), ("acct_nope", "credit", 10)), None),
+        (InvalidEntries, ((books["cash"], "debit", 10),), None),
+        (
+            InvalidAmount,
+            (
+                (books["cash"], "debit", 2**53 - 1),
+                (books["cash"], "debit", 1),
+                (books["shop"], "credit", 2**53 - 1),
+                (books["shop"], "credit", 1),
+            ),
+            None,
+        ),
+    ]
+    for error, legs, currency in refusals:
+        spec = TransferSpec(entries=tuple(EntrySpec(*leg) for leg in legs), currency=currency)
+        with pytest.raises(error):
+            run(database, lambda c: ledger.create_transfer(c, TENANT, spec, now_us=now_us()))  # noqa: B023
+    assert counts(database) == before
+    assert verified(database) == []
+
+
+def test_a_refusal_inside_a_savepoint_leaves_the_transaction_clean(database: Database, books: dict[str, str]) -> None:
+    """The idempotency layer rolls a refused effect back to a savepoint and commits the rest:
+    the cached totals the refused transfer had already updated must be rolled back too."""
+    legs = (EntrySpec(books["shop"], "credit", 600), EntrySpec(books["wallet"], "debit", 600))
+    spec = TransferSpec(entries=(*legs, *legs))
+
+    def work(connection: Connection) -> None:
+        with pytest.raises(InsufficientFunds), connection.begin_nested():
+            ledger.create_transfer(connection, TENANT, spec, now_us=now_us())
+        ledger.create_transfer(connection, TENANT, TransferSpec(entries=legs), now_us=now_us())
+
+    run(database, work)
+    assert balance(database, books["wallet"]) == (400, 0, 400)
+    assert balance(database, books["shop"]) == (600, 0, 600)
+    assert verified(database) == []
+
+
+def test_debit_normal_accounts_are_the_mirror(database: Database) -> None:
+    """A debit-normal no_overdraft account (an asset that may not go below zero)."""
+    equity = open_account(database, "equity", "credit")
+    bank = open_account(database, "bank", "debit", no_overdraft=True)
+    move(database, (bank, "debit", 500), (equity, "credit", 500))
+    assert balance(database, bank) == (500, 0, 500)
+    move(database, (equity, "debit", 200), (bank, "credit", 200), pending=True)
+    assert balance(database, bank) == (500, -200, 300)
+    with pytest.raises(InsufficientFunds):
+        move(database, (equity, "debit", 301), (bank, "credit", 301))
+    move(database, (equity, "debit", 300), (bank, "credit", 300))
+    assert balance(database, bank) == (200, -200, 0)
+
+
+def test_two_phase_at_the_service_level(database: Database, books: dict[str, str]) -> None:
+    wallet, shop = books["wallet"], books["shop"]
+    hold = move(database, (wallet, "debit", 300), (shop, "credit", 300), pending=True)
+    assert status(database, hold) == "pending"
+    posted = run(database, lambda c: ledger.post_pending(c, TENANT, hold, amount_minor=100, now_us=now_us()))
+    assert posted.status == "posted" and posted.posted_minor == 100 and posted.resolved_by is not None
+    assert balance(database, wallet) == (900, 0, 900)
+    with pytest.raises(TransferNotPending):
+        run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us()))
+    with pytest.raises(TransferNotFound):
+        run(database, lambda c: ledger.void_pending(c, TENANT, "txn_nope", now_us=now_us()))
+    with pytest.raises(TransferNotFound):  # another tenant's transfer does not exist for you
+        run(database, lambda c: ledger.void_pending(c, "t2", hold, now_us=now_us()))
+    assert verified(database) == []
+
+
+def test_expiry_at_the_service_level(database: Database, books: dict[str, str]) -> None:
+    wallet, shop = books["wallet"], books["shop"]
+    start = now_us()
+    holds = [
+        move(database, (wallet, "debit", 10), (shop, "credit", 10), pending=True, expires_at_us=start + i)
+        for i in range(1, 6)
+    ]
+    with pytest.raises(TransferExpired):
+        run(database, lambda c: ledger.post_pending(c, TENANT, holds[0], amount_minor=None, now_us=start + 1))
+    # Bounded rounds: the earliest expiries go first.
+    assert run(database, lambda c: ledger.expire_due(c, now_us=start + 5, limit=2)) == 2
+    assert [status(database, h) for h in holds] == ["expired", "expired", "pending", "pending", "pending"]
+    assert run(database, lambda c: ledger.expire_due(c, now_us=start + 3, limit=10)) == 1
+    assert run(database, lambda c: ledger.expire_due(c, now_us=start + 100, limit=10)) == 2
+    assert run(database, lambda c: ledger.expire_due(c, now_us=start + 100, limit=10)) == 0
+    assert balance(database, wallet) == (1000, 0, 1000)
+    assert verified(database) == []
+
+
+def test_reversal_rules(database: Database, books: dict[str, str]) -> None:
+    wallet, shop = books["wallet"], books["shop"]
+    plain = move(database, (wallet, "debit", 100), (shop, "credit", 100))
+    reversal = run(database, lambda c: ledger.reverse_transfer(c, TENANT, plain, now_us=now_us()))
+    assert reversal.reverses_id == plain
+    with pytest.raises(TransferNotReversible):
+        run(database, lambda c: ledger.reverse_transfer(c, TENANT, plain, now_us=now_us()))
+    # A reversal is a transfer like any other: it can itself be reversed, once.
+    run(database, lambda c: ledger.reverse_transfer(c, TENANT, reversal.id, now_us=now_us()))
+    assert balance(database, shop) == (100, 0, 100)
+    hold = move(database, (wallet, "debit", 50), (shop, "credit", 50), pending=True)
+    with pytest.raises(TransferNotReversible):
+        run(database, lambda c: ledger.reverse_transfer(c, TENANT, hold, now_us=now_us()))
+    assert verified(database) == []
+
+
+def test_ensure_account_is_get_or_create(database: Database) -> None:
+    def ensure(connection: Connection) -> str:
+        return ledger.ensure_account(
+            connection, TENANT, code="x", currency="USD", normal_balance="debit", no_overdraft=False, now_us=now_us()
+        ).id
+
+    assert run(database, ensure) == run(database, ensure)
+    with pytest.raises(UnsupportedCurrency):
+        run(
+            database,
+            lambda c: ledger.create_account(
+                c, TENANT, code="y", currency="XXX", normal_balance="debit", no_overdraft=False, metadata={}, now_us=0
+            ),
+        )
+
+
+def test_balance_overflow_is_refused_at_exactly_the_64_bit_edge(database: Database) -> None:
+    """Totals live in signed 64-bit columns: reaching 2^63-1 is fine, one more is refused
+    (not a database error, not a silent float on SQLite). The totals are set by hand to get
+    to the edge quickly, so this ledger does not verify; only the refusal is under test."""
+    source = open_account(database, "source", "debit")
+    sink = open_account(database, "sink", "credit")
+    edge = 2**63 - 1
+    with database.engine.connect() as connection, connection.begin():
+        connection.execute(
+            text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE id = :id"),
+            {"total": edge - 10, "id": sink},
+        )
+    move(database, (source, "debit", 10), (sink, "credit", 10))
+    assert balance(database, sink)[0] == edge
+    before = counts(database)
+    for amount in (1, 2**53 - 1):
+        with pytest.raises(BalanceOverflow):
+            move(database, (source, "debit", amount), (sink, "credit", amount))
+    assert counts(database) == before
+    # A hold counts in the pending columns, which have room; posting it would pass the edge.
+    hold = move(database, (source, "debit", 1), (sink, "credit", 1), pending=True)
+    before = counts(database)
+    with pytest.raises(BalanceOverflow):
+        run(database, lambda c: ledger.post_pending(c, TENANT, hold, amount_minor=None, now_us=now_us()))
+    assert counts(database) == before
+    assert status(database, hold) == "pending"
+    run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us()))
+    assert balance(database, sink) == (edge, 0, edge)
+    # Money can still leave the full account.
+    move(database, (sink, "debit", 5), (source, "credit", 5))
+    assert balance(database, sink)[0] == edge - 5
+
+
+# ---------------------------------------------------------------------------- verify
+
+
+def test_verify_counts_a_healthy_ledger(database: Database, books: dict[str, str]) -> None:
+    with database.read() as connection:
+        report = verify(connection)
+    assert report.ok and report.problems == []
+    assert (report.accounts, report.transfers, report.entries) == (3, 1, 2)
+
+
+def test_verify_reports_tampered_cached_totals(database: Database, books: dict[str, str]) -> None:
+    with database.engine.connect() as connection, connection.begin():
+        connection.execute(
+            text("UPDATE ledger_accounts SET credits_posted_minor = credits_posted_minor + 1 WHERE id = :id"),
+            {"id": books["shop"]},
+        )
+    problems = verified(database)
+    assert any(books["shop"] in problem and "cached totals" in problem for problem in problems), problems
+    assert any("USD does not sum to zero" in problem for problem in problems), problems
+
+
+def test_verify_reports_an_unbalanced_transfer_and_a_foreign_currency_entry(
+    database: Database, books: dict[str, str]
+) -> None:
+    """Written around every guard (triggers off on PostgreSQL), as only a bug or an intruder could."""
+    with database.engine.connect() as connection, connection.begin():
+        if database.is_postgres:
+            connection.execute(text("SET LOCAL session_replication_role = replica"))
+        connection.execute(
+            text(
+                "INSERT INTO ledger_transfers (tenant_id, id, kind, reference_type, metadata, created_at_us)"
+                " VALUES (:tenant, 'txn_bad', 'transfer', 'adjustment', '{}', 1)"
+            ),
+            {"tenant": TENANT},
+        )
+        connection.execute(
+            text(
+                "INSERT INTO ledger_entries"
+                " (tenant_id, id, transfer_id, account_id, direction, amount_minor, currency, created_at_us)"
+                " VALUES (:tenant, 'ent_bad', 'txn_bad', :account, 'debit', 5, 'EUR', 1)"
+            ),
+            {"tenant": TENANT, "account": books["cash"]},
+        )
+    problems = verified(database)
+    assert any("txn_bad is unbalanced in EUR by 5" in problem for problem in problems), problems
+    assert any("ent_bad is in EUR" in problem for problem in problems), problems
+
+
+def run_cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAYCORE_DATABASE_URL": database_url}
+    return subprocess.run([str(PAYCORE), *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_cli_ledger_verify_exits_non_zero_on_a_broken_ledger(
+    database: Database, database_url: str, books: dict[str, str]
+) -> None:
+    healthy = run_cli(database_url, "ledger", "verify")
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert "ledger verified" in healthy.stdout
+    with database.engine.connect() as connection, connection.begin():
+        connection.execute(
+            text("UPDATE ledger_accounts SET debits_posted_minor = 7 WHERE id = :id"), {"id": books["wallet"]}
+        )
+    broken = run_cli(database_url, "ledger", "verify")
+    assert broken.returncode == 1
+    assert "FAILED" in broken.stdout and books["wallet"] in broken.stdout
