@@ -17,7 +17,7 @@ the configurations interleaved (so drift on a noisy machine hits them all alike)
   `Database.transaction` (SQLAlchemy pool, connect-time pragmas, PostgreSQL pre-ping): what
   the stack costs before any ledger work.
 - `spread`: paycore's money path. Each client loops one `Database.transaction` doing
-  `idempotency.execute(...)` around `ledger.create_transfer(...)` of a 2-entry transfer (a
+  `idempotency.run(...)` around `ledger.create_transfer(...)` of a 2-entry transfer (a
   fresh idempotency key each time, as `POST /v1/transfers` does) that debits a `no_overdraft`
   account funded up front. Each client has its own pair of accounts.
 - `hot`: the same, but every client debits ONE shared hot account (credit-normal,
@@ -225,25 +225,21 @@ def _ledger_operation(spec: ClientSpec) -> tuple[Callable[[int], None], Callable
         key = f"{spec.tag}-{spec.index}-{seq}"
         fingerprint = idempotency.fingerprint("POST", "/v1/transfers", body)
 
-        def work(connection: Any) -> tuple[Any, bool]:
-            started_us = now_us()
+        started_us = now_us()
+        scope = idempotency.KeyScope(
+            tenant_id=TENANT,
+            key=key,
+            request_fingerprint=fingerprint,
+            now_us=started_us,
+            expires_at_us=None,  # ledger transfers keep their key forever (SPEC §3.1)
+        )
 
-            def effect(inner: Any) -> Any:
-                transfer = ledger.create_transfer(inner, TENANT, transfer_spec, now_us=started_us, idempotency_key=key)
-                return idempotency.Outcome(201, dumps(transfer_json(transfer)))
+        def effect(inner: Any) -> Any:
+            transfer = ledger.create_transfer(inner, TENANT, transfer_spec, now_us=started_us, idempotency_key=key)
+            return idempotency.Outcome(201, dumps(transfer_json(transfer)))
 
-            return idempotency.execute(
-                connection,
-                tenant_id=TENANT,
-                key=key,
-                request_fingerprint=fingerprint,
-                now_us=started_us,
-                expires_at_us=None,  # ledger transfers keep their key forever (SPEC §3.1)
-                effect=effect,
-                render_refusal=render_refusal,
-            )
-
-        outcome, replayed = database.transaction(work)
+        # Exactly what the HTTP layer runs (paycore.http.idempotent.run), minus HTTP.
+        outcome, replayed = idempotency.run(database, scope, effect, render_refusal)
         if replayed or outcome.status != 201:
             raise BenchFailure(f"transfer {key}: status {outcome.status}, replayed={replayed}: {outcome.body[:300]}")
 

@@ -48,25 +48,20 @@ def run(
     fingerprint = idempotency.fingerprint(request.method, request.url.path, body)
     retention_us = request.app.state.settings.idempotency_retention_days * _US_PER_DAY
 
-    def work(connection: Connection) -> tuple[idempotency.Outcome, bool]:
-        started_us = now_us()
+    started_us = now_us()
+    scope = idempotency.KeyScope(
+        tenant_id=tenant_id,
+        key=key,
+        request_fingerprint=fingerprint,
+        now_us=started_us,
+        expires_at_us=None if keep_forever else started_us + retention_us,
+    )
 
-        def guarded(inner: Connection) -> idempotency.Outcome:
-            status, payload = effect(inner, started_us)
-            return idempotency.Outcome(status, dumps(payload))
+    def guarded(connection: Connection) -> idempotency.Outcome:
+        status, payload = effect(connection, started_us)
+        return idempotency.Outcome(status, dumps(payload))
 
-        return idempotency.execute(
-            connection,
-            tenant_id=tenant_id,
-            key=key,
-            request_fingerprint=fingerprint,
-            now_us=started_us,
-            expires_at_us=None if keep_forever else started_us + retention_us,
-            effect=guarded,
-            render_refusal=render_refusal,
-        )
-
-    outcome, replayed = database.transaction(work)
+    outcome, replayed = idempotency.run(database, scope, guarded, render_refusal)
     status = outcome.status
     headers = {}
     if replayed:

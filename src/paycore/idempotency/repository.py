@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, select, update
+from sqlalchemy import Connection, Row, bindparam, delete, select, update
 
 from paycore.db.sql import insert_or_ignore
 from paycore.idempotency.models import idempotency_keys as keys
@@ -14,18 +14,20 @@ def claim(connection: Connection, values: dict[str, Any]) -> bool:
     return insert_or_ignore(connection, keys, values, ("tenant_id", "key"))
 
 
+_GET = select(keys).where(keys.c.tenant_id == bindparam("t"), keys.c.key == bindparam("k"))
+_RECORD = (
+    update(keys)
+    .where(keys.c.tenant_id == bindparam("t"), keys.c.key == bindparam("k"))
+    .values(response_status=bindparam("status"), response_body=bindparam("body"))
+)
+
+
 def get(connection: Connection, tenant_id: str, key: str) -> Row[Any] | None:
-    query = select(keys).where(keys.c.tenant_id == tenant_id, keys.c.key == key)
-    return connection.execute(query).first()
+    return connection.execute(_GET, {"t": tenant_id, "k": key}).first()
 
 
 def record_response(connection: Connection, tenant_id: str, key: str, status: int, body: str) -> None:
-    statement = (
-        update(keys)
-        .where(keys.c.tenant_id == tenant_id, keys.c.key == key)
-        .values(response_status=status, response_body=body)
-    )
-    connection.execute(statement)
+    connection.execute(_RECORD, {"t": tenant_id, "k": key, "status": status, "body": body})
 
 
 def delete_expired(connection: Connection, now_us: int, limit: int) -> int:

@@ -10,8 +10,10 @@ and the response is written to it before that transaction commits. So:
   waits on the first's uncommitted row (bounded by lock_timeout, default 10 s) and then
   finds the committed key and replays it; on SQLite the write transaction is serialised
   at `BEGIN IMMEDIATE`. No in-process lock is involved, so this holds across processes;
-- a business refusal (a recorded `DomainError`) rolls back the effect to a savepoint, and
-  the refusal is recorded as the key's response, so a retry replays the same refusal.
+- a business refusal (a recorded `DomainError`) rolls the whole transaction back, and the
+  refusal is then recorded as the key's response in a second transaction (unless a
+  concurrent duplicate recorded an outcome first, which is then replayed), so a retry
+  replays the same refusal. The path that succeeds pays for no savepoint.
 
 The stored response is opaque (a status integer and a body string) so this module knows
 nothing of HTTP.
@@ -29,7 +31,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
-from paycore.db.engine import is_lock_timeout
+from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import repository
 from paycore.idempotency.errors import (
     IdempotencyKeyReused,
@@ -67,29 +69,81 @@ def fingerprint(method: str, path: str, body: Any) -> str:
     return digest.hexdigest()
 
 
-def execute(
-    connection: Connection,
-    *,
-    tenant_id: str,
-    key: str,
-    request_fingerprint: str,
-    now_us: int,
-    expires_at_us: int | None,
+class RefusalToRecord(Exception):
+    """Raised out of `execute` when the effect refused (a recorded DomainError): the caller
+    rolls the transaction back and records `outcome` with `record_refusal` in a new one."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.body)
+        self.outcome = outcome
+
+
+@dataclass(frozen=True)
+class KeyScope:
+    tenant_id: str
+    key: str
+    request_fingerprint: str
+    now_us: int
+    expires_at_us: int | None
+
+    def row(self, outcome: Outcome | None) -> dict[str, Any]:
+        return {
+            "tenant_id": self.tenant_id,
+            "key": self.key,
+            "fingerprint": self.request_fingerprint,
+            "response_status": None if outcome is None else outcome.status,
+            "response_body": None if outcome is None else outcome.body,
+            "created_at_us": self.now_us,
+            "expires_at_us": self.expires_at_us,
+        }
+
+
+def run(
+    database: Database,
+    scope: KeyScope,
     effect: Callable[[Connection], Outcome],
     render_refusal: Callable[[DomainError], Outcome],
 ) -> tuple[Outcome, bool]:
-    """Run `effect` once per (tenant, key). Returns (outcome, replayed)."""
-    values = {
-        "tenant_id": tenant_id,
-        "key": key,
-        "fingerprint": request_fingerprint,
-        "response_status": None,
-        "response_body": None,
-        "created_at_us": now_us,
-        "expires_at_us": expires_at_us,
-    }
+    """Run `effect` once per (tenant, key), in one transaction with its key. Returns
+    (outcome, replayed). A recorded refusal is written in a second transaction, after the
+    first rolled back: no savepoint is paid for on the path that succeeds."""
     try:
-        claimed = repository.claim(connection, values)
+        return database.transaction(lambda connection: execute(connection, scope, effect, render_refusal))
+    except RefusalToRecord as refusal:
+        outcome = refusal.outcome
+    return database.transaction(lambda connection: record_refusal(connection, scope, outcome))
+
+
+def execute(
+    connection: Connection,
+    scope: KeyScope,
+    effect: Callable[[Connection], Outcome],
+    render_refusal: Callable[[DomainError], Outcome],
+) -> tuple[Outcome, bool]:
+    """Inside the caller's transaction: claim the key, run `effect`, record its outcome."""
+    if not _claim(connection, scope.row(None)):
+        return _replay(connection, scope), True
+    try:
+        outcome = effect(connection)
+    except DomainError as error:
+        if not error.recorded:
+            raise  # validation-type errors roll the whole transaction back: the key stays free
+        raise RefusalToRecord(render_refusal(error)) from error
+    repository.record_response(connection, scope.tenant_id, scope.key, outcome.status, outcome.body)
+    return outcome, False
+
+
+def record_refusal(connection: Connection, scope: KeyScope, outcome: Outcome) -> tuple[Outcome, bool]:
+    """Record a refusal as the key's response, unless a concurrent request with the same key
+    got there first (then its outcome is replayed: still one execution per key)."""
+    if _claim(connection, scope.row(outcome)):
+        return outcome, False
+    return _replay(connection, scope), True
+
+
+def _claim(connection: Connection, values: dict[str, Any]) -> bool:
+    try:
+        return repository.claim(connection, values)
     except DBAPIError as error:
         if is_lock_timeout(error):
             raise IdempotencyRequestInProgress(
@@ -97,23 +151,12 @@ def execute(
                 retry_after_s=1,
             ) from error
         raise
-    if not claimed:
-        return _replay(connection, tenant_id, key, request_fingerprint), True
-    try:
-        with connection.begin_nested():
-            outcome = effect(connection)
-    except DomainError as error:
-        if not error.recorded:
-            raise  # validation-type errors roll the whole transaction back: the key stays free
-        outcome = render_refusal(error)
-    repository.record_response(connection, tenant_id, key, outcome.status, outcome.body)
-    return outcome, False
 
 
-def _replay(connection: Connection, tenant_id: str, key: str, request_fingerprint: str) -> Outcome:
-    row = repository.get(connection, tenant_id, key)
+def _replay(connection: Connection, scope: KeyScope) -> Outcome:
+    row = repository.get(connection, scope.tenant_id, scope.key)
     assert row is not None, "a key that conflicted on insert exists once its writer committed"
-    if row.fingerprint != request_fingerprint:
+    if row.fingerprint != scope.request_fingerprint:
         raise IdempotencyKeyReused(
             "this idempotency key was already used with a different request",
             param="idempotency_key",

@@ -1,11 +1,15 @@
-"""All of the ledger's SQL. No rules here: the service decides, the repository reads and writes."""
+"""All of the ledger's SQL. No rules here: the service decides, the repository reads and writes.
+
+Statements on the transfer path are built once, with bind parameters, at import: building a
+SQLAlchemy expression and its cache key on every call cost more CPU than the database work.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, exists, func, select, update
+from sqlalchemy import Connection, Row, and_, bindparam, exists, func, select, update
 from sqlalchemy.orm import aliased
 
 from paycore.db.sql import insert_or_ignore
@@ -24,20 +28,46 @@ def insert_account(connection: Connection, values: dict[str, Any]) -> bool:
     return insert_or_ignore(connection, accounts, values, ("tenant_id", "code"))
 
 
+_GET_ACCOUNT = select(accounts).where(accounts.c.tenant_id == bindparam("t"), accounts.c.id == bindparam("a"))
+_GET_ACCOUNT_BY_CODE = select(accounts).where(
+    accounts.c.tenant_id == bindparam("t"), accounts.c.code == bindparam("code")
+)
+_GET_ACCOUNTS_BY_CODES = select(accounts).where(
+    accounts.c.tenant_id == bindparam("t"), accounts.c.code.in_(bindparam("codes", expanding=True))
+)
+_GET_ACCOUNTS = select(accounts).where(
+    accounts.c.tenant_id == bindparam("t"), accounts.c.id.in_(bindparam("ids", expanding=True))
+)
+# Each total is checked against its bound *before* the addition, in the WHERE clause: the
+# addition itself would fail on PostgreSQL ("bigint out of range") and become a REAL on SQLite.
+_APPLY_TOTALS = (
+    update(accounts)
+    .where(
+        accounts.c.tenant_id == bindparam("t"),
+        accounts.c.id == bindparam("a"),
+        *(column <= bindparam(f"{column.name}_limit") for column in _TOTAL_COLUMNS),
+    )
+    .values({column: column + bindparam(f"{column.name}_delta") for column in _TOTAL_COLUMNS})
+    .returning(*_TOTAL_COLUMNS)
+)
+_INSERT_TRANSFER = transfers.insert()
+
+
 def get_account(connection: Connection, tenant_id: str, account_id: str) -> Row[Any] | None:
-    query = select(accounts).where(accounts.c.tenant_id == tenant_id, accounts.c.id == account_id)
-    return connection.execute(query).first()
+    return connection.execute(_GET_ACCOUNT, {"t": tenant_id, "a": account_id}).first()
 
 
 def get_account_by_code(connection: Connection, tenant_id: str, code: str) -> Row[Any] | None:
-    query = select(accounts).where(accounts.c.tenant_id == tenant_id, accounts.c.code == code)
-    return connection.execute(query).first()
+    return connection.execute(_GET_ACCOUNT_BY_CODE, {"t": tenant_id, "code": code}).first()
+
+
+def get_accounts_by_codes(connection: Connection, tenant_id: str, codes: Sequence[str]) -> dict[str, Row[Any]]:
+    return {row.code: row for row in connection.execute(_GET_ACCOUNTS_BY_CODES, {"t": tenant_id, "codes": codes})}
 
 
 def get_accounts(connection: Connection, tenant_id: str, account_ids: Iterable[str]) -> dict[str, Row[Any]]:
     ids = sorted(set(account_ids))
-    query = select(accounts).where(accounts.c.tenant_id == tenant_id, accounts.c.id.in_(ids))
-    return {row.id: row for row in connection.execute(query)}
+    return {row.id: row for row in connection.execute(_GET_ACCOUNTS, {"t": tenant_id, "ids": ids})}
 
 
 def apply_totals(
@@ -49,31 +79,17 @@ def apply_totals(
     The UPDATE takes the account's row lock (PostgreSQL) inside the caller's transaction, so
     the overdraft check that follows sees totals no concurrent transfer can change before
     commit. Callers update accounts in sorted id order, so two transfers never deadlock.
-    The range is checked in the WHERE clause, before the addition, because the addition
-    itself would fail on PostgreSQL ("bigint out of range") and turn into a REAL on SQLite.
     """
-    in_range = [
-        column <= total_max - amount
-        for column, amount in zip(_TOTAL_COLUMNS, vars(delta).values(), strict=True)
-        if amount > 0
-    ]
-    statement = (
-        update(accounts)
-        .where(accounts.c.tenant_id == tenant_id, accounts.c.id == account_id, *in_range)
-        .values(
-            debits_posted_minor=accounts.c.debits_posted_minor + delta.debits_posted_minor,
-            credits_posted_minor=accounts.c.credits_posted_minor + delta.credits_posted_minor,
-            debits_pending_minor=accounts.c.debits_pending_minor + delta.debits_pending_minor,
-            credits_pending_minor=accounts.c.credits_pending_minor + delta.credits_pending_minor,
-        )
-        .returning(*_TOTAL_COLUMNS)
-    )
-    row = connection.execute(statement).first()
+    params: dict[str, Any] = {"t": tenant_id, "a": account_id}
+    for column, amount in zip(_TOTAL_COLUMNS, vars(delta).values(), strict=True):
+        params[f"{column.name}_delta"] = amount
+        params[f"{column.name}_limit"] = total_max - amount if amount > 0 else total_max
+    row = connection.execute(_APPLY_TOTALS, params).first()
     return None if row is None else Totals(*row)
 
 
 def insert_transfer(connection: Connection, values: dict[str, Any]) -> None:
-    connection.execute(transfers.insert().values(values))
+    connection.execute(_INSERT_TRANSFER, values)
 
 
 def insert_resolution(connection: Connection, values: dict[str, Any]) -> bool:
@@ -86,9 +102,12 @@ def insert_reversal(connection: Connection, values: dict[str, Any]) -> bool:
     return insert_or_ignore(connection, transfers, values, ("tenant_id", "reverses_id"))
 
 
+_INSERT_ENTRIES = entries.insert()
+
+
 def insert_entries(connection: Connection, rows: Sequence[dict[str, Any]]) -> None:
     if rows:
-        connection.execute(entries.insert(), list(rows))
+        connection.execute(_INSERT_ENTRIES, list(rows))
 
 
 def get_transfer(connection: Connection, tenant_id: str, transfer_id: str) -> Row[Any] | None:
