@@ -20,7 +20,7 @@ from paycore.kit import ids
 from paycore.kit.errors import InvalidAmount, InvalidRequest, UnsupportedCurrency
 from paycore.kit.money import checked_sum, is_amount_minor
 from paycore.ledger import service as ledger
-from paycore.ledger.service import EntrySpec, TransferSpec
+from paycore.ledger.service import AccountTemplate, EntrySpec, TransferSpec
 
 
 @dataclass(frozen=True)
@@ -65,14 +65,16 @@ def create_credit(
         amount_minor = checked_sum([line.amount_minor for line in lines])
     except ValueError as error:
         raise InvalidAmount("the lines' amounts add up to more than 2^53 - 1", param="lines") from error
-    balance = ledger.ensure_account(
-        connection, tenant_id, code=balance_code(currency), currency=currency,
-        normal_balance="credit", no_overdraft=True, now_us=now_us,
-    )  # fmt: skip
-    issued = ledger.ensure_account(
-        connection, tenant_id, code=issued_code(currency), currency=currency,
-        normal_balance="debit", no_overdraft=False, now_us=now_us,
-    )  # fmt: skip
+    accounts = ledger.ensure_accounts(
+        connection,
+        tenant_id,
+        [
+            AccountTemplate(balance_code(currency), currency, "credit", no_overdraft=True),
+            AccountTemplate(issued_code(currency), currency, "debit", no_overdraft=False),
+        ],
+        now_us=now_us,
+    )
+    balance, issued = accounts[balance_code(currency)], accounts[issued_code(currency)]
     credit_id = ids.new_id("cr")
     spec = TransferSpec(
         entries=(
@@ -83,7 +85,14 @@ def create_credit(
         reference_type="credit",
         reference_id=credit_id,
     )
-    transfer = ledger.create_transfer(connection, tenant_id, spec, now_us=now_us, idempotency_key=idempotency_key)
+    transfer = ledger.create_transfer(
+        connection,
+        tenant_id,
+        spec,
+        now_us=now_us,
+        idempotency_key=idempotency_key,
+        known_accounts={balance.id: balance, issued.id: issued},
+    )
     credit = Credit(
         id=credit_id,
         tenant_id=tenant_id,

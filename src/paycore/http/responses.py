@@ -17,3 +17,24 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "Business refusal (e.g. insufficient_funds)"},
     503: {"model": ErrorBody, "description": "Database busy; retry"},
 }
+
+
+def _idempotency_header(required: bool) -> dict[str, Any]:
+    return {
+        "parameters": [
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": required,
+                "description": "1-255 printable ASCII characters, unique per tenant. The same key with the same "
+                "request replays the first response (header Idempotent-Replayed: true); with another request it "
+                "is 409 idempotency_key_reused." + (" Missing: 400 idempotency_key_required." if required else ""),
+                "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
+            }
+        ]
+    }
+
+
+# For money-moving POSTs (SPEC §3.1), and for POSTs that only create something.
+IDEMPOTENT = _idempotency_header(required=True)
+OPTIONALLY_IDEMPOTENT = _idempotency_header(required=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,6 +168,37 @@ def ensure_account(
     return account
 
 
+@dataclass(frozen=True)
+class AccountTemplate:
+    code: str
+    currency: str
+    normal_balance: str
+    no_overdraft: bool
+
+
+def ensure_accounts(
+    connection: Connection, tenant_id: str, templates: Sequence[AccountTemplate], *, now_us: int
+) -> dict[str, Account]:
+    """The accounts with these codes, by code, created where missing: one SELECT when they
+    all exist (the common case), so system accounts cost no extra round trips."""
+    rows = repository.get_accounts_by_codes(connection, tenant_id, [t.code for t in templates])
+    found = {code: _account(row) for code, row in rows.items()}
+    for template in templates:
+        if template.code not in found:
+            found[template.code] = ensure_account(
+                connection,
+                tenant_id,
+                code=template.code,
+                currency=template.currency,
+                normal_balance=template.normal_balance,
+                no_overdraft=template.no_overdraft,
+                now_us=now_us,
+            )
+        account = found[template.code]
+        assert (account.currency, account.normal_balance) == (template.currency, template.normal_balance)
+    return found
+
+
 def get_account(connection: Connection, tenant_id: str, account_id: str) -> Account:
     return _account(repository.get_account(connection, tenant_id, account_id))
 
@@ -175,6 +206,13 @@ def get_account(connection: Connection, tenant_id: str, account_id: str) -> Acco
 def find_account_by_code(connection: Connection, tenant_id: str, code: str) -> Account | None:
     row = repository.get_account_by_code(connection, tenant_id, code)
     return None if row is None else _account(row)
+
+
+def _accounts(connection: Connection, tenant_id: str, account_ids: Iterable[str]) -> dict[str, Account]:
+    return {
+        account_id: _account(row)
+        for account_id, row in repository.get_accounts(connection, tenant_id, account_ids).items()
+    }
 
 
 def _account(row: Row[Any] | None) -> Account:
@@ -210,8 +248,11 @@ def create_transfer(
     idempotency_key: str | None = None,
     batch_id: str | None = None,
     param_prefix: str = "",
+    known_accounts: Mapping[str, Account] | None = None,
 ) -> Transfer:
-    account_rows = _check_spec(connection, tenant_id, spec, param_prefix)
+    """Write a balanced transfer. `known_accounts` (by id) saves reading accounts the caller
+    has just read in this transaction; their immutable facts are all that is used."""
+    account_rows = _check_spec(connection, tenant_id, spec, param_prefix, known_accounts)
     transfer_id = ids.new_id("txn")
     kind = "pending" if spec.pending else "transfer"
     values = _transfer_values(tenant_id, transfer_id, kind, spec, now_us, idempotency_key, batch_id)
@@ -237,7 +278,7 @@ def post_pending(
     posted_entries = _post_entries(pending, amount_minor)
     resolution_id = ids.new_id("txn")
     _insert_resolution(connection, tenant_id, resolution_id, "post", pending, now_us)
-    account_rows = repository.get_accounts(connection, tenant_id, [e.account_id for e in pending.entries])
+    account_rows = _accounts(connection, tenant_id, [e.account_id for e in pending.entries])
     entry_rows = _entry_values(tenant_id, resolution_id, posted_entries, account_rows, now_us)
     repository.insert_entries(connection, entry_rows)
     deltas = _merge(_release(pending.entries), _deltas(entry_rows, pending=False))
@@ -251,7 +292,7 @@ def void_pending(
     assert kind in ("void", "expire"), kind
     pending = _unresolved_pending(connection, tenant_id, transfer_id)
     _insert_resolution(connection, tenant_id, ids.new_id("txn"), kind, pending, now_us)
-    account_rows = repository.get_accounts(connection, tenant_id, [e.account_id for e in pending.entries])
+    account_rows = _accounts(connection, tenant_id, [e.account_id for e in pending.entries])
     _apply(connection, tenant_id, account_rows, _release(pending.entries), "")
     return get_transfer(connection, tenant_id, transfer_id)
 
@@ -388,12 +429,22 @@ def list_entries(
 # ---------------------------------------------------------------------------- internals
 
 
-def _check_spec(connection: Connection, tenant_id: str, spec: TransferSpec, prefix: str) -> dict[str, Row[Any]]:
+def _check_spec(
+    connection: Connection,
+    tenant_id: str,
+    spec: TransferSpec,
+    prefix: str,
+    known_accounts: Mapping[str, Account] | None = None,
+) -> dict[str, Account]:
     """Refuse a transfer that could never apply: unknown accounts, mixed currencies, or
     entries that do not balance per currency."""
     if len(spec.entries) < 2:
         raise InvalidEntries("a transfer needs at least two entries", param=f"{prefix}entries")
-    account_rows = repository.get_accounts(connection, tenant_id, [e.account_id for e in spec.entries])
+    wanted = {e.account_id for e in spec.entries}
+    if known_accounts is not None and wanted <= known_accounts.keys():
+        account_rows = {account_id: known_accounts[account_id] for account_id in wanted}
+    else:
+        account_rows = _accounts(connection, tenant_id, wanted)
     sums: dict[str, int] = defaultdict(int)
     debits: dict[str, int] = defaultdict(int)
     for index, entry in enumerate(spec.entries):
@@ -454,7 +505,7 @@ def _entry_values(
     tenant_id: str,
     transfer_id: str,
     specs: Sequence[EntrySpec],
-    account_rows: dict[str, Row[Any]],
+    account_rows: Mapping[str, Account],
     now_us: int,
 ) -> list[dict[str, Any]]:
     return [
@@ -506,7 +557,7 @@ def _merge(left: dict[str, Totals], right: dict[str, Totals]) -> dict[str, Total
 def _apply(
     connection: Connection,
     tenant_id: str,
-    account_rows: dict[str, Row[Any]],
+    account_rows: Mapping[str, Account],
     deltas: dict[str, Totals],
     prefix: str,
 ) -> None:

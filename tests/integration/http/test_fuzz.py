@@ -112,3 +112,11 @@ def test_a_form_body_is_415(client: TestClient) -> None:
     response = client.post("/v1/tenants/acme/credits", data={"idempotency_key": "x"})
     assert response.status_code == 415
     assert response.json()["error"] == "unsupported_media_type"
+
+
+def test_openapi_documents_the_idempotency_key_where_it_is_required(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    for path in ["/v1/transfers", "/v1/transfers/batch", "/v1/transfers/{transfer_id}/post"]:
+        parameters = spec["paths"][path]["post"]["parameters"]
+        header = next(p for p in parameters if p["name"] == "Idempotency-Key")
+        assert header["in"] == "header" and header["required"] is True

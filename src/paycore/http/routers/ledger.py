@@ -11,7 +11,7 @@ from sqlalchemy import Connection
 from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
-from paycore.http.responses import ERRORS
+from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.kit.errors import InvalidAmount, InvalidRequest
 from paycore.ledger import schemas
 from paycore.ledger import service as ledger
@@ -24,7 +24,7 @@ def _settings(request: Request) -> Any:
     return request.app.state.settings
 
 
-@router.post("/accounts", status_code=201, responses=ERRORS)
+@router.post("/accounts", status_code=201, responses=ERRORS, openapi_extra=OPTIONALLY_IDEMPOTENT)
 def create_account(body: schemas.AccountCreate, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     settings = _settings(request)
@@ -86,7 +86,7 @@ def list_entries(
     return json_response(200, {"object": "list", "data": [schemas.entry_json(e) for e in page], "has_more": has_more})
 
 
-@router.post("/transfers", status_code=201, responses=ERRORS)
+@router.post("/transfers", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)
 def create_transfer(body: schemas.TransferCreate, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
@@ -108,7 +108,7 @@ def create_transfer(body: schemas.TransferCreate, request: Request) -> Response:
     )
 
 
-@router.post("/transfers/batch", status_code=201, responses=ERRORS)
+@router.post("/transfers/batch", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)
 def create_batch(body: schemas.TransferBatch, request: Request) -> Response:
     """Linked transfers: all apply or none."""
     tenant_id = caller(request).tenant_id
@@ -154,7 +154,7 @@ def get_transfer(transfer_id: str, request: Request) -> Response:
     return json_response(200, schemas.transfer_json(transfer))
 
 
-@router.post("/transfers/{transfer_id}/post", responses=ERRORS)
+@router.post("/transfers/{transfer_id}/post", responses=ERRORS, openapi_extra=IDEMPOTENT)
 def post_transfer(
     transfer_id: str, request: Request, body: Annotated[schemas.PostRequest | None, Body()] = None
 ) -> Response:
@@ -175,7 +175,7 @@ def post_transfer(
     return idempotent.run(request, tenant_id=tenant_id, key=key, body=payload, effect=effect, keep_forever=True)
 
 
-@router.post("/transfers/{transfer_id}/void", responses=ERRORS)
+@router.post("/transfers/{transfer_id}/void", responses=ERRORS, openapi_extra=IDEMPOTENT)
 def void_transfer(transfer_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
@@ -187,7 +187,7 @@ def void_transfer(transfer_id: str, request: Request) -> Response:
     return idempotent.run(request, tenant_id=tenant_id, key=key, body=None, effect=effect, keep_forever=True)
 
 
-@router.post("/transfers/{transfer_id}/reverse", status_code=201, responses=ERRORS)
+@router.post("/transfers/{transfer_id}/reverse", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)
 def reverse_transfer(
     transfer_id: str,
     request: Request,
