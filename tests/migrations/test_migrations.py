@@ -3,6 +3,7 @@ code declares, on SQLite and PostgreSQL, and the database itself keeps the ledge
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,6 +144,9 @@ def test_truncate_is_refused_on_postgres(database: Database, table: str) -> None
     assert count(database, table) == before
 
 
+_raw_sequences = itertools.count(1_000_000)  # far above what the service hands out in these tests
+
+
 def raw_transfer(connection: Connection, transfer_id: str, legs: list[tuple[str, str, int]]) -> None:
     now = now_us()
     connection.execute(
@@ -155,12 +159,13 @@ def raw_transfer(connection: Connection, transfer_id: str, legs: list[tuple[str,
     for index, (account_id, direction, amount_minor) in enumerate(legs):
         connection.execute(
             text(
-                "INSERT INTO ledger_entries"
-                " (tenant_id, id, transfer_id, account_id, direction, amount_minor, currency, created_at_us)"
-                " VALUES ('t', :id, :transfer_id, :account_id, :direction, :amount, 'USD', :now)"
+                "INSERT INTO ledger_entries (tenant_id, id, transfer_id, account_id, direction, amount_minor,"
+                " currency, account_sequence, created_at_us)"
+                " VALUES ('t', :id, :transfer_id, :account_id, :direction, :amount, 'USD', :sequence, :now)"
             ),
             {
                 "id": f"ent_{transfer_id}_{index}",
+                "sequence": next(_raw_sequences),
                 "transfer_id": transfer_id,
                 "account_id": account_id,
                 "direction": direction,

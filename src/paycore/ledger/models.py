@@ -10,8 +10,10 @@ by a later `post`, `void` or `expire` transfer whose `pending_id` points at it (
 constraint makes "exactly once" the database's job). A reversal is a new transfer with
 `reverses_id` (also unique). So a transfer's status is derived, never updated.
 
-Accounts carry cached totals (TigerBeetle's four: debits/credits, posted/pending), updated
-in the same transaction as the entries; `paycore ledger verify` recomputes them.
+Accounts carry cached totals (TigerBeetle's four: debits/credits, posted/pending) and their
+entry count, updated in the same transaction as the entries; `paycore ledger verify`
+recomputes them. Each entry carries its account's next sequence number, taken under the
+account's row lock, so an account's statement in sequence order is its commit order.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ accounts = Table(
     Column("credits_posted_minor", BigInteger, nullable=False),
     Column("debits_pending_minor", BigInteger, nullable=False),
     Column("credits_pending_minor", BigInteger, nullable=False),
+    # How many entries the account has: the next entry's account_sequence is this plus one.
+    Column("entries_count", BigInteger, nullable=False),
     created_at_column(),
     PrimaryKeyConstraint("tenant_id", "id"),
     UniqueConstraint("tenant_id", "code"),
@@ -102,12 +106,15 @@ entries = Table(
     Column("direction", String(6), nullable=False),
     Column("amount_minor", BigInteger, nullable=False),
     Column("currency", String(3), nullable=False),
+    # 1, 2, 3, ... per account, handed out under the account's row lock, so statement order is
+    # commit order: a client paging by it never misses an entry committed after its cursor.
+    Column("account_sequence", BigInteger, nullable=False),
     created_at_column(),
     PrimaryKeyConstraint("tenant_id", "id"),
+    UniqueConstraint("tenant_id", "account_id", "account_sequence"),
     ForeignKeyConstraint(["tenant_id", "transfer_id"], ["ledger_transfers.tenant_id", "ledger_transfers.id"]),
     ForeignKeyConstraint(["tenant_id", "account_id"], ["ledger_accounts.tenant_id", "ledger_accounts.id"]),
     CheckConstraint("direction IN ('debit', 'credit')", name="direction"),
     CheckConstraint(AMOUNT_CHECK, name="amount_minor"),
-    Index("ix_ledger_entries_account", "tenant_id", "account_id", "id"),
     Index("ix_ledger_entries_transfer", "tenant_id", "transfer_id"),
 )

@@ -47,8 +47,11 @@ _APPLY_TOTALS = (
         accounts.c.id == bindparam("a"),
         *(column <= bindparam(f"{column.name}_limit") for column in _TOTAL_COLUMNS),
     )
-    .values({column: column + bindparam(f"{column.name}_delta") for column in _TOTAL_COLUMNS})
-    .returning(*_TOTAL_COLUMNS)
+    .values(
+        {column: column + bindparam(f"{column.name}_delta") for column in _TOTAL_COLUMNS}
+        | {accounts.c.entries_count: accounts.c.entries_count + bindparam("entries_added")}
+    )
+    .returning(*_TOTAL_COLUMNS, accounts.c.entries_count)
 )
 _INSERT_TRANSFER = transfers.insert()
 
@@ -71,21 +74,23 @@ def get_accounts(connection: Connection, tenant_id: str, account_ids: Iterable[s
 
 
 def apply_totals(
-    connection: Connection, tenant_id: str, account_id: str, delta: Totals, total_max: int
-) -> Totals | None:
-    """Add `delta` to the account's cached totals and return the new totals, or None (and
-    change nothing) when a total would pass `total_max`.
+    connection: Connection, tenant_id: str, account_id: str, delta: Totals, entries_added: int, total_max: int
+) -> tuple[Totals, int] | None:
+    """Add `delta` to the account's cached totals and `entries_added` to its entry count;
+    return the new totals and count, or None (and change nothing) when a total would pass
+    `total_max`.
 
     The UPDATE takes the account's row lock (PostgreSQL) inside the caller's transaction, so
     the overdraft check that follows sees totals no concurrent transfer can change before
-    commit. Callers update accounts in sorted id order, so two transfers never deadlock.
+    commit, and the entry count it returns numbers this transfer's entries in commit order.
+    Callers update accounts in sorted id order, so two transfers never deadlock.
     """
-    params: dict[str, Any] = {"t": tenant_id, "a": account_id}
+    params: dict[str, Any] = {"t": tenant_id, "a": account_id, "entries_added": entries_added}
     for column, amount in zip(_TOTAL_COLUMNS, vars(delta).values(), strict=True):
         params[f"{column.name}_delta"] = amount
         params[f"{column.name}_limit"] = total_max - amount if amount > 0 else total_max
     row = connection.execute(_APPLY_TOTALS, params).first()
-    return None if row is None else Totals(*row)
+    return None if row is None else (Totals(*row[:4]), row[4])
 
 
 def insert_transfer(connection: Connection, values: dict[str, Any]) -> None:
@@ -139,18 +144,34 @@ def get_reversal(connection: Connection, tenant_id: str, transfer_id: str) -> Ro
     return connection.execute(query).first()
 
 
+def entry_sequence(connection: Connection, tenant_id: str, account_id: str, entry_id: str) -> int | None:
+    query = select(entries.c.account_sequence).where(
+        entries.c.tenant_id == tenant_id, entries.c.account_id == account_id, entries.c.id == entry_id
+    )
+    value = connection.execute(query).scalar_one_or_none()
+    return None if value is None else int(value)
+
+
 def list_entries(
     connection: Connection,
     tenant_id: str,
     account_id: str,
     *,
     limit: int,
-    starting_after: str | None,
+    after_sequence: int,
 ) -> list[Row[Any]]:
-    query = select(entries).where(entries.c.tenant_id == tenant_id, entries.c.account_id == account_id)
-    if starting_after is not None:
-        query = query.where(entries.c.id > starting_after)
-    return list(connection.execute(query.order_by(entries.c.id).limit(limit)))
+    """The account's entries in sequence (= commit) order, after `after_sequence`."""
+    query = (
+        select(entries)
+        .where(
+            entries.c.tenant_id == tenant_id,
+            entries.c.account_id == account_id,
+            entries.c.account_sequence > after_sequence,
+        )
+        .order_by(entries.c.account_sequence)
+        .limit(limit)
+    )
+    return list(connection.execute(query))
 
 
 def due_expired_pending(connection: Connection, now_us: int, limit: int) -> list[Row[Any]]:

@@ -153,6 +153,7 @@ def entry_json(entry: Entry) -> dict[str, Any]:
         "direction": entry.direction,
         "amount_minor": entry.amount_minor,
         "currency": entry.currency,
+        "account_sequence": entry.account_sequence,
         "created_at": to_rfc3339(entry.created_at_us),
     }
 

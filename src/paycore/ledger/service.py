@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Row
 
 from paycore.kit import ids
-from paycore.kit.errors import InvalidAmount, UnsupportedCurrency
+from paycore.kit.errors import InvalidAmount, InvalidRequest, UnsupportedCurrency
 from paycore.kit.money import AMOUNT_MINOR_MAX, BALANCE_MINOR_MAX, is_known_currency
 from paycore.ledger import repository
 from paycore.ledger.balances import Balance, Totals, balance_of, breaks_no_overdraft
@@ -79,6 +79,7 @@ class Entry:
     direction: str
     amount_minor: int
     currency: str
+    account_sequence: int
     created_at_us: int
 
 
@@ -129,6 +130,7 @@ def create_account(
         "credits_posted_minor": 0,
         "debits_pending_minor": 0,
         "credits_pending_minor": 0,
+        "entries_count": 0,
         "created_at_us": now_us,
     }
     if not repository.insert_account(connection, values):
@@ -257,10 +259,16 @@ def create_transfer(
     kind = "pending" if spec.pending else "transfer"
     values = _transfer_values(tenant_id, transfer_id, kind, spec, now_us, idempotency_key, batch_id)
     repository.insert_transfer(connection, values)
-    entry_rows = _entry_values(tenant_id, transfer_id, spec.entries, account_rows, now_us)
-    repository.insert_entries(connection, entry_rows)
-    # Last, so the account row locks are held for as short a time as possible before commit.
-    _apply(connection, tenant_id, account_rows, _deltas(entry_rows, pending=spec.pending), param_prefix)
+    entry_rows = _write_entries(
+        connection,
+        tenant_id,
+        transfer_id,
+        spec.entries,
+        account_rows,
+        now_us,
+        pending=spec.pending,
+        prefix=param_prefix,
+    )
     return _new_view(values, entry_rows)
 
 
@@ -279,10 +287,7 @@ def post_pending(
     resolution_id = ids.new_id("txn")
     _insert_resolution(connection, tenant_id, resolution_id, "post", pending, now_us)
     account_rows = _accounts(connection, tenant_id, [e.account_id for e in pending.entries])
-    entry_rows = _entry_values(tenant_id, resolution_id, posted_entries, account_rows, now_us)
-    repository.insert_entries(connection, entry_rows)
-    deltas = _merge(_release(pending.entries), _deltas(entry_rows, pending=False))
-    _apply(connection, tenant_id, account_rows, deltas, "")
+    _write_entries(connection, tenant_id, resolution_id, posted_entries, account_rows, now_us, released=pending.entries)
     return get_transfer(connection, tenant_id, transfer_id)
 
 
@@ -293,7 +298,7 @@ def void_pending(
     pending = _unresolved_pending(connection, tenant_id, transfer_id)
     _insert_resolution(connection, tenant_id, ids.new_id("txn"), kind, pending, now_us)
     account_rows = _accounts(connection, tenant_id, [e.account_id for e in pending.entries])
-    _apply(connection, tenant_id, account_rows, _release(pending.entries), "")
+    _write_entries(connection, tenant_id, pending.id, (), account_rows, now_us, released=pending.entries)
     return get_transfer(connection, tenant_id, transfer_id)
 
 
@@ -333,9 +338,7 @@ def reverse_transfer(
     values["reverses_id"] = original.id
     if not repository.insert_reversal(connection, values):
         raise TransferNotReversible("the transfer has already been reversed")
-    entry_rows = _entry_values(tenant_id, reversal_id, spec.entries, account_rows, now_us)
-    repository.insert_entries(connection, entry_rows)
-    _apply(connection, tenant_id, account_rows, _deltas(entry_rows, pending=False), "")
+    entry_rows = _write_entries(connection, tenant_id, reversal_id, spec.entries, account_rows, now_us)
     return _new_view(values, entry_rows)
 
 
@@ -421,8 +424,16 @@ def list_entries(
     limit: int,
     starting_after: str | None,
 ) -> tuple[list[Entry], bool]:
+    """A page of the account's statement in commit order; `starting_after` is the id of the
+    last entry of the previous page."""
     get_account(connection, tenant_id, account_id)  # 404 for an unknown account, not an empty page
-    rows = repository.list_entries(connection, tenant_id, account_id, limit=limit + 1, starting_after=starting_after)
+    after_sequence = 0
+    if starting_after is not None:
+        found = repository.entry_sequence(connection, tenant_id, account_id, starting_after)
+        if found is None:
+            raise InvalidRequest("starting_after is not an entry of this account", param="starting_after")
+        after_sequence = found
+    rows = repository.list_entries(connection, tenant_id, account_id, limit=limit + 1, after_sequence=after_sequence)
     return [_entry(row) for row in rows[:limit]], len(rows) > limit
 
 
@@ -501,35 +512,54 @@ def _transfer_values(
     }
 
 
-def _entry_values(
+def _write_entries(
+    connection: Connection,
     tenant_id: str,
     transfer_id: str,
     specs: Sequence[EntrySpec],
     account_rows: Mapping[str, Account],
     now_us: int,
+    *,
+    pending: bool = False,
+    released: Sequence[Entry] = (),
+    prefix: str = "",
 ) -> list[dict[str, Any]]:
-    return [
-        {
-            "tenant_id": tenant_id,
-            "id": ids.new_id("ent"),
-            "transfer_id": transfer_id,
-            "account_id": spec.account_id,
-            "direction": spec.direction,
-            "amount_minor": spec.amount_minor,
-            "currency": account_rows[spec.account_id].currency,
-            "created_at_us": now_us,
-        }
-        for spec in specs
-    ]
+    """Apply the entries' (and any released hold's) totals to their accounts, then insert the
+    entries numbered with each account's next sequence numbers, which the balance UPDATE hands
+    out under the account's row lock."""
+    deltas = _merge(_release(released), _deltas(specs, pending=pending))
+    added: dict[str, int] = defaultdict(int)
+    for spec in specs:
+        added[spec.account_id] += 1
+    counts = _apply(connection, tenant_id, account_rows, deltas, added, prefix)
+    next_sequence = {account_id: counts[account_id] - added[account_id] + 1 for account_id in added}
+    rows = []
+    for spec in specs:
+        rows.append(
+            {
+                "tenant_id": tenant_id,
+                "id": ids.new_id("ent"),
+                "transfer_id": transfer_id,
+                "account_id": spec.account_id,
+                "direction": spec.direction,
+                "amount_minor": spec.amount_minor,
+                "currency": account_rows[spec.account_id].currency,
+                "account_sequence": next_sequence[spec.account_id],
+                "created_at_us": now_us,
+            }
+        )
+        next_sequence[spec.account_id] += 1
+    repository.insert_entries(connection, rows)
+    return rows
 
 
-def _deltas(entry_rows: Sequence[dict[str, Any]], *, pending: bool) -> dict[str, Totals]:
+def _deltas(specs: Sequence[EntrySpec], *, pending: bool) -> dict[str, Totals]:
     deltas: dict[str, Totals] = {}
-    for row in entry_rows:
-        debit = row["amount_minor"] if row["direction"] == "debit" else 0
-        credit = row["amount_minor"] - debit
+    for spec in specs:
+        debit = spec.amount_minor if spec.direction == "debit" else 0
+        credit = spec.amount_minor - debit
         delta = Totals(0, 0, debit, credit) if pending else Totals(debit, credit, 0, 0)
-        deltas = _merge(deltas, {row["account_id"]: delta})
+        deltas = _merge(deltas, {spec.account_id: delta})
     return deltas
 
 
@@ -559,18 +589,26 @@ def _apply(
     tenant_id: str,
     account_rows: Mapping[str, Account],
     deltas: dict[str, Totals],
+    added: Mapping[str, int],
     prefix: str,
-) -> None:
-    """Update cached totals in sorted account order (no deadlocks) and enforce flags on the
-    totals the database returns, under the row lock the UPDATE took."""
-    for account_id in sorted(deltas):
-        totals = repository.apply_totals(connection, tenant_id, account_id, deltas[account_id], BALANCE_MINOR_MAX)
-        if totals is None:
+) -> dict[str, int]:
+    """Update cached totals and entry counts in sorted account order (no deadlocks) and
+    enforce flags on the totals the database returns, under the row lock the UPDATE took.
+    Returns each account's entry count after this transfer."""
+    counts = {}
+    for account_id in sorted(deltas.keys() | added.keys()):
+        delta = deltas.get(account_id, Totals(0, 0, 0, 0))
+        applied = repository.apply_totals(
+            connection, tenant_id, account_id, delta, added.get(account_id, 0), BALANCE_MINOR_MAX
+        )
+        if applied is None:
             raise BalanceOverflow(f"account {account_id} would exceed its balance range", param=f"{prefix}entries")
+        totals, counts[account_id] = applied
         assert all(type(value) is int and 0 <= value <= BALANCE_MINOR_MAX for value in vars(totals).values())
         row = account_rows[account_id]
         if row.no_overdraft and breaks_no_overdraft(totals, row.normal_balance):
             raise InsufficientFunds(f"account {account_id} has insufficient available funds", param=f"{prefix}entries")
+    return counts
 
 
 def _unresolved_pending(connection: Connection, tenant_id: str, transfer_id: str) -> Transfer:
@@ -645,6 +683,7 @@ _ENTRY_FIELDS = (
     "direction",
     "amount_minor",
     "currency",
+    "account_sequence",
     "created_at_us",
 )
 
@@ -657,5 +696,6 @@ def _entry(row: Row[Any]) -> Entry:
         direction=row.direction,
         amount_minor=row.amount_minor,
         currency=row.currency,
+        account_sequence=row.account_sequence,
         created_at_us=row.created_at_us,
     )

@@ -5,7 +5,8 @@ Checks, each one SQL query that runs on SQLite and PostgreSQL and returns only p
 2. every entry's currency is its account's currency;
 3. every account's cached totals equal the totals recomputed from its entries;
 4. the sum of all posted (and of all pending) balances is zero per currency;
-5. no post moved more than its hold.
+5. no post moved more than its hold;
+6. every account's entries are numbered 1..entries_count, without gaps (statement order).
 """
 
 from __future__ import annotations
@@ -98,6 +99,19 @@ OVERPOSTED_HOLDS = text(
     """
 )
 
+ENTRY_SEQUENCE_MISMATCHES = text(
+    """
+    SELECT a.tenant_id, a.id, a.entries_count, COALESCE(x.n, 0) AS n, COALESCE(x.top, 0) AS top
+    FROM ledger_accounts a
+    LEFT JOIN (
+        SELECT tenant_id, account_id, COUNT(*) AS n, MAX(account_sequence) AS top
+        FROM ledger_entries GROUP BY tenant_id, account_id
+    ) x ON x.tenant_id = a.tenant_id AND x.account_id = a.id
+    WHERE a.entries_count <> COALESCE(x.n, 0) OR COALESCE(x.top, 0) <> COALESCE(x.n, 0)
+    LIMIT :limit
+    """
+)
+
 COUNTS = text(
     """
     SELECT (SELECT COUNT(*) FROM ledger_accounts), (SELECT COUNT(*) FROM ledger_transfers),
@@ -144,6 +158,11 @@ def verify(connection: Connection) -> VerifyReport:
         report.problems.append(
             f"currency {row.currency} does not sum to zero: posted off by {row.posted_difference},"
             f" pending off by {row.pending_difference}"
+        )
+    for row in connection.execute(ENTRY_SEQUENCE_MISMATCHES, params):
+        report.problems.append(
+            f"account {row.tenant_id}/{row.id}: entries_count {row.entries_count}, {row.n} entries,"
+            f" highest sequence {row.top}"
         )
     for row in connection.execute(OVERPOSTED_HOLDS, params):
         report.problems.append(f"hold {row.tenant_id}/{row.id} of {row.held} was posted for {row.posted}")

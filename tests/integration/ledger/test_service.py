@@ -301,9 +301,9 @@ def test_verify_reports_an_unbalanced_transfer_and_a_foreign_currency_entry(
         )
         connection.execute(
             text(
-                "INSERT INTO ledger_entries"
-                " (tenant_id, id, transfer_id, account_id, direction, amount_minor, currency, created_at_us)"
-                " VALUES (:tenant, 'ent_bad', 'txn_bad', :account, 'debit', 5, 'EUR', 1)"
+                "INSERT INTO ledger_entries (tenant_id, id, transfer_id, account_id, direction, amount_minor,"
+                " currency, account_sequence, created_at_us)"
+                " VALUES (:tenant, 'ent_bad', 'txn_bad', :account, 'debit', 5, 'EUR', 999999, 1)"
             ),
             {"tenant": TENANT, "account": books["cash"]},
         )

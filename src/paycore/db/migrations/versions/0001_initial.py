@@ -72,6 +72,7 @@ def upgrade() -> None:
         sa.Column("credits_posted_minor", sa.BigInteger(), nullable=False),
         sa.Column("debits_pending_minor", sa.BigInteger(), nullable=False),
         sa.Column("credits_pending_minor", sa.BigInteger(), nullable=False),
+        sa.Column("entries_count", sa.BigInteger(), nullable=False),
         sa.Column("created_at_us", sa.BigInteger(), nullable=False),
         sa.CheckConstraint("normal_balance IN ('debit', 'credit')", name=op.f("ck_ledger_accounts_normal_balance")),
         sa.CheckConstraint(
@@ -145,6 +146,7 @@ def upgrade() -> None:
         sa.Column("direction", sa.String(length=6), nullable=False),
         sa.Column("amount_minor", sa.BigInteger(), nullable=False),
         sa.Column("currency", sa.String(length=3), nullable=False),
+        sa.Column("account_sequence", sa.BigInteger(), nullable=False),
         sa.Column("created_at_us", sa.BigInteger(), nullable=False),
         sa.CheckConstraint("direction IN ('debit', 'credit')", name=op.f("ck_ledger_entries_direction")),
         sa.CheckConstraint(
@@ -162,9 +164,14 @@ def upgrade() -> None:
             name=op.f("fk_ledger_entries_tenant_id_transfer_id_ledger_transfers"),
         ),
         sa.PrimaryKeyConstraint("tenant_id", "id", name=op.f("pk_ledger_entries")),
+        sa.UniqueConstraint(
+            "tenant_id",
+            "account_id",
+            "account_sequence",
+            name=op.f("uq_ledger_entries_tenant_id_account_id_account_sequence"),
+        ),
     )
     with op.batch_alter_table("ledger_entries", schema=None) as batch_op:
-        batch_op.create_index("ix_ledger_entries_account", ["tenant_id", "account_id", "id"], unique=False)
         batch_op.create_index("ix_ledger_entries_transfer", ["tenant_id", "transfer_id"], unique=False)
 
     _create_append_only_triggers()
@@ -174,7 +181,6 @@ def downgrade() -> None:
     _drop_append_only_triggers()
     with op.batch_alter_table("ledger_entries", schema=None) as batch_op:
         batch_op.drop_index("ix_ledger_entries_transfer")
-        batch_op.drop_index("ix_ledger_entries_account")
 
     op.drop_table("ledger_entries")
     op.drop_table("tenants")
