@@ -1,0 +1,120 @@
+"""Ledger accounts: create, find, and get-or-create the system accounts other domains use."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import Connection
+
+from paycore.kit import ids
+from paycore.kit.errors import UnsupportedCurrency
+from paycore.kit.money import is_known_currency
+from paycore.ledger import repository
+from paycore.ledger.errors import AccountExists
+from paycore.ledger.types import DIRECTIONS, Account, AccountTemplate, account_from_row
+
+
+def create_account(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    code: str,
+    currency: str,
+    normal_balance: str,
+    no_overdraft: bool,
+    metadata: dict[str, str],
+    now_us: int,
+) -> Account:
+    assert normal_balance in DIRECTIONS, normal_balance
+    if not is_known_currency(currency):
+        raise UnsupportedCurrency(f"currency {currency!r} is not supported", param="currency")
+    values = {
+        "tenant_id": tenant_id,
+        "id": ids.new_id("acct"),
+        "code": code,
+        "currency": currency,
+        "normal_balance": normal_balance,
+        "no_overdraft": no_overdraft,
+        "metadata": json.dumps(metadata, sort_keys=True),
+        "debits_posted_minor": 0,
+        "credits_posted_minor": 0,
+        "debits_pending_minor": 0,
+        "credits_pending_minor": 0,
+        "entries_count": 0,
+        "created_at_us": now_us,
+    }
+    if not repository.insert_account(connection, values):
+        raise AccountExists(f"an account with code {code!r} already exists", param="code")
+    return account_from_row(repository.get_account(connection, tenant_id, str(values["id"])))
+
+
+def ensure_account(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    code: str,
+    currency: str,
+    normal_balance: str,
+    no_overdraft: bool,
+    now_us: int,
+) -> Account:
+    """Get the account with this code, creating it if it does not exist (safe under races:
+    the unique (tenant_id, code) constraint picks one winner)."""
+    row = repository.get_account_by_code(connection, tenant_id, code)
+    if row is None:
+        try:
+            return create_account(
+                connection,
+                tenant_id,
+                code=code,
+                currency=currency,
+                normal_balance=normal_balance,
+                no_overdraft=no_overdraft,
+                metadata={},
+                now_us=now_us,
+            )
+        except AccountExists:
+            row = repository.get_account_by_code(connection, tenant_id, code)
+    account = account_from_row(row)
+    assert account.currency == currency and account.normal_balance == normal_balance, code
+    return account
+
+
+def ensure_accounts(
+    connection: Connection, tenant_id: str, templates: Sequence[AccountTemplate], *, now_us: int
+) -> dict[str, Account]:
+    """The accounts with these codes, by code, created where missing: one SELECT when they
+    all exist (the common case), so system accounts cost no extra round trips."""
+    rows = repository.get_accounts_by_codes(connection, tenant_id, [t.code for t in templates])
+    found = {code: account_from_row(row) for code, row in rows.items()}
+    for template in templates:
+        if template.code not in found:
+            found[template.code] = ensure_account(
+                connection,
+                tenant_id,
+                code=template.code,
+                currency=template.currency,
+                normal_balance=template.normal_balance,
+                no_overdraft=template.no_overdraft,
+                now_us=now_us,
+            )
+        account = found[template.code]
+        assert (account.currency, account.normal_balance) == (template.currency, template.normal_balance)
+    return found
+
+
+def get_account(connection: Connection, tenant_id: str, account_id: str) -> Account:
+    return account_from_row(repository.get_account(connection, tenant_id, account_id))
+
+
+def find_account_by_code(connection: Connection, tenant_id: str, code: str) -> Account | None:
+    row = repository.get_account_by_code(connection, tenant_id, code)
+    return None if row is None else account_from_row(row)
+
+
+def load_accounts(connection: Connection, tenant_id: str, account_ids: Iterable[str]) -> dict[str, Account]:
+    return {
+        account_id: account_from_row(row)
+        for account_id, row in repository.get_accounts(connection, tenant_id, account_ids).items()
+    }

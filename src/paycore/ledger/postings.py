@@ -1,0 +1,242 @@
+"""How a transfer is written: the checks that refuse it whole, its rows, and the totals it
+applies to each account under that account's row lock. Internal to the ledger: callers use
+`paycore.ledger.service`."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+from paycore.kit import ids
+from paycore.kit.errors import InvalidAmount
+from paycore.kit.money import AMOUNT_MINOR_MAX, BALANCE_MINOR_MAX
+from paycore.ledger import repository
+from paycore.ledger.accounts import load_accounts
+from paycore.ledger.balances import Totals, breaks_no_overdraft
+from paycore.ledger.errors import (
+    AccountNotFound,
+    BalanceOverflow,
+    CurrencyMismatch,
+    InsufficientFunds,
+    InvalidEntries,
+    PartialPostUnsupported,
+    PostAmountExceedsPending,
+    TransferNotPending,
+    UnbalancedTransfer,
+)
+from paycore.ledger.types import DIRECTIONS, REFERENCE_TYPES, Account, Entry, EntrySpec, Transfer, TransferSpec
+
+
+def check_spec(
+    connection: Connection,
+    tenant_id: str,
+    spec: TransferSpec,
+    prefix: str,
+    known_accounts: Mapping[str, Account] | None = None,
+) -> dict[str, Account]:
+    """Refuse a transfer that could never apply: unknown accounts, mixed currencies, or
+    entries that do not balance per currency."""
+    if len(spec.entries) < 2:
+        raise InvalidEntries("a transfer needs at least two entries", param=f"{prefix}entries")
+    wanted = {e.account_id for e in spec.entries}
+    if known_accounts is not None and wanted <= known_accounts.keys():
+        account_rows = {account_id: known_accounts[account_id] for account_id in wanted}
+    else:
+        account_rows = load_accounts(connection, tenant_id, wanted)
+    sums: dict[str, int] = defaultdict(int)
+    debits: dict[str, int] = defaultdict(int)
+    for index, entry in enumerate(spec.entries):
+        assert entry.direction in DIRECTIONS and 0 < entry.amount_minor <= AMOUNT_MINOR_MAX
+        row = account_rows.get(entry.account_id)
+        if row is None:
+            raise AccountNotFound(f"no account {entry.account_id!r}", param=f"{prefix}entries[{index}].account_id")
+        if spec.currency is not None and row.currency != spec.currency:
+            raise CurrencyMismatch(
+                f"account {row.id} holds {row.currency}, not {spec.currency}",
+                param=f"{prefix}currency",
+            )
+        sums[row.currency] += entry.amount_minor if entry.direction == "debit" else -entry.amount_minor
+        if entry.direction == "debit":
+            debits[row.currency] += entry.amount_minor
+    for currency, total in debits.items():
+        # The transfer's amount is rendered as one JSON integer: it must be exact for every client.
+        if total > AMOUNT_MINOR_MAX:
+            raise InvalidAmount(
+                f"the debits in {currency} add up to {total}, more than 2^53 - 1", param=f"{prefix}entries"
+            )
+    for currency, difference in sums.items():
+        if difference != 0:
+            raise UnbalancedTransfer(
+                f"debits and credits in {currency} differ by {abs(difference)}",
+                param=f"{prefix}entries",
+            )
+    return account_rows
+
+
+def transfer_values(
+    tenant_id: str,
+    transfer_id: str,
+    kind: str,
+    spec: TransferSpec,
+    now_us: int,
+    idempotency_key: str | None,
+    batch_id: str | None,
+) -> dict[str, Any]:
+    assert spec.reference_type in REFERENCE_TYPES, spec.reference_type
+    return {
+        "tenant_id": tenant_id,
+        "id": transfer_id,
+        "kind": kind,
+        "pending_id": None,
+        "reverses_id": None,
+        "batch_id": batch_id,
+        "idempotency_key": idempotency_key,
+        "reference_type": spec.reference_type,
+        "reference_id": spec.reference_id,
+        "metadata": json.dumps(spec.metadata, sort_keys=True),
+        "expires_at_us": spec.expires_at_us if spec.pending else None,
+        "created_at_us": now_us,
+    }
+
+
+def write_entries(
+    connection: Connection,
+    tenant_id: str,
+    transfer_id: str,
+    specs: Sequence[EntrySpec],
+    account_rows: Mapping[str, Account],
+    now_us: int,
+    *,
+    pending: bool = False,
+    released: Sequence[Entry] = (),
+    prefix: str = "",
+) -> list[dict[str, Any]]:
+    """Apply the entries' (and any released hold's) totals to their accounts, then insert the
+    entries numbered with each account's next sequence numbers, which the balance UPDATE hands
+    out under the account's row lock."""
+    deltas = _merge(_release(released), _deltas(specs, pending=pending))
+    added: dict[str, int] = defaultdict(int)
+    for spec in specs:
+        added[spec.account_id] += 1
+    counts = _apply(connection, tenant_id, account_rows, deltas, added, prefix)
+    next_sequence = {account_id: counts[account_id] - added[account_id] + 1 for account_id in added}
+    rows = []
+    for spec in specs:
+        rows.append(
+            {
+                "tenant_id": tenant_id,
+                "id": ids.new_id("ent"),
+                "transfer_id": transfer_id,
+                "account_id": spec.account_id,
+                "direction": spec.direction,
+                "amount_minor": spec.amount_minor,
+                "currency": account_rows[spec.account_id].currency,
+                "account_sequence": next_sequence[spec.account_id],
+                "created_at_us": now_us,
+            }
+        )
+        next_sequence[spec.account_id] += 1
+    repository.insert_entries(connection, rows)
+    return rows
+
+
+def _deltas(specs: Sequence[EntrySpec], *, pending: bool) -> dict[str, Totals]:
+    deltas: dict[str, Totals] = {}
+    for spec in specs:
+        debit = spec.amount_minor if spec.direction == "debit" else 0
+        credit = spec.amount_minor - debit
+        delta = Totals(0, 0, debit, credit) if pending else Totals(debit, credit, 0, 0)
+        deltas = _merge(deltas, {spec.account_id: delta})
+    return deltas
+
+
+def _release(pending_entries: Sequence[Entry]) -> dict[str, Totals]:
+    deltas: dict[str, Totals] = {}
+    for entry in pending_entries:
+        debit = entry.amount_minor if entry.direction == "debit" else 0
+        deltas = _merge(deltas, {entry.account_id: Totals(0, 0, -debit, -(entry.amount_minor - debit))})
+    return deltas
+
+
+def _merge(left: dict[str, Totals], right: dict[str, Totals]) -> dict[str, Totals]:
+    merged = dict(left)
+    for account_id, delta in right.items():
+        base = merged.get(account_id, Totals(0, 0, 0, 0))
+        merged[account_id] = Totals(
+            base.debits_posted_minor + delta.debits_posted_minor,
+            base.credits_posted_minor + delta.credits_posted_minor,
+            base.debits_pending_minor + delta.debits_pending_minor,
+            base.credits_pending_minor + delta.credits_pending_minor,
+        )
+    return merged
+
+
+def _apply(
+    connection: Connection,
+    tenant_id: str,
+    account_rows: Mapping[str, Account],
+    deltas: dict[str, Totals],
+    added: Mapping[str, int],
+    prefix: str,
+) -> dict[str, int]:
+    """Update cached totals and entry counts in sorted account order (no deadlocks) and
+    enforce flags on the totals the database returns, under the row lock the UPDATE took.
+    Returns each account's entry count after this transfer."""
+    counts = {}
+    for account_id in sorted(deltas.keys() | added.keys()):
+        delta = deltas.get(account_id, Totals(0, 0, 0, 0))
+        applied = repository.apply_totals(
+            connection, tenant_id, account_id, delta, added.get(account_id, 0), BALANCE_MINOR_MAX
+        )
+        if applied is None:
+            raise BalanceOverflow(f"account {account_id} would exceed its balance range", param=f"{prefix}entries")
+        totals, counts[account_id] = applied
+        assert all(type(value) is int and 0 <= value <= BALANCE_MINOR_MAX for value in vars(totals).values())
+        row = account_rows[account_id]
+        if row.no_overdraft and breaks_no_overdraft(totals, row.normal_balance):
+            raise InsufficientFunds(f"account {account_id} has insufficient available funds", param=f"{prefix}entries")
+    return counts
+
+
+def insert_resolution(
+    connection: Connection,
+    tenant_id: str,
+    resolution_id: str,
+    kind: str,
+    pending: Transfer,
+    now_us: int,
+) -> None:
+    values = {
+        "tenant_id": tenant_id,
+        "id": resolution_id,
+        "kind": kind,
+        "pending_id": pending.id,
+        "reverses_id": None,
+        "batch_id": None,
+        "idempotency_key": None,
+        "reference_type": pending.reference_type,
+        "reference_id": pending.reference_id,
+        "metadata": "{}",
+        "expires_at_us": None,
+        "created_at_us": now_us,
+    }
+    if not repository.insert_resolution(connection, values):
+        raise TransferNotPending("the transfer was resolved by a concurrent request")
+
+
+def post_entries(pending: Transfer, amount_minor: int | None) -> tuple[EntrySpec, ...]:
+    full = tuple(EntrySpec(e.account_id, e.direction, e.amount_minor) for e in pending.entries)
+    total = sum(e.amount_minor for e in pending.entries if e.direction == "debit")
+    if amount_minor is None or amount_minor == total:
+        return full
+    if not 0 < amount_minor <= AMOUNT_MINOR_MAX:
+        raise InvalidAmount("amount_minor must be a positive integer", param="amount_minor")
+    if amount_minor > total:
+        raise PostAmountExceedsPending(f"cannot post {amount_minor} of a {total} hold", param="amount_minor")
+    if len(pending.entries) != 2:
+        raise PartialPostUnsupported("only a two-entry hold can be posted partially", param="amount_minor")
+    return tuple(EntrySpec(e.account_id, e.direction, amount_minor) for e in pending.entries)
