@@ -28,11 +28,13 @@ class BodyLimit:
             return
         content_type = _header(scope, b"content-type")
         if content_type is None:
-            # The API speaks only JSON: a body sent without a Content-Type (curl -d without -H)
-            # is read as JSON rather than refused with a puzzling validation error.
+            # The API speaks only JSON: a body sent without any Content-Type is read as JSON
+            # rather than refused with a puzzling validation error. (`curl -d` sends a form
+            # type of its own: that is a 415 telling the client to send application/json.)
             scope = dict(scope, headers=[*scope["headers"], (b"content-type", b"application/json")])
         elif b"json" not in content_type.lower() and _header(scope, b"content-length") not in (None, b"0"):
-            await _respond(send, 415, "unsupported_media_type", "request bodies must be JSON (application/json)")
+            message = "request bodies must be JSON: send Content-Type: application/json"
+            await _respond(send, 415, "unsupported_media_type", message)
             return
         for name, value in scope["headers"]:
             if name == b"content-length":
