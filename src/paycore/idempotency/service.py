@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
-from paycore.db.engine import Database, is_lock_timeout
+from paycore.db.engine import Database, DatabaseBusy, is_lock_timeout
 from paycore.idempotency import repository
 from paycore.idempotency.errors import (
     IdempotencyKeyReused,
@@ -98,6 +99,34 @@ class KeyScope:
         }
 
 
+class _ClaimsInProgress:
+    """Keys this process has claimed in a transaction that has not ended yet.
+
+    Only used to word an answer: on SQLite every writer waits at the one write lock, so a
+    duplicate that waited past the bound cannot learn from the database that its first request
+    is still running (PostgreSQL tells it, by making it wait on the key's row). Correctness
+    never rests on this: the database decides who executes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owners: dict[tuple[str, str], object] = {}
+
+    def claim(self, scope: KeyScope, owner: object) -> None:
+        with self._lock:
+            self._owners[(scope.tenant_id, scope.key)] = owner
+
+    def release(self, scope: KeyScope, owner: object) -> None:
+        with self._lock:
+            if self._owners.get((scope.tenant_id, scope.key)) is owner:
+                del self._owners[(scope.tenant_id, scope.key)]
+
+    def running(self, scope: KeyScope) -> bool:
+        return (scope.tenant_id, scope.key) in self._owners
+
+
+_IN_PROGRESS = _ClaimsInProgress()
+
+
 def run(
     database: Database,
     scope: KeyScope,
@@ -107,10 +136,21 @@ def run(
     """Run `effect` once per (tenant, key), in one transaction with its key. Returns
     (outcome, replayed). A recorded refusal is written in a second transaction, after the
     first rolled back: no savepoint is paid for on the path that succeeds."""
+    owner = object()
+
+    def work(connection: Connection) -> tuple[Outcome, bool]:
+        return execute(connection, scope, effect, render_refusal, on_claimed=lambda: _IN_PROGRESS.claim(scope, owner))
+
     try:
-        return database.transaction(lambda connection: execute(connection, scope, effect, render_refusal))
+        return database.transaction(work)
     except RefusalToRecord as refusal:
         outcome = refusal.outcome
+    except DatabaseBusy as error:
+        if _IN_PROGRESS.running(scope):
+            raise _in_progress() from error
+        raise
+    finally:
+        _IN_PROGRESS.release(scope, owner)
     return database.transaction(lambda connection: record_refusal(connection, scope, outcome))
 
 
@@ -119,10 +159,13 @@ def execute(
     scope: KeyScope,
     effect: Callable[[Connection], Outcome],
     render_refusal: Callable[[DomainError], Outcome],
+    on_claimed: Callable[[], None] | None = None,
 ) -> tuple[Outcome, bool]:
     """Inside the caller's transaction: claim the key, run `effect`, record its outcome."""
     if not _claim(connection, scope.row(None)):
         return _replay(connection, scope), True
+    if on_claimed is not None:
+        on_claimed()
     try:
         outcome = effect(connection)
     except DomainError as error:
@@ -146,11 +189,14 @@ def _claim(connection: Connection, values: dict[str, Any]) -> bool:
         return repository.claim(connection, values)
     except DBAPIError as error:
         if is_lock_timeout(error):
-            raise IdempotencyRequestInProgress(
-                "a request with this idempotency key is still being processed; retry later",
-                retry_after_s=1,
-            ) from error
+            raise _in_progress() from error
         raise
+
+
+def _in_progress() -> IdempotencyRequestInProgress:
+    return IdempotencyRequestInProgress(
+        "a request with this idempotency key is still being processed; retry later", retry_after_s=1
+    )
 
 
 def _replay(connection: Connection, scope: KeyScope) -> Outcome:

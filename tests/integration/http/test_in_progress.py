@@ -1,0 +1,90 @@
+"""SPEC §3.1 on the embedded default: a duplicate that waited past the bound while its first
+request is still running is 409 `idempotency_request_in_progress` with Retry-After; a request
+with another key that waited as long is 503 `database_busy`. Nothing is recorded for either.
+
+SQLite has one write lock, so every writer waits there; PostgreSQL's side of this (the
+duplicate waits on the first request's key row) is in tests/e2e/test_credits_concurrency.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.client import HTTPConnection
+from typing import Any
+
+import pytest
+
+from paycore.config import Settings
+from paycore.db.engine import Database
+from paycore.http.app import create_app
+from paycore.http.server import Server
+
+WAIT_MS = 100
+TRANSFERS = 100  # one batch of 100 transfers x 64 entries: a write transaction far longer than WAIT_MS
+LEGS = 32
+
+
+@pytest.fixture
+def port(settings: Settings) -> Iterator[int]:
+    bounded = Settings(database_url=settings.database_url, idempotency_wait_ms=WAIT_MS)
+    database = Database(bounded)
+    server = Server(create_app(bounded, database), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    database.dispose()
+
+
+def call(port: int, path: str, body: Any, key: str | None = None) -> tuple[int, dict[str, Any], str | None]:
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    connection = HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request("POST", path, body=json.dumps(body), headers=headers)
+    response = connection.getresponse()
+    payload = json.loads(response.read())
+    connection.close()
+    return response.status, payload, response.getheader("Retry-After")
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_duplicate_behind_its_slow_first_request_is_409_and_another_key_is_503(port: int) -> None:
+    source = call(port, "/v1/accounts", {"code": "source", "currency": "USD", "normal_balance": "debit"})[1]["id"]
+    sink = call(port, "/v1/accounts", {"code": "sink", "currency": "USD", "normal_balance": "credit"})[1]["id"]
+    legs = [{"account_id": source, "direction": "debit", "amount_minor": 1}] * LEGS
+    legs += [{"account_id": sink, "direction": "credit", "amount_minor": 1}] * LEGS
+    batch = {"transfers": [{"entries": legs}] * TRANSFERS}
+    small = {"debit_account_id": source, "credit_account_id": sink, "amount_minor": 5, "currency": "USD"}
+
+    replies: dict[str, tuple[int, dict[str, Any], str | None]] = {}
+
+    def send(name: str, path: str, body: Any, key: str) -> None:
+        replies[name] = call(port, path, body, key)
+
+    first = threading.Thread(target=send, args=("first", "/v1/transfers/batch", batch, "slow"))
+    first.start()
+    time.sleep(0.03)  # let the first request take the write lock
+    others = [
+        threading.Thread(target=send, args=("duplicate", "/v1/transfers/batch", batch, "slow")),
+        threading.Thread(target=send, args=("other", "/v1/transfers", small, "other")),
+    ]
+    for thread in others:
+        thread.start()
+    for thread in [first, *others]:
+        thread.join(timeout=60)
+
+    assert replies["first"][0] == 201, replies["first"][1]
+    assert (replies["duplicate"][0], replies["duplicate"][1]["error"], replies["duplicate"][2]) == (
+        409,
+        "idempotency_request_in_progress",
+        "1",
+    )
+    assert (replies["other"][0], replies["other"][1]["error"], replies["other"][2]) == (503, "database_busy", "1")
+    # Neither refusal was recorded: the duplicate now replays the first, the other key runs once.
+    replay = call(port, "/v1/transfers/batch", batch, "slow")
+    assert replay[0] == 201 and replay[1] == replies["first"][1]
+    assert call(port, "/v1/transfers", small, "other")[0] == 201
