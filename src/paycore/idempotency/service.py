@@ -120,8 +120,10 @@ class _ClaimsInProgress:
             if self._owners.get((scope.tenant_id, scope.key)) is owner:
                 del self._owners[(scope.tenant_id, scope.key)]
 
-    def running(self, scope: KeyScope) -> bool:
-        return (scope.tenant_id, scope.key) in self._owners
+    def running_elsewhere(self, scope: KeyScope, owner: object) -> bool:
+        """True if another request of this process holds an open claim on the key."""
+        found = self._owners.get((scope.tenant_id, scope.key))
+        return found is not None and found is not owner
 
 
 _IN_PROGRESS = _ClaimsInProgress()
@@ -146,7 +148,7 @@ def run(
     except RefusalToRecord as refusal:
         outcome = refusal.outcome
     except DatabaseBusy as error:
-        if _IN_PROGRESS.running(scope):
+        if _IN_PROGRESS.running_elsewhere(scope, owner):
             raise _in_progress() from error
         raise
     finally:
