@@ -11,6 +11,7 @@ from paycore.kit import ids
 from paycore.kit.errors import UnsupportedCurrency
 from paycore.kit.money import is_known_currency
 from paycore.ledger import repository
+from paycore.ledger.balances import Balance
 from paycore.ledger.errors import AccountExists
 from paycore.ledger.types import DIRECTIONS, Account, AccountTemplate, account_from_row
 
@@ -46,7 +47,17 @@ def create_account(
     }
     if not repository.insert_account(connection, values):
         raise AccountExists(f"an account with code {code!r} already exists", param="code")
-    return account_from_row(repository.get_account(connection, tenant_id, str(values["id"])))
+    # The view of what was just written: a new account has no entries, so every balance is 0.
+    return Account(
+        id=str(values["id"]),
+        code=code,
+        currency=currency,
+        normal_balance=normal_balance,
+        no_overdraft=no_overdraft,
+        metadata=dict(metadata),
+        created_at_us=now_us,
+        balance=Balance(posted_minor=0, pending_minor=0, available_minor=0),
+    )
 
 
 def ensure_account(
@@ -61,24 +72,28 @@ def ensure_account(
 ) -> Account:
     """Get the account with this code, creating it if it does not exist (safe under races:
     the unique (tenant_id, code) constraint picks one winner)."""
+    template = AccountTemplate(code, currency, normal_balance, no_overdraft)
     row = repository.get_account_by_code(connection, tenant_id, code)
-    if row is None:
-        try:
-            return create_account(
-                connection,
-                tenant_id,
-                code=code,
-                currency=currency,
-                normal_balance=normal_balance,
-                no_overdraft=no_overdraft,
-                metadata={},
-                now_us=now_us,
-            )
-        except AccountExists:
-            row = repository.get_account_by_code(connection, tenant_id, code)
-    account = account_from_row(row)
-    assert account.currency == currency and account.normal_balance == normal_balance, code
+    account = account_from_row(row) if row is not None else _create_or_find(connection, tenant_id, template, now_us)
+    assert (account.currency, account.normal_balance) == (currency, normal_balance), code
     return account
+
+
+def _create_or_find(connection: Connection, tenant_id: str, template: AccountTemplate, now_us: int) -> Account:
+    """Create an account known to be missing; if a concurrent transaction created it first, read theirs."""
+    try:
+        return create_account(
+            connection,
+            tenant_id,
+            code=template.code,
+            currency=template.currency,
+            normal_balance=template.normal_balance,
+            no_overdraft=template.no_overdraft,
+            metadata={},
+            now_us=now_us,
+        )
+    except AccountExists:
+        return account_from_row(repository.get_account_by_code(connection, tenant_id, template.code))
 
 
 def ensure_accounts(
@@ -90,15 +105,7 @@ def ensure_accounts(
     found = {code: account_from_row(row) for code, row in rows.items()}
     for template in templates:
         if template.code not in found:
-            found[template.code] = ensure_account(
-                connection,
-                tenant_id,
-                code=template.code,
-                currency=template.currency,
-                normal_balance=template.normal_balance,
-                no_overdraft=template.no_overdraft,
-                now_us=now_us,
-            )
+            found[template.code] = _create_or_find(connection, tenant_id, template, now_us)
         account = found[template.code]
         assert (account.currency, account.normal_balance) == (template.currency, template.normal_balance)
     return found
