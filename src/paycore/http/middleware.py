@@ -31,7 +31,9 @@ class BodyLimit:
             # The API speaks only JSON: a body sent without any Content-Type is read as JSON
             # rather than refused with a puzzling validation error. (`curl -d` sends a form
             # type of its own: that is a 415 telling the client to send application/json.)
-            scope = dict(scope, headers=[*scope["headers"], (b"content-type", b"application/json")])
+            # In place (the scope is this request's own): outer middleware reads what the router
+            # writes into it, e.g. the matched route for the latency metric.
+            scope["headers"] = [*scope["headers"], (b"content-type", b"application/json")]
         elif b"json" not in content_type.lower() and _header(scope, b"content-length") not in (None, b"0"):
             message = "request bodies must be JSON: send Content-Type: application/json"
             await _respond(send, 415, "unsupported_media_type", message)
