@@ -1,0 +1,67 @@
+"""`paycore processor ...`: the sandbox processor as its own service (SPEC §9).
+
+`paycore processor serve` runs the sandbox's HTTP API with uvicorn and, on a background
+thread, finalises late charges and refunds and delivers webhooks to paycore. No business
+logic here: everything is `paycore.sandbox`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+from rich.console import Console
+
+from paycore.sandbox.limits import DEFAULT_DATABASE_URL, DEFAULT_WEBHOOK_SECRET, DEFAULT_WEBHOOK_URL
+
+app = typer.Typer(help="The sandbox card processor (a separate service with its own database).")
+console = Console(stderr=True)
+BACKGROUND_INTERVAL_MS = 200
+
+
+@app.callback()
+def processor() -> None:
+    """The sandbox card processor (a separate service with its own database)."""
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8100, help="Port to bind."),
+    database_url: str = typer.Option(
+        DEFAULT_DATABASE_URL, envvar="PAYCORE_SANDBOX_DATABASE_URL", help="The sandbox's own database."
+    ),
+    webhook_url: str = typer.Option(
+        DEFAULT_WEBHOOK_URL, envvar="PAYCORE_SANDBOX_WEBHOOK_URL", help="Where webhooks are POSTed."
+    ),
+    webhook_secret: str = typer.Option(
+        DEFAULT_WEBHOOK_SECRET,
+        envvar="PAYCORE_PROCESSOR_WEBHOOK_SECRET",
+        help="The secret webhooks are signed with (HMAC-SHA256).",
+        show_default=False,
+    ),
+) -> None:
+    """Run the sandbox processor's HTTP API and its webhook deliverer."""
+    import uvicorn
+
+    from paycore.sandbox.http import create_app
+    from paycore.sandbox.service import Sandbox
+    from paycore.sandbox.webhooks import http_sink
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if not webhook_secret:
+        raise typer.BadParameter("the webhook secret must not be empty", param_hint="--webhook-secret")
+    try:
+        sink = http_sink(webhook_url)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--webhook-url") from error
+    sandbox = Sandbox.open(database_url, webhook_secret=webhook_secret)
+    background = sandbox.start_background(sink, BACKGROUND_INTERVAL_MS)
+    console.print(
+        f"sandbox processor on http://{host}:{port} (database {sandbox.database.dialect}, webhooks to {webhook_url})"
+    )
+    try:
+        uvicorn.run(create_app(sandbox, sink), host=host, port=port, log_level="warning", access_log=False)
+    finally:
+        background.stop()
+        sandbox.close()

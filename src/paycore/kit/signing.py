@@ -1,0 +1,48 @@
+"""Webhook signatures (SPEC §9, §10.1): HMAC-SHA256 over `timestamp.body`, sent as
+`Paycore-Signature: t=<unix seconds>,v1=<hex digest>`. Several `v1=` values may be present
+(secret rotation); one matching is enough."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+SIGNATURE_HEADER = "Paycore-Signature"
+TOLERANCE_S = 300  # five minutes, SPEC §10
+
+
+class SignatureError(Exception):
+    """The header is missing, malformed, stale, or no signature matches. `code` says which."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def sign(secret: str, timestamp_s: int, body: bytes) -> str:
+    digest = hmac.new(secret.encode(), f"{timestamp_s}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp_s},v1={digest}"
+
+
+def verify(secret: str, header: str | None, body: bytes, *, now_s: int, tolerance_s: int = TOLERANCE_S) -> int:
+    """Return the signed timestamp, or raise SignatureError."""
+    if not header:
+        raise SignatureError("signature_missing", f"the {SIGNATURE_HEADER} header is required")
+    timestamp: int | None = None
+    candidates: list[str] = []
+    for part in header.split(","):
+        name, _, value = part.strip().partition("=")
+        if name == "t" and value.isdigit() and len(value) <= 12:
+            timestamp = int(value)
+        elif name == "v1" and value:
+            candidates.append(value)
+    if timestamp is None or not candidates:
+        raise SignatureError("signature_invalid", f"the {SIGNATURE_HEADER} header must be t=<seconds>,v1=<hex>")
+    if abs(now_s - timestamp) > tolerance_s:
+        raise SignatureError(
+            "signature_timestamp_out_of_tolerance", f"the signed timestamp is more than {tolerance_s} s from now"
+        )
+    expected = sign(secret, timestamp, body).split("v1=", 1)[1]
+    if not any(hmac.compare_digest(expected, candidate) for candidate in candidates):
+        raise SignatureError("signature_invalid", "no signature in the header matches the body")
+    return timestamp

@@ -1,0 +1,182 @@
+"""The HTTP transport: the provider port spoken to a processor's HTTP API (the sandbox's,
+served by `paycore processor serve`), with the standard library's `http.client`.
+
+Every call opens one connection, bounded by `timeout_ms` to connect and again to wait for
+the answer. The answer is classified the safe way, so that "did nothing" is only ever
+claimed on the processor's word:
+- 2xx with a readable result → the result;
+- 404 `{"error": "not_found"}` on a GET by request id → None (no record, yet);
+- any other 4xx with a JSON error body `{"error": code, "message": ...}` → ProcessorRefused;
+- timeouts, connection errors, 5xx, and anything unreadable → ProcessorUnreachable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import time
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any, Final
+
+from paycore.processor.port import (
+    RESULT_STATUSES,
+    ChargeRequest,
+    ChargeResult,
+    ProcessorRefused,
+    ProcessorUnreachable,
+    RefundRequest,
+    RefundResult,
+)
+
+ANSWER_BYTES_MAX: Final = 1_048_576
+LINE_BYTES_MAX: Final = 65_536
+_MESSAGE_LENGTH_MAX: Final = 1000
+_NETWORK_ERRORS: Final = (OSError, http.client.HTTPException)
+
+
+class HttpTransport:
+    def __init__(self, base_url: str, timeout_ms: int = 5_000) -> None:
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"processor url must be http(s)://host[:port][/prefix], got {base_url!r}")
+        assert timeout_ms >= 1
+        self.base_url = base_url
+        self.timeout_ms = timeout_ms
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
+
+    def charge(self, request: ChargeRequest) -> ChargeResult:
+        status, payload = self._exchange("POST", "/v1/charges", dataclasses.asdict(request))
+        return _charge_result(self._expect_result("charge", status, payload))
+
+    def get_charge(self, request_id: str) -> ChargeResult | None:
+        status, payload = self._exchange("GET", "/v1/charges/" + _segment(request_id))
+        if _is_not_found(status, payload):
+            return None
+        return _charge_result(self._expect_result("get_charge", status, payload))
+
+    def refund(self, request: RefundRequest) -> RefundResult:
+        status, payload = self._exchange("POST", "/v1/refunds", dataclasses.asdict(request))
+        return _refund_result(self._expect_result("refund", status, payload))
+
+    def get_refund(self, request_id: str) -> RefundResult | None:
+        status, payload = self._exchange("GET", "/v1/refunds/" + _segment(request_id))
+        if _is_not_found(status, payload):
+            return None
+        return _refund_result(self._expect_result("get_refund", status, payload))
+
+    def settlement_report(self, day: str) -> Iterator[str]:
+        """Ask now (raising as the other calls do); then a generator of the CSV lines as they
+        arrive, each with its line ending. A failure half-way is ProcessorUnreachable."""
+        connection, response = self._send("GET", f"/v1/settlements/{_segment(day)}.csv", None)
+        if response.status == 200:
+            return _lines(connection, response)
+        try:
+            payload = _read_json(response)
+        except _NETWORK_ERRORS as error:
+            raise ProcessorUnreachable(f"settlement_report: {type(error).__name__}: {error}") from error
+        finally:
+            connection.close()
+        self._expect_result("settlement_report", response.status, payload)
+        raise ProcessorUnreachable(f"settlement_report: unexpected HTTP {response.status}")
+
+    # --- one exchange -------------------------------------------------------------------
+
+    def _send(
+        self, method: str, path: str, body: dict[str, Any] | None
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        timeout_s = self.timeout_ms / 1000
+        deadline = time.monotonic() + timeout_s
+        connection_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        connection = connection_class(self._host, self._port, timeout=timeout_s)
+        headers = {"Accept": "application/json", "Connection": "close", "User-Agent": "paycore"}
+        data = None
+        if body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode()
+            headers["Content-Type"] = "application/json"
+        try:
+            connection.request(method, self._prefix + path, body=data, headers=headers)
+            if connection.sock is not None:  # what is left of the bound waits for the answer
+                connection.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            return connection, connection.getresponse()
+        except _NETWORK_ERRORS as error:
+            connection.close()
+            raise ProcessorUnreachable(f"{method} {path}: {type(error).__name__}: {error}") from error
+
+    def _exchange(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """(status, parsed JSON body or None if it is not JSON)."""
+        connection, response = self._send(method, path, body)
+        try:
+            return response.status, _read_json(response)
+        except _NETWORK_ERRORS as error:
+            raise ProcessorUnreachable(f"{method} {path}: {type(error).__name__}: {error}") from error
+        finally:
+            connection.close()
+
+    @staticmethod
+    def _expect_result(op: str, status: int, payload: Any) -> dict[str, Any]:
+        if 200 <= status < 300 and isinstance(payload, dict):
+            return payload
+        if 400 <= status < 500 and _is_error_body(payload):
+            raise ProcessorRefused(payload["error"], str(payload.get("message", ""))[:_MESSAGE_LENGTH_MAX])
+        raise ProcessorUnreachable(f"{op}: no usable answer (HTTP {status})")
+
+
+def _segment(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def _read_json(response: http.client.HTTPResponse) -> Any:
+    data = response.read(ANSWER_BYTES_MAX + 1)
+    if len(data) > ANSWER_BYTES_MAX:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def _is_error_body(payload: Any) -> bool:
+    return isinstance(payload, dict) and isinstance(payload.get("error"), str) and bool(payload["error"])
+
+
+def _is_not_found(status: int, payload: Any) -> bool:
+    return status == 404 and _is_error_body(payload) and payload["error"] == "not_found"
+
+
+def _lines(connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> Iterator[str]:
+    try:
+        while True:
+            line = response.readline(LINE_BYTES_MAX + 1)
+            if not line:
+                return
+            if len(line) > LINE_BYTES_MAX:
+                raise ProcessorUnreachable(f"settlement_report: a line is longer than {LINE_BYTES_MAX} bytes")
+            yield line.decode()
+    except _NETWORK_ERRORS as error:
+        raise ProcessorUnreachable(f"settlement_report: {type(error).__name__}: {error}") from error
+    finally:
+        connection.close()
+
+
+def _checked(payload: dict[str, Any], id_field: str) -> dict[str, Any]:
+    """The result's fields, type-checked: an answer that does not read as a result is no answer."""
+    names = ("request_id", "status", id_field, "amount_minor", "currency", "failure_code")
+    values = {name: payload.get(name) for name in names}
+    strings_ok = all(isinstance(values[name], str) for name in ("request_id", id_field, "currency"))
+    failure_ok = values["failure_code"] is None or isinstance(values["failure_code"], str)
+    if not (strings_ok and failure_ok and values["status"] in RESULT_STATUSES and type(values["amount_minor"]) is int):
+        raise ProcessorUnreachable(f"the processor's answer does not read as a result: {payload!r:.300}")
+    return values
+
+
+def _charge_result(payload: dict[str, Any]) -> ChargeResult:
+    return ChargeResult(**_checked(payload, "processor_charge_id"))
+
+
+def _refund_result(payload: dict[str, Any]) -> RefundResult:
+    return RefundResult(**_checked(payload, "processor_refund_id"))

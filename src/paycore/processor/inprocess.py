@@ -1,0 +1,84 @@
+"""The in-process transport: the provider port answered by a `Sandbox` in this process.
+
+The sandbox's fault plan is applied here as a network would apply it, so business code sees
+the same failures as over HTTP, without sockets and without the server's hold:
+- `drop_request`, `error_500`: nothing is processed; `ProcessorUnreachable` at once.
+- `drop_response` (and every answer to a `tok_timeout` charge): processed, then
+  `ProcessorUnreachable` at once.
+- `delay_ms`: processed; the answer comes after `delay_ms`, or, if that is `timeout_ms` or
+  more, the caller gives up after `timeout_ms` with `ProcessorUnreachable` (the effect stays).
+A busy sandbox database is a 5xx by another name: `ProcessorUnreachable`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from paycore.db.engine import DatabaseBusy
+from paycore.processor.port import (
+    ChargeRequest,
+    ChargeResult,
+    ProcessorRefused,
+    ProcessorUnreachable,
+    RefundRequest,
+    RefundResult,
+)
+from paycore.sandbox.faults import Decision, Op
+from paycore.sandbox.service import Sandbox
+
+T = TypeVar("T")
+
+
+class InProcessTransport:
+    def __init__(self, sandbox: Sandbox, timeout_ms: int = 5_000) -> None:
+        assert timeout_ms >= 1
+        self.sandbox = sandbox
+        self.timeout_ms = timeout_ms
+
+    def charge(self, request: ChargeRequest) -> ChargeResult:
+        decision = self.sandbox.decide("charge")
+        lost = self.sandbox.answer_lost(request)
+        return self._call("charge", decision, lambda: self.sandbox.charge(request, decision), answer_lost=lost)
+
+    def get_charge(self, request_id: str) -> ChargeResult | None:
+        decision = self.sandbox.decide("get_charge")
+        return self._call("get_charge", decision, lambda: self.sandbox.get_charge(request_id))
+
+    def refund(self, request: RefundRequest) -> RefundResult:
+        decision = self.sandbox.decide("refund")
+        return self._call("refund", decision, lambda: self.sandbox.refund(request, decision))
+
+    def get_refund(self, request_id: str) -> RefundResult | None:
+        decision = self.sandbox.decide("get_refund")
+        return self._call("get_refund", decision, lambda: self.sandbox.get_refund(request_id))
+
+    def settlement_report(self, day: str) -> Iterator[str]:
+        return self.sandbox.settlement_report(day)
+
+    def _call(self, op: Op, decision: Decision, work: Callable[[], T], *, answer_lost: bool = False) -> T:
+        if decision.transport == "drop_request":
+            raise ProcessorUnreachable(f"{op}: the request was lost (sandbox fault drop_request)")
+        if decision.transport == "error_500":
+            raise ProcessorUnreachable(f"{op}: the processor answered 500 (sandbox fault error_500)")
+        refusal: ProcessorRefused | None = None
+        try:
+            answer = work()
+        except ProcessorRefused as error:
+            refusal = error
+        except DatabaseBusy as error:
+            raise ProcessorUnreachable(f"{op}: the processor is busy ({error})") from error
+        if decision.transport == "drop_response" or (answer_lost and refusal is None):
+            raise ProcessorUnreachable(f"{op}: the answer was lost (the request was processed)")
+        if decision.transport == "delay_ms":
+            self._wait(op, decision.delay_ms)
+        if refusal is not None:
+            raise refusal
+        return answer
+
+    def _wait(self, op: Op, delay_ms: int) -> None:
+        if delay_ms >= self.timeout_ms:
+            time.sleep(self.timeout_ms / 1000)
+            raise ProcessorUnreachable(f"{op}: no answer within {self.timeout_ms} ms (the request was processed)")
+        time.sleep(delay_ms / 1000)

@@ -1,0 +1,101 @@
+"""The provider port (SPEC §8): what paycore asks of a card processor, and nothing else.
+
+Business code depends on this module only. Under it sits a transport (in-process calls or
+HTTP, `paycore.processor.transports`), and the fault injection of the sandbox lives there and
+in the sandbox, never in business code.
+
+The rules every implementation keeps:
+- `request_id` is chosen by paycore, stored before the call, and reused on every retry while
+  the outcome is unknown. The processor answers a repeated `request_id` with the original
+  result and never moves money twice; a repeated `request_id` with different parameters is
+  refused with `ProcessorRefused("request_id_reused")`.
+- An answer is either a result (`succeeded`, `failed`, or `pending`: accepted, the final
+  status comes later by webhook or query), a `ProcessorRefused` (the processor says it did
+  nothing: bad request, reused id), or `ProcessorUnreachable` (timeout, dropped connection,
+  5xx: the request may or may not have taken effect). Only the last makes an item `in_doubt`.
+- `get_*` returns None when the processor has no record of the request id. That is evidence
+  the request was not processed *yet*; it is never taken as a failure: the caller re-sends
+  the same request id instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+ResultStatus = Literal["succeeded", "failed", "pending"]
+RESULT_STATUSES: tuple[ResultStatus, ...] = ("succeeded", "failed", "pending")
+
+
+@dataclass(frozen=True)
+class ChargeRequest:
+    request_id: str  # stable across retries; derived from the payment id
+    merchant_id: str  # the paycore tenant the money is taken for
+    amount_minor: int
+    currency: str
+    token: str  # the card or bank token from the client (sandbox: tok_ok, tok_declined, ...)
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class ChargeResult:
+    request_id: str
+    status: ResultStatus
+    processor_charge_id: str
+    amount_minor: int
+    currency: str
+    failure_code: str | None = None
+
+
+@dataclass(frozen=True)
+class RefundRequest:
+    request_id: str  # stable across retries; derived from the refund id
+    merchant_id: str
+    payment_reference: str  # the processor_charge_id of the charge being refunded
+    amount_minor: int
+    currency: str
+
+
+@dataclass(frozen=True)
+class RefundResult:
+    request_id: str
+    status: ResultStatus
+    processor_refund_id: str
+    amount_minor: int
+    currency: str
+    failure_code: str | None = None
+
+
+class ProcessorError(Exception):
+    """Base of what a processor call can raise."""
+
+
+class ProcessorUnreachable(ProcessorError):
+    """No usable answer: timeout, dropped connection, 5xx. The request may have taken effect."""
+
+
+class ProcessorRefused(ProcessorError):
+    """The processor answered that it did nothing (bad request, request id reused with other
+    parameters). `code` is the processor's stable error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Processor(Protocol):
+    """A card processor as paycore sees it. Every method is synchronous and bounded by the
+    transport's timeout; none of them ever runs inside a paycore database transaction."""
+
+    def charge(self, request: ChargeRequest) -> ChargeResult: ...
+
+    def get_charge(self, request_id: str) -> ChargeResult | None: ...
+
+    def refund(self, request: RefundRequest) -> RefundResult: ...
+
+    def get_refund(self, request_id: str) -> RefundResult | None: ...
+
+    def settlement_report(self, day: str) -> Iterator[str]:
+        """The CSV lines (header first) of what the processor did on `day` (YYYY-MM-DD, UTC)."""
+        ...

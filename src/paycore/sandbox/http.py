@@ -1,0 +1,190 @@
+"""The sandbox processor over HTTP (`paycore processor serve`).
+
+The fault plan is applied here as a network would: a dropped request or answer is held for
+`hold_ms` (bounded) and then answered 504, `error_500` is answered 500 without processing,
+`delay_ms` processes and answers after the delay. Errors are `{"error": code, "message": ...}`:
+400 for a bad request, 404 for an unknown request id on GET, 409 for a reused request id,
+422 for the other refusals (over_refund, charge_not_found, ...), 503 when busy.
+
+Endpoints are plain `def`s (run on the threadpool), like paycore's own (ADR 0002); a hold or a
+delay occupies one thread of the pool for its duration.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from fastapi import Body, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from paycore.db.engine import DatabaseBusy
+from paycore.processor.port import ProcessorRefused
+from paycore.sandbox.faults import Decision, FaultPlanError
+from paycore.sandbox.schemas import ChargeBody, RefundBody, render
+from paycore.sandbox.service import Sandbox
+from paycore.sandbox.webhooks import WebhookSink
+
+_BAD_REQUEST_CODES: Final = frozenset(
+    {"invalid_request", "invalid_amount", "invalid_currency", "invalid_token", "invalid_day"}
+)
+log = logging.getLogger(__name__)
+_MESSAGE_LENGTH_MAX: Final = 1000
+Answer = tuple[int, Any]
+
+
+def json_response(status: int, payload: Any) -> Response:
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def error_response(status: int, code: str, message: str) -> Response:
+    return json_response(status, {"error": code, "message": message})
+
+
+def refusal_status(code: str) -> int:
+    if code in _BAD_REQUEST_CODES:
+        return 400
+    if code == "request_id_reused":
+        return 409
+    return 422
+
+
+def create_app(sandbox: Sandbox, sink: WebhookSink | None = None) -> FastAPI:
+    """The sandbox's FastAPI app; `sink` is where `POST /v1/sandbox/webhooks/deliver` sends."""
+    app = FastAPI(title="paycore sandbox processor", version="1")
+    _add_error_handlers(app)
+    _add_processor_routes(app, sandbox)
+    _add_sandbox_routes(app, sandbox, sink)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    def _invalid(_request: Request, error: RequestValidationError) -> Response:
+        details = error.errors()
+        fields = ["/".join(str(part) for part in detail["loc"] if part != "body") or "body" for detail in details]
+        problems = [f"{field}: {detail['msg']}" for field, detail in zip(fields, details, strict=True)]
+        # The same codes as the service's own checks, so both transports refuse alike.
+        amount_wrong = any(
+            field == "amount_minor" and detail["type"] != "missing"
+            for field, detail in zip(fields, details, strict=True)
+        )
+        code = "invalid_amount" if amount_wrong else "invalid_request"
+        return error_response(400, code, "; ".join(problems)[:_MESSAGE_LENGTH_MAX])
+
+    @app.exception_handler(Exception)
+    def _unexpected(_request: Request, error: Exception) -> Response:
+        log.error("sandbox request failed", exc_info=error)
+        return error_response(
+            500, "internal_error", "the sandbox failed unexpectedly; the request may have been processed"
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    def _http(_request: Request, error: StarletteHTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+        return error_response(error.status_code, code, str(error.detail))
+
+
+def _respond(decision: Decision, work: Callable[[], Answer], *, answer_lost: bool = False) -> Response:
+    """Process (or not) and answer (or not), as `decision` says."""
+    if decision.transport == "drop_request":
+        time.sleep(decision.hold_ms / 1000)
+        return error_response(504, "gateway_timeout", "the request was lost (sandbox fault drop_request)")
+    if decision.transport == "error_500":
+        return error_response(500, "internal_error", "sandbox fault error_500: nothing was processed")
+    try:
+        status, payload = work()
+    except ProcessorRefused as refusal:
+        status, payload = refusal_status(refusal.code), {"error": refusal.code, "message": str(refusal)}
+        answer_lost = False
+    except DatabaseBusy as error:
+        return error_response(503, "database_busy", str(error))
+    if decision.transport == "drop_response" or answer_lost:
+        time.sleep(decision.hold_ms / 1000)
+        return error_response(504, "gateway_timeout", "the answer was lost (the request was processed)")
+    if decision.transport == "delay_ms":
+        time.sleep(decision.delay_ms / 1000)
+    return json_response(status, payload)
+
+
+def _add_processor_routes(app: FastAPI, sandbox: Sandbox) -> None:
+    @app.post("/v1/charges")
+    def create_charge(body: ChargeBody) -> Response:
+        request = body.to_request()
+        decision = sandbox.decide("charge")
+        return _respond(
+            decision,
+            lambda: (200, render(sandbox.charge(request, decision))),
+            answer_lost=sandbox.answer_lost(request),
+        )
+
+    @app.get("/v1/charges/{request_id:path}")
+    def get_charge(request_id: str) -> Response:
+        def work() -> Answer:
+            result = sandbox.get_charge(request_id)
+            if result is None:
+                return 404, {"error": "not_found", "message": f"no charge with request id {request_id!r}"}
+            return 200, render(result)
+
+        return _respond(sandbox.decide("get_charge"), work)
+
+    @app.post("/v1/refunds")
+    def create_refund(body: RefundBody) -> Response:
+        request = body.to_request()
+        decision = sandbox.decide("refund")
+        return _respond(decision, lambda: (200, render(sandbox.refund(request, decision))))
+
+    @app.get("/v1/refunds/{request_id:path}")
+    def get_refund(request_id: str) -> Response:
+        def work() -> Answer:
+            result = sandbox.get_refund(request_id)
+            if result is None:
+                return 404, {"error": "not_found", "message": f"no refund with request id {request_id!r}"}
+            return 200, render(result)
+
+        return _respond(sandbox.decide("get_refund"), work)
+
+    @app.get("/v1/settlements/{day}.csv")
+    def settlement_report(day: str) -> Response:
+        try:
+            lines = sandbox.settlement_report(day)
+        except ProcessorRefused as refusal:
+            return error_response(refusal_status(refusal.code), refusal.code, str(refusal))
+        return StreamingResponse(lines, media_type="text/csv; charset=utf-8")
+
+
+def _add_sandbox_routes(app: FastAPI, sandbox: Sandbox, sink: WebhookSink | None) -> None:
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return json_response(200, {"status": "ok"})
+
+    @app.get("/v1/sandbox/faults")
+    def get_faults() -> Response:
+        return json_response(200, sandbox.fault_plan())
+
+    @app.put("/v1/sandbox/faults")
+    def put_faults(plan: dict[str, Any] = Body(...)) -> Response:
+        try:
+            sandbox.set_fault_plan(plan)
+        except FaultPlanError as error:
+            return error_response(400, "invalid_fault_plan", str(error))
+        return json_response(200, sandbox.fault_plan())
+
+    @app.delete("/v1/sandbox/faults")
+    def delete_faults() -> Response:
+        sandbox.clear_fault_plan()
+        return json_response(200, sandbox.fault_plan())
+
+    @app.post("/v1/sandbox/webhooks/deliver")
+    def deliver_webhooks() -> Response:
+        if sink is None:
+            return error_response(409, "no_webhook_sink", "this sandbox was started without a webhook url")
+        settled = sandbox.settle_due()
+        delivered = sandbox.deliver_due(sink)
+        return json_response(200, {"settled": settled, "delivered": delivered})

@@ -1,0 +1,205 @@
+"""The sandbox processor's front door: `Sandbox`.
+
+It owns its storage (a `Database` on its own URL, tables created at open), its fault plan,
+and its webhook outbox. Every call is one transaction, committed before it returns; nothing
+leaves the process inside a transaction. Transports (in-process, HTTP) ask `decide(op)`
+first, then call `charge` / `refund` / `get_*` with that decision, and apply its transport
+fault themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any, Final
+
+from sqlalchemy import Connection
+
+from paycore.config import Settings
+from paycore.db.engine import Database
+from paycore.kit import clock
+from paycore.kit.money import is_amount_minor, is_known_currency
+from paycore.processor.port import ChargeRequest, ChargeResult, ProcessorRefused, RefundRequest, RefundResult
+from paycore.sandbox import processing, repository, settlement
+from paycore.sandbox.faults import NO_FAULTS, Decision, FaultInjector, FaultPlan, Op
+from paycore.sandbox.limits import (
+    DEFAULT_WEBHOOK_SECRET,
+    DESCRIPTION_LENGTH_MAX,
+    MERCHANT_ID_LENGTH_MAX,
+    REQUEST_ID_LENGTH_MAX,
+    SandboxSettings,
+)
+from paycore.sandbox.models import metadata
+from paycore.sandbox.webhooks import Deliverer, WebhookSink
+
+log = logging.getLogger(__name__)
+TOKENS: Final = tuple(processing.TOKENS)
+
+
+class Sandbox:
+    def __init__(self, database: Database, settings: SandboxSettings, webhook_secret: str) -> None:
+        self.database = database
+        self.settings = settings
+        self.faults = FaultInjector(settings)
+        self._deliverer = Deliverer(database, settings, webhook_secret)
+
+    @classmethod
+    def open(
+        cls,
+        database_url: str,
+        *,
+        webhook_secret: str = DEFAULT_WEBHOOK_SECRET,
+        settings: SandboxSettings | None = None,
+    ) -> Sandbox:
+        """Connect to the sandbox's own database and create its tables if missing."""
+        database = Database(Settings(database_url=database_url))
+        metadata.create_all(database.engine, checkfirst=True)
+        return cls(database, settings or SandboxSettings(), webhook_secret)
+
+    def close(self) -> None:
+        self.database.dispose()
+
+    # --- the fault plan ---------------------------------------------------------------
+
+    def set_fault_plan(self, plan: object) -> FaultPlan:
+        """Replace the plan (parsed JSON); raises FaultPlanError if it is not valid."""
+        return self.faults.set_plan(plan)
+
+    def clear_fault_plan(self) -> None:
+        self.faults.clear()
+
+    def fault_plan(self) -> dict[str, Any]:
+        return self.faults.describe()
+
+    def decide(self, op: Op) -> Decision:
+        return self.faults.decide(op)
+
+    # --- the processor ----------------------------------------------------------------
+
+    def charge(self, request: ChargeRequest, faults: Decision = NO_FAULTS) -> ChargeResult:
+        """Take (or replay) a charge. The fault plan is not consulted here: a transport asks
+        `decide("charge")` and passes the decision, whose settle/webhook faults apply here."""
+        _check_charge(request)
+        now_us = clock.now_us()
+        return self.database.transaction(
+            lambda connection: processing.create_charge(connection, request, faults, now_us)
+        )
+
+    @staticmethod
+    def answer_lost(request: ChargeRequest) -> bool:
+        """True when every answer to this charge is lost on the way back (tok_timeout)."""
+        behaviour = processing.TOKENS.get(request.token)
+        return behaviour is not None and behaviour.answer_lost
+
+    def get_charge(self, request_id: str) -> ChargeResult | None:
+        with self.database.read() as connection:
+            row = repository.find_charge(connection, request_id)
+        return None if row is None else processing.charge_result(row)
+
+    def refund(self, request: RefundRequest, faults: Decision = NO_FAULTS) -> RefundResult:
+        _check_refund(request)
+        now_us = clock.now_us()
+        return self.database.transaction(
+            lambda connection: processing.create_refund(connection, request, faults, now_us)
+        )
+
+    def get_refund(self, request_id: str) -> RefundResult | None:
+        with self.database.read() as connection:
+            row = repository.find_refund(connection, request_id)
+        return None if row is None else processing.refund_result(row)
+
+    def settlement_report(self, day: str) -> Iterator[str]:
+        return settlement.report_lines(self.database, day, self.settings.report_rows_per_fetch)
+
+    # --- background work: settling late items, delivering webhooks --------------------
+
+    def settle_due(self, now_us: int | None = None) -> int:
+        """Give every pending charge and refund whose time has come its final status (at most
+        settle_batch_max of each); return how many."""
+        now = clock.now_us() if now_us is None else now_us
+        return self.database.transaction(lambda connection: self._settle(connection, now))
+
+    def _settle(self, connection: Connection, now_us: int) -> int:
+        settled = 0
+        for object_type in ("charge", "refund"):
+            for row in repository.due_to_settle(connection, object_type, now_us, self.settings.settle_batch_max):
+                settled += processing.settle(connection, object_type, row, now_us)
+        return settled
+
+    def deliver_due(self, sink: WebhookSink, now_us: int | None = None) -> int:
+        """Send every webhook due at `now_us` once (bounded); return how many got a 2xx."""
+        return self._deliverer.deliver_due(sink, now_us)
+
+    def webhook_backoff_ms(self, attempt: int) -> int:
+        return self._deliverer.backoff_ms(attempt)
+
+    def run_background(self, sink: WebhookSink, stop: threading.Event, interval_ms: int = 200) -> None:
+        """Settle and deliver until `stop` is set: drain in bounded rounds, then sleep."""
+        assert interval_ms >= 1
+        while not stop.is_set():
+            try:
+                for _ in range(self.settings.background_rounds_max):
+                    if self.settle_due() + self.deliver_due(sink) == 0 or stop.is_set():
+                        break
+            except Exception:  # a failed round is logged and tried again next interval
+                log.exception("sandbox background round failed")
+            stop.wait(interval_ms / 1000)
+
+    def start_background(self, sink: WebhookSink, interval_ms: int = 200) -> Background:
+        """`run_background` on a daemon thread; stop it with `.stop()`."""
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=self.run_background, args=(sink, stop, interval_ms), daemon=True, name="sandbox-background"
+        )
+        thread.start()
+        return Background(thread, stop)
+
+
+class Background:
+    STOP_TIMEOUT_S: Final = 10.0
+
+    def __init__(self, thread: threading.Thread, stop_event: threading.Event) -> None:
+        self.thread = thread
+        self.stop_event = stop_event
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(self.STOP_TIMEOUT_S)
+
+
+# --- request checks: before any transaction, so a refusal stores nothing ------------------
+
+
+def _check_text(name: str, value: object, length_max: int) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= length_max:
+        raise ProcessorRefused("invalid_request", f"{name} must be a string of 1 to {length_max} characters")
+    if not value.isprintable():
+        raise ProcessorRefused("invalid_request", f"{name} must not contain control characters")
+
+
+def _check_money(amount_minor: object, currency: object) -> None:
+    if not is_amount_minor(amount_minor):
+        raise ProcessorRefused("invalid_amount", "amount_minor must be a positive integer of minor units")
+    if not is_known_currency(currency):
+        raise ProcessorRefused("invalid_currency", f"unsupported currency {currency!r}")
+
+
+def _check_charge(request: ChargeRequest) -> None:
+    _check_text("request_id", request.request_id, REQUEST_ID_LENGTH_MAX)
+    _check_text("merchant_id", request.merchant_id, MERCHANT_ID_LENGTH_MAX)
+    _check_money(request.amount_minor, request.currency)
+    if request.description is not None:
+        if not isinstance(request.description, str) or len(request.description) > DESCRIPTION_LENGTH_MAX:
+            raise ProcessorRefused("invalid_request", f"description is at most {DESCRIPTION_LENGTH_MAX} characters")
+        if "\x00" in request.description:
+            raise ProcessorRefused("invalid_request", "description must not contain NUL")
+    if request.token not in processing.TOKENS:
+        raise ProcessorRefused("invalid_token", f"unknown token {request.token!r}; test tokens: {', '.join(TOKENS)}")
+
+
+def _check_refund(request: RefundRequest) -> None:
+    _check_text("request_id", request.request_id, REQUEST_ID_LENGTH_MAX)
+    _check_text("merchant_id", request.merchant_id, MERCHANT_ID_LENGTH_MAX)
+    _check_text("payment_reference", request.payment_reference, REQUEST_ID_LENGTH_MAX)
+    _check_money(request.amount_minor, request.currency)

@@ -1,0 +1,90 @@
+"""The daily settlement report: a CSV of what the processor did on one UTC day.
+
+One line per charge and per refund created that day, in creation order, with its status at
+the time the report is read and its fee. Fees are integer minor units: a succeeded charge
+costs 2.9% (rounded up) plus 30 minor units; failed and pending charges and every refund cost 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import re
+from collections.abc import Iterator
+from typing import Final
+
+from paycore.db.engine import Database
+from paycore.kit import clock
+from paycore.processor.port import ProcessorRefused
+from paycore.sandbox import repository
+
+COLUMNS: Final = (
+    "type",
+    "request_id",
+    "processor_id",
+    "merchant_id",
+    "amount_minor",
+    "fee_minor",
+    "currency",
+    "status",
+    "created_at",
+)
+FEE_PER_MILLE: Final = 29
+FEE_FIXED_MINOR: Final = 30
+_DAY: Final = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
+_DAY_US: Final = 86_400 * 1_000_000
+
+
+def fee_minor(kind: str, status: str, amount_minor: int) -> int:
+    assert type(amount_minor) is int and amount_minor > 0
+    if kind != "charge" or status != "succeeded":
+        return 0
+    return (amount_minor * FEE_PER_MILLE + 999) // 1000 + FEE_FIXED_MINOR
+
+
+def day_bounds_us(day: str) -> tuple[int, int]:
+    """[start, end) of a UTC day in epoch microseconds; ProcessorRefused if `day` is not YYYY-MM-DD."""
+    if not isinstance(day, str) or not _DAY.match(day):
+        raise ProcessorRefused("invalid_day", f"day must be YYYY-MM-DD, got {day!r}")
+    try:
+        date = dt.date.fromisoformat(day)
+    except ValueError:
+        raise ProcessorRefused("invalid_day", f"{day!r} is not a calendar day") from None
+    start_us = clock.parse_rfc3339(f"{date.isoformat()}T00:00:00Z")
+    return start_us, start_us + _DAY_US
+
+
+def report_lines(database: Database, day: str, rows_per_fetch: int) -> Iterator[str]:
+    """Check `day` now; then a generator of CSV lines (each with its CRLF), header first,
+    reading the rows in pages inside one read transaction."""
+    start_us, end_us = day_bounds_us(day)
+    return _lines(database, start_us, end_us, rows_per_fetch)
+
+
+def _lines(database: Database, start_us: int, end_us: int, rows_per_fetch: int) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+
+    def line(values: tuple[object, ...]) -> str:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(values)
+        return buffer.getvalue()
+
+    yield line(COLUMNS)
+    with database.read() as connection:
+        for row in repository.settlement_rows(connection, start_us, end_us, rows_per_fetch):
+            yield line(
+                (
+                    row["type"],
+                    row["request_id"],
+                    row["processor_id"],
+                    row["merchant_id"],
+                    row["amount_minor"],
+                    fee_minor(row["type"], row["status"], row["amount_minor"]),
+                    row["currency"],
+                    row["status"],
+                    clock.to_rfc3339(row["created_at_us"]),
+                )
+            )
