@@ -17,6 +17,16 @@
 | PAYCORE_PAGE_LIMIT_MAX                   | 100                     |
 | PAYCORE_WORKER_INTERVAL_MS               | 1000                    |
 | PAYCORE_WORKER_BATCH_MAX                 | 100                     |
+| PAYCORE_PROCESSOR_URL                    | http://127.0.0.1:8100   |
+| PAYCORE_PROCESSOR_TIMEOUT_MS             | 10000                   |
+| PAYCORE_PROCESSOR_WEBHOOK_SECRET         | whsec_sandbox_dev       |
+| PAYCORE_PROCESSING_STALE_MS              | 60000                   |
+| PAYCORE_RESOLVER_ATTEMPTS_MAX            | 10                      |
+| PAYCORE_RESOLVER_BACKOFF_MS              | 1000                    |
+| PAYCORE_RESOLVER_BACKOFF_MAX_MS          | 300000                  |
+| PAYCORE_RESOLVER_BATCH_MAX               | 10                      |
+| PAYCORE_CLAIM_LEASE_MS                   | 300000                  |
+| PAYCORE_SANDBOX_DATABASE_URL             | sqlite:///./paycore-sandbox.db |
 
 The documentation of each lives in README.md ("Configuration").
 """
@@ -30,6 +40,7 @@ from typing import Final
 DEFAULT_DATABASE_URL: Final = "sqlite:///./paycore.db"
 IDEMPOTENCY_KEY_LENGTH_MAX: Final = 255
 TENANT_ID_LENGTH_MAX: Final = 64
+DEV_WEBHOOK_SECRET: Final = "whsec_sandbox_dev"  # the sandbox's default; refused off loopback
 
 
 def _int(name: str, default: int, *, minimum: int = 1) -> int:
@@ -63,6 +74,18 @@ class Settings:
     worker_interval_ms: int = 1000
     worker_batch_max: int = 100
     enabled_credit_currencies: frozenset[str] = field(default=frozenset({"USD"}))
+    processor_url: str = "http://127.0.0.1:8100"
+    processor_timeout_ms: int = 10_000
+    processor_webhook_secret: str = DEV_WEBHOOK_SECRET
+    # Must exceed processor_timeout_ms: a `processing` payment older than this is the resolver's.
+    processing_stale_ms: int = 60_000
+    resolver_attempts_max: int = 10
+    resolver_backoff_ms: int = 1_000
+    resolver_backoff_max_ms: int = 300_000
+    resolver_batch_max: int = 10
+    # A worker's claim on an item lapses after this; must exceed resolver_batch_max processor calls.
+    claim_lease_ms: int = 300_000
+    sandbox_database_url: str = "sqlite:///./paycore-sandbox.db"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -82,6 +105,16 @@ class Settings:
             page_limit_max=_int("PAYCORE_PAGE_LIMIT_MAX", 100),
             worker_interval_ms=_int("PAYCORE_WORKER_INTERVAL_MS", 1000),
             worker_batch_max=_int("PAYCORE_WORKER_BATCH_MAX", 100),
+            processor_url=os.environ.get("PAYCORE_PROCESSOR_URL") or "http://127.0.0.1:8100",
+            processor_timeout_ms=_int("PAYCORE_PROCESSOR_TIMEOUT_MS", 10_000),
+            processor_webhook_secret=os.environ.get("PAYCORE_PROCESSOR_WEBHOOK_SECRET") or DEV_WEBHOOK_SECRET,
+            processing_stale_ms=_int("PAYCORE_PROCESSING_STALE_MS", 60_000),
+            resolver_attempts_max=_int("PAYCORE_RESOLVER_ATTEMPTS_MAX", 10),
+            resolver_backoff_ms=_int("PAYCORE_RESOLVER_BACKOFF_MS", 1_000),
+            resolver_backoff_max_ms=_int("PAYCORE_RESOLVER_BACKOFF_MAX_MS", 300_000),
+            resolver_batch_max=_int("PAYCORE_RESOLVER_BATCH_MAX", 10),
+            claim_lease_ms=_int("PAYCORE_CLAIM_LEASE_MS", 300_000),
+            sandbox_database_url=os.environ.get("PAYCORE_SANDBOX_DATABASE_URL") or "sqlite:///./paycore-sandbox.db",
         )
 
     def with_database(self, database_url: str) -> Settings:

@@ -16,6 +16,7 @@ from psycopg import sql
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.exc import DBAPIError
 
+from paycore.audit import service as audit
 from paycore.config import Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
@@ -25,7 +26,7 @@ from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
 from tests.support import databases
 
-APPEND_ONLY_TABLES = ("ledger_entries", "ledger_transfers")
+APPEND_ONLY_TABLES = ("ledger_entries", "ledger_transfers", "events")
 
 
 @pytest.fixture
@@ -104,7 +105,19 @@ def one_transfer(database: Database) -> str:
             for code, normal_balance in (("source", "debit"), ("sink", "credit"))
         ]
         spec = TransferSpec(entries=(EntrySpec(ids[0], "debit", 5), EntrySpec(ids[1], "credit", 5)))
-        return ledger.create_transfer(connection, "t", spec, now_us=now).id
+        transfer_id = ledger.create_transfer(connection, "t", spec, now_us=now).id
+        audit.record_state_change(  # and one audit event: the log is append-only too
+            connection,
+            "t",
+            object_type="payment",
+            object_id="pay_1",
+            from_state=None,
+            to_state="processing",
+            cause="test",
+            actor="test",
+            now_us=now,
+        )
+        return transfer_id
 
     return database.transaction(work)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from paycore.audit import models as _audit  # noqa: F401
 from paycore.credits import models as _credits  # noqa: F401
 from paycore.db.metadata import metadata
 from paycore.idempotency import models as _idempotency  # noqa: F401
 from paycore.ledger import models as _ledger  # noqa: F401
+from paycore.payments import models as _payments  # noqa: F401
 from paycore.tenants import models as _tenants  # noqa: F401
+from paycore.webhooks import models as _webhooks  # noqa: F401
 
 __all__ = ["metadata"]

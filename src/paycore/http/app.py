@@ -1,4 +1,4 @@
-"""The FastAPI application: routers, error handlers, the body bound."""
+"""The FastAPI application: routers, error handlers, the body bound, metrics."""
 
 from __future__ import annotations
 
@@ -9,13 +9,22 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http import errors
 from paycore.http.context import AuthState
+from paycore.http.metrics import Metrics, RequestLatency
 from paycore.http.middleware import BodyLimit
-from paycore.http.routers import credits, health, ledger
+from paycore.http.routers import credits, events, health, ledger, payments, webhooks
+from paycore.processor.port import Processor
 
 
-def create_app(settings: Settings | None = None, database: Database | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, database: Database | None = None, processor: Processor | None = None
+) -> FastAPI:
+    """`processor` defaults to the HTTP transport to `settings.processor_url`."""
     settings = settings or Settings.from_env()
     database = database or Database(settings)
+    if processor is None:
+        from paycore.processor.http_transport import HttpTransport
+
+        processor = HttpTransport(settings.processor_url, timeout_ms=settings.processor_timeout_ms)
     app = FastAPI(
         title="paycore",
         version=paycore.__version__,
@@ -23,10 +32,12 @@ def create_app(settings: Settings | None = None, database: Database | None = Non
     )
     app.state.settings = settings
     app.state.database = database
+    app.state.processor = processor
     app.state.auth = AuthState(database)
+    app.state.metrics = Metrics(database)
     errors.install(app)
-    app.include_router(health.router)
-    app.include_router(credits.router)
-    app.include_router(ledger.router)
+    for router in (health, credits, ledger, payments, events, webhooks):
+        app.include_router(router.router)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)
+    app.add_middleware(RequestLatency, metrics=app.state.metrics)
     return app

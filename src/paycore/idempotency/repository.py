@@ -30,6 +30,18 @@ def record_response(connection: Connection, tenant_id: str, key: str, status: in
     connection.execute(_RECORD, {"t": tenant_id, "k": key, "status": status, "body": body})
 
 
+_COMPLETE = (
+    update(keys)
+    .where(keys.c.tenant_id == bindparam("t"), keys.c.key == bindparam("k"), keys.c.response_status.is_(None))
+    .values(response_status=bindparam("status"), response_body=bindparam("body"))
+)
+
+
+def complete(connection: Connection, tenant_id: str, key: str, status: int, body: str) -> bool:
+    """Record the response of a key claimed open; False if a response was already recorded."""
+    return connection.execute(_COMPLETE, {"t": tenant_id, "k": key, "status": status, "body": body}).rowcount == 1
+
+
 def delete_expired(connection: Connection, now_us: int, limit: int) -> int:
     victims = (
         select(keys.c.tenant_id, keys.c.key)

@@ -213,6 +213,42 @@ def _replay(connection: Connection, scope: KeyScope) -> Outcome:
     return Outcome(status=row.response_status, body=row.response_body)
 
 
+# ------------------------------------------------------------------ keys answered later
+# For effects that span a call outside the database (a payment: commit, call the processor,
+# commit again), the key is claimed *open* (no response) in the first transaction, so a
+# duplicate can never start a second effect, and the response is recorded by whichever
+# transaction first settles the effect's answer (the request itself, a webhook, the resolver).
+
+
+def claim_open(connection: Connection, scope: KeyScope) -> bool:
+    """Claim the key with no response yet; False if it exists (see `recorded`)."""
+    return _claim(connection, scope.row(None))
+
+
+def recorded(connection: Connection, scope: KeyScope) -> Outcome | None:
+    """The response recorded for an existing key, or None while its effect has no answer yet.
+    Raises IdempotencyKeyReused when the key was used for a different request."""
+    row = repository.get(connection, scope.tenant_id, scope.key)
+    assert row is not None, "asked about a key that was seen to exist"
+    if row.fingerprint != scope.request_fingerprint:
+        raise IdempotencyKeyReused(
+            "this idempotency key was already used with a different request",
+            param="idempotency_key",
+        )
+    if row.response_status is None:
+        return None
+    return Outcome(status=row.response_status, body=row.response_body)
+
+
+def complete(connection: Connection, tenant_id: str, key: str, outcome: Outcome) -> bool:
+    """Record the response of an open key, once: False if one was recorded already."""
+    return repository.complete(connection, tenant_id, key, outcome.status, outcome.body)
+
+
+def in_progress_error() -> IdempotencyRequestInProgress:
+    return _in_progress()
+
+
 def prune(connection: Connection, *, now_us: int, limit: int) -> int:
     """Delete up to `limit` keys past their retention (keys kept forever have no expiry)."""
     return repository.delete_expired(connection, now_us, limit)

@@ -45,3 +45,6 @@ class ErrorBody(BaseModel):
     error: str
     message: str
     param: str | None = None
+
+
+TenantId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]

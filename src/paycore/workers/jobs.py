@@ -1,12 +1,37 @@
-"""Background jobs. Each does a bounded amount of work in one transaction and returns a count,
-so any number of workers (threads or processes) can run them side by side."""
+"""Background jobs. Each does a bounded amount of work and returns a count, so any number of
+workers (threads or processes) can run them side by side: what one worker takes, it claims
+in the database (row locks, SKIP LOCKED, leases), never in memory."""
 
 from __future__ import annotations
 
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
+from paycore.kit import ids
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
+from paycore.payments import resolver
+from paycore.processor.port import Processor
+from paycore.webhooks import service as webhooks
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    database: Database
+    settings: Settings
+    processor: Processor
+    worker_id: str
+
+    @classmethod
+    def create(cls, database: Database, settings: Settings, processor: Processor) -> WorkerContext:
+        # Unique per worker (host, pid, random): a lease names its holder.
+        worker_id = f"{socket.gethostname()[:24]}:{os.getpid()}:{ids.new_ulid()[-6:]}"
+        return cls(database, settings, processor, worker_id)
 
 
 def expire_pending_transfers(database: Database, batch_max: int) -> int:
@@ -17,4 +42,38 @@ def prune_idempotency_keys(database: Database, batch_max: int) -> int:
     return database.transaction(lambda connection: idempotency.prune(connection, now_us=now_us(), limit=batch_max))
 
 
-JOBS = (expire_pending_transfers, prune_idempotency_keys)
+def resolver_policy(settings: Settings) -> resolver.ResolverPolicy:
+    return resolver.ResolverPolicy(
+        attempts_max=settings.resolver_attempts_max,
+        backoff_ms=settings.resolver_backoff_ms,
+        backoff_max_ms=settings.resolver_backoff_max_ms,
+        lease_ms=settings.claim_lease_ms,
+        batch_max=settings.resolver_batch_max,
+    )
+
+
+def resolve_payments(context: WorkerContext) -> int:
+    policy = resolver_policy(context.settings)
+    return resolver.resolve_due(context.database, context.processor, policy, context.worker_id)
+
+
+def rematch_webhooks(context: WorkerContext) -> int:
+    return webhooks.rematch_due(context.database, context.settings.worker_batch_max)
+
+
+def expire_transfers_job(context: WorkerContext) -> int:
+    return expire_pending_transfers(context.database, context.settings.worker_batch_max)
+
+
+def prune_keys_job(context: WorkerContext) -> int:
+    return prune_idempotency_keys(context.database, context.settings.worker_batch_max)
+
+
+Job = Callable[[WorkerContext], int]
+# (name, job, its batch bound: a round returning less has drained the backlog)
+JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
+    ("expire_pending_transfers", expire_transfers_job, lambda s: s.worker_batch_max),
+    ("prune_idempotency_keys", prune_keys_job, lambda s: s.worker_batch_max),
+    ("resolve_payments", resolve_payments, lambda s: s.resolver_batch_max),
+    ("rematch_webhooks", rematch_webhooks, lambda s: s.worker_batch_max),
+)

@@ -1,13 +1,15 @@
-"""Liveness and readiness (SPEC §12)."""
+"""Liveness, readiness and metrics (SPEC §12)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from sqlalchemy import text
+from starlette.concurrency import run_in_threadpool
 
 from paycore.db import migrate
 from paycore.http.errors import json_response
+from paycore.http.metrics import CONTENT_TYPE
 
 router = APIRouter(tags=["operations"])
 
@@ -32,3 +34,10 @@ def readyz(request: Request) -> Response:
     if not current:
         return json_response(503, {"status": "unavailable", "database": "ok", "migrations": "behind"})
     return json_response(200, {"status": "ok", "database": "ok", "migrations": "current"})
+
+
+@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+async def metrics(request: Request) -> Response:
+    """Prometheus text format."""
+    body = await run_in_threadpool(request.app.state.metrics.render)
+    return Response(body, media_type=CONTENT_TYPE)

@@ -1,0 +1,37 @@
+"""The audit log: one append-only table of events (SPEC §11 audit paragraph, §10.1 outbox).
+
+Every state change of a money object (from, to, cause, actor, time) and every call to a
+processor (request, response or error, latency) is a row here, written in the same
+transaction as the change it records. Rows are never updated or deleted (database triggers
+refuse it, migration 0002). The `state_change` rows are also the outbox of events for the
+tenant (§10.1): delivery state lives elsewhere, so this table stays append-only.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import CheckConstraint, Column, Index, PrimaryKeyConstraint, String, Table, Text
+
+from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+
+KINDS = ("state_change", "processor_call", "webhook")
+
+events = Table(
+    "events",
+    metadata,
+    tenant_id_column(),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("type", String(64), nullable=False),  # payment.succeeded, processor.charge, ...
+    Column("object_type", String(32), nullable=False),
+    Column("object_id", String(ID_LENGTH), nullable=False),
+    Column("from_state", String(32), nullable=True),
+    Column("to_state", String(32), nullable=True),
+    Column("cause", String(64), nullable=False),
+    Column("actor", String(64), nullable=False),
+    Column("data", Text, nullable=False),  # JSON
+    created_at_column(),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    CheckConstraint("kind IN ('state_change', 'processor_call', 'webhook')", name="kind"),
+    Index("ix_events_object", "tenant_id", "object_id", "id"),
+    Index("ix_events_kind", "tenant_id", "kind", "id"),
+)

@@ -1,0 +1,156 @@
+"""Write and read the audit log. Every function runs in the caller's transaction, so an
+event commits together with the change it records, or not at all."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection
+
+from paycore.audit import repository
+from paycore.kit import ids
+
+# Bounded so that one huge processor answer cannot bloat the log.
+DATA_BYTES_MAX = 16_384
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    kind: str
+    type: str
+    object_type: str
+    object_id: str
+    from_state: str | None
+    to_state: str | None
+    cause: str
+    actor: str
+    data: dict[str, Any]
+    created_at_us: int
+
+
+def record_state_change(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    object_type: str,
+    object_id: str,
+    from_state: str | None,
+    to_state: str,
+    cause: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None = None,
+) -> str:
+    """One transition of a money object; its type (`payment.succeeded`) is the tenant's event."""
+    return _insert(
+        connection,
+        tenant_id,
+        kind="state_change",
+        type=f"{object_type}.{to_state}",
+        object_type=object_type,
+        object_id=object_id,
+        from_state=from_state,
+        to_state=to_state,
+        cause=cause,
+        actor=actor,
+        now_us=now_us,
+        data=data or {},
+    )
+
+
+def record_processor_call(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    object_type: str,
+    object_id: str,
+    operation: str,
+    request: dict[str, Any],
+    outcome: dict[str, Any],
+    latency_ms: int,
+    actor: str,
+    now_us: int,
+) -> str:
+    """One call to the processor: what was sent, what came back (or the error), how long it took."""
+    return _insert(
+        connection,
+        tenant_id,
+        kind="processor_call",
+        type=f"processor.{operation}",
+        object_type=object_type,
+        object_id=object_id,
+        from_state=None,
+        to_state=None,
+        cause=str(outcome.get("outcome", "answered")),
+        actor=actor,
+        now_us=now_us,
+        data={"request": request, "response": outcome, "latency_ms": latency_ms},
+    )
+
+
+def record_webhook(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    object_type: str,
+    object_id: str,
+    event_type: str,
+    result: str,
+    payload: dict[str, Any],
+    now_us: int,
+) -> str:
+    return _insert(
+        connection,
+        tenant_id,
+        kind="webhook",
+        type=f"webhook.{event_type}",
+        object_type=object_type,
+        object_id=object_id,
+        from_state=None,
+        to_state=None,
+        cause=result,
+        actor="processor",
+        now_us=now_us,
+        data=payload,
+    )
+
+
+def events_of(connection: Connection, tenant_id: str, object_id: str, *, limit: int) -> list[Event]:
+    return [_event(row) for row in repository.events_of(connection, tenant_id, object_id, limit)]
+
+
+def list_events(
+    connection: Connection, tenant_id: str, *, kind: str | None, starting_after: str | None, limit: int
+) -> list[Event]:
+    return [_event(row) for row in repository.list_events(connection, tenant_id, kind, starting_after, limit)]
+
+
+def _insert(connection: Connection, tenant_id: str, *, data: dict[str, Any], now_us: int, **values: Any) -> str:
+    event_id = ids.new_id("evt")
+    encoded = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    if len(encoded) > DATA_BYTES_MAX:
+        encoded = json.dumps({"truncated": True, "prefix": encoded[: DATA_BYTES_MAX // 2]})
+    repository.add(
+        connection,
+        {"tenant_id": tenant_id, "id": event_id, "data": encoded, "created_at_us": now_us, **values},
+    )
+    return event_id
+
+
+def _event(row: Any) -> Event:
+    return Event(
+        id=row.id,
+        kind=row.kind,
+        type=row.type,
+        object_type=row.object_type,
+        object_id=row.object_id,
+        from_state=row.from_state,
+        to_state=row.to_state,
+        cause=row.cause,
+        actor=row.actor,
+        data=json.loads(row.data),
+        created_at_us=row.created_at_us,
+    )

@@ -1,0 +1,87 @@
+"""Prometheus metrics (SPEC §12): request latency by route and status, and the in-doubt
+gauges, read from the database at scrape time so every process reports the same truth."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from paycore.db.engine import Database
+from paycore.kit.clock import now_us
+from paycore.payments import repository as payments_repository
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class InDoubtCollector(Collector):
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._database.read() as connection:
+            count, oldest_us = payments_repository.in_doubt_summary(connection)
+        items = GaugeMetricFamily("paycore_in_doubt_items", "Items whose outcome is not known yet", labels=["kind"])
+        items.add_metric(["payment"], count)
+        age = GaugeMetricFamily(
+            "paycore_in_doubt_oldest_age_seconds", "Age of the oldest in-doubt item (0 if none)", labels=["kind"]
+        )
+        age.add_metric(["payment"], 0 if oldest_us is None else max(0, now_us() - oldest_us) // 1_000_000)
+        yield items
+        yield age
+
+
+class Metrics:
+    """One registry per application (tests build many apps in one process)."""
+
+    def __init__(self, database: Database) -> None:
+        self.registry = CollectorRegistry()
+        self.latency = Histogram(
+            "paycore_http_request_duration_seconds",
+            "HTTP request latency by route template, method and status",
+            ["route", "method", "status"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.registry.register(InDoubtCollector(database))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class RequestLatency:
+    """Pure ASGI middleware: times each request, labelled by the route template (never the
+    raw path, so ids do not explode the label set)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route: Any = scope.get("route")
+            path = getattr(route, "path", None)
+            # A mounted app (the --dev sandbox at /sandbox) sets root_path to its mount point.
+            template = scope.get("root_path", "") + path if path else "unmatched"
+            self.metrics.latency.labels(template, scope["method"], str(status[0])).observe(
+                time.perf_counter() - started
+            )

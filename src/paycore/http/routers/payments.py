@@ -1,0 +1,119 @@
+"""SPEC §6: payments through the processor."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from paycore.audit import service as audit
+from paycore.http import idempotent
+from paycore.http.context import authenticate, caller
+from paycore.http.errors import json_response, render_refusal
+from paycore.http.responses import ERRORS, IDEMPOTENT
+from paycore.http.routers.events import event_json
+from paycore.idempotency import service as idempotency
+from paycore.kit.clock import now_us
+from paycore.kit.errors import UnsupportedCurrency
+from paycore.kit.money import is_known_currency
+from paycore.ledger.schemas import check_metadata
+from paycore.payments import schemas, transitions
+from paycore.payments import service as payments
+from paycore.payments.service import PaymentTimings
+from paycore.payments.types import NewPayment, Payment
+
+router = APIRouter(prefix="/v1/payments", tags=["payments"], dependencies=[Depends(authenticate)])
+
+_CREATE_RESPONSES = {
+    **ERRORS,
+    201: {"description": "The processor took the payment (status succeeded)"},
+    202: {"description": "No answer yet: status in_doubt (timeout or lost response) or processing"},
+    402: {"description": "Declined: the payment in status failed, with failure_code, plus error and message"},
+}
+
+
+@router.post("", status_code=201, responses=_CREATE_RESPONSES, openapi_extra=IDEMPOTENT)
+def create_payment(body: schemas.PaymentCreate, request: Request) -> Response:
+    """Take a payment. A timeout is never guessed: 202 `in_doubt`, resolved later by evidence."""
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=True)
+    assert key is not None
+    settings = request.app.state.settings
+    if not is_known_currency(body.currency):
+        raise UnsupportedCurrency(f"unknown currency {body.currency!r}", param="currency")
+    check_metadata(body.metadata, keys_max=settings.metadata_keys_max, bytes_max=settings.metadata_bytes_max)
+    started_us = now_us()
+    scope = idempotency.KeyScope(
+        tenant_id=tenant_id,
+        key=key,
+        request_fingerprint=idempotency.fingerprint(request.method, request.url.path, body.model_dump(mode="json")),
+        now_us=started_us,
+        expires_at_us=None,  # a payment moves money: its key is kept forever, like a transfer's
+    )
+    new = NewPayment(
+        amount_minor=body.amount_minor,
+        currency=body.currency,
+        source_type=body.source.type,
+        source_token=body.source.token,
+        destination_account_id=body.destination_account,
+        description=body.description,
+        metadata=body.metadata,
+    )
+    outcome, replayed = payments.create_payment(
+        request.app.state.database,
+        request.app.state.processor,
+        scope,
+        new,
+        timings=PaymentTimings(
+            processing_stale_ms=settings.processing_stale_ms,
+            wait_ms=settings.idempotency_wait_ms,
+            first_retry_ms=settings.resolver_backoff_ms,
+        ),
+        render_refusal=render_refusal,
+    )
+    headers = {"Idempotent-Replayed": "true"} if replayed else {}
+    return Response(outcome.body, status_code=outcome.status, media_type="application/json", headers=headers)
+
+
+@router.get("", responses=ERRORS)
+def list_payments(
+    request: Request,
+    status: Literal["processing", "succeeded", "failed", "in_doubt"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    starting_after: Annotated[str | None, Query(max_length=64)] = None,
+) -> Response:
+    """Newest first; `?status=in_doubt` is the in-doubt queue."""
+    tenant_id = caller(request).tenant_id
+    limit = min(limit, request.app.state.settings.page_limit_max)
+    with request.app.state.database.read() as connection:
+        page = payments.list_payments(
+            connection, tenant_id, status=status, starting_after=starting_after, limit=limit + 1
+        )
+    data = [_summary(payment) for payment in page[:limit]]
+    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+
+
+@router.get("/{payment_id}", responses=ERRORS)
+def get_payment(payment_id: str, request: Request) -> Response:
+    tenant_id = caller(request).tenant_id
+    with request.app.state.database.read() as connection:
+        payload = payments.get_payment_json(connection, tenant_id, payment_id)
+    return json_response(200, payload)
+
+
+@router.get("/{payment_id}/events", responses=ERRORS)
+def payment_events(payment_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=100)] = 100) -> Response:
+    """The payment's audit log: state changes, processor calls, webhooks."""
+    tenant_id = caller(request).tenant_id
+    with request.app.state.database.read() as connection:
+        transitions.load(connection, tenant_id, payment_id)
+        found = audit.events_of(connection, tenant_id, payment_id, limit=limit)
+    return json_response(200, {"object": "list", "data": [event_json(e) for e in found], "has_more": False})
+
+
+def _summary(payment: Payment) -> dict[str, Any]:
+    """A list item: the payment without its history (GET the payment for that)."""
+    payload = schemas.payment_json(payment, [])
+    del payload["history"]
+    return payload

@@ -1,0 +1,63 @@
+"""Payments: money taken from a card or bank account through an external processor (SPEC §6).
+
+A payment's status changes only through `paycore.payments.states` (one transition table),
+by compare-and-set on the stored status, and every change is an `events` row written in the
+same transaction. The ledger holds the money: a pending transfer (processor clearing ->
+destination account) written with the payment, posted on success, voided on failure.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+
+STATUSES = ("processing", "succeeded", "failed", "in_doubt")
+
+payments = Table(
+    "payments",
+    metadata,
+    tenant_id_column(),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("idempotency_key", String(255), nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("source_type", String(16), nullable=False),
+    Column("source_token", String(255), nullable=False),
+    Column("destination_account_id", String(ID_LENGTH), nullable=False),
+    Column("description", Text, nullable=True),
+    Column("metadata", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("failure_code", String(64), nullable=True),
+    # Sent on every call about this payment; stored before the first call (SPEC §3.1, §6).
+    Column("processor_request_id", String(128), nullable=False),
+    Column("processor_reference", String(128), nullable=True),
+    Column("transfer_id", String(ID_LENGTH), nullable=False),
+    Column("refunded_minor", BigInteger, nullable=False),
+    # The resolver's schedule and claim (SPEC §10): NULL next_attempt_at_us = nothing to do.
+    Column("resolve_attempts", Integer, nullable=False),
+    Column("next_attempt_at_us", BigInteger, nullable=True),
+    Column("claimed_by", String(64), nullable=True),
+    Column("claimed_until_us", BigInteger, nullable=True),
+    Column("in_doubt_since_us", BigInteger, nullable=True),
+    created_at_column(),
+    Column("updated_at_us", BigInteger, nullable=False),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    UniqueConstraint("tenant_id", "idempotency_key"),
+    CheckConstraint("status IN ('processing', 'succeeded', 'failed', 'in_doubt')", name="status"),
+    CheckConstraint("amount_minor > 0 AND amount_minor <= 9007199254740991", name="amount_minor"),
+    CheckConstraint("refunded_minor >= 0 AND refunded_minor <= amount_minor", name="refunded_minor"),
+    Index("ix_payments_status", "tenant_id", "status", "id"),
+    Index("ix_payments_due", "next_attempt_at_us"),
+)

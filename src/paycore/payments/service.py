@@ -1,0 +1,216 @@
+"""Taking a payment (SPEC §6): commit, call the processor outside any transaction, commit.
+
+1. One transaction claims the idempotency key *open*, stores the payment in `processing`
+   with the request id it will send, and writes the ledger's pending transfer (processor
+   clearing -> destination). After this commit no duplicate can start a second payment, and
+   the request id is known before any call is made (SPEC §3.1, outgoing calls).
+2. The processor is called with no transaction open.
+3. One transaction records the call and applies its evidence (`transitions.apply`): a
+   result moves the payment; no answer makes it `in_doubt`; then the key's response is
+   recorded if nobody (a faster webhook) recorded it first, and that response is returned.
+
+A crash between 1 and 3 leaves a `processing` payment whose next attempt is due after
+`processing_stale_ms`: the resolver picks it up and asks the processor (SPEC §10).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from paycore.audit import service as audit
+from paycore.db.engine import Database
+from paycore.idempotency import service as idempotency
+from paycore.idempotency.service import KeyScope, Outcome, RefusalToRecord
+from paycore.kit import ids
+from paycore.kit.clock import now_us as clock_now_us
+from paycore.kit.errors import DomainError
+from paycore.ledger import service as ledger
+from paycore.ledger.errors import AccountNotFound
+from paycore.ledger.service import EntrySpec, TransferSpec
+from paycore.payments import calls, repository, states, transitions
+from paycore.payments.errors import CurrencyNotAccepted
+from paycore.payments.schemas import HISTORY_LENGTH_MAX, payment_json
+from paycore.payments.types import NewPayment, Payment, payment_from_row
+from paycore.processor.port import Processor
+
+_POLL_MS = 25
+
+
+@dataclass(frozen=True)
+class PaymentTimings:
+    processing_stale_ms: int  # a `processing` payment untouched this long is the resolver's
+    wait_ms: int  # how long a duplicate waits for the first request's answer
+    first_retry_ms: int  # when the resolver first asks about a payment left without an answer
+
+
+def clearing_code(currency: str) -> str:
+    return f"processor.clearing.{currency}"
+
+
+def create_payment(
+    database: Database,
+    processor: Processor,
+    scope: KeyScope,
+    new: NewPayment,
+    *,
+    timings: PaymentTimings,
+    render_refusal: Callable[[DomainError], Outcome],
+) -> tuple[Outcome, bool]:
+    """Returns (response, replayed)."""
+    try:
+        started = database.transaction(lambda connection: _start(connection, scope, new, timings, render_refusal))
+    except RefusalToRecord as refusal:
+        outcome = refusal.outcome
+        return database.transaction(lambda connection: idempotency.record_refusal(connection, scope, outcome))
+    if isinstance(started, Outcome):
+        return started, True
+    if started is None:
+        return _await_answer(database, scope, timings.wait_ms), True
+    call = calls.charge(processor, started)
+
+    def finish(connection: Connection) -> Outcome:
+        now = clock_now_us()
+        payment = transitions.load(connection, started.tenant_id, started.id, for_update=True)
+        calls.record(connection, payment, call, actor="api", now_us=now)
+        applied = transitions.apply(
+            connection, payment, call.evidence, cause="processor_answer", actor="api", now_us=now
+        )
+        if applied.payment.status in states.UNRESOLVED:
+            # No answer (in_doubt) or `pending`: the resolver asks soon; a webhook may come first.
+            due = {"next_attempt_at_us": now + timings.first_retry_ms * 1000}
+            repository.set_schedule(connection, payment.tenant_id, payment.id, due)
+        if applied.payment.status == states.PROCESSING:
+            transitions.settle_creation_response(connection, applied.payment)
+        answer = idempotency.recorded(connection, scope)
+        assert answer is not None, "the payment's answer was settled in this transaction or before it"
+        return answer
+
+    return database.transaction(finish), False
+
+
+def _start(
+    connection: Connection,
+    scope: KeyScope,
+    new: NewPayment,
+    timings: PaymentTimings,
+    render_refusal: Callable[[DomainError], Outcome],
+) -> Payment | Outcome | None:
+    if not idempotency.claim_open(connection, scope):
+        return idempotency.recorded(connection, scope)  # None: the first request has no answer yet
+    try:
+        return _insert_payment(connection, scope, new, timings)
+    except DomainError as error:
+        if not error.recorded:
+            raise
+        raise RefusalToRecord(render_refusal(error)) from error
+
+
+def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, timings: PaymentTimings) -> Payment:
+    now = scope.now_us
+    tenant_id = scope.tenant_id
+    try:
+        destination = ledger.get_account(connection, tenant_id, new.destination_account_id)
+    except AccountNotFound as error:
+        raise AccountNotFound("no such destination account", param="destination_account") from error
+    if destination.currency != new.currency:
+        raise CurrencyNotAccepted(
+            f"the destination account holds {destination.currency}, the payment is in {new.currency}",
+            param="currency",
+        )
+    clearing = ledger.ensure_account(
+        connection,
+        tenant_id,
+        code=clearing_code(new.currency),
+        currency=new.currency,
+        normal_balance="debit",
+        no_overdraft=False,
+        now_us=now,
+    )
+    payment_id = ids.new_id("pay")
+    transfer = ledger.create_transfer(
+        connection,
+        tenant_id,
+        TransferSpec(
+            entries=(
+                EntrySpec(clearing.id, "debit", new.amount_minor),
+                EntrySpec(destination.id, "credit", new.amount_minor),
+            ),
+            pending=True,
+            currency=new.currency,
+            reference_type="payment",
+            reference_id=payment_id,
+        ),
+        now_us=now,
+        known_accounts={clearing.id: clearing, destination.id: destination},
+    )
+    repository.add(
+        connection,
+        {
+            "tenant_id": tenant_id,
+            "id": payment_id,
+            "idempotency_key": scope.key,
+            "amount_minor": new.amount_minor,
+            "currency": new.currency,
+            "source_type": new.source_type,
+            "source_token": new.source_token,
+            "destination_account_id": destination.id,
+            "description": new.description,
+            "metadata": json.dumps(new.metadata, sort_keys=True),
+            "status": states.PROCESSING,
+            "failure_code": None,
+            "processor_request_id": payment_id,  # stable: every call about this payment sends it
+            "processor_reference": None,
+            "transfer_id": transfer.id,
+            "refunded_minor": 0,
+            "resolve_attempts": 0,
+            "next_attempt_at_us": now + timings.processing_stale_ms * 1000,
+            "claimed_by": None,
+            "claimed_until_us": None,
+            "in_doubt_since_us": None,
+            "created_at_us": now,
+            "updated_at_us": now,
+        },
+    )
+    audit.record_state_change(
+        connection,
+        tenant_id,
+        object_type="payment",
+        object_id=payment_id,
+        from_state=None,
+        to_state=states.PROCESSING,
+        cause="api_request",
+        actor="api",
+        now_us=now,
+    )
+    return transitions.load(connection, tenant_id, payment_id)
+
+
+def _await_answer(database: Database, scope: KeyScope, wait_ms: int) -> Outcome:
+    """A duplicate of a request still running: wait (bounded) for its answer, then replay it."""
+    deadline = time.monotonic() + wait_ms / 1000
+    while True:
+        with database.read() as connection:
+            answer = idempotency.recorded(connection, scope)
+        if answer is not None:
+            return answer
+        if time.monotonic() >= deadline:
+            raise idempotency.in_progress_error()
+        time.sleep(_POLL_MS / 1000)
+
+
+def get_payment_json(connection: Connection, tenant_id: str, payment_id: str) -> dict[str, object]:
+    payment = transitions.load(connection, tenant_id, payment_id)
+    history = audit.events_of(connection, tenant_id, payment_id, limit=HISTORY_LENGTH_MAX)
+    return payment_json(payment, history)
+
+
+def list_payments(
+    connection: Connection, tenant_id: str, *, status: str | None, starting_after: str | None, limit: int
+) -> list[Payment]:
+    rows = repository.list_payments(connection, tenant_id, status=status, starting_after=starting_after, limit=limit)
+    return [payment_from_row(row) for row in rows]

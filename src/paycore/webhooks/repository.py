@@ -1,0 +1,26 @@
+"""SQL for received processor webhooks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Row, select, update
+
+from paycore.webhooks.models import processor_webhooks as hooks
+
+
+def set_values(connection: Connection, tenant_id: str, event_id: str, values: dict[str, Any]) -> None:
+    statement = update(hooks).where(hooks.c.tenant_id == tenant_id, hooks.c.event_id == event_id)
+    connection.execute(statement.values(**values))
+
+
+def due_unmatched(connection: Connection, now_us: int, limit: int) -> list[Row[Any]]:
+    query = (
+        select(hooks)
+        .where(hooks.c.status == "unmatched", hooks.c.next_attempt_at_us <= now_us)
+        .order_by(hooks.c.next_attempt_at_us)
+        .limit(limit)
+    )
+    if connection.dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True)
+    return list(connection.execute(query))

@@ -1,0 +1,30 @@
+"""The processor's webhook payload (docs/sandbox.md), validated strictly."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from paycore.kit.schemas import AmountMinor, Currency, StrictModel, TenantId
+
+
+class EventData(StrictModel):
+    object: Literal["charge", "refund", "payout"]
+    request_id: str = Field(min_length=1, max_length=128)
+    merchant_id: TenantId
+    status: Literal["succeeded", "failed", "pending"]
+    amount_minor: AmountMinor
+    currency: Currency
+    failure_code: str | None = Field(default=None, max_length=64)
+    processor_charge_id: str | None = Field(default=None, max_length=128)
+    processor_refund_id: str | None = Field(default=None, max_length=128)
+    payment_reference: str | None = Field(default=None, max_length=128)
+
+
+class ProcessorEvent(StrictModel):
+    id: str = Field(min_length=1, max_length=128)
+    type: str = Field(min_length=1, max_length=64)
+    created_at: str = Field(max_length=64)
+    sequence: int = Field(strict=True, ge=0)
+    data: EventData

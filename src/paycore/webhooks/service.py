@@ -1,0 +1,146 @@
+"""Webhooks from the processor (SPEC §10).
+
+`receive` checks the signature and its timestamp (5 minutes' tolerance) before anything
+else: a bad one is refused and nothing is stored. A good one is stored under the
+processor's event id (a redelivery is a no-op) and applied in the same transaction:
+- a payment it proves moves through `payments.transitions.apply` (compare-and-set);
+- an event older than the payment's current state is kept as `stale` and changes nothing;
+- an event for an object paycore does not know (yet) is kept as `unmatched` and matched
+  again by a worker (`rematch_due`) with backoff: never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Connection
+
+from paycore.audit import service as audit
+from paycore.db.engine import Database
+from paycore.db.sql import insert_or_ignore
+from paycore.kit import signing
+from paycore.kit.clock import now_us as clock_now_us
+from paycore.kit.errors import InvalidRequest
+from paycore.payments import transitions
+from paycore.processor.port import ChargeResult
+from paycore.webhooks import repository
+from paycore.webhooks.models import processor_webhooks
+from paycore.webhooks.schemas import ProcessorEvent
+
+REMATCH_ATTEMPTS_MAX = 50
+_REMATCH_BACKOFF_MS = 1000
+_REMATCH_BACKOFF_MAX_MS = 3_600_000
+
+
+class InvalidSignature(InvalidRequest):
+    code = "invalid_signature"
+
+
+class InvalidWebhook(InvalidRequest):
+    code = "invalid_webhook"
+
+
+@dataclass(frozen=True)
+class Received:
+    event_id: str
+    result: str  # applied | stale | unmatched | duplicate | mismatch
+
+
+def receive(database: Database, secret: str, signature: str | None, body: bytes) -> Received:
+    now = clock_now_us()
+    try:
+        signing.verify(secret, signature, body, now_s=now // 1_000_000)
+    except signing.SignatureError as error:
+        refused = InvalidSignature(str(error), param=signing.SIGNATURE_HEADER)
+        refused.code = error.code if error.code.startswith("signature_timestamp") else "invalid_signature"
+        raise refused from error
+    try:
+        event = ProcessorEvent.model_validate_json(body)
+    except ValidationError as error:
+        raise InvalidWebhook(f"the event does not have the documented shape: {error.errors()[0]['msg']}") from error
+
+    def work(connection: Connection) -> Received:
+        row = {
+            "tenant_id": event.data.merchant_id,
+            "event_id": event.id,
+            "type": event.type,
+            "object_type": event.data.object,
+            "request_id": event.data.request_id,
+            "payload": body.decode(),
+            "status": "unmatched",
+            "attempts": 0,
+            "next_attempt_at_us": None,
+            "created_at_us": now,
+            "processed_at_us": None,
+        }
+        if not insert_or_ignore(connection, processor_webhooks, row, ("tenant_id", "event_id")):
+            return Received(event.id, "duplicate")
+        result = _apply(connection, event, now)
+        _settle(connection, event.data.merchant_id, event.id, result, attempts=1, now_us=now)
+        return Received(event.id, result)
+
+    return database.transaction(work)
+
+
+def _apply(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
+    data = event.data
+    if data.object != "charge":
+        return "unmatched"  # refunds and payouts arrive with their own domains
+    payment = transitions.find(connection, data.merchant_id, data.request_id, for_update=True)
+    if payment is None:
+        return "unmatched"
+    result = ChargeResult(
+        request_id=data.request_id,
+        status=data.status,
+        processor_charge_id=data.processor_charge_id or "",
+        amount_minor=data.amount_minor,
+        currency=data.currency,
+        failure_code=data.failure_code,
+    )
+    applied = transitions.apply(
+        connection, payment, transitions.Evidence.of_result(result), cause="webhook", actor="processor", now_us=now_us
+    )
+    outcome = "applied" if applied.changed else ("mismatch" if applied.reason == "mismatch" else "stale")
+    audit.record_webhook(
+        connection,
+        payment.tenant_id,
+        object_type="payment",
+        object_id=payment.id,
+        event_type=event.type,
+        result=outcome,
+        payload={"event_id": event.id, "sequence": event.sequence, "status": data.status},
+        now_us=now_us,
+    )
+    return outcome
+
+
+def _settle(connection: Connection, tenant_id: str, event_id: str, result: str, *, attempts: int, now_us: int) -> None:
+    values: dict[str, Any] = {"attempts": attempts}
+    if result == "unmatched":
+        if attempts >= REMATCH_ATTEMPTS_MAX:
+            values.update(status="abandoned", next_attempt_at_us=None, processed_at_us=now_us)
+        else:
+            delay_ms = min(_REMATCH_BACKOFF_MAX_MS, _REMATCH_BACKOFF_MS * 2 ** min(attempts - 1, 30))
+            values.update(status="unmatched", next_attempt_at_us=now_us + delay_ms * 1000)
+    else:
+        status = "applied" if result == "applied" else "stale"
+        values.update(status=status, next_attempt_at_us=None, processed_at_us=now_us)
+    repository.set_values(connection, tenant_id, event_id, values)
+
+
+def rematch_due(database: Database, batch_max: int) -> int:
+    """Try again to match kept `unmatched` events whose retry is due. Returns how many."""
+
+    def work(connection: Connection) -> int:
+        now = clock_now_us()
+        rows = repository.due_unmatched(connection, now, batch_max)
+        for row in rows:
+            event = ProcessorEvent.model_validate(json.loads(row.payload))
+            result = _apply(connection, event, now)
+            _settle(connection, row.tenant_id, row.event_id, result, attempts=row.attempts + 1, now_us=now)
+        return len(rows)
+
+    return database.transaction(work)
