@@ -6,6 +6,7 @@ import typer
 from rich.console import Console
 
 from paycore.config import Settings
+from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError
@@ -19,6 +20,11 @@ console = Console()
 def create(name: str) -> None:
     """Create tenant NAME and print its API key (shown once; only its hash is stored)."""
     database = Database(Settings.from_env())
+    if not migrate.is_current(database):
+        if database.is_postgres:
+            console.print("[red]the database schema is behind: run `paycore db upgrade` first[/red]")
+            raise typer.Exit(1)
+        migrate.upgrade(database)  # the embedded default migrates itself, as `paycore serve` does
     try:
         created = database.transaction(lambda connection: tenants.create_tenant(connection, name, now_us=now_us()))
     except DomainError as error:
