@@ -85,6 +85,9 @@ def apply(
     schedule: dict[str, Any] | None = None,
 ) -> Applied:
     """Move `payment` (as loaded in this transaction) to what `evidence` proves, if anything."""
+    # `now_us` may have been read before this transaction got the payment's row (a lock wait,
+    # SQLite's writer queue): never record a change as earlier than the change it follows.
+    now_us = max(now_us, payment.updated_at_us + 1)
     target, failure_code = target_of(payment.status, evidence)
     if target is None:
         return Applied(payment, False, "no_change")

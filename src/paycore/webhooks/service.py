@@ -12,6 +12,7 @@ processor's event id (a redelivery is a no-op) and applied in the same transacti
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from paycore.webhooks import repository
 from paycore.webhooks.models import processor_webhooks
 from paycore.webhooks.schemas import ProcessorEvent
 
+log = logging.getLogger(__name__)
 REMATCH_ATTEMPTS_MAX = 50
 _REMATCH_BACKOFF_MS = 1000
 _REMATCH_BACKOFF_MAX_MS = 3_600_000
@@ -63,6 +65,7 @@ def receive(database: Database, secret: str, signature: str | None, body: bytes)
         raise InvalidWebhook(f"the event does not have the documented shape: {error.errors()[0]['msg']}") from error
 
     def work(connection: Connection) -> Received:
+        now = clock_now_us()  # read inside: the wait for the write lock comes before it
         row = {
             "tenant_id": event.data.merchant_id,
             "event_id": event.id,
@@ -104,6 +107,10 @@ def _apply(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
         connection, payment, transitions.Evidence.of_result(result), cause="webhook", actor="processor", now_us=now_us
     )
     outcome = "applied" if applied.changed else ("mismatch" if applied.reason == "mismatch" else "stale")
+    if outcome == "stale" and data.status != "pending" and data.status != payment.status:
+        # A final answer that contradicts a final state: never applied, flagged for a person.
+        outcome = "conflict"
+        log.warning("webhook %s says %s for payment %s, which is %s", event.id, data.status, payment.id, payment.status)
     audit.record_webhook(
         connection,
         payment.tenant_id,
@@ -126,7 +133,7 @@ def _settle(connection: Connection, tenant_id: str, event_id: str, result: str, 
             delay_ms = min(_REMATCH_BACKOFF_MAX_MS, _REMATCH_BACKOFF_MS * 2 ** min(attempts - 1, 30))
             values.update(status="unmatched", next_attempt_at_us=now_us + delay_ms * 1000)
     else:
-        status = "applied" if result == "applied" else "stale"
+        status = "applied" if result == "applied" else "stale"  # stale, mismatch, conflict: kept, not applied
         values.update(status=status, next_attempt_at_us=None, processed_at_us=now_us)
     repository.set_values(connection, tenant_id, event_id, values)
 
