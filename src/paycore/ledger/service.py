@@ -63,6 +63,7 @@ __all__ = [
     "list_entries",
     "post_pending",
     "reverse_transfer",
+    "settle_pending",
     "void_pending",
 ]
 
@@ -106,6 +107,27 @@ def post_pending(
     amount_minor: int | None,
     now_us: int,
 ) -> Transfer:
+    _post(connection, tenant_id, transfer_id, amount_minor, now_us)
+    return get_transfer(connection, tenant_id, transfer_id)
+
+
+def void_pending(
+    connection: Connection, tenant_id: str, transfer_id: str, *, now_us: int, kind: str = "void"
+) -> Transfer:
+    _void(connection, tenant_id, transfer_id, kind, now_us)
+    return get_transfer(connection, tenant_id, transfer_id)
+
+
+def settle_pending(connection: Connection, tenant_id: str, transfer_id: str, *, post: bool, now_us: int) -> None:
+    """Post (in full) or void a pending transfer, for callers that need no view of it after:
+    the same rules as post_pending/void_pending, without reading the transfer back."""
+    if post:
+        _post(connection, tenant_id, transfer_id, None, now_us)
+    else:
+        _void(connection, tenant_id, transfer_id, "void", now_us)
+
+
+def _post(connection: Connection, tenant_id: str, transfer_id: str, amount_minor: int | None, now_us: int) -> None:
     pending = _unresolved_pending(connection, tenant_id, transfer_id)
     if pending.expires_at_us is not None and now_us >= pending.expires_at_us:
         raise TransferExpired("the pending transfer has expired and can no longer be posted")
@@ -114,18 +136,14 @@ def post_pending(
     insert_resolution(connection, tenant_id, resolution_id, "post", pending, now_us)
     account_rows = load_accounts(connection, tenant_id, [e.account_id for e in pending.entries])
     write_entries(connection, tenant_id, resolution_id, posted_entries, account_rows, now_us, released=pending.entries)
-    return get_transfer(connection, tenant_id, transfer_id)
 
 
-def void_pending(
-    connection: Connection, tenant_id: str, transfer_id: str, *, now_us: int, kind: str = "void"
-) -> Transfer:
+def _void(connection: Connection, tenant_id: str, transfer_id: str, kind: str, now_us: int) -> None:
     assert kind in ("void", "expire"), kind
     pending = _unresolved_pending(connection, tenant_id, transfer_id)
     insert_resolution(connection, tenant_id, ids.new_id("txn"), kind, pending, now_us)
     account_rows = load_accounts(connection, tenant_id, [e.account_id for e in pending.entries])
     write_entries(connection, tenant_id, pending.id, (), account_rows, now_us, released=pending.entries)
-    return get_transfer(connection, tenant_id, transfer_id)
 
 
 def reverse_transfer(
@@ -201,7 +219,7 @@ def expire_due(connection: Connection, *, now_us: int, limit: int) -> int:
     expired = 0
     for row in repository.due_expired_pending(connection, now_us, limit):
         try:
-            void_pending(connection, row.tenant_id, row.id, now_us=now_us, kind="expire")
+            _void(connection, row.tenant_id, row.id, "expire", now_us)
             expired += 1
         except TransferNotPending:
             continue

@@ -107,10 +107,9 @@ def apply(
         values.update(next_attempt_at_us=None, claimed_by=None, claimed_until_us=None)
     if not repository.change_status(connection, payment.tenant_id, payment.id, payment.status, values):
         return Applied(load(connection, payment.tenant_id, payment.id), False, "lost_race")
-    if target == states.SUCCEEDED:
-        ledger.post_pending(connection, payment.tenant_id, payment.transfer_id, amount_minor=None, now_us=now_us)
-    elif target == states.FAILED:
-        ledger.void_pending(connection, payment.tenant_id, payment.transfer_id, now_us=now_us)
+    if target in states.TERMINAL:
+        post = target == states.SUCCEEDED
+        ledger.settle_pending(connection, payment.tenant_id, payment.transfer_id, post=post, now_us=now_us)
     audit.record_state_change(
         connection,
         payment.tenant_id,
