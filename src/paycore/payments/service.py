@@ -214,3 +214,81 @@ def list_payments(
 ) -> list[Payment]:
     rows = repository.list_payments(connection, tenant_id, status=status, starting_after=starting_after, limit=limit)
     return [payment_from_row(row) for row in rows]
+
+
+def import_settled_payment(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    payment_id: str,
+    amount_minor: int,
+    currency: str,
+    destination_account_id: str,
+    now_us: int,
+) -> Payment:
+    """Store a payment the processor already settled (no call is made): a `succeeded` payment
+    and its posted ledger transfer (processor clearing -> destination). For loading charges
+    from elsewhere, e.g. the refund replay entry point (`paycore.refunds.handle`)."""
+    clearing = ledger.ensure_account(
+        connection,
+        tenant_id,
+        code=clearing_code(currency),
+        currency=currency,
+        normal_balance="debit",
+        no_overdraft=False,
+        now_us=now_us,
+    )
+    transfer = ledger.create_transfer(
+        connection,
+        tenant_id,
+        TransferSpec(
+            entries=(
+                EntrySpec(clearing.id, "debit", amount_minor),
+                EntrySpec(destination_account_id, "credit", amount_minor),
+            ),
+            currency=currency,
+            reference_type="payment",
+            reference_id=payment_id,
+        ),
+        now_us=now_us,
+    )
+    repository.add(
+        connection,
+        {
+            "tenant_id": tenant_id,
+            "id": payment_id,
+            "idempotency_key": f"import:{payment_id}",
+            "amount_minor": amount_minor,
+            "currency": currency,
+            "source_type": "card",
+            "source_token": "imported",
+            "destination_account_id": destination_account_id,
+            "description": None,
+            "metadata": "{}",
+            "status": states.SUCCEEDED,
+            "failure_code": None,
+            "processor_request_id": payment_id,
+            "processor_reference": None,
+            "transfer_id": transfer.id,
+            "refunded_minor": 0,
+            "resolve_attempts": 0,
+            "next_attempt_at_us": None,
+            "claimed_by": None,
+            "claimed_until_us": None,
+            "in_doubt_since_us": None,
+            "created_at_us": now_us,
+            "updated_at_us": now_us,
+        },
+    )
+    audit.record_state_change(
+        connection,
+        tenant_id,
+        object_type="payment",
+        object_id=payment_id,
+        from_state=None,
+        to_state=states.SUCCEEDED,
+        cause="imported_settled",
+        actor="import",
+        now_us=now_us,
+    )
+    return transitions.load(connection, tenant_id, payment_id)

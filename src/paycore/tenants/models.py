@@ -27,3 +27,14 @@ api_keys = Table(
     PrimaryKeyConstraint("tenant_id", "id"),
     UniqueConstraint("key_hash"),
 )
+
+# Per-tenant settings of money rules. A tenant without a row has the defaults (no approval).
+tenant_settings = Table(
+    "tenant_settings",
+    metadata,
+    tenant_id_column(),
+    # Refunds above this amount wait in requires_approval for a person; NULL: never.
+    Column("refund_approval_threshold_minor", BigInteger, nullable=True),
+    Column("updated_at_us", BigInteger, nullable=False),
+    PrimaryKeyConstraint("tenant_id"),
+)

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from paycore.kit.errors import BusinessRefusal, Conflict, NotFound
+
+
+class OverRefund(BusinessRefusal):
+    """Pending, in-flight, in-doubt and succeeded refunds plus this one exceed the payment."""
+
+    code = "over_refund"
+
+
+class PaymentNotRefundable(Conflict):
+    code = "payment_not_refundable"
+
+
+class RefundNotFound(NotFound):
+    code = "refund_not_found"
+
+
+class RefundStateConflict(Conflict):
+    """The refund is not in a state this change can start from (details: status)."""
+
+    code = "refund_state_conflict"

@@ -1,0 +1,49 @@
+"""The refund as the rest of paycore sees it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Row
+
+
+@dataclass(frozen=True)
+class Refund:
+    tenant_id: str
+    id: str
+    payment_id: str
+    idempotency_key: str | None
+    amount_minor: int
+    currency: str
+    reason: str | None
+    status: str
+    failure_code: str | None
+    processor_request_id: str
+    processor_reference: str | None
+    transfer_id: str | None
+    resolve_attempts: int
+    next_attempt_at_us: int | None
+    claimed_by: str | None
+    in_doubt_since_us: int | None
+    created_at_us: int
+    updated_at_us: int
+
+
+@dataclass(frozen=True)
+class Totals:
+    """A payment's refunds by outcome. `pending` is everything that still holds its amount
+    without having succeeded (requires_approval, pending, processing, in_doubt)."""
+
+    amount_minor: int
+    pending_minor: int
+    succeeded_minor: int
+    failed_minor: int  # failed and canceled: released
+
+    @property
+    def refundable_minor(self) -> int:
+        return self.amount_minor - self.pending_minor - self.succeeded_minor
+
+
+def refund_from_row(row: Row[Any]) -> Refund:
+    return Refund(**{name: getattr(row, name) for name in Refund.__dataclass_fields__})
