@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.pool import StaticPool
 
 from paycore.config import Settings
 
@@ -54,18 +55,30 @@ def _pool_timeout_s(settings: Settings) -> float:
     return settings.idempotency_wait_ms / 1000
 
 
+def is_sqlite_memory(database_url: str) -> bool:
+    """`sqlite://` or `sqlite:///:memory:`: a database that lives in one connection."""
+    return database_url.startswith("sqlite") and make_url(database_url).database in (None, "", ":memory:")
+
+
 def _make_sqlite_engine(settings: Settings) -> Engine:
-    engine = create_engine(
-        settings.database_url, pool_size=settings.db_pool_size, pool_timeout=_pool_timeout_s(settings)
-    )
+    memory = is_sqlite_memory(settings.database_url)
+    if memory:
+        # One connection for every checkout, or each would see its own empty database. For
+        # one thread at a time (the replay entry point); file databases are for concurrency.
+        engine = create_engine(settings.database_url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        engine = create_engine(
+            settings.database_url, pool_size=settings.db_pool_size, pool_timeout=_pool_timeout_s(settings)
+        )
     busy_timeout_ms = settings.idempotency_wait_ms
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=FULL")
+        if not memory:  # an in-memory database has no file to journal or sync
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from alembic import command
@@ -15,6 +16,10 @@ from paycore.db.engine import Database
 MIGRATIONS_PATH = Path(__file__).parent / "migrations"
 # Any constant will do: it only has to be the same in every paycore process.
 _ADVISORY_LOCK_KEY = 0x70617963  # "payc"
+# Alembic keeps the running migration's context in module globals (`alembic.context`,
+# `alembic.op`): two upgrades at once in one process would run on each other's connections
+# (e.g. concurrent `paycore.refunds.handle` calls, each migrating its own memory database).
+_IN_PROCESS_LOCK = threading.Lock()
 
 
 def alembic_config() -> Config:
@@ -42,7 +47,8 @@ def upgrade(database: Database, revision: str = "head") -> None:
             connection.commit()
         try:
             config.attributes["connection"] = connection
-            command.upgrade(config, revision)
+            with _IN_PROCESS_LOCK:
+                command.upgrade(config, revision)
             connection.commit()
         finally:
             if database.is_postgres:

@@ -22,6 +22,8 @@ from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.kit import ids
+from paycore.kit.errors import InvalidAmount
+from paycore.kit.money import is_amount_minor
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.payments.errors import PaymentNotFound
@@ -63,6 +65,8 @@ def create_refund(
 ) -> Refund:
     """Reserve the amount on the payment, then store the refund and its pending transfer.
     Refusals: PaymentNotFound, PaymentNotRefundable (not succeeded), OverRefund (nothing stored)."""
+    if not is_amount_minor(new.amount_minor):
+        raise InvalidAmount("amount_minor must be a positive integer up to 2^53 - 1", param="amount_minor")
     payment = charges.get(connection, tenant_id, new.payment_id)
     if payment is None:
         raise PaymentNotFound("no such payment", param="payment_id")
@@ -156,27 +160,31 @@ def apply(
         values.update(next_attempt_at_us=None, claimed_by=None, claimed_until_us=None)
     if not repository.change_status(connection, refund.tenant_id, refund.id, refund.status, values):
         return Applied(load(connection, refund.tenant_id, refund.id), False)
+    # The payment row before the ledger's account rows, in the order create_refund locks them:
+    # the other order deadlocks on PostgreSQL with a refund created meanwhile.
+    if to_state in states.RELEASED:
+        charges.release(connection, refund.tenant_id, refund.payment_id, refund.amount_minor)
     if to_state in states.TERMINAL and refund.transfer_id is not None:
         post = to_state == states.SUCCEEDED
         ledger.settle_pending(connection, refund.tenant_id, refund.transfer_id, post=post, now_us=now_us)
-    if to_state in states.RELEASED:
-        charges.release(connection, refund.tenant_id, refund.payment_id, refund.amount_minor)
     data = {"failure_code": values["failure_code"]} if to_state == states.FAILED else None
     _record(connection, refund.tenant_id, refund.id, refund.status, to_state, cause, actor, now_us, data)
     return Applied(load(connection, refund.tenant_id, refund.id), True)
 
 
 def approve(connection: Connection, tenant_id: str, refund_id: str, *, actor: str, now_us: int) -> Refund:
-    """requires_approval -> pending (due for the worker at once). Approving again is a no-op."""
+    """requires_approval -> pending (due for the worker at once). From any other status this
+    is a RefundStateConflict carrying the current status: a refund that never needed approval,
+    or has moved on since (sent, settled, canceled), was not approved by this request."""
     refund = load(connection, tenant_id, refund_id, for_update=True)
-    if refund.status == states.REQUIRES_APPROVAL:
-        schedule = {"next_attempt_at_us": now_us}
-        return apply(
-            connection, refund, states.PENDING, cause="approved", actor=actor, now_us=now_us, schedule=schedule
-        ).refund
-    if refund.status in (states.CANCELED,):
-        raise RefundStateConflict(f"the refund is {refund.status}; it can no longer be approved", status=refund.status)
-    return refund
+    if refund.status != states.REQUIRES_APPROVAL:
+        raise RefundStateConflict(
+            f"the refund is {refund.status}; only a refund awaiting approval can be approved", status=refund.status
+        )
+    schedule = {"next_attempt_at_us": now_us}
+    return apply(
+        connection, refund, states.PENDING, cause="approved", actor=actor, now_us=now_us, schedule=schedule
+    ).refund
 
 
 def cancel(connection: Connection, tenant_id: str, refund_id: str, *, actor: str, now_us: int) -> Refund:
