@@ -28,6 +28,8 @@ _STATUS_BY_CLASS: tuple[tuple[type[DomainError], int], ...] = (
     (Conflict, 409),
     (BusinessRefusal, 422),
 )
+# Details a client can act on, added to the error body when an error carries them.
+_DETAILS_SHOWN = ("status", "refundable_minor")
 
 
 def status_of(error: DomainError) -> int:
@@ -54,8 +56,9 @@ def json_response(status: int, payload: Any, headers: dict[str, str] | None = No
 
 def render_refusal(error: DomainError) -> Outcome:
     body = error_body(error.code, error.message, error.param)
-    if "status" in error.details:
-        body["status"] = error.details["status"]
+    for name in _DETAILS_SHOWN:
+        if name in error.details:
+            body[name] = error.details[name]
     return Outcome(status=status_of(error), body=dumps(body))
 
 
@@ -91,6 +94,8 @@ def validation_error(errors: list[dict[str, Any]]) -> DomainError:
     message = f"{param}: {first.get('msg', 'invalid')}" if param else str(first.get("msg", "invalid"))
     if names and names[-1].endswith("amount_minor"):
         return _coded("invalid_amount", f"{param} must be a positive JSON integer up to 2^53-1", param)
+    if names and names[-1].endswith("threshold_minor"):
+        return _coded("invalid_amount", f"{param} must be null or a JSON integer from 0 to 2^53-1", param)
     if "idempotency_key" in names:
         return _coded("invalid_idempotency_key", "idempotency_key must be a non-empty string", param)
     if names and names[-1] == "currency":

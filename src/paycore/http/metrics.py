@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
 from paycore.payments import repository as payments_repository
+from paycore.refunds import repository as refunds_repository
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -26,13 +27,18 @@ class InDoubtCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._database.read() as connection:
-            count, oldest_us = payments_repository.in_doubt_summary(connection)
+            summaries = {
+                "payment": payments_repository.in_doubt_summary(connection),
+                "refund": refunds_repository.in_doubt_summary(connection),
+            }
         items = GaugeMetricFamily("paycore_in_doubt_items", "Items whose outcome is not known yet", labels=["kind"])
-        items.add_metric(["payment"], count)
         age = GaugeMetricFamily(
             "paycore_in_doubt_oldest_age_seconds", "Age of the oldest in-doubt item (0 if none)", labels=["kind"]
         )
-        age.add_metric(["payment"], 0 if oldest_us is None else max(0, now_us() - oldest_us) // 1_000_000)
+        now = now_us()
+        for kind, (count, oldest_us) in summaries.items():
+            items.add_metric([kind], count)
+            age.add_metric([kind], 0 if oldest_us is None else max(0, now - oldest_us) // 1_000_000)
         yield items
         yield age
 

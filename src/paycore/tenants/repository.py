@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, select
+from sqlalchemy import Connection, Row, select, update
 
 from paycore.db.sql import insert_or_ignore
-from paycore.tenants.models import api_keys, tenants
+from paycore.tenants.models import api_keys, tenant_settings, tenants
 
 
 def insert_tenant(connection: Connection, values: dict[str, Any]) -> bool:
@@ -29,3 +29,17 @@ def find_key(connection: Connection, key_hash: str) -> Row[Any] | None:
 
 def list_tenants(connection: Connection) -> list[Row[Any]]:
     return list(connection.execute(select(tenants).order_by(tenants.c.tenant_id)))
+
+
+def get_settings(connection: Connection, tenant_id: str) -> Row[Any] | None:
+    query = select(tenant_settings).where(tenant_settings.c.tenant_id == tenant_id)
+    return connection.execute(query).first()
+
+
+def put_settings(connection: Connection, tenant_id: str, values: dict[str, Any]) -> None:
+    """Insert the tenant's settings row, or update it if it exists (a concurrent first insert
+    is waited for on PostgreSQL, then updated)."""
+    if insert_or_ignore(connection, tenant_settings, {"tenant_id": tenant_id, **values}, ("tenant_id",)):
+        return
+    statement = update(tenant_settings).where(tenant_settings.c.tenant_id == tenant_id).values(**values)
+    connection.execute(statement)

@@ -3,8 +3,9 @@
 `receive` checks the signature and its timestamp (5 minutes' tolerance) before anything
 else: a bad one is refused and nothing is stored. A good one is stored under the
 processor's event id (a redelivery is a no-op) and applied in the same transaction:
-- a payment it proves moves through `payments.transitions.apply` (compare-and-set);
-- an event older than the payment's current state is kept as `stale` and changes nothing;
+- a payment it proves moves through `payments.transitions.apply` (compare-and-set), a refund
+  through `refunds.evidence.apply` (the same rules, by the refund's request id = its id);
+- an event older than the object's current state is kept as `stale` and changes nothing;
 - an event for an object paycore does not know (yet) is kept as `unmatched` and matched
   again by a worker (`rematch_due`) with backoff: never dropped.
 """
@@ -26,7 +27,9 @@ from paycore.kit import signing
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.errors import InvalidRequest
 from paycore.payments import transitions
-from paycore.processor.port import ChargeResult
+from paycore.processor.port import ChargeResult, RefundResult
+from paycore.refunds import evidence as refund_evidence
+from paycore.refunds import service as refunds
 from paycore.webhooks import repository
 from paycore.webhooks.models import processor_webhooks
 from paycore.webhooks.schemas import ProcessorEvent
@@ -89,9 +92,15 @@ def receive(database: Database, secret: str, signature: str | None, body: bytes)
 
 
 def _apply(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
+    if event.data.object == "charge":
+        return _apply_charge(connection, event, now_us)
+    if event.data.object == "refund":
+        return _apply_refund(connection, event, now_us)
+    return "unmatched"  # payouts arrive with their own domain
+
+
+def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
     data = event.data
-    if data.object != "charge":
-        return "unmatched"  # refunds and payouts arrive with their own domains
     payment = transitions.find(connection, data.merchant_id, data.request_id, for_update=True)
     if payment is None:
         return "unmatched"
@@ -116,6 +125,45 @@ def _apply(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
         payment.tenant_id,
         object_type="payment",
         object_id=payment.id,
+        event_type=event.type,
+        result=outcome,
+        payload={"event_id": event.id, "sequence": event.sequence, "status": data.status},
+        now_us=now_us,
+    )
+    return outcome
+
+
+def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
+    """The refund whose request id (= its id) the event names, in the merchant's tenant."""
+    data = event.data
+    refund = refunds.find(connection, data.merchant_id, data.request_id, for_update=True)
+    if refund is None:
+        return "unmatched"
+    result = RefundResult(
+        request_id=data.request_id,
+        status=data.status,
+        processor_refund_id=data.processor_refund_id or "",
+        amount_minor=data.amount_minor,
+        currency=data.currency,
+        failure_code=data.failure_code,
+    )
+    applied = refund_evidence.apply(
+        connection,
+        refund,
+        refund_evidence.Evidence.of_result(result),
+        cause="webhook",
+        actor="processor",
+        now_us=now_us,
+    )
+    outcome = "applied" if applied.changed else ("mismatch" if applied.reason == "mismatch" else "stale")
+    if outcome == "stale" and data.status != "pending" and data.status != refund.status:
+        outcome = "conflict"  # a final answer that contradicts the refund's state: a person must look
+        log.warning("webhook %s says %s for refund %s, which is %s", event.id, data.status, refund.id, refund.status)
+    audit.record_webhook(
+        connection,
+        refund.tenant_id,
+        object_type="refund",
+        object_id=refund.id,
         event_type=event.type,
         result=outcome,
         payload={"event_id": event.id, "sequence": event.sequence, "status": data.status},

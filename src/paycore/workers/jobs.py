@@ -17,6 +17,7 @@ from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.payments import resolver
 from paycore.processor.port import Processor
+from paycore.refunds import executor as refunds_executor
 from paycore.webhooks import service as webhooks
 
 
@@ -57,6 +58,16 @@ def resolve_payments(context: WorkerContext) -> int:
     return resolver.resolve_due(context.database, context.processor, policy, context.worker_id)
 
 
+def send_refunds(context: WorkerContext) -> int:
+    policy = resolver_policy(context.settings)
+    return refunds_executor.send_due(context.database, context.processor, policy, context.worker_id)
+
+
+def resolve_refunds(context: WorkerContext) -> int:
+    policy = resolver_policy(context.settings)
+    return refunds_executor.resolve_due(context.database, context.processor, policy, context.worker_id)
+
+
 def rematch_webhooks(context: WorkerContext) -> int:
     return webhooks.rematch_due(context.database, context.settings.worker_batch_max)
 
@@ -75,5 +86,7 @@ JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
     ("expire_pending_transfers", expire_transfers_job, lambda s: s.worker_batch_max),
     ("prune_idempotency_keys", prune_keys_job, lambda s: s.worker_batch_max),
     ("resolve_payments", resolve_payments, lambda s: s.resolver_batch_max),
+    ("send_refunds", send_refunds, lambda s: s.resolver_batch_max),
+    ("resolve_refunds", resolve_refunds, lambda s: s.resolver_batch_max),
     ("rematch_webhooks", rematch_webhooks, lambda s: s.worker_batch_max),
 )

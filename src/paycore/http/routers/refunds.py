@@ -1,0 +1,128 @@
+"""SPEC §7.1: refunds of a succeeded payment. Creating one only stores it (its amount held
+against the payment and on the merchant's balance); a worker sends it to the processor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+from sqlalchemy import Connection
+
+from paycore.audit import service as audit
+from paycore.http import idempotent
+from paycore.http.context import authenticate, caller
+from paycore.http.errors import json_response
+from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
+from paycore.http.routers.events import event_json
+from paycore.payments import transitions as payments
+from paycore.refunds import schemas
+from paycore.refunds import service as refunds
+from paycore.refunds.service import NewRefund
+from paycore.refunds.types import Refund
+from paycore.tenants import settings as tenant_settings
+
+router = APIRouter(tags=["refunds"], dependencies=[Depends(authenticate)])
+
+_CREATE_RESPONSES = {
+    **ERRORS,
+    201: {"description": "The refund, in pending (or requires_approval above the tenant's threshold)"},
+    409: {"description": "payment_not_refundable (the payment has not succeeded), or an idempotency conflict"},
+    422: {"description": "over_refund: the payment's refunds would exceed what was paid (recorded)"},
+}
+_CHANGE_RESPONSES = {
+    **ERRORS,
+    200: {"description": "The refund after the change"},
+    409: {"description": "refund_state_conflict: the refund is not awaiting approval (body adds `status`)"},
+}
+
+
+@router.post(
+    "/v1/payments/{payment_id}/refunds", status_code=201, responses=_CREATE_RESPONSES, openapi_extra=IDEMPOTENT
+)
+def create_refund(payment_id: str, body: schemas.RefundCreate, request: Request) -> Response:
+    """Refund part or all of a succeeded payment; never more than was paid, counting every
+    refund that has not failed or been canceled."""
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=True)
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        threshold = tenant_settings.get(connection, tenant_id).refund_approval_threshold_minor
+        new = NewRefund(
+            payment_id=payment_id,
+            amount_minor=body.amount_minor,
+            reason=body.reason,
+            idempotency_key=key,
+            approval_threshold_minor=threshold,
+        )
+        refund = refunds.create_refund(connection, tenant_id, new, now_us=now_us)
+        return 201, _with_history(connection, refund)
+
+    return idempotent.run(
+        request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), effect=effect, keep_forever=True
+    )
+
+
+@router.get("/v1/payments/{payment_id}/refunds", responses=ERRORS)
+def list_refunds(
+    payment_id: str,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    starting_after: Annotated[str | None, Query(max_length=64)] = None,
+) -> Response:
+    """The payment's refunds, oldest first."""
+    tenant_id = caller(request).tenant_id
+    limit = min(limit, request.app.state.settings.page_limit_max)
+    with request.app.state.database.read() as connection:
+        payments.load(connection, tenant_id, payment_id)
+        page = refunds.of_payment(connection, tenant_id, payment_id, starting_after=starting_after, limit=limit + 1)
+    data = [schemas.summary_json(refund) for refund in page[:limit]]
+    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+
+
+@router.get("/v1/refunds/{refund_id}", responses=ERRORS)
+def get_refund(refund_id: str, request: Request) -> Response:
+    tenant_id = caller(request).tenant_id
+    with request.app.state.database.read() as connection:
+        payload = _with_history(connection, refunds.load(connection, tenant_id, refund_id))
+    return json_response(200, payload)
+
+
+@router.post("/v1/refunds/{refund_id}/approve", responses=_CHANGE_RESPONSES, openapi_extra=OPTIONALLY_IDEMPOTENT)
+def approve_refund(refund_id: str, request: Request) -> Response:
+    """requires_approval -> pending: the worker sends it next."""
+    return _change(request, refund_id, refunds.approve)
+
+
+@router.post("/v1/refunds/{refund_id}/cancel", responses=_CHANGE_RESPONSES, openapi_extra=OPTIONALLY_IDEMPOTENT)
+def cancel_refund(refund_id: str, request: Request) -> Response:
+    """requires_approval -> canceled: its amount is refundable again. Canceling a canceled
+    refund answers 200 with it."""
+    return _change(request, refund_id, refunds.cancel)
+
+
+@router.get("/v1/refunds/{refund_id}/events", responses=ERRORS)
+def refund_events(refund_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=100)] = 100) -> Response:
+    """The refund's audit log: state changes, processor calls, webhooks."""
+    tenant_id = caller(request).tenant_id
+    with request.app.state.database.read() as connection:
+        refunds.load(connection, tenant_id, refund_id)
+        found = audit.events_of(connection, tenant_id, refund_id, limit=limit)
+    return json_response(200, {"object": "list", "data": [event_json(e) for e in found], "has_more": False})
+
+
+def _change(request: Request, refund_id: str, change: Callable[..., Refund]) -> Response:
+    """Approve or cancel in one transaction, recorded under the Idempotency-Key if one is sent."""
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=False)
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        refund = change(connection, tenant_id, refund_id, actor="api", now_us=now_us)
+        return 200, _with_history(connection, refund)
+
+    return idempotent.run(request, tenant_id=tenant_id, key=key, body={}, effect=effect, keep_forever=False)
+
+
+def _with_history(connection: Connection, refund: Refund) -> dict[str, Any]:
+    return schemas.refund_json(refund, refunds.history(connection, refund))

@@ -1,0 +1,46 @@
+"""The refunds API shapes (SPEC §7.1): the strict request model and the JSON of a refund."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from paycore.audit.service import Event
+from paycore.kit.clock import to_rfc3339
+from paycore.kit.schemas import AmountMinor, StrictModel
+from paycore.payments.schemas import history_json
+from paycore.refunds.types import Refund
+
+REASON_LENGTH_MAX = 500
+
+
+class RefundCreate(StrictModel):
+    amount_minor: AmountMinor
+    reason: str | None = Field(default=None, min_length=1, max_length=REASON_LENGTH_MAX)
+
+
+def refund_json(refund: Refund, history: list[Event]) -> dict[str, Any]:
+    """The refund with its state changes (oldest first). `processor_reference` is the
+    processor's refund id, known once the processor answered with a result."""
+    return {
+        "id": refund.id,
+        "object": "refund",
+        "payment": refund.payment_id,
+        "amount_minor": refund.amount_minor,
+        "currency": refund.currency,
+        "status": refund.status,
+        "reason": refund.reason,
+        "failure_code": refund.failure_code,
+        "processor_reference": refund.processor_reference,
+        "created_at": to_rfc3339(refund.created_at_us),
+        "updated_at": to_rfc3339(refund.updated_at_us),
+        "history": history_json(history),
+    }
+
+
+def summary_json(refund: Refund) -> dict[str, Any]:
+    """A list item: the refund without its history (GET the refund for that)."""
+    payload = refund_json(refund, [])
+    del payload["history"]
+    return payload
