@@ -8,7 +8,7 @@ import socket
 import threading
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 
 def is_loopback(host: str) -> bool:
@@ -21,7 +21,7 @@ def is_loopback(host: str) -> bool:
 
 
 class Server:
-    def __init__(self, app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> None:
+    def __init__(self, app: ASGIApp, host: str, port: int, *, log_level: str = "warning") -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -1,0 +1,38 @@
+"""`paycore simulate`: the refund flow across the two services, scenario by scenario (SPEC §8)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+console = Console()
+
+
+def simulate(
+    scenarios: list[str] = typer.Argument(None, help="Scenarios to run (default: all). `chaos` takes --seed/--ops."),
+    transport: str = typer.Option("inprocess", help="inprocess, or http (the sandbox as its own process)."),
+    seed: int = typer.Option(1, help="Seed of the chaos scenario."),
+    ops: int = typer.Option(200, help="Operations of the chaos scenario.", min=1, max=100_000),
+    quiet: bool = typer.Option(False, "--quiet", help="Print only the verdicts, not the timelines."),
+) -> None:
+    """Run the refund scenarios end to end, print each timeline, check the invariants; exit 1 if any fails."""
+    from paycore.simulate.driver import ALL, Outcome, run_all
+
+    names = list(scenarios) if scenarios else list(ALL)
+    unknown = [name for name in names if name not in ALL]
+    if unknown:
+        raise typer.BadParameter(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(ALL)}")
+    if transport not in ("inprocess", "http"):
+        raise typer.BadParameter("--transport is inprocess or http")
+
+    def show(outcome: Outcome) -> None:
+        verdict = "[green]PASS[/green]" if outcome.passed else "[red]FAIL[/red]"
+        console.print(f"{verdict} {outcome.name} ({outcome.transport})")
+        if not quiet or not outcome.passed:
+            for line in outcome.timeline:
+                console.print(line, markup=False, highlight=False)
+        for problem in outcome.problems:
+            console.print(f"  [red]broken:[/red] {problem}")
+
+    if not run_all(names, transport, seed=seed, ops=ops, show=show):
+        raise typer.Exit(1)

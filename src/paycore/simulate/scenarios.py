@@ -1,0 +1,190 @@
+"""The scenarios of SPEC §8. Each drives paycore (the order side) and the sandbox processor
+(the payment side) through one story; `invariants.check` then judges the world it leaves."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from paycore.simulate.world import TIMEOUT_MS, World
+
+REFUND_OPS = ["refund"]
+
+
+@dataclass
+class Story:
+    world: World
+    merchant: str = ""
+
+    def pay(self, amount_minor: int = 1000, token: str = "tok_ok", key: str | None = None) -> str:
+        body = {
+            "amount_minor": amount_minor,
+            "currency": "USD",
+            "source": {"type": "card", "token": token},
+            "destination_account": self.merchant,
+        }
+        status, payment = self.world.post("/v1/payments", body, key=key or f"pay-{random.getrandbits(40)}")
+        assert status in (201, 202, 402), payment
+        return str(payment["id"])
+
+    def refund(self, payment_id: str, amount_minor: int, key: str) -> tuple[int, dict[str, Any]]:
+        return self.world.post(f"/v1/payments/{payment_id}/refunds", {"amount_minor": amount_minor}, key=key)
+
+    def refund_status(self, refund_id: str) -> str:
+        return str(self.world.get(f"/v1/refunds/{refund_id}")["status"])
+
+    def steps(self, refund_id: str) -> list[tuple[str | None, str]]:
+        return [(step["from"], step["to"]) for step in self.world.get(f"/v1/refunds/{refund_id}")["history"]]
+
+    def expect(self, what: str, actual: object, expected: object) -> None:
+        self.world.say("check", f"{what}: {actual!r}" + ("" if actual == expected else f" (expected {expected!r})"))
+        if actual != expected:
+            raise AssertionError(f"{what}: got {actual!r}, expected {expected!r}")
+
+
+Scenario = Callable[[Story], None]
+
+
+def success(story: Story) -> None:
+    payment = story.pay(1000)
+    _, refund = story.refund(payment, 400, "r1")
+    story.world.run_workers()
+    story.expect("refund status", story.refund_status(refund["id"]), "succeeded")
+
+
+def over_refund_rejected(story: Story) -> None:
+    payment = story.pay(1000)
+    story.expect("first refund", story.refund(payment, 600, "r1")[0], 201)
+    status, body = story.refund(payment, 500, "r2")
+    story.expect("second refund (600 + 500 > 1000)", (status, body.get("error")), (422, "over_refund"))
+    story.world.run_workers()
+
+
+def unknown_payment_rejected(story: Story) -> None:
+    status, body = story.refund("pay_DOESNOTEXIST", 100, "r1")
+    story.expect("refund of an unknown payment", (status, body.get("error")), (404, "payment_not_found"))
+
+
+def declined(story: Story) -> None:
+    payment = story.pay(1000, token="tok_refund_declined")
+    _, refund = story.refund(payment, 300, "r1")
+    story.world.run_workers()
+    story.expect("refund status", story.refund_status(refund["id"]), "failed")
+    story.expect("refundable again", story.world.get(f"/v1/payments/{payment}")["refundable_minor"], 1000)
+
+
+def _lost(story: Story, rule: dict[str, Any]) -> None:
+    payment = story.pay(1000)
+    _, refund = story.refund(payment, 250, "r1")
+    story.world.webhooks(up=False)  # else the processor's webhook may settle it first (over HTTP)
+    story.world.faults(rule)
+    story.world.run_workers(rounds=3)
+    story.world.webhooks(up=True)
+    steps = story.steps(refund["id"])
+    story.expect("the lost answer made it in_doubt", ("processing", "in_doubt") in steps, True)
+    story.expect("resolved by evidence", steps[-1], ("in_doubt", "succeeded"))
+    story.expect("final status", story.refund_status(refund["id"]), "succeeded")
+
+
+def request_lost(story: Story) -> None:
+    _lost(story, {"fault": "drop_request", "next_n": 1, "ops": REFUND_OPS})
+
+
+def response_lost(story: Story) -> None:
+    _lost(story, {"fault": "drop_response", "next_n": 1, "ops": REFUND_OPS})
+
+
+def timeout_then_retry(story: Story) -> None:
+    _lost(story, {"fault": "delay_ms", "delay_ms": TIMEOUT_MS * 2, "next_n": 1, "ops": REFUND_OPS})
+
+
+def duplicate_request(story: Story) -> None:
+    payment = story.pay(1000)
+    first = story.refund(payment, 300, "same-key")
+    again = story.refund(payment, 300, "same-key")
+    story.expect("the same answer twice", again, first)
+    story.world.run_workers()
+    story.expect("refunds of the payment", len(story.world.get(f"/v1/payments/{payment}/refunds")["data"]), 1)
+
+
+def concurrent_refunds(story: Story) -> None:
+    payment = story.pay(1000)
+    barrier = threading.Barrier(2)
+    answers: list[int] = []
+
+    def agent(index: int) -> None:
+        barrier.wait()
+        answers.append(story.refund(payment, 700, f"agent-{index}")[0])
+
+    threads = [threading.Thread(target=agent, args=(index,)) for index in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    story.expect("two agents refund 700 of 1000 at once", sorted(answers), [201, 422])
+    story.world.run_workers()
+
+
+def callback_confirmation(story: Story) -> None:
+    payment = story.pay(1000)
+    _, refund = story.refund(payment, 500, "r1")
+    story.world.webhooks(up=False)  # hold the confirmation back until "pending" has been seen
+    story.world.faults({"fault": "settle_late", "next_n": 1, "ops": REFUND_OPS})
+    story.world.run_workers()
+    story.expect("the processor answered pending", story.refund_status(refund["id"]), "processing")
+    story.world.faults()
+    story.world.webhooks(up=True)
+    story.world.settle_and_deliver()
+    story.world.wait_for(lambda: story.refund_status(refund["id"]) == "succeeded", "the webhook confirmed it")
+    story.expect("after the processor's webhook", story.refund_status(refund["id"]), "succeeded")
+
+
+def stuck_in_doubt_reconciled(story: Story) -> None:
+    world = story.world
+    payment = story.pay(1000)
+    _, refund = story.refund(payment, 400, "r1")
+    world.webhooks(up=False)  # paycore's webhook endpoint is down: the processor will retry later
+    world.faults(
+        {"fault": "drop_response", "next_n": 1, "ops": ["refund"]},
+        {"fault": "error_500", "percent": 100, "ops": ["get_refund", "refund"]},
+    )
+    world.run_workers(rounds=world.settings.resolver_attempts_max + 2)
+    story.expect("out of attempts, left for a person", story.refund_status(refund["id"]), "in_doubt")
+    world.faults()
+    changed = world.reconcile_refunds()
+    story.expect("refunds the settlement report resolved", changed, 1)
+    story.expect("after the settlement report", story.refund_status(refund["id"]), "succeeded")
+    world.webhooks(up=True)
+    world.settle_and_deliver()
+
+
+def approval_required(story: Story) -> None:
+    story.world.client.put("/v1/settings", json={"refund_approval_threshold_minor": 500})
+    story.world.say("driver", "approval threshold set to 500")
+    payment = story.pay(1000)
+    _, refund = story.refund(payment, 800, "r1")
+    story.expect("above the threshold", refund["status"], "requires_approval")
+    story.world.run_workers()
+    story.expect("not sent before approval", story.refund_status(refund["id"]), "requires_approval")
+    story.world.post(f"/v1/refunds/{refund['id']}/approve", {})
+    story.world.run_workers()
+    story.expect("after approval", story.refund_status(refund["id"]), "succeeded")
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "success": success,
+    "over-refund-rejected": over_refund_rejected,
+    "unknown-payment-rejected": unknown_payment_rejected,
+    "declined": declined,
+    "request-lost": request_lost,
+    "response-lost": response_lost,
+    "timeout-then-retry": timeout_then_retry,
+    "duplicate-request": duplicate_request,
+    "concurrent-refunds": concurrent_refunds,
+    "callback-confirmation": callback_confirmation,
+    "stuck-in-doubt-reconciled": stuck_in_doubt_reconciled,
+    "approval-required": approval_required,
+}
