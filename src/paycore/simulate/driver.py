@@ -63,7 +63,9 @@ def _timeline(built: world.World) -> list[str]:
                 what = f"{event.from_state or '-'} -> {event.to_state} ({event.cause}, by {event.actor.split(':')[0]})"
             else:
                 response = event.data.get("response", {})
-                what = f"{event.type}: {response.get('outcome', event.cause)} {response.get('status', '')}".rstrip()
+                said = response.get("status") or response.get("message") or ""
+                what = f"paycore -> processor {event.type.removeprefix('processor.')}: "
+                what += f"{response.get('outcome', event.cause)} {said}".rstrip()
             lines.append(f"      {to_rfc3339(event.created_at_us)[11:23]}  {what}")
     return lines
 

@@ -69,7 +69,7 @@ class World:
         response = self.client.post(path, json=body, headers=headers)
         replayed = " (replayed)" if response.headers.get("Idempotent-Replayed") else ""
         payload = response.json()
-        summary = payload.get("status") or payload.get("error")
+        summary = payload.get("status") or payload.get("error") or payload.get("id")
         self.say("client", f"POST {path} -> {response.status_code} {summary}{replayed}")
         return response.status_code, payload
 
