@@ -4,8 +4,6 @@ any database transaction; `record` writes one into the audit log inside the next
 from __future__ import annotations
 
 import dataclasses
-import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,9 +13,8 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.payments.transitions import Evidence
 from paycore.payments.types import Payment
-from paycore.processor.port import ChargeRequest, ChargeResult, Processor, ProcessorRefused, ProcessorUnreachable
-
-log = logging.getLogger(__name__)
+from paycore.processor.calls import timed
+from paycore.processor.port import ChargeRequest, ChargeResult, Processor
 
 
 @dataclass(frozen=True)
@@ -73,25 +70,6 @@ def _public(request: ChargeRequest) -> dict[str, Any]:
 
 
 def _timed(operation: str, request: dict[str, Any], call: Callable[[], ChargeResult | None]) -> Call:
-    started = time.monotonic_ns()
-    try:
-        result = call()
-    except ProcessorRefused as error:
-        evidence = Evidence("refused", refusal_code=error.code)
-        outcome: dict[str, Any] = {"outcome": "refused", "error": error.code, "message": str(error)}
-    except ProcessorUnreachable as error:
-        evidence = Evidence("unreachable")
-        outcome = {"outcome": "unreachable", "error": type(error).__name__, "message": str(error)[:500]}
-    except Exception as error:  # an unexpected transport failure proves nothing either way
-        log.exception("processor %s failed unexpectedly", operation)
-        evidence = Evidence("unreachable")
-        outcome = {"outcome": "unreachable", "error": type(error).__name__, "message": str(error)[:500]}
-    else:
-        if result is None:
-            evidence = Evidence("not_found")
-            outcome = {"outcome": "not_found"}
-        else:
-            evidence = Evidence.of_result(result)
-            outcome = {"outcome": "answered", **dataclasses.asdict(result)}
-    latency_ms = (time.monotonic_ns() - started) // 1_000_000
-    return Call(operation, request, evidence, outcome, latency_ms)
+    answer = timed(operation, call)
+    evidence = Evidence(answer.kind, result=answer.result, refusal_code=answer.refusal_code)
+    return Call(operation, request, evidence, answer.outcome, answer.latency_ms)
