@@ -12,6 +12,7 @@ from typing import Any
 from paycore.simulate.world import TIMEOUT_MS, World
 
 REFUND_OPS = ["refund"]
+CALLBACK_LATE_MS = 1_500
 
 
 @dataclass
@@ -132,7 +133,9 @@ def callback_confirmation(story: Story) -> None:
     payment = story.pay(1000)
     _, refund = story.refund(payment, 500, "r1")
     story.world.webhooks(up=False)  # hold the confirmation back until "pending" has been seen
-    story.world.faults({"fault": "settle_late", "next_n": 1, "ops": REFUND_OPS})
+    # Late enough that the processor (its own process over HTTP) has not settled it when paycore
+    # asks in the same worker round; the in-process sandbox settles only when told to.
+    story.world.faults({"fault": "settle_late", "next_n": 1, "ops": REFUND_OPS}, settle_late_ms=CALLBACK_LATE_MS)
     story.world.run_workers()
     story.expect("the processor answered pending", story.refund_status(refund["id"]), "processing")
     story.world.faults()

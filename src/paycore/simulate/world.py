@@ -97,8 +97,8 @@ class World:
 
     # --- the processor ---------------------------------------------------------------
 
-    def faults(self, *rules: dict[str, Any], seed: int = 1) -> None:
-        plan = {"seed": seed, "hold_ms": 0, "settle_late_ms": 0, "rules": list(rules)}
+    def faults(self, *rules: dict[str, Any], seed: int = 1, settle_late_ms: int = 0) -> None:
+        plan = {"seed": seed, "hold_ms": 0, "settle_late_ms": settle_late_ms, "rules": list(rules)}
         if self.sandbox is not None:
             self.sandbox.set_fault_plan(plan)
         else:
