@@ -21,9 +21,12 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from paycore.processor.port import (
+    PAYOUT_STATUSES,
     RESULT_STATUSES,
     ChargeRequest,
     ChargeResult,
+    PayoutRequest,
+    PayoutResult,
     ProcessorRefused,
     ProcessorUnreachable,
     RefundRequest,
@@ -68,6 +71,16 @@ class HttpTransport:
         if _is_not_found(status, payload):
             return None
         return _refund_result(self._expect_result("get_refund", status, payload))
+
+    def send_payout(self, request: PayoutRequest) -> PayoutResult:
+        status, payload = self._exchange("POST", "/v1/payouts", dataclasses.asdict(request))
+        return _payout_result(self._expect_result("payout", status, payload))
+
+    def get_payout(self, request_id: str) -> PayoutResult | None:
+        status, payload = self._exchange("GET", "/v1/payouts/" + _segment(request_id))
+        if _is_not_found(status, payload):
+            return None
+        return _payout_result(self._expect_result("get_payout", status, payload))
 
     def settlement_report(self, day: str) -> Iterator[str]:
         """Ask now (raising as the other calls do); then a generator of the CSV lines as they
@@ -180,3 +193,26 @@ def _charge_result(payload: dict[str, Any]) -> ChargeResult:
 
 def _refund_result(payload: dict[str, Any]) -> RefundResult:
     return RefundResult(**_checked(payload, "processor_refund_id"))
+
+
+_PAYOUT_STRINGS: Final = ("request_id", "bank_payout_id", "currency")
+_PAYOUT_OPTIONAL_STRINGS: Final = ("batch_id", "failure_code", "return_code")
+_PAYOUT_AMOUNTS: Final = ("amount_minor", "fee_minor", "return_fee_minor")
+_PAYOUT_OPTIONAL_INTS: Final = ("return_amount_minor", "settled_at_us", "returned_at_us")
+
+
+def _payout_result(payload: dict[str, Any]) -> PayoutResult:
+    """A payout result, every field type-checked (an int is never a bool, money never a float)."""
+    names = (*_PAYOUT_STRINGS, *_PAYOUT_OPTIONAL_STRINGS, *_PAYOUT_AMOUNTS, *_PAYOUT_OPTIONAL_INTS, "status", "rail")
+    values: dict[str, Any] = {name: payload.get(name) for name in names}
+    readable = (
+        all(isinstance(values[name], str) for name in _PAYOUT_STRINGS)
+        and all(values[name] is None or isinstance(values[name], str) for name in _PAYOUT_OPTIONAL_STRINGS)
+        and all(type(values[name]) is int for name in _PAYOUT_AMOUNTS)
+        and all(values[name] is None or type(values[name]) is int for name in _PAYOUT_OPTIONAL_INTS)
+        and values["status"] in PAYOUT_STATUSES
+        and values["rail"] in ("ach", "sepa")
+    )
+    if not readable:
+        raise ProcessorUnreachable(f"the bank's answer does not read as a payout result: {payload!r:.300}")
+    return PayoutResult(**values)

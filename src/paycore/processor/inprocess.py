@@ -20,6 +20,8 @@ from paycore.db.engine import DatabaseBusy
 from paycore.processor.port import (
     ChargeRequest,
     ChargeResult,
+    PayoutRequest,
+    PayoutResult,
     ProcessorRefused,
     ProcessorUnreachable,
     RefundRequest,
@@ -53,6 +55,14 @@ class InProcessTransport:
     def get_refund(self, request_id: str) -> RefundResult | None:
         decision = self.sandbox.decide("get_refund")
         return self._call("get_refund", decision, lambda: self.sandbox.get_refund(request_id))
+
+    def send_payout(self, request: PayoutRequest) -> PayoutResult:
+        decision = self.sandbox.decide("payout")
+        return self._call("payout", decision, lambda: self.sandbox.send_payout(request, decision))
+
+    def get_payout(self, request_id: str) -> PayoutResult | None:
+        decision = self.sandbox.decide("get_payout")
+        return self._call("get_payout", decision, lambda: self.sandbox.get_payout(request_id))
 
     def settlement_report(self, day: str) -> Iterator[str]:
         return self.sandbox.settlement_report(day)

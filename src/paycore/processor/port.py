@@ -67,6 +67,52 @@ class RefundResult:
     failure_code: str | None = None
 
 
+PayoutStatus = Literal["accepted", "rejected", "settled", "returned"]
+PAYOUT_STATUSES: tuple[PayoutStatus, ...] = ("accepted", "rejected", "settled", "returned")
+Rail = Literal["ach", "sepa"]
+
+
+@dataclass(frozen=True)
+class PayoutRequest:
+    """A credit transfer to a bank account (SPEC §9 bank rail). Exactly one of `iban`
+    (SEPA) or `routing_number` + `account_number` (ACH) is set."""
+
+    request_id: str  # the payout's reference: stable across retries; the bank dedupes on it
+    merchant_id: str
+    amount_minor: int
+    currency: str
+    rail: Rail
+    beneficiary_name: str
+    iban: str | None = None
+    bic: str | None = None
+    routing_number: str | None = None
+    account_number: str | None = None
+
+
+@dataclass(frozen=True)
+class PayoutResult:
+    """What the bank says of a payout now. `accepted`: in a batch, not settled yet (the
+    payout is irreversible from here); `rejected`: the bank refused it before settlement
+    (`failure_code`, an ACH R-code or SEPA reason code), no money left; `settled`: paid to
+    the beneficiary; `returned`: paid, then sent back (`return_code`), `return_amount_minor`
+    came back (SEPA may deduct charges), `return_fee_minor` charged for it."""
+
+    request_id: str
+    status: PayoutStatus
+    bank_payout_id: str
+    amount_minor: int
+    currency: str
+    rail: Rail
+    batch_id: str | None = None
+    fee_minor: int = 0  # the bank's fee for sending, charged at settlement (0 until then)
+    failure_code: str | None = None
+    return_code: str | None = None
+    return_amount_minor: int | None = None
+    return_fee_minor: int = 0
+    settled_at_us: int | None = None
+    returned_at_us: int | None = None
+
+
 class ProcessorError(Exception):
     """Base of what a processor call can raise."""
 
@@ -95,6 +141,10 @@ class Processor(Protocol):
     def refund(self, request: RefundRequest) -> RefundResult: ...
 
     def get_refund(self, request_id: str) -> RefundResult | None: ...
+
+    def send_payout(self, request: PayoutRequest) -> PayoutResult: ...
+
+    def get_payout(self, request_id: str) -> PayoutResult | None: ...
 
     def settlement_report(self, day: str) -> Iterator[str]:
         """The CSV lines (header first) of what the processor did on `day` (YYYY-MM-DD, UTC)."""

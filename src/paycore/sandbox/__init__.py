@@ -1,4 +1,5 @@
-"""The sandbox processor (SPEC §9): a stand-in card processor that merchants test against.
+"""The sandbox processor (SPEC §9): a stand-in card processor and bank rail (ACH/SEPA
+payouts, in batches, with NACHA and pain.001 files) that merchants test against.
 
 A separate service with its own storage (tables prefixed `sandbox_`, created at start, never
 in paycore's migrations). `service.Sandbox` holds the rules; `http.py` serves them for

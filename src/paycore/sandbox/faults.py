@@ -15,8 +15,10 @@ faults combine with it and with each other.
 
 Transport faults (`drop_request`, `drop_response`, `delay_ms`, `error_500`) are applied by
 the transport (in-process or the HTTP server); the others change what the sandbox stores
-for the object the call creates: `settle_late` makes it pending, `duplicate_webhook` and
-`reorder_webhooks` change how its webhooks are delivered.
+for the object the call creates: `settle_late` makes it pending (a payout: the bank answers
+`settle_late_ms` later), `duplicate_webhook` and `reorder_webhooks` change how its webhooks
+are delivered. A rule without `ops` applies to `charge` and `refund`; payouts are hit only
+by rules that name `payout` or `get_payout`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from paycore.sandbox.limits import (
     SandboxSettings,
 )
 
-Op = Literal["charge", "refund", "get_charge", "get_refund"]
+Op = Literal["charge", "refund", "payout", "get_charge", "get_refund", "get_payout"]
 FaultName = Literal[
     "drop_request",
     "drop_response",
@@ -52,7 +54,7 @@ TransportFault = Literal["drop_request", "drop_response", "delay_ms", "error_500
 
 OPS: Final[tuple[Op, ...]] = get_args(Op)
 _TRANSPORT_FAULTS: Final[dict[str, TransportFault]] = {name: name for name in get_args(TransportFault)}
-WRITE_OPS: Final[frozenset[str]] = frozenset({"charge", "refund"})
+WRITE_OPS: Final[frozenset[str]] = frozenset({"charge", "refund", "payout"})
 PERCENT_DRAW: Final = 100  # percent rules draw an integer in [0, 100): no floats
 
 
@@ -65,7 +67,7 @@ class _Strict(BaseModel):
 
 
 def _write_ops() -> list[Op]:
-    return ["charge", "refund"]
+    return ["charge", "refund"]  # the default from before payouts existed: a payout is named to be hit
 
 
 class Rule(_Strict):
@@ -84,7 +86,7 @@ class Rule(_Strict):
         if len(set(self.ops)) != len(self.ops):
             raise ValueError("'ops' lists an operation twice")
         if self.fault not in _TRANSPORT_FAULTS and not WRITE_OPS.issuperset(self.ops):
-            raise ValueError(f"{self.fault} applies to 'charge' and 'refund' only")
+            raise ValueError(f"{self.fault} applies to the write operations 'payout', 'charge' and 'refund' only")
         return self
 
 

@@ -3,8 +3,10 @@
 The fault plan is applied here as a network would: a dropped request or answer is held for
 `hold_ms` (bounded) and then answered 504, `error_500` is answered 500 without processing,
 `delay_ms` processes and answers after the delay. Errors are `{"error": code, "message": ...}`:
-400 for a bad request, 404 for an unknown request id on GET, 409 for a reused request id,
-422 for the other refusals (over_refund, charge_not_found, ...), 503 when busy.
+400 for a bad request, 404 for an unknown request id on GET, 409 for a reused request id
+(and for the file of a batch still open), 422 for the other refusals (over_refund,
+charge_not_found, ...), 503 when busy. The batch endpoints are for looking, like the
+settlement report: the fault plan does not apply to them.
 
 Endpoints are plain `def`s (run on the threadpool), like paycore's own (ADR 0002); a hold or a
 delay occupies one thread of the pool for its duration.
@@ -26,13 +28,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from paycore.db.engine import DatabaseBusy
 from paycore.processor.port import ProcessorRefused
 from paycore.sandbox.faults import Decision, FaultPlanError
-from paycore.sandbox.schemas import ChargeBody, RefundBody, render
+from paycore.sandbox.schemas import ChargeBody, PayoutBody, RefundBody, render
 from paycore.sandbox.service import Sandbox
 from paycore.sandbox.webhooks import WebhookSink
 
 _BAD_REQUEST_CODES: Final = frozenset(
-    {"invalid_request", "invalid_amount", "invalid_currency", "invalid_token", "invalid_day"}
+    {"invalid_request", "invalid_amount", "invalid_currency", "invalid_token", "invalid_day", "invalid_account"}
 )
+_CONFLICT_CODES: Final = frozenset({"request_id_reused", "batch_open"})
+_ACCOUNT_FIELDS: Final = frozenset({"iban", "bic", "routing_number", "account_number"})
 log = logging.getLogger(__name__)
 _MESSAGE_LENGTH_MAX: Final = 1000
 Answer = tuple[int, Any]
@@ -50,7 +54,7 @@ def error_response(status: int, code: str, message: str) -> Response:
 def refusal_status(code: str) -> int:
     if code in _BAD_REQUEST_CODES:
         return 400
-    if code == "request_id_reused":
+    if code in _CONFLICT_CODES:
         return 409
     return 422
 
@@ -60,6 +64,7 @@ def create_app(sandbox: Sandbox, sink: WebhookSink | None = None) -> FastAPI:
     app = FastAPI(title="paycore sandbox processor", version="1")
     _add_error_handlers(app)
     _add_processor_routes(app, sandbox)
+    _add_bank_routes(app, sandbox)
     _add_sandbox_routes(app, sandbox, sink)
     return app
 
@@ -75,8 +80,13 @@ def _add_error_handlers(app: FastAPI) -> None:
             field == "amount_minor" and detail["type"] != "missing"
             for field, detail in zip(fields, details, strict=True)
         )
-        code = "invalid_amount" if amount_wrong else "invalid_request"
+        account_wrong = any(field in _ACCOUNT_FIELDS for field in fields)
+        code = "invalid_amount" if amount_wrong else "invalid_account" if account_wrong else "invalid_request"
         return error_response(400, code, "; ".join(problems)[:_MESSAGE_LENGTH_MAX])
+
+    @app.exception_handler(DatabaseBusy)
+    def _busy(_request: Request, error: DatabaseBusy) -> Response:
+        return error_response(503, "database_busy", str(error))
 
     @app.exception_handler(Exception)
     def _unexpected(_request: Request, error: Exception) -> Response:
@@ -157,6 +167,42 @@ def _add_processor_routes(app: FastAPI, sandbox: Sandbox) -> None:
         except ProcessorRefused as refusal:
             return error_response(refusal_status(refusal.code), refusal.code, str(refusal))
         return StreamingResponse(lines, media_type="text/csv; charset=utf-8")
+
+
+def _add_bank_routes(app: FastAPI, sandbox: Sandbox) -> None:
+    @app.post("/v1/payouts")
+    def create_payout(body: PayoutBody) -> Response:
+        request = body.to_request()
+        decision = sandbox.decide("payout")
+        return _respond(decision, lambda: (200, render(sandbox.send_payout(request, decision))))
+
+    @app.get("/v1/payouts/{request_id:path}")
+    def get_payout(request_id: str) -> Response:
+        def work() -> Answer:
+            result = sandbox.get_payout(request_id)
+            if result is None:
+                return 404, {"error": "not_found", "message": f"no payout with request id {request_id!r}"}
+            return 200, render(result)
+
+        return _respond(sandbox.decide("get_payout"), work)
+
+    @app.get("/v1/batches/{batch_id}/file")
+    def get_batch_file(batch_id: str) -> Response:
+        try:
+            found = sandbox.batch_file(batch_id)
+        except ProcessorRefused as refusal:
+            return error_response(refusal_status(refusal.code), refusal.code, str(refusal))
+        if found is None:
+            return error_response(404, "not_found", f"no batch {batch_id!r}")
+        disposition = f'inline; filename="{found.filename}"'
+        return Response(found.content, media_type=found.media_type, headers={"Content-Disposition": disposition})
+
+    @app.get("/v1/batches/{batch_id}")
+    def get_batch(batch_id: str) -> Response:
+        found = sandbox.batch(batch_id)
+        if found is None:
+            return error_response(404, "not_found", f"no batch {batch_id!r}")
+        return json_response(200, found)
 
 
 def _add_sandbox_routes(app: FastAPI, sandbox: Sandbox, sink: WebhookSink | None) -> None:

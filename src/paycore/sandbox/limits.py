@@ -13,6 +13,21 @@ REQUEST_ID_LENGTH_MAX: Final = 255
 MERCHANT_ID_LENGTH_MAX: Final = 64
 TOKEN_LENGTH_MAX: Final = 64
 DESCRIPTION_LENGTH_MAX: Final = 1000
+BENEFICIARY_NAME_LENGTH_MAX: Final = 140
+IBAN_LENGTH_MAX: Final = 64  # as written, spaces included (an IBAN is at most 34 characters compact)
+BIC_LENGTH_MAX: Final = 11
+ROUTING_NUMBER_LENGTH: Final = 9
+ACCOUNT_NUMBER_LENGTH_MIN: Final = 4
+ACCOUNT_NUMBER_LENGTH_MAX: Final = 17  # NACHA's DFI account number field
+
+# What one bank file can carry: NACHA's amount fields are 10 digits per entry and 12 per
+# batch; the SEPA credit transfer scheme allows 999,999,999.99 EUR per payment.
+ACH_AMOUNT_MINOR_MAX: Final = 9_999_999_999
+ACH_BATCH_TOTAL_MINOR_MAX: Final = 999_999_999_999
+SEPA_AMOUNT_MINOR_MAX: Final = 99_999_999_999
+SEPA_BATCH_TOTAL_MINOR_MAX: Final = 9_007_199_254_740_991  # 2^53 - 1, so JSON readers get it exactly
+BANK_BATCH_MAX_MAX: Final = 10_000
+BANK_STEP_MS_MAX: Final = 86_400_000
 
 HOLD_MS_MAX: Final = 60_000  # how long the HTTP server sits on a dropped request or answer
 DELAY_MS_MAX: Final = 60_000
@@ -36,6 +51,20 @@ class SandboxSettings:
     background_rounds_max: int = 100  # per wake-up of the background loop
     lease_ms: int = 30_000  # a webhook being sent is not picked up by another deliverer meanwhile
     report_rows_per_fetch: int = 500
+    # The bank rail (compressed time: real banks take hours and days, see docs/sandbox.md).
+    bank_batch_window_ms: int = 500  # a batch closes this long after it opened ...
+    bank_batch_max: int = 1_000  # ... or when it holds this many payouts
+    bank_reject_after_ms: int = 300  # batch close -> the planned rejections
+    bank_settle_after_ms: int = 1_000  # batch close -> the other payouts settle
+    bank_return_after_ms: int = 1_000  # settlement -> a planned return
+    bank_late_return_after_ms: int = 3_000  # settlement -> a late return (R10, FOCR)
+    bank_steps_max: int = 100  # payouts moved (and batches closed) per transaction
+    ach_fee_minor: int = 25  # charged at settlement
+    sepa_fee_minor: int = 20
+    ach_return_fee_minor: int = 200  # charged on a return
+    sepa_return_fee_minor: int = 500
+    sepa_return_charges_minor: int = 100  # deducted from the returned amount by the AC04 test account
+    ach_sec_code: str = "PPD"  # the NACHA batch's standard entry class: PPD (people) or CCD (companies)
 
     def __post_init__(self) -> None:
         assert 0 <= self.hold_ms <= HOLD_MS_MAX
@@ -45,3 +74,17 @@ class SandboxSettings:
         assert self.webhook_timeout_ms >= 1
         assert self.webhook_batch_max >= 1 and self.settle_batch_max >= 1
         assert self.lease_ms > self.webhook_timeout_ms, "a lease outlives the send it covers"
+        assert 1 <= self.bank_batch_max <= BANK_BATCH_MAX_MAX and self.bank_steps_max >= 1
+        steps_ms = (
+            self.bank_batch_window_ms,
+            self.bank_reject_after_ms,
+            self.bank_settle_after_ms,
+            self.bank_return_after_ms,
+            self.bank_late_return_after_ms,
+        )
+        assert all(0 <= step_ms <= BANK_STEP_MS_MAX for step_ms in steps_ms)
+        assert self.bank_batch_window_ms >= 1, "a batch is open for a while: the payout that opens it joins it"
+        fees_minor = (self.ach_fee_minor, self.sepa_fee_minor, self.ach_return_fee_minor, self.sepa_return_fee_minor)
+        assert all(type(fee) is int and fee >= 0 for fee in fees_minor)
+        assert type(self.sepa_return_charges_minor) is int and self.sepa_return_charges_minor >= 0
+        assert self.ach_sec_code in ("PPD", "CCD")

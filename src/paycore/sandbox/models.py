@@ -10,6 +10,12 @@
   two rows with one `event_id`), written in the transaction that changed the object's
   status. `held` rows (reorder_webhooks) wait until the object's final event is queued.
 - `sandbox_webhook_attempts`: every attempt to deliver, with its HTTP status or error.
+- `sandbox_bank_batches`: the bank rail's batches, one open per (rail, currency) at a time
+  (a partial unique index says so), closed by time or by size.
+- `sandbox_bank_payouts`: one row per payout request id (the primary key is the dedupe), the
+  request as sent, its batch, what the test account planned for it (`planned_*`), what has
+  happened so far (`status` and a time per step) and when the next step is due
+  (`next_step_at_us`: NULL while its batch is open and once nothing more will happen).
 """
 
 from __future__ import annotations
@@ -29,9 +35,19 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
-from paycore.sandbox.limits import MERCHANT_ID_LENGTH_MAX, REQUEST_ID_LENGTH_MAX, TOKEN_LENGTH_MAX
+from paycore.sandbox.limits import (
+    ACCOUNT_NUMBER_LENGTH_MAX,
+    BENEFICIARY_NAME_LENGTH_MAX,
+    BIC_LENGTH_MAX,
+    IBAN_LENGTH_MAX,
+    MERCHANT_ID_LENGTH_MAX,
+    REQUEST_ID_LENGTH_MAX,
+    ROUTING_NUMBER_LENGTH,
+    TOKEN_LENGTH_MAX,
+)
 
 metadata = MetaData(
     naming_convention={
@@ -139,7 +155,7 @@ webhooks = Table(
     Column("delivered_at_us", BigInteger, nullable=True),
     PrimaryKeyConstraint("delivery_id"),
     CheckConstraint("state IN ('pending', 'delivered', 'dead')", name="state"),
-    CheckConstraint("object_type IN ('charge', 'refund')", name="object_type"),
+    CheckConstraint("object_type IN ('charge', 'refund', 'payout')", name="object_type"),
     CheckConstraint("sequence >= 1 AND attempts >= 0", name="counts"),
     Index("ix_sandbox_webhooks_state_due_at_us", "state", "due_at_us"),
     Index("ix_sandbox_webhooks_object_request_id", "object_type", "object_request_id"),
@@ -155,4 +171,116 @@ webhook_attempts = Table(
     Column("http_status", Integer, nullable=True),
     Column("error", String(500), nullable=True),
     PrimaryKeyConstraint("delivery_id", "attempt"),
+)
+
+bank_batches = Table(
+    "sandbox_bank_batches",
+    metadata,
+    Column("batch_id", String(ID_LENGTH), nullable=False),
+    Column("rail", String(4), nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("total_minor", BigInteger, nullable=False),
+    Column("opened_at_us", BigInteger, nullable=False),
+    Column("closes_at_us", BigInteger, nullable=False),  # the window's end; it may close earlier, when full
+    Column("closed_at_us", BigInteger, nullable=True),
+    PrimaryKeyConstraint("batch_id"),
+    CheckConstraint("rail IN ('ach', 'sepa')", name="rail"),
+    CheckConstraint("count >= 0 AND total_minor >= 0", name="totals"),
+    CheckConstraint("(count = 0) = (total_minor = 0)", name="total_of_count"),
+    CheckConstraint("closes_at_us >= opened_at_us", name="window"),
+    CheckConstraint("closed_at_us IS NULL OR closed_at_us >= opened_at_us", name="closed_after_opened"),
+    # One open batch per rail and currency: two payouts that find none cannot both open one.
+    Index(
+        "ix_sandbox_bank_batches_open",
+        "rail",
+        "currency",
+        unique=True,
+        sqlite_where=text("closed_at_us IS NULL"),
+        postgresql_where=text("closed_at_us IS NULL"),
+    ),
+    Index("ix_sandbox_bank_batches_closes_at_us", "closes_at_us"),
+)
+
+_PAYOUT_STATUS_IN = "IN ('accepted', 'rejected', 'settled', 'returned')"
+
+
+def _payout_checks() -> tuple[CheckConstraint, ...]:
+    return (
+        CheckConstraint(f"status {_PAYOUT_STATUS_IN}", name="status"),
+        CheckConstraint("rail IN ('ach', 'sepa')", name="rail"),
+        CheckConstraint("amount_minor > 0", name="amount_positive"),
+        CheckConstraint(
+            "(rail = 'sepa' AND iban IS NOT NULL AND routing_number IS NULL AND account_number IS NULL)"
+            " OR (rail = 'ach' AND iban IS NULL AND bic IS NULL"
+            " AND routing_number IS NOT NULL AND account_number IS NOT NULL)",
+            name="account_of_rail",
+        ),
+        CheckConstraint("planned_outcome IN ('settled', 'rejected', 'returned')", name="planned_outcome"),
+        CheckConstraint("(planned_outcome = 'settled') = (planned_code IS NULL)", name="planned_code"),
+        CheckConstraint("NOT planned_return_late OR planned_outcome = 'returned'", name="planned_late"),
+        CheckConstraint("status <> 'rejected' OR planned_outcome = 'rejected'", name="rejected_as_planned"),
+        CheckConstraint("status NOT IN ('settled', 'returned') OR planned_outcome <> 'rejected'", name="settled_ok"),
+        CheckConstraint("status <> 'returned' OR planned_outcome = 'returned'", name="returned_as_planned"),
+        CheckConstraint("(status = 'rejected') = (failure_code IS NOT NULL)", name="failure_code"),
+        CheckConstraint("(status = 'rejected') = (rejected_at_us IS NOT NULL)", name="rejected_at"),
+        CheckConstraint("(status IN ('settled', 'returned')) = (settled_at_us IS NOT NULL)", name="settled_at"),
+        CheckConstraint("(status = 'returned') = (returned_at_us IS NOT NULL)", name="returned_at"),
+        CheckConstraint("(status = 'returned') = (return_code IS NOT NULL)", name="return_code"),
+        CheckConstraint(
+            "(status = 'returned') = (return_amount_minor IS NOT NULL)"
+            " AND (return_amount_minor IS NULL OR (return_amount_minor > 0 AND return_amount_minor <= amount_minor))",
+            name="return_amount",
+        ),
+        CheckConstraint("fee_minor >= 0 AND (status IN ('settled', 'returned') OR fee_minor = 0)", name="fee"),
+        CheckConstraint("return_fee_minor >= 0 AND (status = 'returned' OR return_fee_minor = 0)", name="return_fee"),
+        # Nothing is due after a rejection or a return, nor after a settlement that stays settled.
+        CheckConstraint(
+            "next_step_at_us IS NULL OR status = 'accepted' OR (status = 'settled' AND planned_outcome = 'returned')",
+            name="next_step",
+        ),
+    )
+
+
+bank_payouts = Table(
+    "sandbox_bank_payouts",
+    metadata,
+    Column("request_id", String(REQUEST_ID_LENGTH_MAX), nullable=False),
+    Column("bank_payout_id", String(ID_LENGTH), nullable=False, unique=True),
+    Column("merchant_id", String(MERCHANT_ID_LENGTH_MAX), nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("rail", String(4), nullable=False),
+    Column("beneficiary_name", String(BENEFICIARY_NAME_LENGTH_MAX), nullable=False),
+    Column("iban", String(IBAN_LENGTH_MAX), nullable=True),
+    Column("bic", String(BIC_LENGTH_MAX), nullable=True),
+    Column("routing_number", String(ROUTING_NUMBER_LENGTH), nullable=True),
+    Column("account_number", String(ACCOUNT_NUMBER_LENGTH_MAX), nullable=True),
+    Column("batch_id", String(ID_LENGTH), ForeignKey("sandbox_bank_batches.batch_id"), nullable=False),
+    Column("status", String(STATUS_LENGTH), nullable=False),
+    Column("planned_outcome", String(STATUS_LENGTH), nullable=False),
+    Column("planned_code", String(CODE_LENGTH), nullable=True),
+    Column("planned_return_late", Boolean, nullable=False),
+    Column("planned_return_charges_minor", BigInteger, nullable=False),  # deducted by the returning bank
+    Column("settle_late_ms", BigInteger, nullable=False),  # the settle_late fault: the bank answers later
+    Column("fee_minor", BigInteger, nullable=False),
+    Column("failure_code", String(CODE_LENGTH), nullable=True),
+    Column("return_code", String(CODE_LENGTH), nullable=True),
+    Column("return_amount_minor", BigInteger, nullable=True),
+    Column("return_fee_minor", BigInteger, nullable=False),
+    Column("webhook_duplicate", Boolean, nullable=False),
+    Column("webhook_reorder", Boolean, nullable=False),
+    Column("accepted_at_us", BigInteger, nullable=False),
+    Column("rejected_at_us", BigInteger, nullable=True),
+    Column("settled_at_us", BigInteger, nullable=True),
+    Column("returned_at_us", BigInteger, nullable=True),
+    Column("next_step_at_us", BigInteger, nullable=True),
+    Column("updated_at_us", BigInteger, nullable=False),
+    PrimaryKeyConstraint("request_id"),
+    *_payout_checks(),
+    CheckConstraint("planned_return_charges_minor >= 0 AND settle_late_ms >= 0", name="plan_amounts"),
+    Index("ix_sandbox_bank_payouts_next_step_at_us", "next_step_at_us"),
+    Index("ix_sandbox_bank_payouts_batch_id", "batch_id"),
+    Index("ix_sandbox_bank_payouts_settled_at_us", "settled_at_us"),
+    Index("ix_sandbox_bank_payouts_returned_at_us", "returned_at_us"),
 )

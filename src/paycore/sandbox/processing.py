@@ -237,4 +237,5 @@ def _event(object_type: str, values: Any, sequence: int, data: dict[str, Any]) -
         data=data,
         duplicate=bool(values["webhook_duplicate"]),
         reorder=bool(values["webhook_reorder"]),
+        final=values["status"] != "pending",
     )

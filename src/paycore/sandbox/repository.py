@@ -5,10 +5,24 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, and_, literal, select, union_all, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    RowMapping,
+    Select,
+    String,
+    Table,
+    and_,
+    cast,
+    literal,
+    null,
+    select,
+    union_all,
+    update,
+)
 
 from paycore.db.sql import insert_or_ignore
-from paycore.sandbox.models import charges, refunds, webhook_attempts, webhooks
+from paycore.sandbox.models import bank_payouts, charges, refunds, webhook_attempts, webhooks
 
 # --- charges -------------------------------------------------------------------------------
 
@@ -160,28 +174,49 @@ def attempts_of(connection: Connection, delivery_id: str) -> Sequence[RowMapping
 
 
 def settlement_rows(connection: Connection, start_us: int, end_us: int, rows_per_fetch: int) -> Iterator[RowMapping]:
-    """Charges and refunds created in [start_us, end_us), in creation order, fetched in pages."""
-    charge_rows = select(
-        literal("charge").label("type"),
-        charges.c.request_id,
-        charges.c.processor_charge_id.label("processor_id"),
-        charges.c.merchant_id,
-        charges.c.amount_minor,
-        charges.c.currency,
-        charges.c.status,
-        charges.c.created_at_us,
-    ).where(and_(charges.c.created_at_us >= start_us, charges.c.created_at_us < end_us))
-    refund_rows = select(
-        literal("refund").label("type"),
-        refunds.c.request_id,
-        refunds.c.processor_refund_id.label("processor_id"),
-        refunds.c.merchant_id,
-        refunds.c.amount_minor,
-        refunds.c.currency,
-        refunds.c.status,
-        refunds.c.created_at_us,
-    ).where(and_(refunds.c.created_at_us >= start_us, refunds.c.created_at_us < end_us))
-    combined = union_all(charge_rows, refund_rows).subquery()
-    statement = select(combined).order_by(combined.c.created_at_us, combined.c.type, combined.c.request_id)
+    """What happened in [start_us, end_us), in time order, fetched in pages: charges and
+    refunds by creation, payouts by settlement (`payout`) and by return (`payout_return`).
+    `fee_minor` is NULL for charges and refunds (the report computes theirs)."""
+    combined = union_all(
+        _created_rows(charges, "charge", charges.c.processor_charge_id, start_us, end_us),
+        _created_rows(refunds, "refund", refunds.c.processor_refund_id, start_us, end_us),
+        _payout_rows("payout", start_us, end_us),
+        _payout_rows("payout_return", start_us, end_us),
+    ).subquery()
+    statement = select(combined).order_by(combined.c.at_us, combined.c.type, combined.c.request_id)
     result = connection.execution_options(yield_per=rows_per_fetch).execute(statement)
     yield from result.mappings()
+
+
+def _created_rows(table: Table, kind: str, processor_id: Any, start_us: int, end_us: int) -> Select[Any]:
+    return select(
+        literal(kind).label("type"),
+        table.c.request_id,
+        processor_id.label("processor_id"),
+        table.c.merchant_id,
+        table.c.amount_minor,
+        cast(null(), BigInteger).label("fee_minor"),
+        table.c.currency,
+        table.c.status,
+        table.c.created_at_us.label("at_us"),
+        cast(null(), String).label("batch_id"),
+        cast(null(), String).label("code"),
+    ).where(and_(table.c.created_at_us >= start_us, table.c.created_at_us < end_us))
+
+
+def _payout_rows(kind: str, start_us: int, end_us: int) -> Select[Any]:
+    returned = kind == "payout_return"
+    at_us = bank_payouts.c.returned_at_us if returned else bank_payouts.c.settled_at_us
+    return select(
+        literal(kind).label("type"),
+        bank_payouts.c.request_id,
+        bank_payouts.c.bank_payout_id.label("processor_id"),
+        bank_payouts.c.merchant_id,
+        (bank_payouts.c.return_amount_minor if returned else bank_payouts.c.amount_minor).label("amount_minor"),
+        (bank_payouts.c.return_fee_minor if returned else bank_payouts.c.fee_minor).label("fee_minor"),
+        bank_payouts.c.currency,
+        literal("returned" if returned else "settled").label("status"),
+        at_us.label("at_us"),
+        cast(bank_payouts.c.batch_id, String).label("batch_id"),
+        cast(bank_payouts.c.return_code if returned else null(), String).label("code"),
+    ).where(and_(at_us >= start_us, at_us < end_us))

@@ -7,13 +7,27 @@ import dataclasses
 from typing import Annotated, Any
 
 from pydantic import StringConstraints
+from sqlalchemy import RowMapping
 
+from paycore.kit import clock
 from paycore.kit.schemas import AmountMinor, Currency, StrictModel
-from paycore.processor.port import ChargeRequest, ChargeResult, RefundRequest, RefundResult
+from paycore.processor.port import (
+    ChargeRequest,
+    ChargeResult,
+    PayoutRequest,
+    PayoutResult,
+    RefundRequest,
+    RefundResult,
+)
 from paycore.sandbox.limits import (
+    ACCOUNT_NUMBER_LENGTH_MAX,
+    BENEFICIARY_NAME_LENGTH_MAX,
+    BIC_LENGTH_MAX,
     DESCRIPTION_LENGTH_MAX,
+    IBAN_LENGTH_MAX,
     MERCHANT_ID_LENGTH_MAX,
     REQUEST_ID_LENGTH_MAX,
+    ROUTING_NUMBER_LENGTH,
     TOKEN_LENGTH_MAX,
 )
 
@@ -21,6 +35,12 @@ RequestId = Annotated[str, StringConstraints(min_length=1, max_length=REQUEST_ID
 MerchantId = Annotated[str, StringConstraints(min_length=1, max_length=MERCHANT_ID_LENGTH_MAX)]
 Token = Annotated[str, StringConstraints(min_length=1, max_length=TOKEN_LENGTH_MAX)]
 Description = Annotated[str, StringConstraints(max_length=DESCRIPTION_LENGTH_MAX)]
+Rail = Annotated[str, StringConstraints(min_length=1, max_length=8)]
+BeneficiaryName = Annotated[str, StringConstraints(min_length=1, max_length=BENEFICIARY_NAME_LENGTH_MAX)]
+Iban = Annotated[str, StringConstraints(min_length=1, max_length=IBAN_LENGTH_MAX)]
+Bic = Annotated[str, StringConstraints(min_length=1, max_length=BIC_LENGTH_MAX)]
+RoutingNumber = Annotated[str, StringConstraints(min_length=1, max_length=ROUTING_NUMBER_LENGTH)]
+AccountNumber = Annotated[str, StringConstraints(min_length=1, max_length=ACCOUNT_NUMBER_LENGTH_MAX)]
 
 
 class ChargeBody(StrictModel):
@@ -46,6 +66,41 @@ class RefundBody(StrictModel):
         return RefundRequest(**self.model_dump())
 
 
-def render(result: ChargeResult | RefundResult) -> dict[str, Any]:
+class PayoutBody(StrictModel):
+    """The fields of `PayoutRequest`. Which account fields a rail needs, and whether they
+    are valid, is the service's check (so both transports refuse alike)."""
+
+    request_id: RequestId
+    merchant_id: MerchantId
+    amount_minor: AmountMinor
+    currency: Currency
+    rail: Rail
+    beneficiary_name: BeneficiaryName
+    iban: Iban | None = None
+    bic: Bic | None = None
+    routing_number: RoutingNumber | None = None
+    account_number: AccountNumber | None = None
+
+    def to_request(self) -> PayoutRequest:
+        return PayoutRequest(**self.model_dump())  # the rail's value is checked by the service
+
+
+def render(result: ChargeResult | RefundResult | PayoutResult) -> dict[str, Any]:
     """A result as JSON: exactly the fields of the port's dataclass."""
     return dataclasses.asdict(result)
+
+
+def render_batch(batch: RowMapping, payouts: list[PayoutResult]) -> dict[str, Any]:
+    closed_at_us = batch["closed_at_us"]
+    return {
+        "batch_id": batch["batch_id"],
+        "rail": batch["rail"],
+        "currency": batch["currency"],
+        "status": "open" if closed_at_us is None else "closed",
+        "count": batch["count"],
+        "total_minor": batch["total_minor"],
+        "opened_at": clock.to_rfc3339(batch["opened_at_us"]),
+        "closes_at": clock.to_rfc3339(batch["closes_at_us"]),
+        "closed_at": None if closed_at_us is None else clock.to_rfc3339(closed_at_us),
+        "payouts": [render(payout) for payout in payouts],
+    }

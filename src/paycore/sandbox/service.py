@@ -3,8 +3,8 @@
 It owns its storage (a `Database` on its own URL, tables created at open), its fault plan,
 and its webhook outbox. Every call is one transaction, committed before it returns; nothing
 leaves the process inside a transaction. Transports (in-process, HTTP) ask `decide(op)`
-first, then call `charge` / `refund` / `get_*` with that decision, and apply its transport
-fault themselves.
+first, then call `charge` / `refund` / `send_payout` / `get_*` with that decision, and apply
+its transport fault themselves.
 """
 
 from __future__ import annotations
@@ -14,27 +14,42 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Final
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, inspect
 
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.kit import clock
-from paycore.kit.money import is_amount_minor, is_known_currency
-from paycore.processor.port import ChargeRequest, ChargeResult, ProcessorRefused, RefundRequest, RefundResult
-from paycore.sandbox import processing, repository, settlement
+from paycore.processor.port import (
+    ChargeRequest,
+    ChargeResult,
+    PayoutRequest,
+    PayoutResult,
+    ProcessorRefused,
+    RefundRequest,
+    RefundResult,
+)
+from paycore.sandbox import bank, bank_accounts, bank_repository, processing, repository, settlement
+from paycore.sandbox.bank_files import BatchFile, batch_file
+from paycore.sandbox.checks import check_money, check_text
 from paycore.sandbox.faults import NO_FAULTS, Decision, FaultInjector, FaultPlan, Op
 from paycore.sandbox.limits import (
+    BANK_BATCH_MAX_MAX,
     DEFAULT_WEBHOOK_SECRET,
     DESCRIPTION_LENGTH_MAX,
     MERCHANT_ID_LENGTH_MAX,
     REQUEST_ID_LENGTH_MAX,
     SandboxSettings,
 )
-from paycore.sandbox.models import metadata
+from paycore.sandbox.models import bank_payouts, metadata, webhooks
+from paycore.sandbox.schemas import render_batch
 from paycore.sandbox.webhooks import Deliverer, WebhookSink
 
 log = logging.getLogger(__name__)
 TOKENS: Final = tuple(processing.TOKENS)
+
+
+class SandboxSchemaOutdated(RuntimeError):
+    """The sandbox database was made by an older paycore: the sandbox has no migrations."""
 
 
 class Sandbox:
@@ -54,6 +69,13 @@ class Sandbox:
     ) -> Sandbox:
         """Connect to the sandbox's own database and create its tables if missing."""
         database = Database(Settings(database_url=database_url))
+        tables = set(inspect(database.engine).get_table_names())
+        if webhooks.name in tables and bank_payouts.name not in tables:
+            database.dispose()
+            raise SandboxSchemaOutdated(
+                f"the sandbox database {database_url!r} predates the bank rail and the sandbox has no "
+                "migrations: its state is test state, delete it (or its sandbox_* tables) and start again"
+            )
         metadata.create_all(database.engine, checkfirst=True)
         return cls(database, settings or SandboxSettings(), webhook_secret)
 
@@ -112,13 +134,59 @@ class Sandbox:
     def settlement_report(self, day: str) -> Iterator[str]:
         return settlement.report_lines(self.database, day, self.settings.report_rows_per_fetch)
 
-    # --- background work: settling late items, delivering webhooks --------------------
+    # --- the bank rail ------------------------------------------------------------------
+
+    def send_payout(self, request: PayoutRequest, faults: Decision = NO_FAULTS) -> PayoutResult:
+        """Accept (or replay) a payout into the open batch of its rail; like `charge`, the
+        transport asks `decide("payout")` and passes the decision."""
+        bank_accounts.check_payout(request)
+        now_us = clock.now_us()
+        try:
+            return self.database.transaction(
+                lambda connection: bank.create_payout(connection, request, faults, self.settings, now_us)
+            )
+        except bank.Replayed as replayed:
+            return bank.replay(replayed.row, request)
+
+    def get_payout(self, request_id: str) -> PayoutResult | None:
+        with self.database.read() as connection:
+            row = bank_repository.find_payout(connection, request_id)
+        return None if row is None else bank.payout_result(row)
+
+    def batch(self, batch_id: str) -> dict[str, Any] | None:
+        """A batch and its payouts, as JSON, or None if there is no such batch."""
+        with self.database.read() as connection:
+            row = bank_repository.find_batch(connection, batch_id)
+            if row is None:
+                return None
+            payouts = bank_repository.payouts_of_batch(connection, batch_id, BANK_BATCH_MAX_MAX)
+        return render_batch(row, [bank.payout_result(payout) for payout in payouts])
+
+    def batch_file(self, batch_id: str) -> BatchFile | None:
+        """The NACHA or pain.001 file of a closed batch; None if there is no such batch,
+        ProcessorRefused("batch_open") while it is open."""
+        with self.database.read() as connection:
+            row = bank_repository.find_batch(connection, batch_id)
+            if row is None:
+                return None
+            if row["closed_at_us"] is None:
+                raise ProcessorRefused("batch_open", f"batch {batch_id} is still open: its file is made when it closes")
+            payouts = bank_repository.payouts_of_batch(connection, batch_id, BANK_BATCH_MAX_MAX)
+        return batch_file(row, payouts, self.settings.ach_sec_code)
+
+    # --- background work: settling late items, moving payouts, delivering webhooks ----
 
     def settle_due(self, now_us: int | None = None) -> int:
-        """Give every pending charge and refund whose time has come its final status (at most
-        settle_batch_max of each); return how many."""
+        """Do what is due at `now_us`, one transaction per kind of step, each bounded: give
+        pending charges and refunds their final status (settle_batch_max of each), close the
+        bank batches whose window ended, then reject, settle or return the payouts whose next
+        step is due (bank_steps_max each). Return how many things changed."""
         now = clock.now_us() if now_us is None else now_us
-        return self.database.transaction(lambda connection: self._settle(connection, now))
+        changed = self.database.transaction(lambda connection: self._settle(connection, now))
+        changed += self.database.transaction(lambda connection: bank.close_due_batches(connection, self.settings, now))
+        return changed + self.database.transaction(
+            lambda connection: bank.run_due_steps(connection, self.settings, now)
+        )
 
     def _settle(self, connection: Connection, now_us: int) -> int:
         settled = 0
@@ -171,24 +239,10 @@ class Background:
 # --- request checks: before any transaction, so a refusal stores nothing ------------------
 
 
-def _check_text(name: str, value: object, length_max: int) -> None:
-    if not isinstance(value, str) or not 1 <= len(value) <= length_max:
-        raise ProcessorRefused("invalid_request", f"{name} must be a string of 1 to {length_max} characters")
-    if not value.isprintable():
-        raise ProcessorRefused("invalid_request", f"{name} must not contain control characters")
-
-
-def _check_money(amount_minor: object, currency: object) -> None:
-    if not is_amount_minor(amount_minor):
-        raise ProcessorRefused("invalid_amount", "amount_minor must be a positive integer of minor units")
-    if not is_known_currency(currency):
-        raise ProcessorRefused("invalid_currency", f"unsupported currency {currency!r}")
-
-
 def _check_charge(request: ChargeRequest) -> None:
-    _check_text("request_id", request.request_id, REQUEST_ID_LENGTH_MAX)
-    _check_text("merchant_id", request.merchant_id, MERCHANT_ID_LENGTH_MAX)
-    _check_money(request.amount_minor, request.currency)
+    check_text("request_id", request.request_id, REQUEST_ID_LENGTH_MAX)
+    check_text("merchant_id", request.merchant_id, MERCHANT_ID_LENGTH_MAX)
+    check_money(request.amount_minor, request.currency)
     if request.description is not None:
         if not isinstance(request.description, str) or len(request.description) > DESCRIPTION_LENGTH_MAX:
             raise ProcessorRefused("invalid_request", f"description is at most {DESCRIPTION_LENGTH_MAX} characters")
@@ -199,7 +253,7 @@ def _check_charge(request: ChargeRequest) -> None:
 
 
 def _check_refund(request: RefundRequest) -> None:
-    _check_text("request_id", request.request_id, REQUEST_ID_LENGTH_MAX)
-    _check_text("merchant_id", request.merchant_id, MERCHANT_ID_LENGTH_MAX)
-    _check_text("payment_reference", request.payment_reference, REQUEST_ID_LENGTH_MAX)
-    _check_money(request.amount_minor, request.currency)
+    check_text("request_id", request.request_id, REQUEST_ID_LENGTH_MAX)
+    check_text("merchant_id", request.merchant_id, MERCHANT_ID_LENGTH_MAX)
+    check_text("payment_reference", request.payment_reference, REQUEST_ID_LENGTH_MAX)
+    check_money(request.amount_minor, request.currency)

@@ -1,8 +1,15 @@
-"""The daily settlement report: a CSV of what the processor did on one UTC day.
+"""The daily settlement report: a CSV of what the processor and its bank did on one UTC day.
 
-One line per charge and per refund created that day, in creation order, with its status at
-the time the report is read and its fee. Fees are integer minor units: a succeeded charge
-costs 2.9% (rounded up) plus 30 minor units; failed and pending charges and every refund cost 0.
+In time order, one line per:
+- charge and refund created that day, with its status at the time the report is read;
+- payout settled that day (`payout`, status `settled`, the bank's sending fee);
+- payout returned that day (`payout_return`, status `returned`, the amount that came back,
+  the return fee and the return code in `code`).
+`created_at` is when the line's event happened (creation, settlement, return) and
+`batch_id` the bank batch a payout was sent in. Fees are integer minor units: a succeeded
+charge costs 2.9% (rounded up) plus 30 minor units; failed and pending charges and every
+refund cost 0; payout fees are the bank rail's (SandboxSettings). Rejected payouts moved no
+money and cost nothing, so they have no line.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import io
 import re
 from collections.abc import Iterator
 from typing import Final
+
+from sqlalchemy import RowMapping
 
 from paycore.db.engine import Database
 from paycore.kit import clock
@@ -29,6 +38,8 @@ COLUMNS: Final = (
     "currency",
     "status",
     "created_at",
+    "batch_id",
+    "code",
 )
 FEE_PER_MILLE: Final = 29
 FEE_FIXED_MINOR: Final = 30
@@ -41,6 +52,13 @@ def fee_minor(kind: str, status: str, amount_minor: int) -> int:
     if kind != "charge" or status != "succeeded":
         return 0
     return (amount_minor * FEE_PER_MILLE + 999) // 1000 + FEE_FIXED_MINOR
+
+
+def _fee_of(row: RowMapping) -> int:
+    if row["fee_minor"] is not None:  # the bank rail's fee, stored with the payout
+        fee: int = row["fee_minor"]
+        return fee
+    return fee_minor(row["type"], row["status"], row["amount_minor"])
 
 
 def day_bounds_us(day: str) -> tuple[int, int]:
@@ -82,9 +100,11 @@ def _lines(database: Database, start_us: int, end_us: int, rows_per_fetch: int) 
                     row["processor_id"],
                     row["merchant_id"],
                     row["amount_minor"],
-                    fee_minor(row["type"], row["status"], row["amount_minor"]),
+                    _fee_of(row),
                     row["currency"],
                     row["status"],
-                    clock.to_rfc3339(row["created_at_us"]),
+                    clock.to_rfc3339(row["at_us"]),
+                    row["batch_id"] or "",
+                    row["code"] or "",
                 )
             )

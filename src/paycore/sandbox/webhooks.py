@@ -3,12 +3,14 @@
 At least once, possibly out of order: an event is queued in the transaction that changed the
 object, then sent by `Deliverer.deliver_due` (after the commit, outside any transaction) and
 retried with exponential backoff and jitter until a 2xx or `webhook_attempts_max` attempts.
-Every attempt is recorded. Each event carries the object's `sequence` (1, then 2 if it was
-pending first), so a receiver can tell an old status from a new one.
+Every attempt is recorded. Each event carries the object's `sequence` (for a charge or a
+refund 1, then 2 if it was pending first; for a payout 2 when rejected or settled, 3 when
+returned), so a receiver can tell an old status from a new one.
 
 The fault plan shapes delivery per object: `duplicate_webhook` queues every event of the
 object twice (same event id, same body), `reorder_webhooks` holds the object's earlier
-events back until its final event is queued, then releases them to go after it.
+events back until its final event is queued, then releases them to go after it. (A payout's
+`settled` event is final unless a return is planned for it.)
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 # raises when no answer came (connection refused, timeout).
 WebhookSink = Callable[[bytes, dict[str, str]], int]
 
+OBJECT_TYPES: Final = ("charge", "refund", "payout")
 EVENT_ID_PREFIX: Final = "evt_sbx_"
 DELIVERY_ID_PREFIX: Final = "whd_"
 ERROR_LENGTH_MAX: Final = 500
@@ -45,18 +48,19 @@ _BACKOFF_DOUBLINGS_MAX: Final = 30  # 2**30 times the first delay is past any ca
 
 @dataclass(frozen=True)
 class EventSpec:
-    object_type: str  # charge | refund
+    object_type: str  # charge | refund | payout
     object_request_id: str
     sequence: int
     status: str
     data: Mapping[str, Any]
     duplicate: bool
     reorder: bool
+    final: bool  # the object's last event: the held ones (reorder) are released after it
 
 
 def enqueue(connection: Connection, event: EventSpec, now_us: int) -> str:
     """Queue an event (twice if duplicated) in the caller's transaction; return its id."""
-    assert event.object_type in ("charge", "refund") and event.sequence >= 1
+    assert event.object_type in OBJECT_TYPES and event.sequence >= 1
     assert event.data["status"] == event.status
     event_id = EVENT_ID_PREFIX + new_ulid()
     body = json.dumps(
@@ -70,7 +74,7 @@ def enqueue(connection: Connection, event: EventSpec, now_us: int) -> str:
         separators=(",", ":"),
         ensure_ascii=False,
     )
-    final = event.status != "pending"
+    final = event.final
     for _ in range(2 if event.duplicate else 1):
         repository.insert_webhook(
             connection,

@@ -100,7 +100,7 @@ def test_no_plan_means_no_faults_and_the_settings_defaults() -> None:
         ({"rules": [{"fault": "delay_ms", "percent": 10}]}, "'delay_ms' is required"),
         ({"rules": [{"fault": "error_500", "percent": 10, "delay_ms": 5}]}, "'delay_ms' is required"),
         ({"rules": [{"fault": "delay_ms", "percent": 10, "delay_ms": 60_001}]}, "delay_ms"),
-        ({"rules": [{"fault": "error_500", "percent": 10, "ops": ["payout"]}]}, "ops"),
+        ({"rules": [{"fault": "error_500", "percent": 10, "ops": ["transfer"]}]}, "ops"),
         ({"rules": [{"fault": "error_500", "percent": 10, "ops": []}]}, "ops"),
         ({"rules": [{"fault": "error_500", "percent": 10, "ops": ["charge", "charge"]}]}, "twice"),
         ({"rules": [{"fault": "settle_late", "percent": 10, "ops": ["get_charge"]}]}, "charge' and 'refund' only"),
