@@ -26,7 +26,7 @@ from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
 from tests.support import databases
 
-APPEND_ONLY_TABLES = ("ledger_entries", "ledger_transfers", "events")
+APPEND_ONLY_TABLES = ("ledger_entries", "ledger_transfers", "events", "payout_adjustments")
 
 
 @pytest.fixture
@@ -116,6 +116,14 @@ def one_transfer(database: Database) -> str:
             cause="test",
             actor="test",
             now_us=now,
+        )
+        connection.execute(  # and one payout adjustment: append-only like the ledger
+            text(
+                "INSERT INTO payout_adjustments (tenant_id, id, payout_id, kind, amount_minor, currency,"
+                " effective_on, source, dedupe_key, transfer_id, created_at_us)"
+                " VALUES ('t', 'adj_1', 'po_1', 'fee', 25, 'USD', '2026-11-29', 'bank', 'bank:fee', :transfer_id, :now)"
+            ),
+            {"transfer_id": transfer_id, "now": now},
         )
         return transfer_id
 

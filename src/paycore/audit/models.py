@@ -13,7 +13,7 @@ from sqlalchemy import CheckConstraint, Column, Index, PrimaryKeyConstraint, Str
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
 
-KINDS = ("state_change", "processor_call", "webhook")
+KINDS = ("state_change", "processor_call", "webhook", "api_call", "adjustment", "note")
 
 events = Table(
     "events",
@@ -31,7 +31,9 @@ events = Table(
     Column("data", Text, nullable=False),  # JSON
     created_at_column(),
     PrimaryKeyConstraint("tenant_id", "id"),
-    CheckConstraint("kind IN ('state_change', 'processor_call', 'webhook')", name="kind"),
+    CheckConstraint(
+        "kind IN ('state_change', 'processor_call', 'webhook', 'api_call', 'adjustment', 'note')", name="kind"
+    ),
     Index("ix_events_object", "tenant_id", "object_id", "id"),
     Index("ix_events_kind", "tenant_id", "kind", "id"),
 )

@@ -73,8 +73,13 @@ def record_processor_call(
     latency_ms: int,
     actor: str,
     now_us: int,
+    attempt: int | None = None,
 ) -> str:
-    """One call to the processor: what was sent, what came back (or the error), how long it took."""
+    """One call to the processor: what was sent, what came back (or the error), how long it
+    took, and (for payouts) which attempt it was."""
+    data: dict[str, Any] = {"request": request, "response": outcome, "latency_ms": latency_ms}
+    if attempt is not None:
+        data["attempt"] = attempt
     return _insert(
         connection,
         tenant_id,
@@ -87,7 +92,7 @@ def record_processor_call(
         cause=str(outcome.get("outcome", "answered")),
         actor=actor,
         now_us=now_us,
-        data={"request": request, "response": outcome, "latency_ms": latency_ms},
+        data=data,
     )
 
 
@@ -115,6 +120,68 @@ def record_webhook(
         actor="processor",
         now_us=now_us,
         data=payload,
+    )
+
+
+def record_api_call(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    object_type: str,
+    object_id: str,
+    operation: str,
+    status: int,
+    outcome: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None = None,
+) -> str:
+    """The result of one API request, accepted or refused (SPEC §11 audit log)."""
+    return _insert(
+        connection,
+        tenant_id,
+        kind="api_call",
+        type=f"api.{operation}",
+        object_type=object_type,
+        object_id=object_id,
+        from_state=None,
+        to_state=None,
+        cause=outcome,
+        actor=actor,
+        now_us=now_us,
+        data={"status": status, **(data or {})},
+    )
+
+
+def record_other(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    kind: str,
+    type: str,
+    object_type: str,
+    object_id: str,
+    cause: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None = None,
+) -> str:
+    """An `adjustment` (money moved for an object, its state unchanged) or a `note` (a
+    decision recorded without a change)."""
+    assert kind in ("adjustment", "note"), kind
+    return _insert(
+        connection,
+        tenant_id,
+        kind=kind,
+        type=type,
+        object_type=object_type,
+        object_id=object_id,
+        from_state=None,
+        to_state=None,
+        cause=cause,
+        actor=actor,
+        now_us=now_us,
+        data=data or {},
     )
 
 

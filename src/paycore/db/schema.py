@@ -8,6 +8,7 @@ from paycore.db.metadata import metadata
 from paycore.idempotency import models as _idempotency  # noqa: F401
 from paycore.ledger import models as _ledger  # noqa: F401
 from paycore.payments import models as _payments  # noqa: F401
+from paycore.payouts import models as _payouts  # noqa: F401
 from paycore.refunds import models as _refunds  # noqa: F401
 from paycore.tenants import models as _tenants  # noqa: F401
 from paycore.webhooks import models as _webhooks  # noqa: F401

@@ -15,6 +15,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
 from paycore.payments import repository as payments_repository
+from paycore.payouts import repository as payouts_repository
+from paycore.payouts import states as payout_states
 from paycore.refunds import repository as refunds_repository
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -30,7 +32,9 @@ class InDoubtCollector(Collector):
             summaries = {
                 "payment": payments_repository.in_doubt_summary(connection),
                 "refund": refunds_repository.in_doubt_summary(connection),
+                "payout": payouts_repository.in_doubt_summary(connection),
             }
+            payouts_by_state = payouts_repository.count_by_status(connection)
         items = GaugeMetricFamily("paycore_in_doubt_items", "Items whose outcome is not known yet", labels=["kind"])
         age = GaugeMetricFamily(
             "paycore_in_doubt_oldest_age_seconds", "Age of the oldest in-doubt item (0 if none)", labels=["kind"]
@@ -41,6 +45,10 @@ class InDoubtCollector(Collector):
             age.add_metric([kind], 0 if oldest_us is None else max(0, now - oldest_us) // 1_000_000)
         yield items
         yield age
+        by_state = GaugeMetricFamily("paycore_payouts", "Payouts by state", labels=["state"])
+        for state in payout_states.STATUSES:
+            by_state.add_metric([payout_states.public(state)], payouts_by_state.get(state, 0))
+        yield by_state
 
 
 class Metrics:

@@ -17,7 +17,7 @@ _lock = threading.Lock()
 _last_ms = 0
 _last_random = 0
 
-PREFIXES: Final = frozenset({"pay", "rf", "po", "acct", "txn", "evt", "ent", "cr", "key", "batch"})
+PREFIXES: Final = frozenset({"pay", "rf", "po", "acct", "txn", "evt", "ent", "cr", "key", "batch", "adj", "req"})
 
 
 def _encode(value: int, length: int) -> str:

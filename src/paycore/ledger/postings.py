@@ -114,6 +114,7 @@ def write_entries(
     pending: bool = False,
     released: Sequence[Entry] = (),
     prefix: str = "",
+    guarded: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Apply the entries' (and any released hold's) totals to their accounts, then insert the
     entries numbered with each account's next sequence numbers, which the balance UPDATE hands
@@ -122,7 +123,7 @@ def write_entries(
     added: dict[str, int] = defaultdict(int)
     for spec in specs:
         added[spec.account_id] += 1
-    counts = _apply(connection, tenant_id, account_rows, deltas, added, prefix)
+    counts = _apply(connection, tenant_id, account_rows, deltas, added, prefix, frozenset(guarded))
     next_sequence = {account_id: counts[account_id] - added[account_id] + 1 for account_id in added}
     rows = []
     for spec in specs:
@@ -182,6 +183,7 @@ def _apply(
     deltas: dict[str, Totals],
     added: Mapping[str, int],
     prefix: str,
+    guarded: frozenset[str] = frozenset(),
 ) -> dict[str, int]:
     """Update cached totals and entry counts in sorted account order (no deadlocks) and
     enforce flags on the totals the database returns, under the row lock the UPDATE took.
@@ -197,7 +199,7 @@ def _apply(
         totals, counts[account_id] = applied
         assert all(type(value) is int and 0 <= value <= BALANCE_MINOR_MAX for value in vars(totals).values())
         row = account_rows[account_id]
-        if row.no_overdraft and breaks_no_overdraft(totals, row.normal_balance):
+        if (row.no_overdraft or account_id in guarded) and breaks_no_overdraft(totals, row.normal_balance):
             raise InsufficientFunds(f"account {account_id} has insufficient available funds", param=f"{prefix}entries")
     return counts
 

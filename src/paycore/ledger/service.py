@@ -95,6 +95,7 @@ def create_transfer(
         now_us,
         pending=spec.pending,
         prefix=param_prefix,
+        guarded=spec.guard_available,
     )
     return new_transfer_view(values, entry_rows)
 

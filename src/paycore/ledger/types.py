@@ -34,6 +34,9 @@ class TransferSpec:
     metadata: dict[str, str] = field(default_factory=dict)
     reference_type: str = "adjustment"
     reference_id: str | None = None
+    # Accounts whose available balance this transfer may not take below zero, whatever their
+    # no_overdraft flag (a payout never spends money its source does not have).
+    guard_available: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 from sqlalchemy import Connection
@@ -27,7 +27,16 @@ from paycore.kit import signing
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.errors import InvalidRequest
 from paycore.payments import transitions
-from paycore.processor.port import ChargeResult, RefundResult
+from paycore.payouts import evidence as payout_evidence
+from paycore.payouts import transitions as payout_transitions
+from paycore.processor.port import (
+    PAYOUT_STATUSES,
+    RESULT_STATUSES,
+    ChargeResult,
+    PayoutResult,
+    RefundResult,
+    ResultStatus,
+)
 from paycore.refunds import evidence as refund_evidence
 from paycore.refunds import service as refunds
 from paycore.webhooks import repository
@@ -66,6 +75,9 @@ def receive(database: Database, secret: str, signature: str | None, body: bytes)
         event = ProcessorEvent.model_validate_json(body)
     except ValidationError as error:
         raise InvalidWebhook(f"the event does not have the documented shape: {error.errors()[0]['msg']}") from error
+    allowed = PAYOUT_STATUSES if event.data.object == "payout" else RESULT_STATUSES
+    if event.data.status not in allowed:
+        raise InvalidWebhook(f"a {event.data.object} event cannot say {event.data.status}", param="data.status")
 
     def work(connection: Connection) -> Received:
         now = clock_now_us()  # read inside: the wait for the write lock comes before it
@@ -96,7 +108,7 @@ def _apply(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
         return _apply_charge(connection, event, now_us)
     if event.data.object == "refund":
         return _apply_refund(connection, event, now_us)
-    return "unmatched"  # payouts arrive with their own domain
+    return _apply_payout(connection, event, now_us)
 
 
 def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
@@ -106,7 +118,7 @@ def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) ->
         return "unmatched"
     result = ChargeResult(
         request_id=data.request_id,
-        status=data.status,
+        status=cast(ResultStatus, data.status),  # checked against RESULT_STATUSES on receipt
         processor_charge_id=data.processor_charge_id or "",
         amount_minor=data.amount_minor,
         currency=data.currency,
@@ -141,7 +153,7 @@ def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) ->
         return "unmatched"
     result = RefundResult(
         request_id=data.request_id,
-        status=data.status,
+        status=cast(ResultStatus, data.status),  # checked against RESULT_STATUSES on receipt
         processor_refund_id=data.processor_refund_id or "",
         amount_minor=data.amount_minor,
         currency=data.currency,
@@ -170,6 +182,40 @@ def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) ->
         now_us=now_us,
     )
     return outcome
+
+
+def _apply_payout(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
+    """The payout whose id (= the bank's request id) the event names."""
+    data = event.data
+    payout = payout_transitions.find(connection, data.merchant_id, data.request_id, for_update=True)
+    if payout is None or data.status not in PAYOUT_STATUSES or data.rail is None:
+        return "unmatched"
+    result = PayoutResult(
+        request_id=data.request_id,
+        status=data.status,
+        bank_payout_id=data.bank_payout_id or "",
+        amount_minor=data.amount_minor,
+        currency=data.currency,
+        rail=data.rail,
+        batch_id=data.batch_id,
+        fee_minor=data.fee_minor or 0,
+        failure_code=data.failure_code,
+        return_code=data.return_code,
+        return_amount_minor=data.return_amount_minor,
+        return_fee_minor=data.return_fee_minor or 0,
+    )
+    _, outcome = payout_evidence.apply(connection, payout, result, cause="webhook", actor="bank", now_us=now_us)
+    audit.record_webhook(
+        connection,
+        payout.tenant_id,
+        object_type="payout",
+        object_id=payout.id,
+        event_type=event.type,
+        result=outcome,
+        payload={"event_id": event.id, "sequence": event.sequence, "status": data.status},
+        now_us=now_us,
+    )
+    return outcome if outcome in ("applied", "mismatch") else "stale"  # no_change, stale, late: kept, not applied
 
 
 def _settle(connection: Connection, tenant_id: str, event_id: str, result: str, *, attempts: int, now_us: int) -> None:

@@ -16,6 +16,7 @@ from paycore.kit import ids
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.payments import resolver
+from paycore.payouts import executor as payouts_executor
 from paycore.processor.port import Processor
 from paycore.refunds import executor as refunds_executor
 from paycore.webhooks import service as webhooks
@@ -68,6 +69,20 @@ def resolve_refunds(context: WorkerContext) -> int:
     return refunds_executor.resolve_due(context.database, context.processor, policy, context.worker_id)
 
 
+def queue_payouts(context: WorkerContext) -> int:
+    return payouts_executor.queue_due(context.database, context.settings.worker_batch_max)
+
+
+def send_payouts(context: WorkerContext) -> int:
+    policy = resolver_policy(context.settings)
+    return payouts_executor.send_due(context.database, context.processor, policy, context.worker_id)
+
+
+def resolve_payouts(context: WorkerContext) -> int:
+    policy = resolver_policy(context.settings)
+    return payouts_executor.resolve_due(context.database, context.processor, policy, context.worker_id)
+
+
 def rematch_webhooks(context: WorkerContext) -> int:
     return webhooks.rematch_due(context.database, context.settings.worker_batch_max)
 
@@ -88,5 +103,8 @@ JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
     ("resolve_payments", resolve_payments, lambda s: s.resolver_batch_max),
     ("send_refunds", send_refunds, lambda s: s.resolver_batch_max),
     ("resolve_refunds", resolve_refunds, lambda s: s.resolver_batch_max),
+    ("queue_payouts", queue_payouts, lambda s: s.worker_batch_max),
+    ("send_payouts", send_payouts, lambda s: s.resolver_batch_max),
+    ("resolve_payouts", resolve_payouts, lambda s: s.resolver_batch_max),
     ("rematch_webhooks", rematch_webhooks, lambda s: s.worker_batch_max),
 )

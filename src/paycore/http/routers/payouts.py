@@ -1,0 +1,179 @@
+"""SPEC §11: payouts. Scheduling holds the amount at once; workers send it on its day.
+
+Every schedule request's result, accepted or refused, is an `api_call` event in the audit
+log: an accepted one on the payout, a refused one under a request id of its own
+(`GET /v1/events?kind=api_call` is not offered; they are read with the payout events or in
+the database, docs/payouts.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+from sqlalchemy import Connection
+
+from paycore.audit import service as audit
+from paycore.http import idempotent
+from paycore.http.context import authenticate, caller
+from paycore.http.errors import json_response
+from paycore.http.refusals import audit_refusal
+from paycore.http.responses import ERRORS, IDEMPOTENT
+from paycore.http.routers.events import event_json
+from paycore.kit.errors import DomainError, InvalidRequest
+from paycore.payouts import adjustments, schemas, states, transitions
+from paycore.payouts import service as payouts
+from paycore.payouts.adjustments import NewAdjustment
+from paycore.payouts.service import NewPayout
+from paycore.payouts.validation import Beneficiary
+
+router = APIRouter(tags=["payouts"], dependencies=[Depends(authenticate)])
+SCHEDULE = "payouts.schedule"
+
+_CREATE_RESPONSES = {
+    **ERRORS,
+    201: {"description": "The payout, in scheduled; its amount held on the source account"},
+    404: {"description": "account_not_found: no such source account"},
+    422: {"description": "insufficient_funds or currency_mismatch (recorded under the key)"},
+}
+_CANCEL_RESPONSES = {
+    **ERRORS,
+    200: {"description": "The payout, canceled (again: the same body)"},
+    409: {"description": "payout_not_cancelable: a worker has claimed it or it has moved on (body adds `status`)"},
+}
+_ADJUST_RESPONSES = {
+    **ERRORS,
+    201: {"description": "The adjustment, with its ledger transfer"},
+    409: {"description": "adjustment_not_allowed: the payout's state or amounts do not admit it (adds `status`)"},
+}
+
+
+@router.post("/v1/payouts", status_code=201, responses=_CREATE_RESPONSES, openapi_extra=IDEMPOTENT)
+def schedule_payout(body: schemas.PayoutCreate, request: Request) -> Response:
+    """Schedule a payout to a bank account (ACH in USD, SEPA in EUR) for `execute_on`
+    (today, UTC, when absent). The amount is held on the source account at once."""
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=True)
+    new = NewPayout(
+        amount_minor=body.amount_minor,
+        currency=body.currency,
+        source_account_id=body.source_account,
+        rail=body.rail,
+        beneficiary=Beneficiary(**body.beneficiary.model_dump()),
+        execute_on=body.execute_on,
+        metadata=body.metadata,
+        idempotency_key=key,
+    )
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        payout = payouts.schedule(connection, tenant_id, new, now_us=now_us)
+        audit.record_api_call(
+            connection,
+            tenant_id,
+            object_type="payout",
+            object_id=payout.id,
+            operation=SCHEDULE,
+            status=201,
+            outcome="accepted",
+            actor="api",
+            now_us=now_us,
+            data={"idempotency_key": key},
+        )
+        return 201, schemas.payout_json(payout, payouts.history(connection, payout))
+
+    try:
+        response = idempotent.run(
+            request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), effect=effect, keep_forever=True
+        )
+    except DomainError as error:
+        audit_refusal(request, error)
+        raise
+    if response.status_code >= 400 and "idempotent-replayed" not in response.headers:
+        audit_refusal(request, None, status=response.status_code, body=bytes(response.body))
+    return response
+
+
+@router.get("/v1/payouts", responses=ERRORS)
+def list_payouts(
+    request: Request,
+    status: Annotated[str | None, Query(max_length=16)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    starting_after: Annotated[str | None, Query(max_length=64)] = None,
+) -> Response:
+    """The tenant's payouts, oldest first; `?status=in_doubt` for the ones awaiting the bank."""
+    tenant_id = caller(request).tenant_id
+    if status is not None and status not in {states.public(s) for s in states.STATUSES}:
+        names = ", ".join(states.public(s) for s in states.STATUSES)
+        raise InvalidRequest(f"status must be one of {names}", param="status")
+    limit = min(limit, request.app.state.settings.page_limit_max)
+    stored = None if status is None else states.stored(status)
+    with request.app.state.database.read() as connection:
+        page = payouts.page(connection, tenant_id, status=stored, starting_after=starting_after, limit=limit + 1)
+    data = [schemas.payout_json(payout) for payout in page[:limit]]
+    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+
+
+@router.get("/v1/payouts/{payout_id}", responses=ERRORS)
+def get_payout(payout_id: str, request: Request) -> Response:
+    tenant_id = caller(request).tenant_id
+    with request.app.state.database.read() as connection:
+        payout = transitions.load(connection, tenant_id, payout_id)
+        payload = schemas.payout_json(payout, payouts.history(connection, payout))
+        payload["adjustments"] = [schemas.adjustment_json(a) for a in payouts.adjustments(connection, payout)]
+    return json_response(200, payload)
+
+
+@router.post("/v1/payouts/{payout_id}/cancel", responses=_CANCEL_RESPONSES, openapi_extra=IDEMPOTENT)
+def cancel_payout(payout_id: str, request: Request) -> Response:
+    """scheduled|queued -> canceled, the hold voided. Races a worker's claim on one
+    compare-and-set: exactly one wins; the loser sees why (409 with the current status)."""
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=True)
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        payout = payouts.cancel(connection, tenant_id, payout_id, now_us=now_us)
+        return 200, schemas.payout_json(payout, payouts.history(connection, payout))
+
+    return idempotent.run(request, tenant_id=tenant_id, key=key, body={}, effect=effect, keep_forever=False)
+
+
+@router.get("/v1/payouts/{payout_id}/events", responses=ERRORS)
+def payout_events(payout_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=100)] = 100) -> Response:
+    """The payout's audit log, oldest first: the API result that created it, every state
+    change, every bank call (attempt number, request, answer or error, latency), webhooks,
+    adjustments."""
+    tenant_id = caller(request).tenant_id
+    with request.app.state.database.read() as connection:
+        transitions.load(connection, tenant_id, payout_id)
+        found = audit.events_of(connection, tenant_id, payout_id, limit=limit)
+    return json_response(200, {"object": "list", "data": [event_json(e) for e in found], "has_more": False})
+
+
+@router.post(
+    "/v1/payouts/{payout_id}/adjustments", status_code=201, responses=_ADJUST_RESPONSES, openapi_extra=IDEMPOTENT
+)
+def create_adjustment(payout_id: str, body: schemas.AdjustmentCreate, request: Request) -> Response:
+    """Record a chargeback of the payout's funding (or its reversal), a recovery from the
+    source account's owner, a fee reversal, or a refund from the beneficiary. Fees and
+    returns come from the bank."""
+    tenant_id = caller(request).tenant_id
+    key = idempotent.header_key(request, required=True)
+    assert key is not None
+    new = NewAdjustment(kind=body.kind, amount_minor=body.amount_minor, effective_on=body.effective_on, note=body.note)
+
+    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
+        adjustment, _ = adjustments.record_from_api(connection, tenant_id, payout_id, new, key=key, now_us=now_us)
+        return 201, schemas.adjustment_json(adjustment)
+
+    return idempotent.run(
+        request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), effect=effect, keep_forever=True
+    )
+
+
+@router.get("/v1/payouts/{payout_id}/adjustments", responses=ERRORS)
+def list_adjustments(payout_id: str, request: Request) -> Response:
+    tenant_id = caller(request).tenant_id
+    with request.app.state.database.read() as connection:
+        payout = transitions.load(connection, tenant_id, payout_id)
+        data = [schemas.adjustment_json(a) for a in payouts.adjustments(connection, payout)]
+    return json_response(200, {"object": "list", "data": data, "has_more": False})

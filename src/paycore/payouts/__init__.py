@@ -1,0 +1,1 @@
+"""Payouts (SPEC §11): scheduled credit transfers to bank accounts over ACH or SEPA."""

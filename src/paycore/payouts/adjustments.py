@@ -1,0 +1,178 @@
+"""Adjustments (SPEC §11): money that moved because of a payout after it was sent. Each is a
+row linked to the payout and a ledger transfer, written in one transaction, deduplicated on
+(payout, dedupe_key) so that a redelivered webhook or a retried request adds nothing.
+
+The bank reports fees (at settlement), returns and return fees. People record the rest
+through the API: chargebacks of the payout's funding and their reversals, recoveries from
+the source account's owner, fee reversals, refunds from the beneficiary. Each API kind is
+bounded by what it corrects (docs/losses.md), checked under the payout's row lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from sqlalchemy import Connection
+
+from paycore.audit import service as audit
+from paycore.kit import ids
+from paycore.kit.errors import InvalidAmount, InvalidRequest
+from paycore.kit.money import is_amount_minor
+from paycore.payouts import money, repository, states, transitions, windows
+from paycore.payouts.errors import AdjustmentNotAllowed
+from paycore.payouts.service import utc_day
+from paycore.payouts.types import Adjustment, Payout, adjustment_from_row
+
+API_KINDS: Final = ("chargeback", "chargeback_reversal", "recovery", "fee_reversal", "refund")
+# Money has left for the beneficiary in these: only then can it be charged back or recovered.
+_PAID_STATES: Final = frozenset({states.SENT, states.SETTLED, states.RETURNED})
+
+
+@dataclass(frozen=True)
+class NewAdjustment:
+    kind: str
+    amount_minor: int
+    effective_on: str | None = None  # YYYY-MM-DD; today (UTC) when absent
+    code: str | None = None
+    note: str | None = None
+
+
+def record(
+    connection: Connection,
+    payout: Payout,
+    new: NewAdjustment,
+    *,
+    source: str,
+    dedupe_key: str,
+    actor: str,
+    now_us: int,
+) -> tuple[Adjustment, bool]:
+    """Write the adjustment and its ledger transfer unless one with this key exists (then it
+    is returned unchanged). Returns (adjustment, created)."""
+    found = repository.adjustment_by_key(connection, payout.tenant_id, payout.id, dedupe_key)
+    if found is not None:
+        return adjustment_from_row(found), False
+    adjustment_id = ids.new_id("adj")
+    transfer_id = money.adjustment_transfer(connection, payout, new.kind, new.amount_minor, now_us=now_us)
+    values = {
+        "tenant_id": payout.tenant_id,
+        "id": adjustment_id,
+        "payout_id": payout.id,
+        "kind": new.kind,
+        "amount_minor": new.amount_minor,
+        "currency": payout.currency,
+        "code": new.code,
+        "effective_on": new.effective_on or utc_day(now_us).isoformat(),
+        "source": source,
+        "dedupe_key": dedupe_key,
+        "transfer_id": transfer_id,
+        "note": new.note,
+        "created_at_us": now_us,
+    }
+    inserted = repository.add_adjustment(connection, values)
+    assert inserted, "the payout's row lock (or SQLite's writer) serializes adjustments of one payout"
+    audit.record_other(
+        connection,
+        payout.tenant_id,
+        kind="adjustment",
+        type=f"payout.adjustment.{new.kind}",
+        object_type="payout",
+        object_id=payout.id,
+        cause=source,
+        actor=actor,
+        now_us=now_us,
+        data={"adjustment_id": adjustment_id, "amount_minor": new.amount_minor, "code": new.code},
+    )
+    return adjustment_from_row(repository.adjustment_by_key(connection, payout.tenant_id, payout.id, dedupe_key)), True
+
+
+def record_from_api(
+    connection: Connection, tenant_id: str, payout_id: str, new: NewAdjustment, *, key: str, now_us: int
+) -> tuple[Adjustment, bool]:
+    """A person's adjustment (one of API_KINDS), bounded by what it corrects."""
+    if new.kind not in API_KINDS:
+        raise InvalidRequest(f"kind must be one of {', '.join(API_KINDS)}", param="kind")
+    if not is_amount_minor(new.amount_minor):
+        raise InvalidAmount("amount_minor must be a positive integer up to 2^53 - 1", param="amount_minor")
+    payout = transitions.load(connection, tenant_id, payout_id, for_update=True)
+    if payout.status not in _PAID_STATES:
+        raise AdjustmentNotAllowed(
+            f"the payout is {states.public(payout.status)}: no money has left for the beneficiary",
+            status=states.public(payout.status),
+        )
+    room = _room(connection, payout, new.kind)
+    if new.amount_minor > room:
+        raise AdjustmentNotAllowed(
+            f"a {new.kind} of this payout can be at most {room} minor units now",
+            param="amount_minor",
+            status=states.public(payout.status),
+        )
+    return record(connection, payout, new, source="api", dedupe_key=f"key:{key}", actor="api", now_us=now_us)
+
+
+def _room(connection: Connection, payout: Payout, kind: str) -> int:
+    """How much of `kind` still fits: a reversal never exceeds what it reverses."""
+    totals = repository.adjustment_totals(connection, payout.tenant_id, payout.id)
+
+    def total(*kinds: str) -> int:
+        return sum(totals.get(k, 0) for k in kinds)
+
+    charged_back = total("chargeback") - total("chargeback_reversal")
+    if kind == "chargeback":
+        return payout.amount_minor - charged_back
+    if kind == "chargeback_reversal":
+        return charged_back
+    if kind == "fee_reversal":
+        return total("fee", "return_fee") - total("fee_reversal")
+    short_minor = payout.amount_minor - totals["return"] if "return" in totals else 0
+    return charged_back + short_minor - total("recovery", "refund")  # recovery, refund
+
+
+def record_bank_fee(connection: Connection, payout: Payout, fee_minor: int, *, now_us: int) -> None:
+    if fee_minor > 0:
+        new = NewAdjustment("fee", fee_minor)
+        record(connection, payout, new, source="bank", dedupe_key="bank:fee", actor="bank", now_us=now_us)
+
+
+def record_bank_return(
+    connection: Connection,
+    payout: Payout,
+    *,
+    code: str | None,
+    received_minor: int,
+    return_fee_minor: int,
+    returned_at_us: int,
+    cause: str,
+    now_us: int,
+) -> str:
+    """settled -> returned with its return (and return fee) adjustments, if the return came
+    inside its window; otherwise nothing changes and the refusal is in the audit log.
+    Returns "applied", "late" or "no_change"."""
+    assert payout.status == states.SETTLED and payout.settled_at_us is not None
+    closes_at_us = windows.closes_at_us(payout.rail, code, payout.settled_at_us)
+    if returned_at_us >= closes_at_us:
+        audit.record_other(
+            connection,
+            payout.tenant_id,
+            kind="note",
+            type="payout.return_refused",
+            object_type="payout",
+            object_id=payout.id,
+            cause="return_window_closed",
+            actor="paycore",
+            now_us=now_us,
+            data={"return_code": code, "window_closed_at_us": closes_at_us},
+        )
+        return "late"
+    moved = transitions.move(
+        connection, payout, states.RETURNED, cause=cause, actor="bank", now_us=now_us, values={"return_code": code}
+    )
+    if not moved.changed:
+        return "no_change"
+    returned = NewAdjustment("return", min(received_minor, payout.amount_minor), code=code)
+    record(connection, moved.payout, returned, source="bank", dedupe_key="bank:return", actor="bank", now_us=now_us)
+    if return_fee_minor > 0:
+        fee = NewAdjustment("return_fee", return_fee_minor, code=code)
+        record(connection, moved.payout, fee, source="bank", dedupe_key="bank:return_fee", actor="bank", now_us=now_us)
+    return "applied"

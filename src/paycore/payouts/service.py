@@ -1,0 +1,172 @@
+"""Scheduling and canceling payouts (SPEC §11). Every function runs in the caller's
+transaction; the HTTP layer wraps them with the request's idempotency key.
+
+Scheduling reserves the amount on the source account at once (a pending ledger transfer
+whose debit may not take the source below its available balance), so one balance cannot be
+paid out twice, whichever API process the requests reach: the check and the write happen
+under the account's row lock (SQLite: its one writer).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection
+
+from paycore.audit import service as audit
+from paycore.kit import ids
+from paycore.kit.errors import InvalidAmount
+from paycore.kit.money import is_amount_minor
+from paycore.ledger import service as ledger
+from paycore.ledger.errors import AccountNotFound, CurrencyMismatch
+from paycore.payouts import money, repository, states, transitions, validation
+from paycore.payouts.errors import PayoutNotCancelable
+from paycore.payouts.types import Adjustment, Payout, adjustment_from_row, payout_from_row
+from paycore.payouts.validation import Beneficiary
+
+HISTORY_LENGTH_MAX = 100
+
+
+@dataclass(frozen=True)
+class NewPayout:
+    amount_minor: int
+    currency: str
+    source_account_id: str
+    rail: str
+    beneficiary: Beneficiary
+    execute_on: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
+
+
+def new_payout_id() -> str:
+    return ids.new_id("po")
+
+
+def utc_day(now_us: int) -> dt.date:
+    return dt.datetime.fromtimestamp(now_us // 1_000_000, tz=dt.UTC).date()
+
+
+def schedule(
+    connection: Connection,
+    tenant_id: str,
+    new: NewPayout,
+    *,
+    now_us: int,
+    actor: str = "api",
+    new_id: Callable[[], str] = new_payout_id,
+) -> Payout:
+    """Validate, hold the amount on the source account, store the payout in `scheduled`.
+    Refusals: 400s (InvalidRequest subclasses), AccountNotFound, CurrencyMismatch and
+    InsufficientFunds (422, nothing stored)."""
+    if not is_amount_minor(new.amount_minor):
+        raise InvalidAmount("amount_minor must be a positive integer up to 2^53 - 1", param="amount_minor")
+    validation.check_rail(new.rail, new.currency)
+    beneficiary = validation.normalize_beneficiary(new.rail, new.beneficiary)
+    execute_on = validation.execute_on(new.execute_on, today=utc_day(now_us))
+    try:
+        source = ledger.get_account(connection, tenant_id, new.source_account_id)
+    except AccountNotFound as error:
+        raise AccountNotFound("no such source account", param="source_account") from error
+    if source.currency != new.currency:
+        raise CurrencyMismatch(
+            f"the source account holds {source.currency}, the payout is in {new.currency}", param="currency"
+        )
+    payout_id = new_id()
+    transfer_id = money.hold(connection, tenant_id, payout_id, source.id, new.amount_minor, new.currency, now_us)
+    repository.add(connection, _row(tenant_id, payout_id, new, beneficiary, execute_on, transfer_id, now_us))
+    audit.record_state_change(
+        connection,
+        tenant_id,
+        object_type="payout",
+        object_id=payout_id,
+        from_state=None,
+        to_state=states.public(states.SCHEDULED),
+        cause="payout_scheduled",
+        actor=actor,
+        now_us=now_us,
+        data={"execute_on": execute_on, "transfer_id": transfer_id},
+    )
+    return transitions.load(connection, tenant_id, payout_id)
+
+
+def _row(
+    tenant_id: str,
+    payout_id: str,
+    new: NewPayout,
+    beneficiary: Beneficiary,
+    execute_on: str,
+    transfer_id: str,
+    now_us: int,
+) -> dict[str, Any]:
+    return {
+        "tenant_id": tenant_id,
+        "id": payout_id,
+        "idempotency_key": new.idempotency_key,
+        "amount_minor": new.amount_minor,
+        "currency": new.currency,
+        "rail": new.rail,
+        "source_account_id": new.source_account_id,
+        "beneficiary_name": beneficiary.name,
+        "iban": beneficiary.iban,
+        "bic": beneficiary.bic,
+        "routing_number": beneficiary.routing_number,
+        "account_number": beneficiary.account_number,
+        "execute_on": execute_on,
+        "metadata": json.dumps(new.metadata, sort_keys=True),
+        "status": states.SCHEDULED,
+        "failure_code": None,
+        "return_code": None,
+        "transfer_id": transfer_id,
+        "bank_reference": None,
+        "batch_id": None,
+        "attempts": 0,
+        "next_attempt_at_us": None,
+        "claimed_by": None,
+        "claimed_until_us": None,
+        "in_doubt_since_us": None,
+        "sent_at_us": None,
+        "settled_at_us": None,
+        "returned_at_us": None,
+        "created_at_us": now_us,
+        "updated_at_us": now_us,
+    }
+
+
+def cancel(connection: Connection, tenant_id: str, payout_id: str, *, now_us: int, actor: str = "api") -> Payout:
+    """scheduled|queued -> canceled, the hold voided. One compare-and-set on the status decides
+    a race with a worker's claim; canceling a canceled payout answers it unchanged."""
+    payout = transitions.load(connection, tenant_id, payout_id, for_update=True)
+    if payout.status == states.CANCELED:
+        return payout
+    if payout.status in states.CANCELABLE:
+        moved = transitions.move(
+            connection, payout, states.CANCELED, cause="cancel_requested", actor=actor, now_us=now_us
+        )
+        if moved.changed or moved.payout.status == states.CANCELED:
+            return moved.payout
+        payout = moved.payout  # a worker claimed it between our read and our update
+    raise PayoutNotCancelable(
+        f"the payout is {states.public(payout.status)}: only a scheduled or queued payout can be canceled",
+        status=states.public(payout.status),
+    )
+
+
+def page(
+    connection: Connection, tenant_id: str, *, status: str | None, starting_after: str | None, limit: int
+) -> list[Payout]:
+    rows = repository.page(connection, tenant_id, status=status, starting_after=starting_after, limit=limit)
+    return [payout_from_row(row) for row in rows]
+
+
+def history(connection: Connection, payout: Payout) -> list[audit.Event]:
+    events = audit.events_of(connection, payout.tenant_id, payout.id, limit=HISTORY_LENGTH_MAX)
+    return [event for event in events if event.kind == "state_change"]
+
+
+def adjustments(connection: Connection, payout: Payout) -> list[Adjustment]:
+    return [adjustment_from_row(row) for row in repository.adjustments_of(connection, payout.tenant_id, payout.id)]

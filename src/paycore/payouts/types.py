@@ -1,0 +1,73 @@
+"""A payout as the domain sees it: an immutable value read from its row."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from paycore.payouts import states
+
+
+@dataclass(frozen=True)
+class Payout:
+    tenant_id: str
+    id: str
+    idempotency_key: str | None
+    amount_minor: int
+    currency: str
+    rail: str
+    source_account_id: str
+    beneficiary_name: str
+    iban: str | None
+    bic: str | None
+    routing_number: str | None
+    account_number: str | None
+    execute_on: str
+    metadata: dict[str, str]
+    status: str
+    failure_code: str | None
+    return_code: str | None
+    transfer_id: str
+    bank_reference: str | None
+    batch_id: str | None
+    attempts: int
+    next_attempt_at_us: int | None
+    claimed_by: str | None
+    claimed_until_us: int | None
+    in_doubt_since_us: int | None
+    sent_at_us: int | None
+    settled_at_us: int | None
+    returned_at_us: int | None
+    created_at_us: int
+    updated_at_us: int
+
+
+def payout_from_row(row: Any) -> Payout:
+    """The payout a row means: a status in a retired spelling (states.LEGACY_NAMES), in a row
+    not yet backfilled, reads as the status the code writes now."""
+    values = dict(row._mapping)
+    values["metadata"] = json.loads(values["metadata"])
+    values["status"] = states.normalize(values["status"])
+    return Payout(**values)
+
+
+@dataclass(frozen=True)
+class Adjustment:
+    tenant_id: str
+    id: str
+    payout_id: str
+    kind: str
+    amount_minor: int
+    currency: str
+    code: str | None
+    effective_on: str
+    source: str
+    dedupe_key: str
+    transfer_id: str
+    note: str | None
+    created_at_us: int
+
+
+def adjustment_from_row(row: Any) -> Adjustment:
+    return Adjustment(**dict(row._mapping))
