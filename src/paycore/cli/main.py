@@ -73,7 +73,7 @@ def serve(
     database = Database(settings)
     if dev or not database.is_postgres:
         migrate.upgrade(database)  # the embedded default migrates itself; PostgreSQL is upgraded by hand
-    elif not migrate.is_current(database):
+    elif not migrate.is_usable(database):
         raise typer.BadParameter("the database schema is behind: run `paycore db upgrade` first")
     with database.read() as connection:
         local_mode = not tenants.auth_required(connection)

@@ -20,7 +20,7 @@ console = Console()
 def create(name: str) -> None:
     """Create tenant NAME and print its API key (shown once; only its hash is stored)."""
     database = Database(Settings.from_env())
-    if not migrate.is_current(database):
+    if not migrate.is_usable(database):
         if database.is_postgres:
             console.print("[red]the database schema is behind: run `paycore db upgrade` first[/red]")
             raise typer.Exit(1)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Final
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import text
 
 from paycore.db.engine import Database
@@ -56,5 +58,36 @@ def upgrade(database: Database, revision: str = "head") -> None:
                 connection.commit()
 
 
+# The oldest schema this code works on (docs/migrations.md, "Which code runs on which schema"):
+# from here to head it reads and writes correctly, so a rolling deploy can run the migrations
+# of an expand/backfill/contract chain while processes of this release serve.
+OLDEST_COMPATIBLE_REVISION: Final = "0005"
+
+
 def is_current(database: Database) -> bool:
     return current_revision(database) == head_revision()
+
+
+def schema_state(database: Database) -> str:
+    """`current` (at head), `compatible` (between OLDEST_COMPATIBLE_REVISION and head),
+    `ahead` (a revision this code does not know: a newer release migrated first), or
+    `behind` (too old for this code: run `paycore db upgrade`)."""
+    current = current_revision(database)
+    script = ScriptDirectory.from_config(alembic_config())
+    head = script.get_current_head()
+    if current == head:
+        return "current"
+    if current is None:
+        return "behind"
+    try:
+        script.get_revision(current)
+    except CommandError:
+        return "ahead"
+    window = {OLDEST_COMPATIBLE_REVISION}  # iterate_revisions leaves out its lower bound
+    window.update(revision.revision for revision in script.iterate_revisions(head, OLDEST_COMPATIBLE_REVISION))
+    return "compatible" if current in window else "behind"
+
+
+def is_usable(database: Database) -> bool:
+    """True unless the schema is behind what this code needs."""
+    return schema_state(database) != "behind"

@@ -64,7 +64,8 @@ payouts = Table(
     PrimaryKeyConstraint("tenant_id", "id"),
     UniqueConstraint("tenant_id", "idempotency_key"),
     CheckConstraint(
-        "status IN ('scheduled', 'queued', 'processing', 'in_doubt', 'sent', 'settled', 'failed', 'returned',"
+        # `succeeded` is the stored name of the public `settled` (states.py; migrations 0005-0007).
+        "status IN ('scheduled', 'queued', 'processing', 'in_doubt', 'sent', 'succeeded', 'failed', 'returned',"
         " 'canceled')",
         name="status",
     ),

@@ -16,8 +16,14 @@
 has closed (docs/payouts.md). `in_doubt` is never left by a guess.
 
 Stored and public names. The drawing above, the API, the events table and the docs use the
-public names; `public` and `stored` translate (identities today), and every renderer and
-filter goes through them, so that a stored name can change without a public one changing.
+public names. The database stores `succeeded` for public `settled`, the word payments and
+refunds store for the same fact ("the counterparty confirmed the money arrived"), so one
+stored vocabulary means one thing across domains (docs/migrations.md). `SETTLED` is the
+stored value; `public` and `stored` translate, and every renderer and filter goes through
+them. Rows written by older code (revision 0004's) may say `settled` until migration 0006
+rewrites them:
+`LEGACY_NAMES` is the only place that knows, used when a row is read (`normalize`) and when a
+query filters on the status (`spellings`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ QUEUED: Final = "queued"
 PROCESSING: Final = "processing"
 IN_DOUBT: Final = "in_doubt"
 SENT: Final = "sent"
-SETTLED: Final = "settled"
+SETTLED: Final = "succeeded"  # public name: "settled"
 FAILED: Final = "failed"
 RETURNED: Final = "returned"
 CANCELED: Final = "canceled"
@@ -66,11 +72,14 @@ def allowed(from_state: str, to_state: str) -> bool:
 
 
 # Public name -> stored name where the two differ.
-_STORED_NAMES: Final[dict[str, str]] = {}
+_STORED_NAMES: Final = {"settled": SETTLED}
 _PUBLIC_NAMES: Final = {stored_name: public_name for public_name, stored_name in _STORED_NAMES.items()}
 
-# Retired stored spelling -> the stored name that replaced it (none yet).
-LEGACY_NAMES: Final[dict[str, str]] = {}
+# Retired stored spelling -> the stored name that replaced it. Rows written by code older
+# than migration 0005 say `settled`; migration 0006 rewrites them and 0007 makes the database
+# refuse the old spelling. Removable (with `normalize` and `spellings` becoming identities)
+# once 0007 has shipped to every database: no row can hold a legacy spelling after it.
+LEGACY_NAMES: Final = {"settled": SETTLED}
 
 
 def public(stored: str) -> str:

@@ -1,0 +1,53 @@
+"""Which schemas this code serves on (docs/migrations.md): at head, or anywhere from
+OLDEST_COMPATIBLE_REVISION to head (an expand/backfill/contract window a rolling deploy
+passes through), or ahead of it (a newer release migrated first); never behind it."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from paycore.config import Settings
+from paycore.db import migrate
+from paycore.db.engine import Database
+from paycore.http.app import create_app
+from tests.migrations import test_migrations
+
+empty_database = test_migrations.empty_database  # the fixture: a database with no tables at all
+
+
+def readyz(database: Database) -> tuple[int, str]:
+    settings = Settings(database_url=database.engine.url.render_as_string(hide_password=False))
+    with TestClient(create_app(settings, database)) as client:
+        response = client.get("/readyz")
+    return response.status_code, str(response.json()["migrations"])
+
+
+@pytest.mark.parametrize(
+    ("revision", "state", "status"),
+    [
+        ("0003", "behind", 503),
+        ("0004", "behind", 503),
+        ("0005", "compatible", 200),
+        ("0006", "compatible", 200),
+        ("head", "current", 200),
+    ],
+)
+def test_the_schema_window(empty_database: Database, revision: str, state: str, status: int) -> None:
+    migrate.upgrade(empty_database, revision)
+    assert migrate.schema_state(empty_database) == state
+    assert migrate.is_usable(empty_database) is (state != "behind")
+    assert readyz(empty_database) == (status, state)
+
+
+def test_a_revision_this_code_does_not_know_is_ahead(empty_database: Database) -> None:
+    migrate.upgrade(empty_database)
+    with empty_database.engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    assert migrate.schema_state(empty_database) == "ahead"
+    assert readyz(empty_database) == (200, "ahead")
+
+
+def test_an_empty_database_is_behind(empty_database: Database) -> None:
+    assert migrate.schema_state(empty_database) == "behind"
