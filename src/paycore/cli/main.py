@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from paycore.cli import db_commands, ledger_commands, processor_commands, simulate_commands, tenant_commands
+from paycore.cli import (
+    db_commands,
+    ledger_commands,
+    processor_commands,
+    report_commands,
+    simulate_commands,
+    tenant_commands,
+)
 from paycore.config import DEV_WEBHOOK_SECRET, Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
@@ -25,6 +32,7 @@ app.add_typer(db_commands.app, name="db")
 app.add_typer(ledger_commands.app, name="ledger")
 app.add_typer(tenant_commands.app, name="tenants")
 app.add_typer(processor_commands.app, name="processor")
+app.add_typer(report_commands.app, name="report")
 app.command(name="simulate")(simulate_commands.simulate)
 console = Console(stderr=True)
 _SANDBOX_INTERVAL_MS = 200

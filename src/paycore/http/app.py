@@ -11,7 +11,7 @@ from paycore.http import errors
 from paycore.http.context import AuthState
 from paycore.http.metrics import Metrics, RequestLatency
 from paycore.http.middleware import BodyLimit
-from paycore.http.routers import credits, events, health, ledger, payments, payouts, refunds, webhooks
+from paycore.http.routers import credits, events, health, ledger, payments, payouts, refunds, reports, webhooks
 from paycore.http.routers import settings as tenant_settings
 from paycore.processor.port import Processor
 
@@ -37,7 +37,7 @@ def create_app(
     app.state.auth = AuthState(database)
     app.state.metrics = Metrics(database)
     errors.install(app)
-    for router in (health, credits, ledger, payments, refunds, payouts, events, tenant_settings, webhooks):
+    for router in (health, credits, ledger, payments, refunds, payouts, reports, events, tenant_settings, webhooks):
         app.include_router(router.router)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)
     app.add_middleware(RequestLatency, metrics=app.state.metrics)

@@ -1,0 +1,28 @@
+"""The loss report's JSON (SPEC §11, docs/losses.md): amounts are JSON integers of minor units."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from paycore.reports.losses import CurrencyTotal, LossFilters, LossReport, LossRow
+
+
+def loss_row_json(row: LossRow) -> dict[str, Any]:
+    return {"object": "payout_loss", **asdict(row)}
+
+
+def totals_json(totals: list[CurrencyTotal]) -> list[dict[str, Any]]:
+    return [{"currency": t.currency, "loss_minor": t.loss_minor, "payouts": t.payouts} for t in totals]
+
+
+def report_json(report: LossReport, filters: LossFilters) -> dict[str, Any]:
+    """`from` / `to` as asked (null: unbounded); `totals` over every page of the filtered set."""
+    return {
+        "object": "list",
+        "data": [loss_row_json(row) for row in report.rows],
+        "has_more": report.has_more,
+        "totals": totals_json(report.totals),
+        "from": filters.from_day,
+        "to": filters.to_day,
+    }
