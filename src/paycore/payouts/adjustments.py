@@ -10,6 +10,7 @@ bounded by what it corrects (docs/losses.md), checked under the payout's row loc
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,7 +21,7 @@ from paycore.kit import ids
 from paycore.kit.errors import InvalidAmount, InvalidRequest
 from paycore.kit.money import is_amount_minor
 from paycore.payouts import money, repository, states, transitions, windows
-from paycore.payouts.errors import AdjustmentNotAllowed
+from paycore.payouts.errors import AdjustmentNotAllowed, InvalidEffectiveOn
 from paycore.payouts.service import utc_day
 from paycore.payouts.types import Adjustment, Payout, adjustment_from_row
 
@@ -95,6 +96,7 @@ def record_from_api(
         raise InvalidRequest(f"kind must be one of {', '.join(API_KINDS)}", param="kind")
     if not is_amount_minor(new.amount_minor):
         raise InvalidAmount("amount_minor must be a positive integer up to 2^53 - 1", param="amount_minor")
+    _check_effective_on(new.effective_on, today=utc_day(now_us))
     payout = transitions.load(connection, tenant_id, payout_id, for_update=True)
     if payout.status not in _PAID_STATES:
         raise AdjustmentNotAllowed(
@@ -109,6 +111,20 @@ def record_from_api(
             status=states.public(payout.status),
         )
     return record(connection, payout, new, source="api", dedupe_key=f"key:{key}", actor="api", now_us=now_us)
+
+
+def _check_effective_on(raw: str | None, *, today: dt.date) -> None:
+    """A real day (YYYY-MM-DD), not after today (UTC): the day the money moved."""
+    if raw is None:
+        return
+    try:
+        day = dt.date.fromisoformat(raw)
+    except ValueError as error:
+        raise InvalidEffectiveOn("effective_on must be a date YYYY-MM-DD", param="effective_on") from error
+    if len(raw) != 10:
+        raise InvalidEffectiveOn("effective_on must be a date YYYY-MM-DD", param="effective_on")
+    if day > today:
+        raise InvalidEffectiveOn(f"effective_on is after today ({today.isoformat()} UTC)", param="effective_on")
 
 
 def _room(connection: Connection, payout: Payout, kind: str) -> int:
@@ -129,9 +145,12 @@ def _room(connection: Connection, payout: Payout, kind: str) -> int:
     return charged_back + short_minor - total("recovery", "refund")  # recovery, refund
 
 
-def record_bank_fee(connection: Connection, payout: Payout, fee_minor: int, *, now_us: int) -> None:
+def record_bank_fee(
+    connection: Connection, payout: Payout, fee_minor: int, *, charged_at_us: int | None, now_us: int
+) -> None:
+    """The bank's fee for sending, booked on the day the bank says it settled (else today)."""
     if fee_minor > 0:
-        new = NewAdjustment("fee", fee_minor)
+        new = NewAdjustment("fee", fee_minor, effective_on=utc_day(charged_at_us or now_us).isoformat())
         record(connection, payout, new, source="bank", dedupe_key="bank:fee", actor="bank", now_us=now_us)
 
 
@@ -170,9 +189,11 @@ def record_bank_return(
     )
     if not moved.changed:
         return "no_change"
-    returned = NewAdjustment("return", min(received_minor, payout.amount_minor), code=code)
+    assert 0 < received_minor <= payout.amount_minor, "evidence.matches refuses any other amount"
+    day = utc_day(returned_at_us).isoformat()  # the day the bank says the money came back
+    returned = NewAdjustment("return", received_minor, effective_on=day, code=code)
     record(connection, moved.payout, returned, source="bank", dedupe_key="bank:return", actor="bank", now_us=now_us)
     if return_fee_minor > 0:
-        fee = NewAdjustment("return_fee", return_fee_minor, code=code)
+        fee = NewAdjustment("return_fee", return_fee_minor, effective_on=day, code=code)
         record(connection, moved.payout, fee, source="bank", dedupe_key="bank:return_fee", actor="bank", now_us=now_us)
     return "applied"

@@ -43,6 +43,10 @@ class InvalidExecuteOn(InvalidRequest):
     code = "invalid_execute_on"
 
 
+class InvalidEffectiveOn(InvalidRequest):
+    code = "invalid_effective_on"
+
+
 class SourceAccountNotFound(NotFound):
     code = "account_not_found"
 

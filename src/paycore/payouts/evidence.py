@@ -41,7 +41,11 @@ _PATHS: dict[str, dict[str, tuple[str, ...]]] = {
 
 
 def matches(payout: Payout, result: PayoutResult) -> bool:
-    return (result.amount_minor, result.currency, result.rail) == (payout.amount_minor, payout.currency, payout.rail)
+    """The bank's answer is about this payout as paycore sent it; a return gives back between
+    1 minor unit and the whole amount (anything else is for a person to look at)."""
+    same = (result.amount_minor, result.currency, result.rail) == (payout.amount_minor, payout.currency, payout.rail)
+    returned = result.return_amount_minor
+    return same and (returned is None or 0 < returned <= payout.amount_minor)
 
 
 def apply(
@@ -62,7 +66,9 @@ def apply(
                 connection,
                 payout,
                 code=result.return_code,
-                received_minor=result.return_amount_minor or payout.amount_minor,
+                received_minor=payout.amount_minor
+                if result.return_amount_minor is None
+                else result.return_amount_minor,
                 return_fee_minor=result.return_fee_minor,
                 returned_at_us=result.returned_at_us or now_us,
                 cause=cause,
@@ -77,7 +83,9 @@ def apply(
             return moved.payout, outcome
         payout, outcome = moved.payout, "applied"
         if step == states.SETTLED:
-            adjustments.record_bank_fee(connection, payout, result.fee_minor, now_us=now_us)
+            adjustments.record_bank_fee(
+                connection, payout, result.fee_minor, charged_at_us=result.settled_at_us, now_us=now_us
+            )
     return payout, outcome
 
 
