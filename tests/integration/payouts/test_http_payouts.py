@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import json
 from typing import Any
 
 import pytest
@@ -137,6 +138,10 @@ def test_missing_key_and_reused_key(client: TestClient, database: Database) -> N
     reused = post(client, body(source, amount_minor=999), key="k")
     assert reused.status_code == 409 and reused.json()["error"] == "idempotency_key_reused"
     assert balance(database, TENANT, source) == (5_000, -1_000, 4_000)
+    assert sorted(json.loads(r["data"])["error"] for r in refused_requests(database)) == [
+        "idempotency_key_required",
+        "idempotency_key_reused",
+    ]
 
 
 def test_one_key_sent_concurrently_makes_one_payout_and_one_hold(client: TestClient, database: Database) -> None:

@@ -52,6 +52,14 @@ _ADJUST_RESPONSES = {
 def schedule_payout(body: schemas.PayoutCreate, request: Request) -> Response:
     """Schedule a payout to a bank account (ACH in USD, SEPA in EUR) for `execute_on`
     (today, UTC, when absent). The amount is held on the source account at once."""
+    try:
+        return _schedule(body, request)
+    except DomainError as error:
+        audit_refusal(request, error)
+        raise
+
+
+def _schedule(body: schemas.PayoutCreate, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
     new = NewPayout(
@@ -81,13 +89,9 @@ def schedule_payout(body: schemas.PayoutCreate, request: Request) -> Response:
         )
         return 201, schemas.payout_json(payout, payouts.history(connection, payout))
 
-    try:
-        response = idempotent.run(
-            request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), effect=effect, keep_forever=True
-        )
-    except DomainError as error:
-        audit_refusal(request, error)
-        raise
+    response = idempotent.run(
+        request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), effect=effect, keep_forever=True
+    )
     if response.status_code >= 400 and "idempotent-replayed" not in response.headers:
         audit_refusal(request, None, status=response.status_code, body=bytes(response.body))
     return response
