@@ -10,6 +10,7 @@ from pydantic import Field
 from paycore.audit.service import Event
 from paycore.kit.clock import to_rfc3339
 from paycore.kit.schemas import AmountMinor, Currency, Id, Metadata, StrictModel
+from paycore.payments.schemas import history_json  # one rendering of a history for every money object
 from paycore.payouts import states, windows
 from paycore.payouts.types import Adjustment, Payout
 from paycore.payouts.validation import mask
@@ -40,20 +41,6 @@ class AdjustmentCreate(StrictModel):
     amount_minor: AmountMinor
     effective_on: str | None = Field(default=None, min_length=10, max_length=10, description="YYYY-MM-DD")
     note: str | None = Field(default=None, min_length=1, max_length=NOTE_LENGTH_MAX)
-
-
-def history_json(events: list[Event]) -> list[dict[str, Any]]:
-    return [
-        {
-            "from": event.from_state,
-            "to": event.to_state,
-            "cause": event.cause,
-            "actor": event.actor,
-            "at": to_rfc3339(event.created_at_us),
-        }
-        for event in events
-        if event.kind == "state_change"
-    ]
 
 
 def payout_json(payout: Payout, history: list[Event] | None = None) -> dict[str, Any]:
