@@ -159,7 +159,7 @@ def bank_news(connection: Connection, seen: Payout, returned: bool) -> None:
     payout = transitions.load(connection, seen.tenant_id, seen.id, for_update=True)
     at_us = now_us()
     if not returned:
-        adjustments.record_bank_fee(connection, payout, 25, now_us=at_us)
+        adjustments.record_bank_fee(connection, payout, 25, charged_at_us=at_us, now_us=at_us)
         return
     result = adjustments.record_bank_return(
         connection,
