@@ -5,7 +5,8 @@ A canceling process (as the API) and a claiming process (as a worker) walk the s
 queued payouts at the same moment. For every payout exactly one side won: canceled payouts
 were never claimed and their hold is voided; claimed ones are `processing`, the canceler
 was told `payout_not_cancelable` with status `processing`, and their hold still stands.
-The books verify after the run. On PostgreSQL, and on one SQLite file shared by both.
+The books verify after the run. On PostgreSQL, where both sides must win some (else nothing
+raced), and on one SQLite file shared by both (correctness only: its lock is not fair).
 """
 
 from __future__ import annotations
@@ -108,4 +109,8 @@ def test_cancel_racing_the_claim_across_processes_has_exactly_one_winner(
     )
     assert books_ok(database)
     print(f"{len(canceled)} canceled first, {len(claimed)} claimed first, of {PAYOUTS}")
-    assert canceled and claimed, "one side finished before the other started: nothing raced"
+    if database.is_postgres:
+        # Row locks: the two processes interleave, and each wins some. On SQLite one writer at
+        # a time, and its busy handler is not fair: one process can take every turn, so only
+        # the correctness above is asserted there.
+        assert canceled and claimed, "one side finished before the other started: nothing raced"
