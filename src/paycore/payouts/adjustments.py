@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import Connection
 
@@ -56,7 +56,7 @@ def record(
         return adjustment_from_row(found), False
     adjustment_id = ids.new_id("adj")
     transfer_id = money.adjustment_transfer(connection, payout, new.kind, new.amount_minor, now_us=now_us)
-    values = {
+    values: dict[str, Any] = {
         "tenant_id": payout.tenant_id,
         "id": adjustment_id,
         "payout_id": payout.id,
@@ -85,7 +85,7 @@ def record(
         now_us=now_us,
         data={"adjustment_id": adjustment_id, "amount_minor": new.amount_minor, "code": new.code},
     )
-    return adjustment_from_row(repository.adjustment_by_key(connection, payout.tenant_id, payout.id, dedupe_key)), True
+    return Adjustment(**values), True
 
 
 def record_from_api(

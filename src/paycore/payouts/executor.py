@@ -19,6 +19,7 @@ because the resolver asks before it re-sends and the bank dedupes on the payout'
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 from functools import partial
@@ -119,7 +120,7 @@ def _finish(connection: Connection, *, claimed: Payout, made: list[calls.Call], 
         attempts += 1
         calls.record(connection, current, call, attempt=attempts, actor=finish.worker_id, now_us=now)
     repository.set_values(connection, current.tenant_id, current.id, {"attempts": attempts})
-    current = transitions.load(connection, current.tenant_id, current.id)
+    current = dataclasses.replace(current, attempts=attempts)
     current = _apply(connection, current, made[-1], actor=finish.worker_id, now_us=now)
     if current.claimed_by != finish.worker_id or current.status not in states.AWAITING_BANK:
         return  # final, or our lease lapsed and another worker holds it: leave its schedule alone

@@ -78,7 +78,8 @@ def schedule(
         )
     payout_id = new_id()
     transfer_id = money.hold(connection, tenant_id, payout_id, source.id, new.amount_minor, new.currency, now_us)
-    repository.add(connection, _row(tenant_id, payout_id, new, beneficiary, execute_on, transfer_id, now_us))
+    row = _row(tenant_id, payout_id, new, beneficiary, execute_on, transfer_id, now_us)
+    repository.add(connection, row)
     audit.record_state_change(
         connection,
         tenant_id,
@@ -91,7 +92,7 @@ def schedule(
         now_us=now_us,
         data={"execute_on": execute_on, "transfer_id": transfer_id},
     )
-    return transitions.load(connection, tenant_id, payout_id)
+    return Payout(**{**row, "metadata": dict(new.metadata)})  # what was inserted: no re-read
 
 
 def _row(

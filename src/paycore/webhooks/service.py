@@ -132,16 +132,7 @@ def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) ->
         # A final answer that contradicts a final state: never applied, flagged for a person.
         outcome = "conflict"
         log.warning("webhook %s says %s for payment %s, which is %s", event.id, data.status, payment.id, payment.status)
-    audit.record_webhook(
-        connection,
-        payment.tenant_id,
-        object_type="payment",
-        object_id=payment.id,
-        event_type=event.type,
-        result=outcome,
-        payload={"event_id": event.id, "sequence": event.sequence, "status": data.status},
-        now_us=now_us,
-    )
+    _record(connection, event, "payment", payment.id, outcome, now_us)
     return outcome
 
 
@@ -171,16 +162,7 @@ def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) ->
     if outcome == "stale" and data.status != "pending" and data.status != refund.status:
         outcome = "conflict"  # a final answer that contradicts the refund's state: a person must look
         log.warning("webhook %s says %s for refund %s, which is %s", event.id, data.status, refund.id, refund.status)
-    audit.record_webhook(
-        connection,
-        refund.tenant_id,
-        object_type="refund",
-        object_id=refund.id,
-        event_type=event.type,
-        result=outcome,
-        payload={"event_id": event.id, "sequence": event.sequence, "status": data.status},
-        now_us=now_us,
-    )
+    _record(connection, event, "refund", refund.id, outcome, now_us)
     return outcome
 
 
@@ -205,17 +187,24 @@ def _apply_payout(connection: Connection, event: ProcessorEvent, now_us: int) ->
         return_fee_minor=data.return_fee_minor or 0,
     )
     _, outcome = payout_evidence.apply(connection, payout, result, cause="webhook", actor="bank", now_us=now_us)
+    _record(connection, event, "payout", payout.id, outcome, now_us)
+    return outcome if outcome in ("applied", "mismatch") else "stale"  # no_change, stale, late: kept, not applied
+
+
+def _record(
+    connection: Connection, event: ProcessorEvent, object_type: str, object_id: str, outcome: str, now_us: int
+) -> None:
+    """The event on the object's audit log, with what paycore made of it."""
     audit.record_webhook(
         connection,
-        payout.tenant_id,
-        object_type="payout",
-        object_id=payout.id,
+        event.data.merchant_id,
+        object_type=object_type,
+        object_id=object_id,
         event_type=event.type,
         result=outcome,
-        payload={"event_id": event.id, "sequence": event.sequence, "status": data.status},
+        payload={"event_id": event.id, "sequence": event.sequence, "status": event.data.status},
         now_us=now_us,
     )
-    return outcome if outcome in ("applied", "mismatch") else "stale"  # no_change, stale, late: kept, not applied
 
 
 def _settle(connection: Connection, tenant_id: str, event_id: str, result: str, *, attempts: int, now_us: int) -> None:
