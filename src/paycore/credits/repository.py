@@ -6,22 +6,30 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
-from paycore.credits.models import credits
+from paycore.db import driver
 
 if TYPE_CHECKING:
     from paycore.credits.service import Credit
 
+# On every credit: run on the driver, like the transfer it records (paycore.db.driver).
+_INSERT = driver.statement(
+    "INSERT INTO credits (tenant_id, id, idempotency_key, currency, amount_minor, lines, transfer_id, created_at_us)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
 
 def insert_credit(connection: Connection, credit: Credit, lines_json: str) -> None:
-    connection.execute(
-        credits.insert().values(
-            tenant_id=credit.tenant_id,
-            id=credit.id,
-            idempotency_key=credit.idempotency_key,
-            currency=credit.currency,
-            amount_minor=credit.amount_minor,
-            lines=lines_json,
-            transfer_id=credit.transfer_id,
-            created_at_us=credit.created_at_us,
-        )
+    driver.execute(
+        connection,
+        _INSERT,
+        (
+            credit.tenant_id,
+            credit.id,
+            credit.idempotency_key,
+            credit.currency,
+            credit.amount_minor,
+            lines_json,
+            credit.transfer_id,
+            credit.created_at_us,
+        ),
     )

@@ -6,20 +6,28 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, bindparam, delete, select, update
 
-from paycore.db.sql import insert_or_ignore
+from paycore.db import driver
 from paycore.idempotency.models import idempotency_keys as keys
+
+# Claiming a key and recording its response are on every money-moving POST: they run on the
+# driver (paycore.db.driver), like the transfer's own statements.
+_COLUMNS = tuple(column.name for column in keys.columns)
+_CLAIM = driver.statement(
+    f"INSERT INTO idempotency_keys ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+    ' ON CONFLICT (tenant_id, "key") DO NOTHING RETURNING "key"'
+)
+_RECORD = driver.statement(
+    'UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE tenant_id = ? AND "key" = ?'
+)
 
 
 def claim(connection: Connection, values: dict[str, Any]) -> bool:
-    return insert_or_ignore(connection, keys, values, ("tenant_id", "key"))
+    """Insert the key's row; False (and no change) if the key exists. On PostgreSQL a row
+    another transaction inserted and has not committed makes this wait for its outcome."""
+    return bool(driver.fetch(connection, _CLAIM, [values[name] for name in _COLUMNS]))
 
 
 _GET = select(keys).where(keys.c.tenant_id == bindparam("t"), keys.c.key == bindparam("k"))
-_RECORD = (
-    update(keys)
-    .where(keys.c.tenant_id == bindparam("t"), keys.c.key == bindparam("k"))
-    .values(response_status=bindparam("status"), response_body=bindparam("body"))
-)
 
 
 def get(connection: Connection, tenant_id: str, key: str) -> Row[Any] | None:
@@ -27,7 +35,7 @@ def get(connection: Connection, tenant_id: str, key: str) -> Row[Any] | None:
 
 
 def record_response(connection: Connection, tenant_id: str, key: str, status: int, body: str) -> None:
-    connection.execute(_RECORD, {"t": tenant_id, "k": key, "status": status, "body": body})
+    driver.execute(connection, _RECORD, (status, body, tenant_id, key))
 
 
 _COMPLETE = (

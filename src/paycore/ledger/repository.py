@@ -6,22 +6,18 @@ SQLAlchemy expression and its cache key on every call cost more CPU than the dat
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, bindparam, exists, func, select, update
+from sqlalchemy import Connection, Row, and_, bindparam, exists, func, select
 from sqlalchemy.orm import aliased
 
+from paycore.db import driver
 from paycore.db.sql import insert_or_ignore
 from paycore.ledger.balances import Totals
 from paycore.ledger.models import accounts, entries, transfers
-
-_TOTAL_COLUMNS = (
-    accounts.c.debits_posted_minor,
-    accounts.c.credits_posted_minor,
-    accounts.c.debits_pending_minor,
-    accounts.c.credits_pending_minor,
-)
 
 
 def insert_account(connection: Connection, values: dict[str, Any]) -> bool:
@@ -32,28 +28,50 @@ _GET_ACCOUNT = select(accounts).where(accounts.c.tenant_id == bindparam("t"), ac
 _GET_ACCOUNT_BY_CODE = select(accounts).where(
     accounts.c.tenant_id == bindparam("t"), accounts.c.code == bindparam("code")
 )
-_GET_ACCOUNTS_BY_CODES = select(accounts).where(
-    accounts.c.tenant_id == bindparam("t"), accounts.c.code.in_(bindparam("codes", expanding=True))
-)
-_GET_ACCOUNTS = select(accounts).where(
-    accounts.c.tenant_id == bindparam("t"), accounts.c.id.in_(bindparam("ids", expanding=True))
-)
+# The transfer path's statements run on the driver (paycore.db.driver): they are most of a
+# transfer's work, and SQLAlchemy's per-statement cost was larger than the database's.
+_ACCOUNT_COLUMNS = tuple(column.name for column in accounts.columns)
+AccountRow = namedtuple("AccountRow", _ACCOUNT_COLUMNS)  # type: ignore[misc]
+
+
+@lru_cache(maxsize=128)
+def _get_accounts_statement(by: str, count: int) -> driver.Statement:
+    assert by in ("id", "code"), by
+    marks = ", ".join("?" * count)
+    return driver.statement(
+        f"SELECT {', '.join(_ACCOUNT_COLUMNS)} FROM ledger_accounts WHERE tenant_id = ? AND {by} IN ({marks})"
+    )
+
+
 # Each total is checked against its bound *before* the addition, in the WHERE clause: the
 # addition itself would fail on PostgreSQL ("bigint out of range") and become a REAL on SQLite.
-_APPLY_TOTALS = (
-    update(accounts)
-    .where(
-        accounts.c.tenant_id == bindparam("t"),
-        accounts.c.id == bindparam("a"),
-        *(column <= bindparam(f"{column.name}_limit") for column in _TOTAL_COLUMNS),
-    )
-    .values(
-        {column: column + bindparam(f"{column.name}_delta") for column in _TOTAL_COLUMNS}
-        | {accounts.c.entries_count: accounts.c.entries_count + bindparam("entries_added")}
-    )
-    .returning(*_TOTAL_COLUMNS, accounts.c.entries_count)
+_APPLY_TOTALS = driver.statement(
+    "UPDATE ledger_accounts SET"
+    " debits_posted_minor = debits_posted_minor + ?, credits_posted_minor = credits_posted_minor + ?,"
+    " debits_pending_minor = debits_pending_minor + ?, credits_pending_minor = credits_pending_minor + ?,"
+    " entries_count = entries_count + ?"
+    " WHERE tenant_id = ? AND id = ?"
+    " AND debits_posted_minor <= ? AND credits_posted_minor <= ?"
+    " AND debits_pending_minor <= ? AND credits_pending_minor <= ?"
+    " RETURNING debits_posted_minor, credits_posted_minor, debits_pending_minor, credits_pending_minor,"
+    " entries_count"
 )
-_INSERT_TRANSFER = transfers.insert()
+_TRANSFER_COLUMNS = tuple(column.name for column in transfers.columns)
+_INSERT_TRANSFER = driver.statement(
+    f"INSERT INTO ledger_transfers ({', '.join(_TRANSFER_COLUMNS)}) VALUES ({', '.join('?' * len(_TRANSFER_COLUMNS))})"
+)
+_ENTRY_COLUMNS = tuple(column.name for column in entries.columns)
+# Entries per INSERT statement: bounds the statement's size (and SQLite's 32,766 variables).
+_ENTRIES_PER_STATEMENT_MAX = 64
+
+
+@lru_cache(maxsize=_ENTRIES_PER_STATEMENT_MAX)
+def _insert_entries_statement(count: int) -> driver.Statement:
+    # One multi-row INSERT: one round trip (psycopg's executemany pipelines, but its
+    # pipeline enter and exit cost more than the two rows of a transfer).
+    row = f"({', '.join('?' * len(_ENTRY_COLUMNS))})"
+    values = ", ".join([row] * count)
+    return driver.statement(f"INSERT INTO ledger_entries ({', '.join(_ENTRY_COLUMNS)}) VALUES {values}")
 
 
 def get_account(connection: Connection, tenant_id: str, account_id: str) -> Row[Any] | None:
@@ -64,13 +82,23 @@ def get_account_by_code(connection: Connection, tenant_id: str, code: str) -> Ro
     return connection.execute(_GET_ACCOUNT_BY_CODE, {"t": tenant_id, "code": code}).first()
 
 
-def get_accounts_by_codes(connection: Connection, tenant_id: str, codes: Sequence[str]) -> dict[str, Row[Any]]:
-    return {row.code: row for row in connection.execute(_GET_ACCOUNTS_BY_CODES, {"t": tenant_id, "codes": codes})}
+def get_accounts_by_codes(connection: Connection, tenant_id: str, codes: Sequence[str]) -> dict[str, Any]:
+    """The accounts found, by code (system accounts are looked up by code on every credit,
+    payment and payout, so this runs on the driver too)."""
+    return {row.code: row for row in _accounts_where(connection, tenant_id, "code", codes)}
 
 
-def get_accounts(connection: Connection, tenant_id: str, account_ids: Iterable[str]) -> dict[str, Row[Any]]:
-    ids = sorted(set(account_ids))
-    return {row.id: row for row in connection.execute(_GET_ACCOUNTS, {"t": tenant_id, "ids": ids})}
+def get_accounts(connection: Connection, tenant_id: str, account_ids: Iterable[str]) -> dict[str, Any]:
+    """The accounts found, by id, as rows with the table's column names as attributes."""
+    return {row.id: row for row in _accounts_where(connection, tenant_id, "id", account_ids)}
+
+
+def _accounts_where(connection: Connection, tenant_id: str, column: str, values: Iterable[str]) -> list[Any]:
+    wanted = sorted(set(values))
+    if not wanted:
+        return []
+    found = driver.fetch(connection, _get_accounts_statement(column, len(wanted)), (tenant_id, *wanted))
+    return [AccountRow._make(row) for row in found]
 
 
 def apply_totals(
@@ -85,16 +113,22 @@ def apply_totals(
     commit, and the entry count it returns numbers this transfer's entries in commit order.
     Callers update accounts in sorted id order, so two transfers never deadlock.
     """
-    params: dict[str, Any] = {"t": tenant_id, "a": account_id, "entries_added": entries_added}
-    for column, amount in zip(_TOTAL_COLUMNS, vars(delta).values(), strict=True):
-        params[f"{column.name}_delta"] = amount
-        params[f"{column.name}_limit"] = total_max - amount if amount > 0 else total_max
-    row = connection.execute(_APPLY_TOTALS, params).first()
-    return None if row is None else (Totals(*row[:4]), row[4])
+    amounts = (
+        delta.debits_posted_minor,
+        delta.credits_posted_minor,
+        delta.debits_pending_minor,
+        delta.credits_pending_minor,
+    )
+    limits = tuple(total_max - amount if amount > 0 else total_max for amount in amounts)
+    rows = driver.fetch(connection, _APPLY_TOTALS, (*amounts, entries_added, tenant_id, account_id, *limits))
+    if not rows:
+        return None
+    row = rows[0]
+    return Totals(row[0], row[1], row[2], row[3]), row[4]
 
 
 def insert_transfer(connection: Connection, values: dict[str, Any]) -> None:
-    connection.execute(_INSERT_TRANSFER, values)
+    driver.execute(connection, _INSERT_TRANSFER, [values[name] for name in _TRANSFER_COLUMNS])
 
 
 def insert_resolution(connection: Connection, values: dict[str, Any]) -> bool:
@@ -107,12 +141,11 @@ def insert_reversal(connection: Connection, values: dict[str, Any]) -> bool:
     return insert_or_ignore(connection, transfers, values, ("tenant_id", "reverses_id"))
 
 
-_INSERT_ENTRIES = entries.insert()
-
-
 def insert_entries(connection: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    if rows:
-        connection.execute(_INSERT_ENTRIES, list(rows))
+    for start in range(0, len(rows), _ENTRIES_PER_STATEMENT_MAX):
+        chunk = rows[start : start + _ENTRIES_PER_STATEMENT_MAX]
+        params = [row[name] for row in chunk for name in _ENTRY_COLUMNS]
+        driver.execute(connection, _insert_entries_statement(len(chunk)), params)
 
 
 def get_transfer(connection: Connection, tenant_id: str, transfer_id: str) -> Row[Any] | None:
