@@ -125,3 +125,49 @@ def load_accounts(connection: Connection, tenant_id: str, account_ids: Iterable[
         account_id: account_from_row(row)
         for account_id, row in repository.get_accounts(connection, tenant_id, account_ids).items()
     }
+
+
+class _FactsCache:
+    """What never changes about an account once written (its id, tenant, currency, normal
+    balance and flags: no statement updates them and none deletes an account), kept per
+    process so a transfer between known accounts reads none.
+
+    Its `balance` is whatever it was when first read: callers use only the facts. The cache
+    never decides that an account exists: the transfer's own UPDATE of each account finds
+    its row or refuses (see postings._apply), so an id cached from a transaction that rolled
+    back, or from another database, cannot move money. Ids are random, so two databases never
+    share one with different facts. Bounded: emptied when full."""
+
+    def __init__(self, size_max: int) -> None:
+        self._size_max = size_max
+        self._accounts: dict[tuple[str, str], Account] = {}
+
+    def get(self, tenant_id: str, account_id: str) -> Account | None:
+        return self._accounts.get((tenant_id, account_id))
+
+    def put(self, tenant_id: str, account: Account) -> None:
+        if len(self._accounts) >= self._size_max:
+            self._accounts = {}
+        self._accounts[(tenant_id, account.id)] = account
+
+
+ACCOUNT_FACTS_CACHED_MAX = 100_000
+_FACTS = _FactsCache(ACCOUNT_FACTS_CACHED_MAX)
+
+
+def load_account_facts(connection: Connection, tenant_id: str, account_ids: Iterable[str]) -> dict[str, Account]:
+    """The accounts found, by id, for their immutable facts only (their balances may be
+    stale): from this process's cache, reading only the ones it has not seen."""
+    found: dict[str, Account] = {}
+    missing = []
+    for account_id in set(account_ids):
+        cached = _FACTS.get(tenant_id, account_id)
+        if cached is None:
+            missing.append(account_id)
+        else:
+            found[account_id] = cached
+    if missing:
+        for account_id, account in load_accounts(connection, tenant_id, missing).items():
+            _FACTS.put(tenant_id, account)
+            found[account_id] = account
+    return found

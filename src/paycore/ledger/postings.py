@@ -15,7 +15,7 @@ from paycore.kit import ids
 from paycore.kit.errors import InvalidAmount
 from paycore.kit.money import AMOUNT_MINOR_MAX, BALANCE_MINOR_MAX
 from paycore.ledger import repository
-from paycore.ledger.accounts import load_accounts
+from paycore.ledger.accounts import load_account_facts
 from paycore.ledger.balances import Totals, breaks_no_overdraft
 from paycore.ledger.errors import (
     AccountNotFound,
@@ -46,7 +46,7 @@ def check_spec(
     if known_accounts is not None and wanted <= known_accounts.keys():
         account_rows = {account_id: known_accounts[account_id] for account_id in wanted}
     else:
-        account_rows = load_accounts(connection, tenant_id, wanted)
+        account_rows = load_account_facts(connection, tenant_id, wanted)
     sums: dict[str, int] = defaultdict(int)
     debits: dict[str, int] = defaultdict(int)
     for index, entry in enumerate(spec.entries):
@@ -195,6 +195,8 @@ def _apply(
             connection, tenant_id, account_id, delta, added.get(account_id, 0), BALANCE_MINOR_MAX
         )
         if applied is None:
+            if repository.get_account(connection, tenant_id, account_id) is None:
+                raise AccountNotFound(f"no account {account_id!r}", param=f"{prefix}entries")
             raise BalanceOverflow(f"account {account_id} would exceed its balance range", param=f"{prefix}entries")
         totals, counts[account_id] = applied
         assert all(type(value) is int and 0 <= value <= BALANCE_MINOR_MAX for value in vars(totals).values())

@@ -24,7 +24,7 @@ from paycore.ledger.accounts import (
     ensure_accounts,
     find_account_by_code,
     get_account,
-    load_accounts,
+    load_account_facts,
 )
 from paycore.ledger.errors import TransferExpired, TransferNotFound, TransferNotPending, TransferNotReversible
 from paycore.ledger.postings import check_spec, insert_resolution, post_entries, transfer_values, write_entries
@@ -135,7 +135,7 @@ def _post(connection: Connection, tenant_id: str, transfer_id: str, amount_minor
     posted_entries = post_entries(pending, amount_minor)
     resolution_id = ids.new_id("txn")
     insert_resolution(connection, tenant_id, resolution_id, "post", pending, now_us)
-    account_rows = load_accounts(connection, tenant_id, [e.account_id for e in pending.entries])
+    account_rows = load_account_facts(connection, tenant_id, [e.account_id for e in pending.entries])
     write_entries(connection, tenant_id, resolution_id, posted_entries, account_rows, now_us, released=pending.entries)
 
 
@@ -143,7 +143,7 @@ def _void(connection: Connection, tenant_id: str, transfer_id: str, kind: str, n
     assert kind in ("void", "expire"), kind
     pending = _unresolved_pending(connection, tenant_id, transfer_id)
     insert_resolution(connection, tenant_id, ids.new_id("txn"), kind, pending, now_us)
-    account_rows = load_accounts(connection, tenant_id, [e.account_id for e in pending.entries])
+    account_rows = load_account_facts(connection, tenant_id, [e.account_id for e in pending.entries])
     write_entries(connection, tenant_id, pending.id, (), account_rows, now_us, released=pending.entries)
 
 
