@@ -36,6 +36,7 @@ def main() -> int:
     parser.add_argument("--profiler", choices=("cprofile", "pyinstrument", "none"), default="cprofile")
     parser.add_argument("--postgres-url", default=common.DEFAULT_POSTGRES_URL)
     parser.add_argument("--top", type=int, default=40, help="cProfile rows to print")
+    parser.add_argument("--sort", default="cumulative", choices=["cumulative", "tottime"], help="cProfile order")
     args = parser.parse_args()
 
     from paycore.config import Settings
@@ -80,7 +81,7 @@ def main() -> int:
                 seq += 1
             profile.disable()
             out = io.StringIO()
-            pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(args.top)
+            pstats.Stats(profile, stream=out).sort_stats(args.sort).print_stats(args.top)
             print(out.getvalue())
         elif args.profiler == "pyinstrument":
             from pyinstrument import Profiler
