@@ -264,6 +264,55 @@ def test_balance_overflow_is_refused_at_exactly_the_64_bit_edge(database: Databa
     assert balance(database, sink)[0] == edge - 5
 
 
+def test_an_account_known_only_to_a_rolled_back_transaction_moves_no_money(
+    database: Database, books: dict[str, str]
+) -> None:
+    """Accounts' facts are cached per process (ADR 0007); an account created and read in a
+    transaction that rolled back is in that cache, but never in the database: a transfer to
+    it must be refused as not found, whatever the cache says."""
+
+    class Abandon(Exception):
+        pass
+
+    created: list[str] = []
+
+    def abandoned(connection: Connection) -> None:
+        ghost = ledger.create_account(
+            connection, TENANT, code="ghost", currency="USD", normal_balance="credit",
+            no_overdraft=False, metadata={}, now_us=now_us(),
+        )  # fmt: skip
+        created.append(ghost.id)
+        spec = TransferSpec(entries=(EntrySpec(books["cash"], "debit", 5), EntrySpec(ghost.id, "credit", 5)))
+        ledger.create_transfer(connection, TENANT, spec, now_us=now_us())  # caches the ghost's facts
+        raise Abandon
+
+    with pytest.raises(Abandon):
+        run(database, abandoned)
+    before = counts(database)
+    with pytest.raises(AccountNotFound):
+        move(database, (books["cash"], "debit", 5), (created[0], "credit", 5))
+    with pytest.raises(AccountNotFound):
+        move(database, (created[0], "debit", 5), (books["cash"], "credit", 5))
+    assert counts(database) == before
+    assert verified(database) == []
+
+
+def test_a_transfer_with_more_entries_than_one_insert_statement_holds(database: Database) -> None:
+    """Entries are inserted 64 rows per statement: 150 entries take three statements and
+    still number each account's entries 1, 2, 3, ... in order."""
+    source = open_account(database, "source", "debit")
+    sinks = [open_account(database, f"sink{index}", "credit") for index in range(3)]
+    legs = [(source, "debit", 1)] * 75 + [(sinks[index % 3], "credit", 1) for index in range(75)]
+    transfer_id = move(database, *legs)
+    with database.read() as connection:
+        transfer = ledger.get_transfer(connection, TENANT, transfer_id)
+        statement, _ = ledger.list_entries(connection, TENANT, source, limit=100, starting_after=None)
+    assert len(transfer.entries) == 150
+    assert [entry.account_sequence for entry in statement] == list(range(1, 76))
+    assert balance(database, sinks[0]) == (25, 0, 25)
+    assert verified(database) == []
+
+
 # ---------------------------------------------------------------------------- verify
 
 
