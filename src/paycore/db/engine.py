@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
 from paycore.config import Settings
+from paycore.db.group_commit import GroupCommitter, GroupTimeout
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -115,11 +115,11 @@ def _make_postgres_engine(settings: Settings) -> Engine:
 class Database:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        # SQLite only: writers of this process queue here before BEGIN IMMEDIATE. This is
-        # scheduling, not correctness (SQLite's own write lock still serialises every
-        # process): without it, waiting writers sleep in SQLite's busy handler, which
-        # backs off in steps of up to 100 ms, and tail latency explodes under load.
-        self._local_writer = threading.Lock()
+        # SQLite only: this process's write transactions queue here and commit in groups
+        # (paycore.db.group_commit). Scheduling, not correctness: SQLite's own write lock,
+        # taken by BEGIN IMMEDIATE, still serialises every process. Without a queue, waiting
+        # writers sleep in SQLite's busy handler, which backs off in steps of up to 100 ms.
+        self.write_groups = GroupCommitter(self._sqlite_transaction)
         url = settings.database_url
         if url.startswith("sqlite"):
             self.dialect = "sqlite"
@@ -158,14 +158,15 @@ class Database:
         if self.dialect != "sqlite":
             with self.engine.connect() as connection, connection.begin():
                 return work(connection)
-        wait_s = self.settings.idempotency_wait_ms / 1000
-        if not self._local_writer.acquire(timeout=wait_s):
-            raise DatabaseBusy("the database's write lock did not become free in time")
         try:
-            with self.engine.connect() as connection, connection.begin():
-                return work(connection)
-        finally:
-            self._local_writer.release()
+            return self.write_groups.run(work, wait_s=self.settings.idempotency_wait_ms / 1000)
+        except GroupTimeout as error:
+            raise DatabaseBusy(str(error)) from error
+
+    @contextmanager
+    def _sqlite_transaction(self) -> Iterator[Connection]:
+        with self.engine.connect() as connection, connection.begin():
+            yield connection
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
