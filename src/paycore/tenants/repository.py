@@ -6,8 +6,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, select, update
 
+from paycore.db import driver
 from paycore.db.sql import insert_or_ignore
 from paycore.tenants.models import api_keys, tenant_settings, tenants
+
+# Asked on every request while the server is in local mode (no key yet): on the driver.
+_ANY_API_KEY = driver.statement("SELECT id FROM api_keys LIMIT 1")
 
 
 def insert_tenant(connection: Connection, values: dict[str, Any]) -> bool:
@@ -19,7 +23,7 @@ def insert_api_key(connection: Connection, values: dict[str, Any]) -> None:
 
 
 def any_api_key(connection: Connection) -> bool:
-    return connection.execute(select(api_keys.c.id).limit(1)).first() is not None
+    return bool(driver.fetch(connection, _ANY_API_KEY, ()))
 
 
 def find_key(connection: Connection, key_hash: str) -> Row[Any] | None:
