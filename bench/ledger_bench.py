@@ -22,6 +22,10 @@ the configurations interleaved (so drift on a noisy machine hits them all alike)
   account funded up front. Each client has its own pair of accounts.
 - `hot`: the same, but every client debits ONE shared hot account (credit-normal,
   no_overdraft, big funding) into its own destination account.
+- `raw-transfer`: the rows of one `spread` transfer (key claim, accounts read, transfer,
+  balance UPDATEs with RETURNING, entries, recorded response) written by the bare driver with
+  paycore's settings, one transfer per commit (bench/_floor.py): the floor of a transfer on
+  this schema, so the report separates the database's own work from paycore's.
 
 Clients are OS processes (multiprocessing, spawn), so the GIL of one process is not what is
 measured. Every client connects and does one operation, then all wait for a common start;
@@ -57,11 +61,12 @@ AMOUNT_MINOR = 1
 FUNDING_MINOR = 10**15  # per funded account: far more than any run can spend
 PROBE_TABLE = "bench_commit_probe"
 BASELINES = ("raw-commit", "engine-commit")
-LEDGER_SCENARIOS = ("spread", "hot")
+LEDGER_SCENARIOS = ("raw-transfer", "spread", "hot")  # these write transfers between prepared accounts
 SCENARIOS = BASELINES + LEDGER_SCENARIOS
 DESCRIPTIONS = {
     "raw-commit": "bare INSERT + COMMIT, driver only (the physical limit)",
     "engine-commit": "bare INSERT + COMMIT through paycore's Database.transaction",
+    "raw-transfer": "the rows of one paycore transfer per commit, bare driver, no paycore (the schema's floor)",
     "spread": "paycore transfer (idempotency key + overdraft check), own accounts per client",
     "hot": "paycore transfer, every client debits one hot account",
 }
@@ -115,7 +120,8 @@ def _postgres_durability(read: Callable[[str], Any]) -> str:
     return f"synchronous_commit={read('SHOW synchronous_commit')}, fsync={read('SHOW fsync')}"
 
 
-def _raw_operation(spec: ClientSpec) -> tuple[Callable[[int], None], Callable[[], None], str]:
+def _driver_connection(spec: ClientSpec) -> Any:
+    """A bare driver connection with exactly paycore's connection settings."""
     from paycore.config import Settings
 
     settings = Settings()
@@ -129,6 +135,37 @@ def _raw_operation(spec: ClientSpec) -> tuple[Callable[[int], None], Callable[[]
         connection.execute("PRAGMA synchronous=FULL")
         connection.execute("PRAGMA foreign_keys=ON")
         connection.execute(f"PRAGMA busy_timeout={int(settings.idempotency_wait_ms)}")
+        return connection
+    import psycopg
+
+    assert spec.libpq_url is not None
+    options = (
+        f"-c lock_timeout={settings.idempotency_wait_ms} -c statement_timeout={settings.statement_timeout_ms}"
+        f" -c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 2}"
+    )
+    return psycopg.connect(spec.libpq_url, options=options, application_name="paycore-bench")
+
+
+def _raw_transfer_operation(spec: ClientSpec) -> tuple[Callable[[int], None], Callable[[], None], str]:
+    import _floor
+
+    assert spec.source_id is not None and spec.destination_id is not None
+    op, close = _floor.raw_transfer_operation(
+        spec.backend, lambda: _driver_connection(spec), TENANT, spec.tag, spec.index,
+        spec.source_id, spec.destination_id, AMOUNT_MINOR, CURRENCY,
+    )  # fmt: skip
+    probe = _driver_connection(spec)
+    if spec.backend == "sqlite":
+        durability = _sqlite_durability(lambda sql: probe.execute(sql).fetchone()[0])
+    else:
+        durability = _postgres_durability(lambda sql: probe.execute(sql).fetchone()[0])
+    probe.close()
+    return op, close, durability
+
+
+def _raw_operation(spec: ClientSpec) -> tuple[Callable[[int], None], Callable[[], None], str]:
+    if spec.backend == "sqlite":
+        connection = _driver_connection(spec)
         durability = _sqlite_durability(lambda sql: connection.execute(sql).fetchone()[0])
         insert = f"INSERT INTO {PROBE_TABLE} (run_tag, client, seq, created_at_us) VALUES (?, ?, ?, ?)"
 
@@ -144,14 +181,7 @@ def _raw_operation(spec: ClientSpec) -> tuple[Callable[[int], None], Callable[[]
 
         return sqlite_op, connection.close, durability
 
-    import psycopg
-
-    assert spec.libpq_url is not None
-    options = (
-        f"-c lock_timeout={settings.idempotency_wait_ms} -c statement_timeout={settings.statement_timeout_ms}"
-        f" -c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 2}"
-    )
-    pg = psycopg.connect(spec.libpq_url, options=options, application_name="paycore-bench")
+    pg = _driver_connection(spec)
     durability = _postgres_durability(lambda sql: pg.execute(sql).fetchone()[0])
     pg.commit()
     pg_insert = f"INSERT INTO {PROBE_TABLE} (run_tag, client, seq, created_at_us) VALUES (%s, %s, %s, %s)"
@@ -252,6 +282,7 @@ def client_main(spec: ClientSpec, messages: Any, go: Any, start_at: Any) -> None
         make = {
             "raw-commit": _raw_operation,
             "engine-commit": _engine_operation,
+            "raw-transfer": _raw_transfer_operation,
             "spread": _ledger_operation,
             "hot": _ledger_operation,
         }[spec.scenario]
@@ -517,6 +548,7 @@ def _summarise(results: list[RunResult]) -> list[dict[str, Any]]:
                 "p99_ms": common.median([r.latency_p99_ms for r in runs if r.latency_p99_ms is not None]),
                 "vs_raw": common.ratio(median, medians.get((backend, "raw-commit", clients))),
                 "vs_engine": common.ratio(median, medians.get((backend, "engine-commit", clients))),
+                "vs_floor": common.ratio(median, medians.get((backend, "raw-transfer", clients))),
                 "errors": sum(sum(r.errors.values()) for r in runs),
                 "checks_ok": all(not r.check_problems for r in runs),
             }
@@ -572,6 +604,7 @@ def render(
             common.fmt(row["p99_ms"], 2),
             common.fmt_ratio(row["vs_raw"]),
             common.fmt_ratio(row["vs_engine"]),
+            common.fmt_ratio(row["vs_floor"]),
             row["errors"],
             "ok" if row["checks_ok"] else "FAILED",
         ]
@@ -579,7 +612,7 @@ def render(
     ]
     headers = [
         "backend", "scenario", "clients", "median commits/s", "each repeat", "p50 ms", "p99 ms",
-        "vs raw-commit", "vs engine-commit", "errors", "books",
+        "vs raw-commit", "vs engine-commit", "vs raw-transfer", "errors", "books",
     ]  # fmt: skip
     parts += [common.markdown_table(headers, table_rows), ""]
     parts += ["Scenarios:", ""] + [f"- `{name}`: {text}" for name, text in DESCRIPTIONS.items()] + [""]
