@@ -22,6 +22,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
 from paycore.config import Settings
+from paycore.db import driver
 from paycore.db.group_commit import GroupCommitter, GroupTimeout
 
 T = TypeVar("T")
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 _LOCK_TIMEOUT_SQLSTATE = "55P03"
 _BACKOFF_MS_MAX = 200
+_BEGIN_DEFERRED = driver.statement("BEGIN")
+_BEGIN_IMMEDIATE = driver.statement("BEGIN IMMEDIATE")
 
 
 class DatabaseBusy(Exception):
@@ -86,7 +89,8 @@ def _make_sqlite_engine(settings: Settings) -> Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         readonly = connection.get_execution_options().get("paycore_readonly", False)
-        connection.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+        # On the driver: this runs for every transaction (paycore.db.driver says why).
+        driver.execute(connection, _BEGIN_DEFERRED if readonly else _BEGIN_IMMEDIATE, ())
 
     return engine
 

@@ -12,7 +12,8 @@ or exception. The others wait (bounded) and return what the leader handed them.
 What each caller sees is what a transaction of its own would give it (docs/adr/0008):
 
 - **Atomic per caller.** Each call runs inside `SAVEPOINT`; if it raises, `ROLLBACK TO` undoes
-  exactly its writes and the others go on. It gets its exception back.
+  exactly its writes and the others go on. It gets its exception back. (A call alone in its
+  group needs no savepoint: its exception rolls the whole transaction back.)
 - **Durable before answered.** No caller is answered before the COMMIT that holds its writes
   has returned. If BEGIN or COMMIT fails, or SQLite abandons the transaction, every caller of
   the group gets the error: none of them was acknowledged, none of them committed.
@@ -114,9 +115,13 @@ class GroupCommitter:
                 call.taken = True
         try:
             with self.open_transaction() as connection:
-                for call in group:
-                    _run_in_savepoint(connection, call)
-        except BaseException as error:  # BEGIN, COMMIT or a lost transaction: nobody committed
+                if len(group) == 1:
+                    # Alone: no savepoint needed, an exception rolls the transaction back.
+                    group[0].result = group[0].work(connection)
+                else:
+                    for call in group:
+                        _run_in_savepoint(connection, call)
+        except BaseException as error:  # the work of a lone call, BEGIN, COMMIT or a lost transaction
             for call in group:
                 call.result, call.error = None, error
         else:
