@@ -17,7 +17,8 @@ as 0/1 from SQLite, so callers convert them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,24 +42,24 @@ def statement(text: str) -> Statement:
 
 def fetch(connection: Connection, sql: Statement, params: Params) -> list[tuple[Any, ...]]:
     """Run a statement that returns rows (SELECT, or a write with RETURNING)."""
-    text = _text(connection, sql)
-    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.execute(text, params)
+    with _cursor(connection, sql, params) as cursor:
         return list(cursor.fetchall())
-    except connection.dialect.loaded_dbapi.Error as error:
-        raise _wrapped(connection, text, params, error) from error
-    finally:
-        cursor.close()
 
 
 def execute(connection: Connection, sql: Statement, params: Params) -> int:
     """Run a statement that returns no rows; the number of rows it changed."""
+    with _cursor(connection, sql, params) as cursor:
+        return int(cursor.rowcount)
+
+
+@contextmanager
+def _cursor(connection: Connection, sql: Statement, params: Params) -> Iterator[Any]:
+    """A driver cursor that has run `sql`; driver errors come out as SQLAlchemy's."""
     text = _text(connection, sql)
     cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(text, params)
-        return int(cursor.rowcount)
+        yield cursor
     except connection.dialect.loaded_dbapi.Error as error:
         raise _wrapped(connection, text, params, error) from error
     finally:

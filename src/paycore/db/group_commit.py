@@ -78,7 +78,6 @@ class GroupCommitter:
     _queue: deque[_Call[Any]] = field(default_factory=deque)
     _leading: bool = False
     groups_committed: int = 0  # for tests and diagnostics
-    calls_committed: int = 0
 
     def run(self, work: Callable[[Connection], T], wait_s: float) -> T:
         call: _Call[T] = _Call(work)
@@ -126,7 +125,6 @@ class GroupCommitter:
                 call.result, call.error = None, error
         else:
             self.groups_committed += 1
-            self.calls_committed += len(group)
         with self._condition:
             for call in group:
                 call.done = True
