@@ -19,7 +19,7 @@ _INSERT = driver.statement(
 
 
 def insert_credit(connection: Connection, credit: Credit, lines_json: str) -> None:
-    driver.defer(
+    driver.execute(
         connection,
         _INSERT,
         (

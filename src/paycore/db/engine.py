@@ -103,7 +103,7 @@ def _make_postgres_engine(settings: Settings) -> Engine:
             f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 2}",
         ]
     )
-    engine = create_engine(
+    return create_engine(
         settings.database_url,
         pool_size=settings.db_pool_size,
         max_overflow=0,
@@ -114,29 +114,6 @@ def _make_postgres_engine(settings: Settings) -> Engine:
         pool_recycle=3600,
         connect_args={"options": options, "application_name": "paycore"},
     )
-    _send_deferred_writes(engine)
-    return engine
-
-
-def _send_deferred_writes(engine: Engine) -> None:
-    """Deferred writes (paycore.db.driver.defer) go out before any statement SQLAlchemy runs
-    and with the COMMIT; a rollback or a connection's return to the pool forgets them."""
-
-    @event.listens_for(engine, "before_cursor_execute")
-    def _before_statement(connection: Connection, *_args: Any) -> None:
-        driver.flush(connection)
-
-    @event.listens_for(engine, "commit")
-    def _on_commit(connection: Connection) -> None:
-        driver.flush(connection, commit=True)
-
-    @event.listens_for(engine, "rollback")
-    def _on_rollback(connection: Connection) -> None:
-        driver.discard(connection.info)
-
-    @event.listens_for(engine, "reset")
-    def _on_reset(_dbapi_connection: Any, record: Any, _state: Any) -> None:
-        driver.discard(record.info)
 
 
 class Database:

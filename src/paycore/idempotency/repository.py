@@ -35,7 +35,7 @@ def get(connection: Connection, tenant_id: str, key: str) -> Row[Any] | None:
 
 
 def record_response(connection: Connection, tenant_id: str, key: str, status: int, body: str) -> None:
-    driver.defer(connection, _RECORD, (status, body, tenant_id, key))
+    driver.execute(connection, _RECORD, (status, body, tenant_id, key))
 
 
 _COMPLETE = (

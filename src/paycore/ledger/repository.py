@@ -128,7 +128,7 @@ def apply_totals(
 
 
 def insert_transfer(connection: Connection, values: dict[str, Any]) -> None:
-    driver.defer(connection, _INSERT_TRANSFER, [values[name] for name in _TRANSFER_COLUMNS])
+    driver.execute(connection, _INSERT_TRANSFER, [values[name] for name in _TRANSFER_COLUMNS])
 
 
 def insert_resolution(connection: Connection, values: dict[str, Any]) -> bool:
@@ -145,7 +145,7 @@ def insert_entries(connection: Connection, rows: Sequence[dict[str, Any]]) -> No
     for start in range(0, len(rows), _ENTRIES_PER_STATEMENT_MAX):
         chunk = rows[start : start + _ENTRIES_PER_STATEMENT_MAX]
         params = [row[name] for row in chunk for name in _ENTRY_COLUMNS]
-        driver.defer(connection, _insert_entries_statement(len(chunk)), params)
+        driver.execute(connection, _insert_entries_statement(len(chunk)), params)
 
 
 def get_transfer(connection: Connection, tenant_id: str, transfer_id: str) -> Row[Any] | None:
