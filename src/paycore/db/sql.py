@@ -7,8 +7,8 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Table
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql.dml import Insert
+
+from paycore.db import driver
 
 
 def insert_or_ignore(
@@ -21,16 +21,27 @@ def insert_or_ignore(
 
     On PostgreSQL a conflicting row that another transaction has inserted but not yet
     committed makes this wait (bounded by lock_timeout) for that transaction's outcome.
+
+    Runs on the driver (paycore.db.driver): it is on the money path (idempotency keys, ledger
+    resolutions and reversals, the sandbox's dedupe), and every column paycore declares is a
+    plain string, integer or boolean with no Python-side default, so the driver takes the
+    values as they are.
     """
-    statement = _insert_or_ignore(connection.dialect.name, table, tuple(conflict_columns))
-    return connection.execute(statement, dict(values)).first() is not None
+    names = tuple(values)
+    statement = _insert_or_ignore(table, names, tuple(conflict_columns))
+    return bool(driver.fetch(connection, statement, [values[name] for name in names]))
 
 
 @cache
-def _insert_or_ignore(dialect: str, table: Table, conflict_columns: tuple[str, ...]) -> Insert:
-    # Built once per (dialect, table, conflict target) and reused with bind parameters.
-    target = list(conflict_columns)
-    returned = table.c[conflict_columns[-1]]
-    if dialect == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=target).returning(returned)
-    return sqlite.insert(table).on_conflict_do_nothing(index_elements=target).returning(returned)
+def _insert_or_ignore(table: Table, names: tuple[str, ...], conflict_columns: tuple[str, ...]) -> driver.Statement:
+    # Built once per (table, columns given, conflict target). Identifiers are quoted: one
+    # column is called "key".
+    unknown = set(names + conflict_columns) - set(table.c.keys())
+    assert not unknown, f"{table.name} has no column {sorted(unknown)}"
+    columns = ", ".join(f'"{name}"' for name in names)
+    marks = ", ".join("?" * len(names))
+    target = ", ".join(f'"{name}"' for name in conflict_columns)
+    return driver.statement(
+        f'INSERT INTO "{table.name}" ({columns}) VALUES ({marks})'
+        f' ON CONFLICT ({target}) DO NOTHING RETURNING "{conflict_columns[-1]}"'
+    )

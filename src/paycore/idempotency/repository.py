@@ -7,15 +7,12 @@ from typing import Any
 from sqlalchemy import Connection, Row, bindparam, delete, select, update
 
 from paycore.db import driver
+from paycore.db.sql import insert_or_ignore
 from paycore.idempotency.models import idempotency_keys as keys
 
-# Claiming a key and recording its response are on every money-moving POST: they run on the
-# driver (paycore.db.driver), like the transfer's own statements.
-_COLUMNS = tuple(column.name for column in keys.columns)
-_CLAIM = driver.statement(
-    f"INSERT INTO idempotency_keys ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
-    ' ON CONFLICT (tenant_id, "key") DO NOTHING RETURNING "key"'
-)
+# Recording the response is on every money-moving POST: it runs on the driver
+# (paycore.db.driver), like the transfer's own statements (the claim does too, through
+# insert_or_ignore).
 _RECORD = driver.statement(
     'UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE tenant_id = ? AND "key" = ?'
 )
@@ -24,7 +21,7 @@ _RECORD = driver.statement(
 def claim(connection: Connection, values: dict[str, Any]) -> bool:
     """Insert the key's row; False (and no change) if the key exists. On PostgreSQL a row
     another transaction inserted and has not committed makes this wait for its outcome."""
-    return bool(driver.fetch(connection, _CLAIM, [values[name] for name in _COLUMNS]))
+    return insert_or_ignore(connection, keys, values, ("tenant_id", "key"))
 
 
 _GET = select(keys).where(keys.c.tenant_id == bindparam("t"), keys.c.key == bindparam("k"))
