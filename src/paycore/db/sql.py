@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Boolean, Connection, Integer, String, Table
 
 from paycore.db import driver
 
@@ -23,13 +23,16 @@ def insert_or_ignore(
     committed makes this wait (bounded by lock_timeout) for that transaction's outcome.
 
     Runs on the driver (paycore.db.driver): it is on the money path (idempotency keys, ledger
-    resolutions and reversals, the sandbox's dedupe), and every column paycore declares is a
-    plain string, integer or boolean with no Python-side default, so the driver takes the
-    values as they are.
+    resolutions and reversals, the sandbox's dedupe). The driver takes values as they are, so
+    the statement is refused (TypeError, once per table and column set) for a column that is
+    not a plain string, integer or boolean, or that has a Python-side default left unset.
     """
     names = tuple(values)
     statement = _insert_or_ignore(table, names, tuple(conflict_columns))
     return bool(driver.fetch(connection, statement, [values[name] for name in names]))
+
+
+_PLAIN_TYPES = (String, Integer, Boolean)  # Text is a String, BigInteger an Integer
 
 
 @cache
@@ -37,11 +40,18 @@ def _insert_or_ignore(table: Table, names: tuple[str, ...], conflict_columns: tu
     # Built once per (table, columns given, conflict target). Identifiers are quoted: one
     # column is called "key".
     unknown = set(names + conflict_columns) - set(table.c.keys())
-    assert not unknown, f"{table.name} has no column {sorted(unknown)}"
-    columns = ", ".join(f'"{name}"' for name in names)
+    if unknown:
+        raise TypeError(f"{table.name} has no column {sorted(unknown)}")
+    for column in table.columns:
+        # What the driver cannot do that SQLAlchemy would: convert a value, fill a default.
+        if column.key in names and not isinstance(column.type, _PLAIN_TYPES):
+            raise TypeError(f"{table.name}.{column.name} is {column.type!r}: not a plain driver type")
+        if column.key not in names and (column.default is not None or column.onupdate is not None):
+            raise TypeError(f"{table.name}.{column.name} has a Python-side default: pass its value")
+    columns = ", ".join(f'"{table.c[name].name}"' for name in names)
     marks = ", ".join("?" * len(names))
-    target = ", ".join(f'"{name}"' for name in conflict_columns)
+    target = ", ".join(f'"{table.c[name].name}"' for name in conflict_columns)
     return driver.statement(
         f'INSERT INTO "{table.name}" ({columns}) VALUES ({marks})'
-        f' ON CONFLICT ({target}) DO NOTHING RETURNING "{conflict_columns[-1]}"'
+        f' ON CONFLICT ({target}) DO NOTHING RETURNING "{table.c[conflict_columns[-1]].name}"'
     )
