@@ -67,6 +67,10 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     report: dict[str, Any] = {"created": [], "refused": 0, "failed": [], "settled": [], "errors": []}
     pending: list[str] = []
     try:
+        # Connect (and run SQLite's pragmas) before the start line, so that every worker is
+        # ready to write when they start together, not one still opening its connection.
+        with database.read():
+            pass
         wait_for_all(Path(config["ready_dir"]), config["index"], config["workers"])
         for number in range(1, config["rounds"] + 1):
             payment_id = rng.choice(config["payment_ids"])

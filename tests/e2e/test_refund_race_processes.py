@@ -31,8 +31,8 @@ REFUNDER = Path(__file__).with_name("refunder.py")
 TENANT = "refund-race"
 WORKERS = 4
 PAYMENTS = 6
-PAID_MINOR = 300
-AMOUNT_MAX_MINOR = 50  # ~25 on average: the payments fill up long before the rounds end
+PAID_MINOR = 900  # with the releases of failed refunds, the payments fill up about two thirds through
+AMOUNT_MAX_MINOR = 50  # ~25 on average: 400 rounds ask for about 10,000, far more than fits
 ROUNDS_PER_WORKER = 100
 RUN_TIMEOUT_S = 60
 
