@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Boolean, Connection, Integer, String, Table
+from sqlalchemy import BigInteger, Boolean, Connection, Integer, SmallInteger, String, Table, Text
 
 from paycore.db import driver
 
@@ -32,7 +32,8 @@ def insert_or_ignore(
     return bool(driver.fetch(connection, statement, [values[name] for name in names]))
 
 
-_PLAIN_TYPES = (String, Integer, Boolean)  # Text is a String, BigInteger an Integer
+# Exact types, not subclasses: Enum is a String and would need its values converted.
+_PLAIN_TYPES = frozenset({String, Text, Integer, BigInteger, SmallInteger, Boolean})
 
 
 @cache
@@ -44,7 +45,7 @@ def _insert_or_ignore(table: Table, names: tuple[str, ...], conflict_columns: tu
         raise TypeError(f"{table.name} has no column {sorted(unknown)}")
     for column in table.columns:
         # What the driver cannot do that SQLAlchemy would: convert a value, fill a default.
-        if column.key in names and not isinstance(column.type, _PLAIN_TYPES):
+        if column.key in names and type(column.type) not in _PLAIN_TYPES:
             raise TypeError(f"{table.name}.{column.name} is {column.type!r}: not a plain driver type")
         if column.key not in names and (column.default is not None or column.onupdate is not None):
             raise TypeError(f"{table.name}.{column.name} has a Python-side default: pass its value")

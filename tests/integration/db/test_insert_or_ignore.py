@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import JSON, BigInteger, Boolean, Column, MetaData, String, Table, text
+from sqlalchemy import JSON, BigInteger, Boolean, Column, Enum, MetaData, String, Table, text
 
 from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore
@@ -21,6 +21,12 @@ plain = Table(
     Column("amount_minor", BigInteger, nullable=False),
 )
 with_json = Table("ioi_json", _metadata, Column("id", String(64), primary_key=True), Column("body", JSON))
+with_enum = Table(
+    "ioi_enum",
+    _metadata,
+    Column("id", String(64), primary_key=True),
+    Column("state", Enum("open", "closed", name="ioi_state")),
+)
 with_default = Table(
     "ioi_default",
     _metadata,
@@ -50,6 +56,11 @@ def test_inserts_once_and_reports_the_conflict(tables: Database) -> None:
 def test_refuses_a_column_the_driver_would_not_convert(tables: Database) -> None:
     with pytest.raises(TypeError, match=r"ioi_json\.body"):
         tables.transaction(lambda c: insert_or_ignore(c, with_json, {"id": "a", "body": {"x": 1}}, ("id",)))
+
+
+def test_refuses_a_string_subtype_that_converts_its_values(tables: Database) -> None:
+    with pytest.raises(TypeError, match=r"ioi_enum\.state"):
+        tables.transaction(lambda c: insert_or_ignore(c, with_enum, {"id": "a", "state": "open"}, ("id",)))
 
 
 def test_refuses_to_leave_a_python_side_default_unfilled(tables: Database) -> None:
