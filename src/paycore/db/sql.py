@@ -54,5 +54,23 @@ def _insert_or_ignore(table: Table, names: tuple[str, ...], conflict_columns: tu
     target = ", ".join(f'"{table.c[name].name}"' for name in conflict_columns)
     return driver.statement(
         f'INSERT INTO "{table.name}" ({columns}) VALUES ({marks})'
-        f' ON CONFLICT ({target}) DO NOTHING RETURNING "{table.c[conflict_columns[-1]].name}"'
+        f" ON CONFLICT ({target}){_partial_index_predicate(table, conflict_columns)} DO NOTHING"
+        f' RETURNING "{table.c[conflict_columns[-1]].name}"'
     )
+
+
+def _partial_index_predicate(table: Table, conflict_columns: tuple[str, ...]) -> str:
+    """` WHERE <predicate>` when the conflict target is a partial unique index, else "".
+
+    Both databases need the index's predicate in the ON CONFLICT clause to pick a partial
+    index as the arbiter; both also accept it for a full unique index or constraint, so the
+    statement works before and after a migration that makes an index partial.
+    """
+    for index in table.indexes:
+        if index.unique and {column.key for column in index.columns} == set(conflict_columns):
+            predicate = index.dialect_options["postgresql"]["where"]
+            if predicate is not None:
+                if str(predicate) != str(index.dialect_options["sqlite"]["where"]):
+                    raise TypeError(f"{index.name}: its predicate must be the same on both databases")
+                return f" WHERE {predicate}"
+    return ""
