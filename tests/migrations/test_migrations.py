@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from psycopg import sql
@@ -70,14 +69,24 @@ def test_upgrade_of_an_empty_database_equals_the_declared_schema(empty_database:
 def test_upgrade_is_repeatable_and_downgrade_undoes_it(empty_database: Database) -> None:
     migrate.upgrade(empty_database)
     migrate.upgrade(empty_database)  # already at head: nothing to do, no error
-    with empty_database.engine.connect() as connection:
-        config = migrate.alembic_config()
-        config.attributes["connection"] = connection
-        command.downgrade(config, "base")
-        connection.commit()
+    migrate.downgrade(empty_database, "base")
     assert table_names(empty_database) == set()
     migrate.upgrade(empty_database)
     assert schema_differences(empty_database) == []
+
+
+def test_foreign_keys_hold_after_a_migration(empty_database: Database) -> None:
+    """SQLite migrates with foreign keys off (paycore.db.migrate): they are on again after."""
+    migrate.upgrade(empty_database)
+    for _ in range(2):  # the migration's own connection, back in the pool, and the next one
+        with pytest.raises(DBAPIError, match=r"(?i)foreign key"), empty_database.engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO ledger_entries (tenant_id, id, transfer_id, account_id, direction, amount_minor,"
+                    " currency, account_sequence, created_at_us)"
+                    " VALUES ('t', 'ent_1', 'txn_missing', 'acc_missing', 'debit', 1, 'USD', 1, 0)"
+                )
+            )
 
 
 def test_the_test_databases_are_at_head(database: Database) -> None:

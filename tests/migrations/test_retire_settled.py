@@ -54,13 +54,8 @@ empty_database = test_migrations.empty_database  # the fixture: a database with 
 
 
 def alembic(database: Database, action: Callable[[Config, str], None], revision: str, **attributes: Any) -> None:
-    """`command.upgrade`/`downgrade` on one connection, as `paycore.db.migrate` runs them."""
-    with database.engine.connect() as connection:
-        config = migrate.alembic_config()
-        config.attributes["connection"] = connection
-        config.attributes.update(attributes)
-        action(config, revision)
-        connection.commit()
+    """`command.upgrade`/`downgrade`, run as `paycore.db.migrate` runs them."""
+    migrate.run(database, lambda config: action(config, revision), **attributes)
 
 
 def backfill(database: Database) -> None:
@@ -399,8 +394,8 @@ def test_the_chain_changes_nothing_but_the_stored_word(populated: tuple[Database
     assert_only_settled_renamed(before, after, population.settled_ids)
     assert stored_statuses(database).get("settled") is None
 
-    migrate.upgrade(database)  # the contract: head
-    assert migrate.current_revision(database) == CONTRACT == migrate.head_revision()
+    migrate.upgrade(database, CONTRACT)  # the contract, the chain's last step
+    assert migrate.current_revision(database) == CONTRACT
     assert snapshot(database) == after
     assert ledger_sums(database) == sums
     books_ok(database)
@@ -507,7 +502,7 @@ def test_the_contract_refuses_to_run_while_a_settled_row_remains(populated: tupl
 
     with database.engine.connect() as connection, connection.begin():  # the runbook's fix
         connection.execute(text("UPDATE payouts SET status = 'succeeded' WHERE status = 'settled'"))
-    migrate.upgrade(database)
+    migrate.upgrade(database, CONTRACT)
     assert migrate.current_revision(database) == CONTRACT
 
 

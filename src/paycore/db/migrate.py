@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -11,7 +12,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from paycore.db.engine import Database
 
@@ -42,20 +43,59 @@ def current_revision(database: Database) -> str | None:
 def upgrade(database: Database, revision: str = "head") -> None:
     """Upgrade to `revision`. On PostgreSQL an advisory lock serialises concurrent upgrades;
     on SQLite the migration's transaction takes the write lock when it begins."""
+    run(database, lambda config: command.upgrade(config, revision))
+
+
+def downgrade(database: Database, revision: str) -> None:
+    """Downgrade to `revision` (tests and runbooks; paycore's CLI only upgrades)."""
+    run(database, lambda config: command.downgrade(config, revision))
+
+
+def run(database: Database, action: Callable[[Config], None], **attributes: object) -> None:
+    """Run an Alembic command (`action`) on one connection of `database`, committed at the end;
+    `attributes` reach the migrations as `config.attributes`."""
     config = alembic_config()
+    config.attributes.update(attributes)
     with database.engine.connect() as connection:
         if database.is_postgres:
             connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
             connection.commit()
+        else:
+            _sqlite_foreign_keys(connection, on=False)
         try:
             config.attributes["connection"] = connection
             with _IN_PROCESS_LOCK:
-                command.upgrade(config, revision)
+                action(config)
+            if not database.is_postgres:
+                _check_sqlite_foreign_keys(connection)
             connection.commit()
         finally:
             if database.is_postgres:
                 connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _ADVISORY_LOCK_KEY})
                 connection.commit()
+            else:
+                connection.rollback()  # a no-op after the commit; undoes a failed migration
+                _sqlite_foreign_keys(connection, on=True)
+
+
+def _sqlite_foreign_keys(connection: Connection, *, on: bool) -> None:
+    """SQLite copies a table to change its constraints (batch mode). With foreign keys on,
+    dropping the old copy of a table that others reference (the ledger's transfers and
+    accounts) would check, or cascade to, their rows, so they are off while migrations run,
+    as SQLite's own procedure for altering a table says. The pragma only takes effect
+    outside a transaction: it runs on the driver, before the migration's BEGIN and after
+    its COMMIT."""
+    driver_connection = connection.connection.driver_connection
+    assert driver_connection is not None
+    driver_connection.execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
+
+
+def _check_sqlite_foreign_keys(connection: Connection) -> None:
+    """Every foreign key must hold before the migration commits, as it would have with the
+    pragma on."""
+    violations = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+    if violations:
+        raise RuntimeError(f"the migration left rows that break a foreign key: {violations[:10]}")
 
 
 # The oldest schema this code works on (docs/migrations.md, "Which code runs on which schema"):
