@@ -7,7 +7,7 @@ by a positive amount of minor units. For every transfer and currency, debits = c
 Transfers and entries are append-only (database triggers refuse UPDATE and DELETE, see the
 first migration). A two-phase transfer is a `pending` transfer; it is resolved exactly once
 by a later `post`, `void` or `expire` transfer whose `pending_id` points at it (a unique
-constraint makes "exactly once" the database's job). A reversal is a new transfer with
+index makes "exactly once" the database's job). A reversal is a new transfer with
 `reverses_id` (also unique). So a transfer's status is derived, never updated.
 
 Accounts carry cached totals (TigerBeetle's four: debits/credits, posted/pending) and their
@@ -30,11 +30,33 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
 
 AMOUNT_CHECK = "amount_minor > 0 AND amount_minor <= 9007199254740991"
+
+# _ONE_INDEX_FOR_THE_KEY: a lookup by (tenant_id, id) must have one index to choose, the
+# primary key's. PostgreSQL plans the foreign key checks of every entry INSERT (and the
+# driver's prepared statements) once per connection, as generic plans; on a table that is
+# small and not yet analyzed, any other index leading with tenant_id costs the same, and the
+# planner picked one (tenant_id, reverses_id), then read every transfer of the tenant for each
+# entry for as long as the connection lived (docs/benchmarks.md, "The foreign keys' plans").
+# So the ledger's other unique keys lead with their own column, or are partial: "unique where
+# present", which also skips the index entries of the transfers that have no such column.
+
+
+def _unique_where_present(table: str, column: str) -> Index:
+    return Index(
+        f"uq_{table}_tenant_id_{column}",
+        "tenant_id",
+        column,
+        unique=True,
+        sqlite_where=text(f"{column} IS NOT NULL"),
+        postgresql_where=text(f"{column} IS NOT NULL"),
+    )
+
 
 accounts = Table(
     "ledger_accounts",
@@ -54,7 +76,8 @@ accounts = Table(
     Column("entries_count", BigInteger, nullable=False),
     created_at_column(),
     PrimaryKeyConstraint("tenant_id", "id"),
-    UniqueConstraint("tenant_id", "code"),
+    # Code first, not tenant_id: see _ONE_INDEX_FOR_THE_KEY above.
+    UniqueConstraint("code", "tenant_id"),
     CheckConstraint("normal_balance IN ('debit', 'credit')", name="normal_balance"),
     CheckConstraint(
         "debits_posted_minor >= 0 AND credits_posted_minor >= 0"
@@ -79,9 +102,7 @@ transfers = Table(
     Column("expires_at_us", BigInteger, nullable=True),
     created_at_column(),
     PrimaryKeyConstraint("tenant_id", "id"),
-    UniqueConstraint("tenant_id", "pending_id"),
-    UniqueConstraint("tenant_id", "reverses_id"),
-    UniqueConstraint("tenant_id", "idempotency_key"),
+    *(_unique_where_present("ledger_transfers", column) for column in ("pending_id", "reverses_id", "idempotency_key")),
     ForeignKeyConstraint(["tenant_id", "pending_id"], ["ledger_transfers.tenant_id", "ledger_transfers.id"]),
     ForeignKeyConstraint(["tenant_id", "reverses_id"], ["ledger_transfers.tenant_id", "ledger_transfers.id"]),
     CheckConstraint("kind IN ('transfer', 'pending', 'post', 'void', 'expire')", name="kind"),

@@ -34,13 +34,19 @@ _ACCOUNT_COLUMNS = tuple(column.name for column in accounts.columns)
 AccountRow = namedtuple("AccountRow", _ACCOUNT_COLUMNS)  # type: ignore[misc]
 
 
-@lru_cache(maxsize=128)
+# Accounts per SELECT: bounds the statement (SQLite allows 500 terms in a compound SELECT).
+_ACCOUNTS_PER_STATEMENT_MAX = 64
+
+
+@lru_cache(maxsize=2 * _ACCOUNTS_PER_STATEMENT_MAX)
 def _get_accounts_statement(by: str, count: int) -> driver.Statement:
+    """One SELECT per account, joined by UNION ALL, in one statement: each is a lookup by a
+    whole unique key, which has one plan. `{by} IN (...)` let PostgreSQL's generic plan, made
+    while the table was small, read every account of the tenant and filter them
+    (tests/integration/db/test_key_lookup_plans.py)."""
     assert by in ("id", "code"), by
-    marks = ", ".join("?" * count)
-    return driver.statement(
-        f"SELECT {', '.join(_ACCOUNT_COLUMNS)} FROM ledger_accounts WHERE tenant_id = ? AND {by} IN ({marks})"
-    )
+    one = f"SELECT {', '.join(_ACCOUNT_COLUMNS)} FROM ledger_accounts WHERE tenant_id = ? AND {by} = ?"
+    return driver.statement(" UNION ALL ".join([one] * count))
 
 
 # Each total is checked against its bound *before* the addition, in the WHERE clause: the
@@ -95,9 +101,11 @@ def get_accounts(connection: Connection, tenant_id: str, account_ids: Iterable[s
 
 def _accounts_where(connection: Connection, tenant_id: str, column: str, values: Iterable[str]) -> list[Any]:
     wanted = sorted(set(values))
-    if not wanted:
-        return []
-    found = driver.fetch(connection, _get_accounts_statement(column, len(wanted)), (tenant_id, *wanted))
+    found: list[Any] = []
+    for start in range(0, len(wanted), _ACCOUNTS_PER_STATEMENT_MAX):
+        chunk = wanted[start : start + _ACCOUNTS_PER_STATEMENT_MAX]
+        parameters = [parameter for value in chunk for parameter in (tenant_id, value)]
+        found.extend(driver.fetch(connection, _get_accounts_statement(column, len(chunk)), parameters))
     return [AccountRow._make(row) for row in found]
 
 

@@ -61,6 +61,20 @@ def open_account(
     )
 
 
+def test_accounts_are_read_by_id_and_by_code_in_any_number(database: Database) -> None:
+    # More than one SELECT's worth (repository._ACCOUNTS_PER_STATEMENT_MAX), with a duplicate
+    # and an unknown one: each account once, the unknown one absent.
+    count = 2 * repository._ACCOUNTS_PER_STATEMENT_MAX + 3
+    ids = [open_account(database, f"many.{n}", "credit") for n in range(count)]
+    codes = [f"many.{n}" for n in range(count)]
+    with database.read() as connection:
+        by_id = repository.get_accounts(connection, TENANT, [*ids, ids[0], "acct_unknown"])
+        by_code = repository.get_accounts_by_codes(connection, TENANT, [*codes, "many.unknown"])
+    assert sorted(by_id) == sorted(ids)
+    assert sorted(by_code) == sorted(codes)
+    assert all(by_code[f"many.{n}"].id == ids[n] for n in range(count))
+
+
 def move(
     database: Database, *legs: tuple[str, str, int], pending: bool = False, expires_at_us: int | None = None
 ) -> str:
