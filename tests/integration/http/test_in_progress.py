@@ -8,6 +8,7 @@ duplicate waits on the first request's key row) is in tests/e2e/test_credits_con
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from http.client import HTTPConnection
 from typing import Any
 
 import pytest
+from sqlalchemy import make_url
 
 from paycore.config import Settings
 from paycore.db.engine import Database
@@ -24,6 +26,27 @@ from paycore.http.server import Server
 WAIT_MS = 100
 TRANSFERS = 100  # one batch of 100 transfers x 64 entries: a write transaction far longer than WAIT_MS
 LEGS = 32
+
+
+def wait_for_a_writer(database_url: str) -> None:
+    """Return once another connection holds the SQLite file's write lock: the first request's
+    transaction has begun (its idempotency key claimed inside it). A fixed sleep raced with
+    the two requests' parsing of the same large body, which share one GIL."""
+    probe = sqlite3.connect(make_url(database_url).database or "", timeout=0, isolation_level=None)
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            try:
+                probe.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                if "locked" in str(error):
+                    return
+                raise
+            probe.execute("ROLLBACK")
+            time.sleep(0.001)
+        raise AssertionError("the first request never began its write transaction")
+    finally:
+        probe.close()
 
 
 @pytest.fixture
@@ -52,7 +75,7 @@ def call(port: int, path: str, body: Any, key: str | None = None) -> tuple[int, 
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_a_duplicate_behind_its_slow_first_request_is_409_and_another_key_is_503(port: int) -> None:
+def test_a_duplicate_behind_its_slow_first_request_is_409_and_another_key_is_503(port: int, settings: Settings) -> None:
     source = call(port, "/v1/accounts", {"code": "source", "currency": "USD", "normal_balance": "debit"})[1]["id"]
     sink = call(port, "/v1/accounts", {"code": "sink", "currency": "USD", "normal_balance": "credit"})[1]["id"]
     legs = [{"account_id": source, "direction": "debit", "amount_minor": 1}] * LEGS
@@ -67,7 +90,7 @@ def test_a_duplicate_behind_its_slow_first_request_is_409_and_another_key_is_503
 
     first = threading.Thread(target=send, args=("first", "/v1/transfers/batch", batch, "slow"))
     first.start()
-    time.sleep(0.03)  # let the first request take the write lock
+    wait_for_a_writer(settings.database_url)
     others = [
         threading.Thread(target=send, args=("duplicate", "/v1/transfers/batch", batch, "slow")),
         threading.Thread(target=send, args=("other", "/v1/transfers", small, "other")),
