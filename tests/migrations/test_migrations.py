@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,6 +88,26 @@ def test_foreign_keys_hold_after_a_migration(empty_database: Database) -> None:
                     " VALUES ('t', 'ent_1', 'txn_missing', 'acc_missing', 'debit', 1, 'USD', 1, 0)"
                 )
             )
+
+
+def test_sqlite_refuses_to_commit_a_migration_that_leaves_a_broken_foreign_key(
+    empty_database: Database, backend: str
+) -> None:
+    if backend != "sqlite":
+        pytest.skip("SQLite migrates with foreign keys off; PostgreSQL never turns them off")
+    migrate.upgrade(empty_database, "0007")
+    orphan = sqlite3.connect(empty_database.engine.url.database or "", isolation_level=None)
+    orphan.execute(  # written around paycore, with the keys off: an entry of no transfer
+        "INSERT INTO ledger_entries (tenant_id, id, transfer_id, account_id, direction, amount_minor,"
+        " currency, account_sequence, created_at_us)"
+        " VALUES ('t', 'ent_1', 'txn_missing', 'acc_missing', 'debit', 1, 'USD', 1, 0)"
+    )
+    orphan.close()
+    migrate.upgrade(empty_database, "0007")  # nothing to migrate: nothing checked
+    with pytest.raises(RuntimeError, match="break a foreign key"):
+        migrate.upgrade(empty_database)  # 0008 copies the ledger's tables: checked, rolled back
+    assert migrate.current_revision(empty_database) == "0007"
+    assert migrate.schema_state(empty_database) == "compatible"
 
 
 def test_the_test_databases_are_at_head(database: Database) -> None:

@@ -66,8 +66,6 @@ def run(database: Database, action: Callable[[Config], None], **attributes: obje
             config.attributes["connection"] = connection
             with _IN_PROCESS_LOCK:
                 action(config)
-            if not database.is_postgres:
-                _check_sqlite_foreign_keys(connection)
             connection.commit()
         finally:
             if database.is_postgres:
@@ -90,9 +88,10 @@ def _sqlite_foreign_keys(connection: Connection, *, on: bool) -> None:
     driver_connection.execute(f"PRAGMA foreign_keys={'ON' if on else 'OFF'}")
 
 
-def _check_sqlite_foreign_keys(connection: Connection) -> None:
+def check_sqlite_foreign_keys(connection: Connection) -> None:
     """Every foreign key must hold before the migration commits, as it would have with the
-    pragma on."""
+    pragma on. A migration that copies a table others reference calls this at its end, on
+    SQLite, inside its own transaction (Alembic commits each revision on SQLite)."""
     violations = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
     if violations:
         raise RuntimeError(f"the migration left rows that break a foreign key: {violations[:10]}")

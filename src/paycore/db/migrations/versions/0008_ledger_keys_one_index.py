@@ -21,7 +21,7 @@ partial index refuses: upgrade the code first, then the database.
 Locks. PostgreSQL: the indexes are built inside the migration's transaction, under an ACCESS
 EXCLUSIVE lock on each table, so transfers wait for the build (seconds per million rows).
 SQLite: both tables are copied (batch mode) under the database's write lock, with foreign
-keys off for the copy (paycore.db.migrate checks them all before committing); the copy drops
+keys off for the copy (checked, all of them, before this revision commits); the copy drops
 the transfers' append-only triggers, which are created again here.
 
 Revision ID: 0008
@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+
+from paycore.db.migrate import check_sqlite_foreign_keys
 
 revision = "0008"
 down_revision = "0007"
@@ -71,6 +73,7 @@ def upgrade() -> None:
     with op.batch_alter_table("ledger_accounts", schema=None, recreate="always") as batch_op:
         batch_op.drop_constraint("uq_ledger_accounts_tenant_id_code", type_="unique")
         batch_op.create_unique_constraint("uq_ledger_accounts_code_tenant_id", ["code", "tenant_id"])
+    check_sqlite_foreign_keys(op.get_bind())
 
 
 def downgrade() -> None:
@@ -96,6 +99,7 @@ def downgrade() -> None:
     with op.batch_alter_table("ledger_accounts", schema=None, recreate="always") as batch_op:
         batch_op.drop_constraint("uq_ledger_accounts_code_tenant_id", type_="unique")
         batch_op.create_unique_constraint("uq_ledger_accounts_tenant_id_code", ["tenant_id", "code"])
+    check_sqlite_foreign_keys(op.get_bind())
 
 
 def _postgres() -> bool:
