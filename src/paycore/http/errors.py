@@ -17,6 +17,7 @@ from paycore.db.engine import DatabaseBusy
 from paycore.idempotency.errors import IdempotencyRequestInProgress
 from paycore.idempotency.service import Outcome
 from paycore.kit.errors import BusinessRefusal, Conflict, DomainError, InvalidRequest, NotFound
+from paycore.kit.routing import allowed_methods
 from paycore.tenants.errors import Forbidden, Unauthorized
 
 log = logging.getLogger(__name__)
@@ -124,12 +125,17 @@ def install(app: FastAPI) -> None:
         return domain_error_response(refused)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, error: StarletteHTTPException) -> Response:
+    async def _http(request: Request, error: StarletteHTTPException) -> Response:
+        headers = dict(error.headers or {})
         if error.status_code == 404:
-            return json_response(404, error_body("not_found", "no such route"))
+            return json_response(404, error_body("not_found", "no such route"), headers)
         if error.status_code == 405:
-            return json_response(405, error_body("method_not_allowed", "method not allowed on this route"))
-        return json_response(error.status_code, error_body("http_error", str(error.detail)))
+            # RFC 9110: a 405 lists every method the path serves. Starlette's own `Allow`
+            # names only the first route it matched, and a path may have one route per method.
+            headers["Allow"] = ", ".join(allowed_methods(request))
+            body = error_body("method_not_allowed", "method not allowed on this route")
+            return json_response(405, body, headers)
+        return json_response(error.status_code, error_body("http_error", str(error.detail)), headers)
 
     @app.exception_handler(DatabaseBusy)
     async def _busy(_request: Request, _error: DatabaseBusy) -> Response:

@@ -26,6 +26,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from paycore.db.engine import DatabaseBusy
+from paycore.kit.routing import allowed_methods
 from paycore.processor.port import ProcessorRefused
 from paycore.sandbox.faults import Decision, FaultPlanError
 from paycore.sandbox.schemas import ChargeBody, PayoutBody, RefundBody, render
@@ -96,9 +97,12 @@ def _add_error_handlers(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    def _http(_request: Request, error: StarletteHTTPException) -> Response:
+    def _http(request: Request, error: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
-        return error_response(error.status_code, code, str(error.detail))
+        response = error_response(error.status_code, code, str(error.detail))
+        if error.status_code == 405:
+            response.headers["Allow"] = ", ".join(allowed_methods(request))
+        return response
 
 
 def _respond(decision: Decision, work: Callable[[], Answer], *, answer_lost: bool = False) -> Response:

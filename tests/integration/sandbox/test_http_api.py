@@ -117,6 +117,26 @@ def test_errors_are_json_with_a_code(base_url: str, method: str, path: str, raw:
     assert isinstance(body["message"], str)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("DELETE", "/v1/charges/x", "GET"),
+        ("PATCH", "/v1/sandbox/faults", "DELETE, GET, PUT"),
+        ("GET", "/v1/charges", "POST"),
+    ],
+)
+def test_a_405_names_the_methods_the_path_serves(base_url: str, method: str, path: str, allow: str) -> None:
+    parts = urllib.parse.urlsplit(base_url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)
+    try:
+        connection.request(method, path)
+        response = connection.getresponse()
+        response.read()
+        assert (response.status, response.getheader("Allow")) == (405, allow)
+    finally:
+        connection.close()
+
+
 def test_the_settlement_csv_and_health(base_url: str) -> None:
     status, body = call(base_url, "GET", "/v1/settlements/2001-01-01.csv")
 
