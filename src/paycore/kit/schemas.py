@@ -6,12 +6,19 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from paycore.kit.money import AMOUNT_MINOR_MAX
+from paycore.kit.money import AMOUNT_MINOR_MAX, CURRENCY_EXPONENTS
+
+# The OpenAPI document states what the API accepts, so that a schema-driven fuzzer (or a
+# generated client) sends what we would accept. These only document: the checks stay in the
+# services, which answer with our own error codes.
+CURRENCIES_DOCUMENTED = {"enum": sorted(CURRENCY_EXPONENTS)}
+TENANT_ID_DOCUMENTED = {"pattern": "^[A-Za-z0-9_.-]{1,64}$"}
+DAY_DOCUMENTED = {"pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "format": "date"}
 
 # A JSON integer, 1..2^53-1. Strict: true, 1.0, "199" and null are refused (invalid_amount).
 AmountMinor = Annotated[int, Field(strict=True, gt=0, le=AMOUNT_MINOR_MAX)]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-Currency = Annotated[str, StringConstraints(min_length=3, max_length=3)]
+Currency = Annotated[str, StringConstraints(min_length=3, max_length=3), Field(json_schema_extra=CURRENCIES_DOCUMENTED)]
 MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=40)]
 MetadataValue = Annotated[str, StringConstraints(max_length=500)]
 # String values only (like Stripe's): no float can hide in metadata. Count and size are

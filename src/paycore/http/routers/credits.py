@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import Response
 from sqlalchemy import Connection
 
@@ -16,11 +16,14 @@ from paycore.http.context import authenticate, path_tenant
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
 from paycore.idempotency.service import check_key
+from paycore.kit.schemas import TENANT_ID_DOCUMENTED
 
 # Authentication is a dependency so that it runs before body validation (401 before 400).
 router = APIRouter(prefix="/v1/tenants", tags=["credits"], dependencies=[Depends(authenticate)])
 
 _CURRENCY = "USD"
+# Documented only: a bad id is still our 400 invalid_tenant_id.
+TenantIdInPath = Annotated[str, Path(json_schema_extra=TENANT_ID_DOCUMENTED)]
 
 
 @router.post(
@@ -28,7 +31,7 @@ _CURRENCY = "USD"
     status_code=201,
     responses={200: {"description": "Replay of an earlier identical request"}, **ERRORS},
 )
-def create_credit(tenant_id: str, body: schemas.CreditCreate, request: Request) -> Response:
+def create_credit(tenant_id: TenantIdInPath, body: schemas.CreditCreate, request: Request) -> Response:
     """Add prepaid credit; the idempotency key travels in the body."""
     tenant_id = path_tenant(request, tenant_id)
     key = check_key(body.idempotency_key, param="idempotency_key")
@@ -59,7 +62,7 @@ def create_credit(tenant_id: str, body: schemas.CreditCreate, request: Request) 
 
 
 @router.get("/{tenant_id}/balance", responses=ERRORS)
-def get_balance(tenant_id: str, request: Request) -> Response:
+def get_balance(tenant_id: TenantIdInPath, request: Request) -> Response:
     tenant_id = path_tenant(request, tenant_id)
     with request.app.state.database.read() as connection:
         amount_minor = credits.balance_minor(connection, tenant_id, _CURRENCY)

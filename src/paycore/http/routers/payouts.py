@@ -100,7 +100,9 @@ def _schedule(body: schemas.PayoutCreate, request: Request) -> Response:
 @router.get("/v1/payouts", responses=ERRORS)
 def list_payouts(
     request: Request,
-    status: Annotated[str | None, Query(max_length=16)] = None,
+    status: Annotated[
+        str | None, Query(max_length=16, json_schema_extra={"enum": [states.public(s) for s in states.STATUSES]})
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     starting_after: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Response:

@@ -11,8 +11,9 @@ from fastapi.responses import Response
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
+from paycore.kit.schemas import CURRENCIES_DOCUMENTED, DAY_DOCUMENTED
 from paycore.reports import losses, schemas
-from paycore.reports.losses import Cursor
+from paycore.reports.losses import RAILS, Cursor
 
 router = APIRouter(tags=["reports"], dependencies=[Depends(authenticate)])
 
@@ -23,13 +24,18 @@ _RESPONSES = {
 }
 
 
+_DAY = "YYYY-MM-DD (UTC), inclusive"
+
+
 @router.get("/v1/reports/losses", responses=_RESPONSES)
 def loss_report(
     request: Request,
-    from_day: Annotated[str | None, Query(alias="from", description="YYYY-MM-DD (UTC), inclusive")] = None,
-    to_day: Annotated[str | None, Query(alias="to", description="YYYY-MM-DD (UTC), inclusive")] = None,
-    rail: Annotated[str | None, Query(description="ach or sepa")] = None,
-    currency: Annotated[str | None, Query(description="ISO 4217, e.g. USD")] = None,
+    from_day: Annotated[str | None, Query(alias="from", description=_DAY, json_schema_extra=DAY_DOCUMENTED)] = None,
+    to_day: Annotated[str | None, Query(alias="to", description=_DAY, json_schema_extra=DAY_DOCUMENTED)] = None,
+    rail: Annotated[str | None, Query(description="ach or sepa", json_schema_extra={"enum": list(RAILS)})] = None,
+    currency: Annotated[
+        str | None, Query(description="ISO 4217, e.g. USD", json_schema_extra=CURRENCIES_DOCUMENTED)
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=losses.PAGE_ROWS_MAX)] = 20,
     starting_after: Annotated[str | None, Query(description="the last payout id of the previous page")] = None,
 ) -> Response:
