@@ -16,7 +16,7 @@ from http.client import HTTPConnection
 from typing import Any
 
 import pytest
-from sqlalchemy import make_url
+from sqlalchemy import Connection, event, make_url
 
 from paycore.config import Settings
 from paycore.db.engine import Database
@@ -26,6 +26,11 @@ from paycore.http.server import Server
 WAIT_MS = 100
 TRANSFERS = 100  # one batch of 100 transfers x 64 entries: a write transaction far longer than WAIT_MS
 LEGS = 32
+# ... and its COMMIT is held this long too. The duplicate, sent once the first holds the write
+# lock, parses the same 6,400 legs on the same GIL before it queues; on a busy machine the
+# first's own work alone had sometimes ended before the duplicate had waited WAIT_MS, and the
+# duplicate then (correctly) replayed it. The hold makes the window certain.
+COMMIT_HOLD_S = 1.5
 
 
 def wait_for_a_writer(database_url: str) -> None:
@@ -50,16 +55,37 @@ def wait_for_a_writer(database_url: str) -> None:
 
 
 @pytest.fixture
-def port(settings: Settings) -> Iterator[int]:
+def database(settings: Settings) -> Iterator[Database]:
     bounded = Settings(database_url=settings.database_url, idempotency_wait_ms=WAIT_MS)
     database = Database(bounded)
+    yield database
+    database.dispose()
+
+
+def hold_the_next_commit(database: Database) -> None:
+    """The next write transaction's COMMIT waits COMMIT_HOLD_S first, with the write lock held
+    (read transactions, such as the auth check's, commit unheld)."""
+
+    held = threading.Event()
+
+    def hold(connection: Connection) -> None:
+        if held.is_set() or connection.get_execution_options().get("paycore_readonly"):
+            return
+        held.set()
+        time.sleep(COMMIT_HOLD_S)
+
+    event.listen(database.engine, "commit", hold)
+
+
+@pytest.fixture
+def port(database: Database) -> Iterator[int]:
+    bounded = database.settings
     server = Server(create_app(bounded, database), "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server.server_address[1]
     server.shutdown()
     server.server_close()
-    database.dispose()
 
 
 def call(port: int, path: str, body: Any, key: str | None = None) -> tuple[int, dict[str, Any], str | None]:
@@ -75,7 +101,9 @@ def call(port: int, path: str, body: Any, key: str | None = None) -> tuple[int, 
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_a_duplicate_behind_its_slow_first_request_is_409_and_another_key_is_503(port: int, settings: Settings) -> None:
+def test_a_duplicate_behind_its_slow_first_request_is_409_and_another_key_is_503(
+    port: int, settings: Settings, database: Database
+) -> None:
     source = call(port, "/v1/accounts", {"code": "source", "currency": "USD", "normal_balance": "debit"})[1]["id"]
     sink = call(port, "/v1/accounts", {"code": "sink", "currency": "USD", "normal_balance": "credit"})[1]["id"]
     legs = [{"account_id": source, "direction": "debit", "amount_minor": 1}] * LEGS
@@ -89,6 +117,7 @@ def test_a_duplicate_behind_its_slow_first_request_is_409_and_another_key_is_503
         replies[name] = call(port, path, body, key)
 
     first = threading.Thread(target=send, args=("first", "/v1/transfers/batch", batch, "slow"))
+    hold_the_next_commit(database)
     first.start()
     wait_for_a_writer(settings.database_url)
     others = [
