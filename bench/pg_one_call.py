@@ -64,14 +64,15 @@ BEGIN
 END $$"""
 
 
-def _account(account_id: str, no_overdraft: bool, funded: bool) -> str:
-    credits = FUNDING_MINOR if funded else 0
-    return (
-        "INSERT INTO ledger_accounts (tenant_id, id, code, currency, normal_balance, no_overdraft, metadata,"
-        " debits_posted_minor, credits_posted_minor, debits_pending_minor, credits_pending_minor, entries_count,"
-        f" created_at_us) VALUES ('t', '{account_id}', '{account_id}', 'USD', 'credit', {str(no_overdraft).lower()},"
-        f" '{{}}', 0, {credits}, 0, 0, 0, 0)"
-    )
+_ACCOUNT = (
+    "INSERT INTO ledger_accounts (tenant_id, id, code, currency, normal_balance, no_overdraft, metadata,"
+    " debits_posted_minor, credits_posted_minor, debits_pending_minor, credits_pending_minor, entries_count,"
+    " created_at_us) VALUES ('t', %s, %s, 'USD', 'credit', %s, '{}', 0, %s, 0, 0, 0, 0)"
+)
+
+
+def _account(account_id: str, no_overdraft: bool, funded: bool) -> tuple[str, tuple[Any, ...]]:
+    return _ACCOUNT, (account_id, account_id, no_overdraft, FUNDING_MINOR if funded else 0)
 
 
 def _prepare(admin_url: str, clients_max: int) -> str:
@@ -83,10 +84,10 @@ def _prepare(admin_url: str, clients_max: int) -> str:
     subprocess.run([paycore, "db", "upgrade"], env=env, check=True, capture_output=True)
     with psycopg.connect(common.postgres_libpq_url(admin_url, name), autocommit=True) as connection:
         connection.execute("CREATE TABLE bench_commit_probe (id bigserial PRIMARY KEY, note text NOT NULL)")
-        connection.execute(_account("hot", no_overdraft=True, funded=True))
+        connection.execute(*_account("hot", no_overdraft=True, funded=True))
         for index in range(clients_max):
-            connection.execute(_account(f"src{index}", no_overdraft=True, funded=True))
-            connection.execute(_account(f"dst{index}", no_overdraft=False, funded=False))
+            connection.execute(*_account(f"src{index}", no_overdraft=True, funded=True))
+            connection.execute(*_account(f"dst{index}", no_overdraft=False, funded=False))
         connection.execute(_FUNCTION)
     return name
 
