@@ -173,6 +173,21 @@ class Database:
             yield connection
 
     @contextmanager
+    def autocommit(self) -> Iterator[Connection]:
+        """PostgreSQL only: a connection on which each statement is its own transaction, for
+        a server-side function that writes and commits in one call (ADR 0011). No retry
+        here: the caller decides what a failed call means."""
+        assert self.dialect == "postgresql", self.dialect
+        try:
+            connection = self.engine.connect()
+        except PoolTimeout as error:
+            raise DatabaseBusy("no database connection became free in time") from error
+        with connection:
+            # Attributes of the driver's connection, no round trip; the pool resets them.
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+            yield connection
+
+    @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only transaction (deferred on SQLite, so it never takes the write lock)."""
         try:

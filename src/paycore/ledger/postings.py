@@ -119,10 +119,8 @@ def write_entries(
     """Apply the entries' (and any released hold's) totals to their accounts, then insert the
     entries numbered with each account's next sequence numbers, which the balance UPDATE hands
     out under the account's row lock."""
-    deltas = _merge(_release(released), _deltas(specs, pending=pending))
-    added: dict[str, int] = defaultdict(int)
-    for spec in specs:
-        added[spec.account_id] += 1
+    new_deltas, added = entry_totals(specs, pending=pending)
+    deltas = _merge(_release(released), new_deltas)
     counts = _apply(connection, tenant_id, account_rows, deltas, added, prefix, frozenset(guarded))
     next_sequence = {account_id: counts[account_id] - added[account_id] + 1 for account_id in added}
     rows = []
@@ -143,6 +141,14 @@ def write_entries(
         next_sequence[spec.account_id] += 1
     repository.insert_entries(connection, rows)
     return rows
+
+
+def entry_totals(specs: Sequence[EntrySpec], *, pending: bool) -> tuple[dict[str, Totals], dict[str, int]]:
+    """What the entries add to each account: its four totals, and its number of entries."""
+    added: dict[str, int] = defaultdict(int)
+    for spec in specs:
+        added[spec.account_id] += 1
+    return _deltas(specs, pending=pending), dict(added)
 
 
 def _deltas(specs: Sequence[EntrySpec], *, pending: bool) -> dict[str, Totals]:

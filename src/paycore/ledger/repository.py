@@ -156,6 +156,23 @@ def insert_entries(connection: Connection, rows: Sequence[dict[str, Any]]) -> No
         driver.execute(connection, _insert_entries_statement(len(chunk)), params)
 
 
+# PostgreSQL only (migration 0009, ADR 0011): the key, the transfer, the totals, the entries and
+# the response in one call, committed by it (the connection is in autocommit).
+_CREATE_TRANSFER_CALL = driver.statement(
+    "SELECT paycore_create_transfer(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+    " ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[],"
+    " ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?, ?::text[])"
+)
+
+
+def create_transfer_call(connection: Connection, params: Sequence[Any]) -> list[int] | None:
+    """The entries' sequence numbers, in entry order; None (nothing written) if the key exists.
+    Refusals come out as DBAPIError with SQLSTATE PC001 or PC002 (see migration 0009)."""
+    rows = driver.fetch(connection, _CREATE_TRANSFER_CALL, params)
+    sequences = rows[0][0]
+    return None if sequences is None else [int(value) for value in sequences]
+
+
 def get_transfer(connection: Connection, tenant_id: str, transfer_id: str) -> Row[Any] | None:
     query = select(transfers).where(transfers.c.tenant_id == tenant_id, transfers.c.id == transfer_id)
     return connection.execute(query).first()
