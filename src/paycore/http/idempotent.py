@@ -45,11 +45,22 @@ def run(
     database: Database = request.app.state.database
     if key is None:
         return _plain(database, effect)
+    key_scope = scope(request, tenant_id=tenant_id, key=key, body=body, keep_forever=keep_forever)
+
+    def guarded(connection: Connection) -> idempotency.Outcome:
+        status, payload = effect(connection, key_scope.now_us)
+        return idempotency.Outcome(status, dumps(payload))
+
+    outcome, replayed = idempotency.run(database, key_scope, guarded, render_refusal)
+    return response(outcome, replayed, replay_status)
+
+
+def scope(request: Request, *, tenant_id: str, key: str, body: Any, keep_forever: bool) -> idempotency.KeyScope:
+    """The key's scope for this request: its tenant, the request's fingerprint, its clock."""
     fingerprint = idempotency.fingerprint(request.method, request.url.path, body)
     retention_us = request.app.state.settings.idempotency_retention_days * _US_PER_DAY
-
     started_us = now_us()
-    scope = idempotency.KeyScope(
+    return idempotency.KeyScope(
         tenant_id=tenant_id,
         key=key,
         request_fingerprint=fingerprint,
@@ -57,11 +68,8 @@ def run(
         expires_at_us=None if keep_forever else started_us + retention_us,
     )
 
-    def guarded(connection: Connection) -> idempotency.Outcome:
-        status, payload = effect(connection, started_us)
-        return idempotency.Outcome(status, dumps(payload))
 
-    outcome, replayed = idempotency.run(database, scope, guarded, render_refusal)
+def response(outcome: idempotency.Outcome, replayed: bool, replay_status: int | None = None) -> Response:
     status = outcome.status
     headers = {}
     if replayed:

@@ -10,10 +10,10 @@ from sqlalchemy import Connection
 
 from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
-from paycore.http.errors import json_response
+from paycore.http.errors import dumps, json_response, render_refusal
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.kit.errors import InvalidAmount, InvalidRequest
-from paycore.ledger import schemas
+from paycore.ledger import keyed, schemas
 from paycore.ledger import service as ledger
 
 # Authentication is a dependency so that it runs before body validation (401 before 400).
@@ -93,19 +93,22 @@ def create_transfer(body: schemas.TransferCreate, request: Request) -> Response:
     settings = _settings(request)
     _check_transfer_metadata(body, settings, "")
 
-    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        spec = schemas.to_spec(body, entries_max=settings.transfer_entries_max, now_us=now_us)
-        transfer = ledger.create_transfer(connection, tenant_id, spec, now_us=now_us, idempotency_key=key)
-        return 201, schemas.transfer_json(transfer)
+    assert key is not None  # required=True
 
-    return idempotent.run(
-        request,
-        tenant_id=tenant_id,
-        key=key,
-        body=body.model_dump(mode="json"),
-        effect=effect,
-        keep_forever=True,
+    def build_spec(now_us: int) -> ledger.TransferSpec:
+        return schemas.to_spec(body, entries_max=settings.transfer_entries_max, now_us=now_us)
+
+    scope = idempotent.scope(
+        request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), keep_forever=True
     )
+    outcome, replayed = keyed.create_transfer(
+        request.app.state.database,
+        scope,
+        build_spec,
+        lambda transfer: dumps(schemas.transfer_json(transfer)),
+        render_refusal,
+    )
+    return idempotent.response(outcome, replayed)
 
 
 @router.post("/transfers/batch", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)
