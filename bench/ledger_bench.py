@@ -16,12 +16,15 @@ the configurations interleaved (so drift on a noisy machine hits them all alike)
 - `engine-commit`: the same one-row INSERT + COMMIT, but through paycore's
   `Database.transaction` (SQLAlchemy pool, connect-time pragmas, PostgreSQL pre-ping): what
   the stack costs before any ledger work.
-- `spread`: paycore's money path. Each client loops one `Database.transaction` doing
-  `idempotency.run(...)` around `ledger.create_transfer(...)` of a 2-entry transfer (a
-  fresh idempotency key each time, as `POST /v1/transfers` does) that debits a `no_overdraft`
-  account funded up front. Each client has its own pair of accounts.
+- `spread`: paycore's money path. Each client loops `paycore.ledger.keyed.create_transfer`
+  of a 2-entry transfer (a fresh idempotency key each time, as `POST /v1/transfers` does)
+  that debits a `no_overdraft` account funded up front. Each client has its own pair of
+  accounts. On PostgreSQL that is one server call per transfer (ADR 0011); on SQLite one
+  `Database.transaction` doing `idempotency.run(...)` around `ledger.create_transfer(...)`.
 - `hot`: the same, but every client debits ONE shared hot account (credit-normal,
   no_overdraft, big funding) into its own destination account.
+- `spread-tx`, `hot-tx` (PostgreSQL only): the same on the reference path, one transaction of
+  eight round trips, which was PostgreSQL's path before ADR 0011: its gain, in the same run.
 - `raw-transfer`: the rows of one `spread` transfer (key claim, accounts read, transfer,
   balance UPDATEs with RETURNING, entries, recorded response) written by the bare driver with
   paycore's settings, one transfer per commit (bench/_floor.py): the floor of a transfer on
@@ -61,7 +64,9 @@ AMOUNT_MINOR = 1
 FUNDING_MINOR = 10**15  # per funded account: far more than any run can spend
 PROBE_TABLE = "bench_commit_probe"
 BASELINES = ("raw-commit", "engine-commit")
-LEDGER_SCENARIOS = ("raw-transfer", "spread", "hot")  # these write transfers between prepared accounts
+# These write transfers between prepared accounts. `-tx`: the reference path, PostgreSQL only.
+LEDGER_SCENARIOS = ("raw-transfer", "spread", "hot", "spread-tx", "hot-tx")
+POSTGRES_ONLY = ("spread-tx", "hot-tx")
 SCENARIOS = BASELINES + LEDGER_SCENARIOS
 DESCRIPTIONS = {
     "raw-commit": "bare INSERT + COMMIT, driver only (the physical limit)",
@@ -69,6 +74,8 @@ DESCRIPTIONS = {
     "raw-transfer": "the rows of one paycore transfer per commit, bare driver, no paycore (the schema's floor)",
     "spread": "paycore transfer (idempotency key + overdraft check), own accounts per client",
     "hot": "paycore transfer, every client debits one hot account",
+    "spread-tx": "`spread` on the reference path: one transaction of round trips (before ADR 0011)",
+    "hot-tx": "`hot` on the reference path: one transaction of round trips (before ADR 0011)",
 }
 ERRORS_IN_A_ROW_MAX = 200  # a client that only fails stops, instead of spinning
 
@@ -227,16 +234,19 @@ def _engine_operation(spec: ClientSpec) -> tuple[Callable[[int], None], Callable
 
 
 def _ledger_operation(spec: ClientSpec) -> tuple[Callable[[int], None], Callable[[], None], str]:
-    """What POST /v1/transfers does below HTTP: one transaction holding the idempotency record
-    and the transfer, the response rendered and stored with the key (paycore.http.idempotent)."""
+    """What POST /v1/transfers does below HTTP (paycore.http.routers.ledger): the transfer and
+    its idempotency record, the response rendered and stored with the key, through
+    `paycore.ledger.keyed.create_transfer`; the `-tx` scenarios force its reference path."""
     from paycore.http.errors import dumps, render_refusal
     from paycore.idempotency import service as idempotency
     from paycore.kit.clock import now_us
+    from paycore.ledger import keyed
     from paycore.ledger import service as ledger
     from paycore.ledger.schemas import transfer_json
 
     assert spec.source_id is not None and spec.destination_id is not None
     database = _database(spec)
+    one_call = not spec.scenario.endswith("-tx")
     body = {
         "debit_account_id": spec.source_id,
         "credit_account_id": spec.destination_id,
@@ -251,25 +261,21 @@ def _ledger_operation(spec: ClientSpec) -> tuple[Callable[[int], None], Callable
         currency=CURRENCY,
     )
 
+    def render(transfer: Any) -> str:
+        return dumps(transfer_json(transfer))
+
     def op(seq: int) -> None:
         key = f"{spec.tag}-{spec.index}-{seq}"
-        fingerprint = idempotency.fingerprint("POST", "/v1/transfers", body)
-
-        started_us = now_us()
         scope = idempotency.KeyScope(
             tenant_id=TENANT,
             key=key,
-            request_fingerprint=fingerprint,
-            now_us=started_us,
+            request_fingerprint=idempotency.fingerprint("POST", "/v1/transfers", body),
+            now_us=now_us(),
             expires_at_us=None,  # ledger transfers keep their key forever (SPEC §3.1)
         )
-
-        def effect(inner: Any) -> Any:
-            transfer = ledger.create_transfer(inner, TENANT, transfer_spec, now_us=started_us, idempotency_key=key)
-            return idempotency.Outcome(201, dumps(transfer_json(transfer)))
-
-        # Exactly what the HTTP layer runs (paycore.http.idempotent.run), minus HTTP.
-        outcome, replayed = idempotency.run(database, scope, effect, render_refusal)
+        outcome, replayed = keyed.create_transfer(
+            database, scope, lambda _now_us: transfer_spec, render, render_refusal, one_call=one_call
+        )
         if replayed or outcome.status != 201:
             raise BenchFailure(f"transfer {key}: status {outcome.status}, replayed={replayed}: {outcome.body[:300]}")
 
@@ -285,6 +291,8 @@ def client_main(spec: ClientSpec, messages: Any, go: Any, start_at: Any) -> None
             "raw-transfer": _raw_transfer_operation,
             "spread": _ledger_operation,
             "hot": _ledger_operation,
+            "spread-tx": _ledger_operation,
+            "hot-tx": _ledger_operation,
         }[spec.scenario]
         op, close, durability = make(spec)
         op(0)  # connection open, statements and caches warm before the clock starts
@@ -406,7 +414,7 @@ def _prepare_accounts(database: Any, scenario: str, clients: int, tag: str) -> l
             ledger.create_transfer(connection, TENANT, ledger.TransferSpec(entries, currency=CURRENCY), now_us=now)
             return account_id
 
-        if scenario == "hot":
+        if scenario.startswith("hot"):
             hot = funded("hot")
             return [(hot, new(f"dst{index}", False)) for index in range(clients)]
         return [(funded(f"src{index}"), new(f"dst{index}", False)) for index in range(clients)]
@@ -700,6 +708,8 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(1, args.repeats + 1):
             for target in targets:
                 for scenario in args.scenarios:
+                    if scenario in POSTGRES_ONLY and target.backend != "postgres":
+                        continue  # SQLite has only the reference path
                     for clients in args.clients:
                         result = _run_once(target, scenario, clients, repeat, args, databases[target.backend])
                         results.append(result)
