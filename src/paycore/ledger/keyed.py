@@ -5,10 +5,11 @@ holding the key, the transfer and its response (ADR 0004). On PostgreSQL, a tran
 succeeds is instead written by one call of `paycore_create_transfer` (migration 0009, ADR
 0011), in autocommit, so that an account's row lock is held only inside the server.
 
-The call commits only a success. Whatever else happens (the key exists, a refusal, a lock
-wait past its bound, a deadlock) has written nothing, and the reference path then runs from
-the start and decides, so replays, fingerprint checks, recorded refusals and "still in
-progress" answers are the reference path's own. The key makes that safe: if the call did
+The call commits only a success. Whatever else happens (the key exists, a refusal, a
+deadlock) has written nothing, and the reference path then runs from the start and decides,
+so replays, fingerprint checks and recorded refusals are the reference path's own. A lock
+wait past its bound is answered at once, with what the reference path answers after the
+same wait. The key makes that safe: if the call did
 commit and only its answer was lost, the reference path finds the key and replays it.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from paycore.db.engine import Database
+from paycore.db.engine import Database, DatabaseBusy, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
@@ -34,9 +35,10 @@ Render = Callable[[Transfer], str]
 
 _STATUS_CREATED = 201
 # What the call may answer with, having written nothing, for the reference path to decide:
-# its refusals (migration 0009), a lock wait past lock_timeout, a deadlock, a serialization
-# failure. Any other error is raised.
-_DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "55P03", "40P01", "40001"})
+# its refusals (migration 0009), a deadlock, a serialization failure. A lock wait past
+# lock_timeout is answered at once, as the reference path would answer it (a second wait
+# would double the bound). Any other error is raised.
+_DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "40P01", "40001"})
 # An entry's sequence number in the rendered body, left as 0 (sequences start at 1). The
 # pattern cannot match inside a JSON string, where every quote is escaped; metadata values
 # are strings, so no user value renders as a bare number there.
@@ -93,6 +95,8 @@ def create_in_one_call(
                 connection, _call_params(scope, spec, accounts, values, entry_rows, parts)
             )
         except DBAPIError as error:
+            if is_lock_timeout(error):
+                raise _waited_too_long(error) from error
             if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
                 return None
             raise
@@ -100,6 +104,16 @@ def create_in_one_call(
         return None  # the key exists
     body = parts[0] + "".join(str(number) + part for number, part in zip(sequences, parts[1:], strict=True))
     return idempotency.Outcome(_STATUS_CREATED, body)
+
+
+def _waited_too_long(error: DBAPIError) -> Exception:
+    """What the reference path answers after the same wait, without waiting a second time:
+    a duplicate behind its first request's uncommitted key is "still in progress"; any other
+    lock (an account's) is "busy"."""
+    context = getattr(getattr(error.orig, "diag", None), "context", None) or ""
+    if "INSERT INTO idempotency_keys" in context:
+        return idempotency.in_progress_error()
+    return DatabaseBusy(str(error.orig))
 
 
 def _rows(

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
-from paycore.db.engine import Database
+from paycore.config import Settings
+from paycore.db.engine import Database, DatabaseBusy
 from paycore.http.errors import dumps, render_refusal
 from paycore.idempotency import service as idempotency
-from paycore.idempotency.errors import IdempotencyKeyReused
+from paycore.idempotency.errors import IdempotencyKeyReused, IdempotencyRequestInProgress
 from paycore.kit.clock import now_us
 from paycore.kit.money import BALANCE_MINOR_MAX
 from paycore.ledger import keyed, schemas
@@ -308,3 +310,43 @@ def test_on_postgres_a_success_is_the_one_call_and_a_refusal_writes_nothing(book
         build = books.builder(ONE_CALL, refused_legs, **dict(options))
         assert keyed.create_in_one_call(books.database, refused, build, _render) is None, key
     assert books.state(ONE_CALL) == before
+
+
+WAIT_MS = 1000
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("held", ["the key", "the account"])
+def test_on_postgres_a_lock_wait_past_its_bound_is_answered_after_one_wait(database_url: str, held: str) -> None:
+    """Behind another transaction's uncommitted key, a duplicate is "still in progress"; behind
+    an account's row lock, a transfer is "busy": each after one wait of `idempotency_wait_ms`,
+    not one in the call and a second one in the reference path."""
+    database = Database(Settings(database_url=database_url, idempotency_wait_ms=WAIT_MS))
+    try:
+        books = Books(database)
+        legs = [("wallet", "debit", 1), ("merchant", "credit", 1)]
+        with database.engine.connect() as blocker, blocker.begin():
+            if held == "the key":
+                blocker.execute(
+                    text(
+                        "INSERT INTO idempotency_keys (tenant_id, key, fingerprint, created_at_us)"
+                        " VALUES (:t, 'held', 'fp', 0)"
+                    ),
+                    {"t": ONE_CALL},
+                )
+                expected: type[Exception] = IdempotencyRequestInProgress
+            else:
+                blocker.execute(
+                    text("SELECT 1 FROM ledger_accounts WHERE tenant_id = :t AND id = :id FOR UPDATE"),
+                    {"t": ONE_CALL, "id": books.ids[ONE_CALL]["wallet"]},
+                )
+                expected = DatabaseBusy
+            started = time.monotonic()
+            with pytest.raises(expected):
+                books.send(ONE_CALL, "held", legs)
+            waited_s = time.monotonic() - started
+        assert WAIT_MS / 1000 <= waited_s < 1.8 * WAIT_MS / 1000, waited_s
+        assert books.both("after", legs)[1][0] == 201  # nothing was left behind
+    finally:
+        database.dispose()
