@@ -27,7 +27,7 @@ from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
 from paycore.ledger import repository, service
-from paycore.ledger.postings import check_spec, entry_totals, transfer_values
+from paycore.ledger.postings import check_spec, entry_row, entry_totals, transfer_values
 from paycore.ledger.types import Account, Transfer, TransferSpec, new_transfer_view
 
 BuildSpec = Callable[[int], TransferSpec]
@@ -124,20 +124,7 @@ def _rows(
     transfer_id = ids.new_id("txn")
     kind = "pending" if spec.pending else "transfer"
     values = transfer_values(scope.tenant_id, transfer_id, kind, spec, scope.now_us, scope.key, None)
-    entry_rows = [
-        {
-            "tenant_id": scope.tenant_id,
-            "id": ids.new_id("ent"),
-            "transfer_id": transfer_id,
-            "account_id": entry.account_id,
-            "direction": entry.direction,
-            "amount_minor": entry.amount_minor,
-            "currency": accounts[entry.account_id].currency,
-            "account_sequence": 0,
-            "created_at_us": scope.now_us,
-        }
-        for entry in spec.entries
-    ]
+    entry_rows = [entry_row(scope.tenant_id, transfer_id, entry, accounts, 0, scope.now_us) for entry in spec.entries]
     return values, entry_rows
 
 

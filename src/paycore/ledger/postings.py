@@ -125,22 +125,32 @@ def write_entries(
     next_sequence = {account_id: counts[account_id] - added[account_id] + 1 for account_id in added}
     rows = []
     for spec in specs:
-        rows.append(
-            {
-                "tenant_id": tenant_id,
-                "id": ids.new_id("ent"),
-                "transfer_id": transfer_id,
-                "account_id": spec.account_id,
-                "direction": spec.direction,
-                "amount_minor": spec.amount_minor,
-                "currency": account_rows[spec.account_id].currency,
-                "account_sequence": next_sequence[spec.account_id],
-                "created_at_us": now_us,
-            }
-        )
+        rows.append(entry_row(tenant_id, transfer_id, spec, account_rows, next_sequence[spec.account_id], now_us))
         next_sequence[spec.account_id] += 1
     repository.insert_entries(connection, rows)
     return rows
+
+
+def entry_row(
+    tenant_id: str,
+    transfer_id: str,
+    spec: EntrySpec,
+    account_rows: Mapping[str, Account],
+    account_sequence: int,
+    now_us: int,
+) -> dict[str, Any]:
+    """One entry's row, with a new id."""
+    return {
+        "tenant_id": tenant_id,
+        "id": ids.new_id("ent"),
+        "transfer_id": transfer_id,
+        "account_id": spec.account_id,
+        "direction": spec.direction,
+        "amount_minor": spec.amount_minor,
+        "currency": account_rows[spec.account_id].currency,
+        "account_sequence": account_sequence,
+        "created_at_us": now_us,
+    }
 
 
 def entry_totals(specs: Sequence[EntrySpec], *, pending: bool) -> tuple[dict[str, Totals], dict[str, int]]:
