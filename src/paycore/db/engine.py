@@ -178,11 +178,7 @@ class Database:
         a server-side function that writes and commits in one call (ADR 0011). No retry
         here: the caller decides what a failed call means."""
         assert self.dialect == "postgresql", self.dialect
-        try:
-            connection = self.engine.connect()
-        except PoolTimeout as error:
-            raise DatabaseBusy("no database connection became free in time") from error
-        with connection:
+        with self._connect() as connection:
             # Attributes of the driver's connection, no round trip; the pool resets them.
             connection.execution_options(isolation_level="AUTOCOMMIT")
             yield connection
@@ -190,14 +186,17 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only transaction (deferred on SQLite, so it never takes the write lock)."""
-        try:
-            connection = self.engine.connect()
-        except PoolTimeout as error:
-            raise DatabaseBusy("no database connection became free in time") from error
-        with connection:
+        with self._connect() as connection:
             connection.execution_options(paycore_readonly=True)
             with connection.begin():
                 yield connection
+
+    def _connect(self) -> Connection:
+        """A pooled connection; waiting for one is bounded like every other wait."""
+        try:
+            return self.engine.connect()
+        except PoolTimeout as error:
+            raise DatabaseBusy("no database connection became free in time") from error
 
     def dispose(self) -> None:
         self.engine.dispose()
