@@ -1,5 +1,5 @@
 """Group commit for SQLite: the write transactions that queue in one process while another
-commits run together, each in its own savepoint, under one BEGIN IMMEDIATE ... COMMIT.
+commits run together, under one BEGIN IMMEDIATE ... COMMIT.
 
 SQLite has one writer, and with `synchronous=FULL` every COMMIT waits for an fsync of the WAL
 (about 1 ms on this project's machines, the largest single cost of a small transaction). A
@@ -11,9 +11,12 @@ or exception. The others wait (bounded) and return what the leader handed them.
 
 What each caller sees is what a transaction of its own would give it (docs/adr/0008):
 
-- **Atomic per caller.** Each call runs inside `SAVEPOINT`; if it raises, `ROLLBACK TO` undoes
-  exactly its writes and the others go on. It gets its exception back. (A call alone in its
-  group needs no savepoint: its exception rolls the whole transaction back.)
+- **Atomic per caller.** A group first runs with no savepoint between its calls (two
+  statements fewer per call). If a call raises, the whole group is rolled back and runs again
+  with each call inside `SAVEPOINT`, where `ROLLBACK TO` undoes exactly the writes of a call
+  that raises and the others go on; that call gets its exception back. (A call alone in its
+  group needs no savepoint: its exception rolls the whole transaction back.) A call may so
+  run twice, which `Database.transaction` already allows: its work may be retried.
 - **Durable before answered.** No caller is answered before the COMMIT that holds its writes
   has returned. If BEGIN or COMMIT fails, or SQLite abandons the transaction, every caller of
   the group gets the error: none of them was acknowledged, none of them committed.
@@ -23,6 +26,14 @@ What each caller sees is what a transaction of its own would give it (docs/adr/0
 - **Bounded wait.** A call still queued after `wait_s` is taken out of the queue, never runs,
   and raises `DatabaseBusy`. A call that has started always finishes.
 
+Callers that must not block (the event loop of an `async` endpoint) `submit` instead of `run`:
+their call joins the same queue, and when no caller leads, this committer's *writer thread*
+(started on the first `submit`) leads for them. Each submitted call's `on_done` is called on
+the leading thread once its group has committed or failed, outside the queue's lock. A
+submitted call still queued past its bound is failed with `GroupTimeout` by the leader that
+takes it, without running. A group whose calls all name one `run_on` has its statements run
+through it, on the caller's event loop (`paycore.db.event_loop`, docs/adr/0012).
+
 Correctness across processes still rests on SQLite's write lock, taken by BEGIN IMMEDIATE;
 the queue and the leader are scheduling within one process. PostgreSQL does not use this:
 its transactions commit concurrently and its WAL flushes are already grouped by the server.
@@ -30,6 +41,7 @@ its transactions commit concurrently and its WAL flushes are already grouped by 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -43,11 +55,16 @@ from sqlalchemy import Connection
 from paycore.db import driver
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 GROUP_TRANSACTIONS_MAX = 64
+_CLOSE_WAIT_S = 10.0  # how long `close` waits for the writer thread to drain the queue
 _SAVEPOINT = driver.statement("SAVEPOINT paycore_group")
 _RELEASE = driver.statement("RELEASE SAVEPOINT paycore_group")
 _ROLLBACK_TO = driver.statement("ROLLBACK TO SAVEPOINT paycore_group")
+
+# Runs a function to its end on some thread (an event loop's) and returns or raises as it did.
+Runner = Callable[[Callable[[], None]], None]
 
 
 class GroupTimeout(Exception):
@@ -57,6 +74,9 @@ class GroupTimeout(Exception):
 @dataclass(eq=False)
 class _Call(Generic[T]):
     work: Callable[[Connection], T]
+    deadline: float
+    on_done: Callable[[_Call[T]], None] | None = None
+    run_on: Runner | None = None
     taken: bool = False
     done: bool = False
     result: Any = None
@@ -77,11 +97,13 @@ class GroupCommitter:
     _condition: threading.Condition = field(default_factory=threading.Condition)
     _queue: deque[_Call[Any]] = field(default_factory=deque)
     _leading: bool = False
+    _writer: threading.Thread | None = None
+    _closed: bool = False
     groups_committed: int = 0  # for tests and diagnostics
 
     def run(self, work: Callable[[Connection], T], wait_s: float) -> T:
-        call: _Call[T] = _Call(work)
         deadline = time.monotonic() + wait_s
+        call: _Call[T] = _Call(work, deadline)
         with self._condition:
             self._queue.append(call)
             while self._leading and not call.done:
@@ -102,33 +124,137 @@ class GroupCommitter:
                 self._condition.notify_all()
         return call.outcome()
 
+    def submit(
+        self,
+        work: Callable[[Connection], T],
+        wait_s: float,
+        on_done: Callable[[_Call[T]], None],
+        run_on: Runner | None = None,
+    ) -> _Call[T]:
+        """Queue `work` without waiting; `on_done(call)` gets it back done (`call.outcome()`).
+
+        Never blocks beyond the queue's lock: whoever leads takes it, and when nobody leads
+        the writer thread does. A group whose calls all name one `run_on` has its statements
+        run through it (the BEGIN and the COMMIT stay on the leader's thread)."""
+        call: _Call[T] = _Call(work, time.monotonic() + wait_s, on_done, run_on)
+        with self._condition:
+            self._queue.append(call)
+            if self._writer is None:
+                self._closed = False
+                self._writer = threading.Thread(target=self._write_forever, name="paycore-writer", daemon=True)
+                self._writer.start()
+            self._condition.notify_all()
+        return call
+
+    def close(self) -> None:
+        """Stop the writer thread once the queue is empty (for `Database.dispose`); a later
+        `submit` starts another."""
+        with self._condition:
+            self._closed = True
+            self._condition.notify_all()
+            writer, self._writer = self._writer, None
+        if writer is not None and writer is not threading.current_thread():
+            writer.join(timeout=_CLOSE_WAIT_S)
+
     def queued(self) -> int:
         """Calls waiting for a leader (for tests)."""
         with self._condition:
             return len(self._queue)
 
+    def _write_forever(self) -> None:
+        """The writer thread: lead whenever calls are queued and nobody else leads."""
+        while True:
+            with self._condition:
+                while not self._queue or self._leading:
+                    if self._closed and not self._queue:
+                        return
+                    self._condition.wait()
+                self._leading = True
+            while True:
+                with self._condition:
+                    if not self._queue:  # checked and released under one lock: no call is stranded
+                        self._leading = False
+                        self._condition.notify_all()
+                        break
+                self._lead()
+
     def _lead(self) -> None:
+        expired: list[_Call[Any]] = []
+        group: list[_Call[Any]] = []
         with self._condition:
-            group = [self._queue.popleft() for _ in range(min(len(self._queue), GROUP_TRANSACTIONS_MAX))]
-            for call in group:
+            now = time.monotonic()
+            while self._queue and len(group) < GROUP_TRANSACTIONS_MAX:
+                call = self._queue.popleft()
                 call.taken = True
+                # A waiting caller times itself out; a submitted one has nobody waiting to.
+                (expired if call.on_done is not None and call.deadline < now else group).append(call)
+        for call in expired:
+            call.error = GroupTimeout("the database's write lock did not become free in time")
+        self._finish(expired)
+        if not group:
+            return
         try:
-            with self.open_transaction() as connection:
-                if len(group) == 1:
-                    # Alone: no savepoint needed, an exception rolls the transaction back.
-                    group[0].result = group[0].work(connection)
-                else:
-                    for call in group:
-                        _run_in_savepoint(connection, call)
+            try:
+                self._commit(group, isolated=len(group) == 1)
+            except _RunAgainIsolated:
+                self._commit(group, isolated=True)
         except BaseException as error:  # the work of a lone call, BEGIN, COMMIT or a lost transaction
             for call in group:
                 call.result, call.error = None, error
         else:
             self.groups_committed += 1
+        self._finish(group)
+
+    def _commit(self, group: list[_Call[Any]], *, isolated: bool) -> None:
+        run_on = _shared_runner(group)
+        with self.open_transaction() as connection:
+            if run_on is None:
+                _execute(connection, group, isolated)
+            else:
+                run_on(lambda: _execute(connection, group, isolated))
+
+    def _finish(self, calls: list[_Call[Any]]) -> None:
+        if not calls:
+            return
         with self._condition:
-            for call in group:
+            for call in calls:
                 call.done = True
             self._condition.notify_all()
+        for call in calls:
+            if call.on_done is not None:
+                try:
+                    call.on_done(call)
+                except Exception:  # the caller is gone (its event loop closed): nothing to answer
+                    log.exception("a submitted call's completion could not be delivered")
+
+
+class _RunAgainIsolated(Exception):
+    """A call of a group run without savepoints raised: roll the group back, run it again."""
+
+
+def _shared_runner(group: list[_Call[Any]]) -> Runner | None:
+    """Where the group's statements run: through the one runner every call names, or (None)
+    on the leader's own thread."""
+    first = group[0].run_on
+    return first if first is not None and all(call.run_on == first for call in group) else None
+
+
+def _execute(connection: Connection, group: list[_Call[Any]], isolated: bool) -> None:
+    """Run the group's calls in order: `isolated`, each in its own savepoint (or alone), so an
+    exception undoes its own writes and goes to its caller; otherwise with no savepoint, and
+    the first exception sends the whole group round again, isolated."""
+    if len(group) == 1:
+        # Alone: no savepoint needed, an exception rolls the transaction back.
+        group[0].result = group[0].work(connection)
+    elif isolated:
+        for call in group:
+            _run_in_savepoint(connection, call)
+    else:
+        try:
+            for call in group:
+                call.result = call.work(connection)
+        except Exception as error:
+            raise _RunAgainIsolated from error
 
 
 def _run_in_savepoint(connection: Connection, call: _Call[Any]) -> None:
