@@ -20,7 +20,7 @@ from paycore.cli import (
 from paycore.config import DEV_WEBHOOK_SECRET, Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
-from paycore.http.server import is_loopback
+from paycore.http.server import is_loopback, tune_gc_for_serving
 from paycore.processor.port import Processor
 
 if TYPE_CHECKING:
@@ -106,6 +106,7 @@ def serve(
 
         # The sandbox's own API (fault plan, charges, settlement CSV) under /sandbox.
         app.mount("/sandbox", create_sandbox_app(sandbox))
+    tune_gc_for_serving()
     try:
         uvicorn.run(
             app,

@@ -6,6 +6,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import anyio.to_thread
 from fastapi import Request
 
 from paycore.db.engine import Database
@@ -28,8 +29,7 @@ class AuthState:
 
     def is_auth_required(self) -> bool:
         if not self.auth_required:
-            with self.database.read() as connection:
-                self.auth_required = tenants.auth_required(connection)
+            self.auth_required = tenants.auth_required_now(self.database)
         return self.auth_required
 
     def tenant_for_key(self, api_key: str) -> str | None:
@@ -58,6 +58,17 @@ def authenticate(request: Request) -> Caller:
     found: Caller = caller(request)
     request.state.caller = found
     return found
+
+
+async def authenticate_async(request: Request) -> Caller:
+    """`authenticate` for the routers of `async` endpoints (ADR 0012). On SQLite its one
+    read (is there any API key yet; a key's tenant once per cache period) is a WAL read of
+    microseconds that never waits for the writer, so it runs on the event loop; on
+    PostgreSQL it may be a round trip, made on a worker thread as for a sync endpoint."""
+    auth: AuthState = request.app.state.auth
+    if auth.database.is_postgres:
+        return await anyio.to_thread.run_sync(authenticate, request)
+    return authenticate(request)
 
 
 def caller(request: Request) -> Caller:

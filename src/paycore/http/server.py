@@ -3,12 +3,27 @@ bound when constructed (so port 0 works), `serve_forever()` blocks, `shutdown()`
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import socket
 import threading
 
 import uvicorn
 from starlette.types import ASGIApp
+
+# The cyclic garbage collector's thresholds for a serving process (ADR 0012): Python's
+# default (700 allocations) runs a young collection every few requests; a credit allocates
+# thousands of short-lived objects, almost none in cycles. Measured by hand on credits over
+# HTTP (wrk -c16, SQLite): 1,528 and 1,660/s with the default, 2,012 and 1,859/s with these.
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def tune_gc_for_serving() -> None:
+    """For a process that only serves from now on: keep what start-up made out of every
+    collection (`gc.freeze`) and collect young objects less often. Cycles are still found."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def is_loopback(host: str) -> bool:

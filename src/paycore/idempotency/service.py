@@ -138,22 +138,65 @@ def run(
     """Run `effect` once per (tenant, key), in one transaction with its key. Returns
     (outcome, replayed). A recorded refusal is written in a second transaction, after the
     first rolled back: no savepoint is paid for on the path that succeeds."""
-    owner = object()
-
-    def work(connection: Connection) -> tuple[Outcome, bool]:
-        return execute(connection, scope, effect, render_refusal, on_claimed=lambda: _IN_PROGRESS.claim(scope, owner))
-
+    attempt = _Attempt(scope, effect, render_refusal)
     try:
-        return database.transaction(work)
-    except RefusalToRecord as refusal:
-        outcome = refusal.outcome
-    except DatabaseBusy as error:
-        if _IN_PROGRESS.running_elsewhere(scope, owner):
-            raise _in_progress() from error
-        raise
+        return database.transaction(attempt.work)
+    except (RefusalToRecord, DatabaseBusy) as error:
+        follow_up = attempt.after(error)
     finally:
-        _IN_PROGRESS.release(scope, owner)
-    return database.transaction(lambda connection: record_refusal(connection, scope, outcome))
+        attempt.release()
+    return database.transaction(follow_up)
+
+
+async def run_async(
+    database: Database,
+    scope: KeyScope,
+    effect: Callable[[Connection], Outcome],
+    render_refusal: Callable[[DomainError], Outcome],
+) -> tuple[Outcome, bool]:
+    """`run` for a caller on an event loop (`Database.transaction_async`)."""
+    attempt = _Attempt(scope, effect, render_refusal)
+    try:
+        return await database.transaction_async(attempt.work)
+    except (RefusalToRecord, DatabaseBusy) as error:
+        follow_up = attempt.after(error)
+    finally:
+        attempt.release()
+    return await database.transaction_async(follow_up)
+
+
+class _Attempt:
+    """One request's try at its key: the transaction's work, and what follows it failing."""
+
+    def __init__(
+        self,
+        scope: KeyScope,
+        effect: Callable[[Connection], Outcome],
+        render_refusal: Callable[[DomainError], Outcome],
+    ) -> None:
+        self.scope, self.effect, self.render_refusal = scope, effect, render_refusal
+        self.owner = object()
+
+    def work(self, connection: Connection) -> tuple[Outcome, bool]:
+        return execute(
+            connection,
+            self.scope,
+            self.effect,
+            self.render_refusal,
+            on_claimed=lambda: _IN_PROGRESS.claim(self.scope, self.owner),
+        )
+
+    def after(self, error: RefusalToRecord | DatabaseBusy) -> Callable[[Connection], tuple[Outcome, bool]]:
+        """The second transaction's work after a refusal; raises on a lock wait past its bound."""
+        if isinstance(error, DatabaseBusy):
+            if _IN_PROGRESS.running_elsewhere(self.scope, self.owner):
+                raise _in_progress() from error
+            raise error
+        outcome = error.outcome
+        return lambda connection: record_refusal(connection, self.scope, outcome)
+
+    def release(self) -> None:
+        _IN_PROGRESS.release(self.scope, self.owner)
 
 
 def execute(

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, select, update
 
 from paycore.db import driver
+from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore
 from paycore.tenants.models import api_keys, tenant_settings, tenants
 
@@ -24,6 +25,10 @@ def insert_api_key(connection: Connection, values: dict[str, Any]) -> None:
 
 def any_api_key(connection: Connection) -> bool:
     return bool(driver.fetch(connection, _ANY_API_KEY, ()))
+
+
+def any_api_key_now(database: Database) -> bool:
+    return bool(database.peek(_ANY_API_KEY, ()))
 
 
 def find_key(connection: Connection, key_hash: str) -> Row[Any] | None:

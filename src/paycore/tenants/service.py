@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from paycore.db.engine import Database
 from paycore.kit import ids
 from paycore.tenants import repository
 from paycore.tenants.errors import InvalidTenantId, TenantExists
@@ -67,6 +68,11 @@ def issue_key(connection: Connection, tenant_id: str, *, now_us: int) -> str:
 
 def auth_required(connection: Connection) -> bool:
     return repository.any_api_key(connection)
+
+
+def auth_required_now(database: Database) -> bool:
+    """`auth_required` as one statement of its own, for the check of every request."""
+    return repository.any_api_key_now(database)
 
 
 def tenant_for_key(connection: Connection, api_key: str) -> str | None:

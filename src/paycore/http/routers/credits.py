@@ -12,14 +12,16 @@ from paycore.credits import schemas
 from paycore.credits import service as credits
 from paycore.credits.service import CreditLine
 from paycore.http import idempotent
-from paycore.http.context import authenticate, path_tenant
+from paycore.http.context import authenticate_async, path_tenant
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
 from paycore.idempotency.service import check_key
 from paycore.kit.schemas import TENANT_ID_DOCUMENTED
 
 # Authentication is a dependency so that it runs before body validation (401 before 400).
-router = APIRouter(prefix="/v1/tenants", tags=["credits"], dependencies=[Depends(authenticate)])
+# The credit endpoint is `async` (ADR 0012): validation and rendering on the event loop, the
+# transaction with SQLite's writer (or a worker thread on PostgreSQL).
+router = APIRouter(prefix="/v1/tenants", tags=["credits"], dependencies=[Depends(authenticate_async)])
 
 _CURRENCY = "USD"
 # Documented only: a bad id is still our 400 invalid_tenant_id.
@@ -31,7 +33,7 @@ TenantIdInPath = Annotated[str, Path(json_schema_extra=TENANT_ID_DOCUMENTED)]
     status_code=201,
     responses={200: {"description": "Replay of an earlier identical request"}, **ERRORS},
 )
-def create_credit(tenant_id: TenantIdInPath, body: schemas.CreditCreate, request: Request) -> Response:
+async def create_credit(tenant_id: TenantIdInPath, body: schemas.CreditCreate, request: Request) -> Response:
     """Add prepaid credit; the idempotency key travels in the body."""
     tenant_id = path_tenant(request, tenant_id)
     key = check_key(body.idempotency_key, param="idempotency_key")
@@ -50,7 +52,7 @@ def create_credit(tenant_id: TenantIdInPath, body: schemas.CreditCreate, request
         )
         return 201, schemas.credit_json(credit)
 
-    return idempotent.run(
+    return await idempotent.run_async(
         request,
         tenant_id=tenant_id,
         key=key,
