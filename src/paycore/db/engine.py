@@ -134,6 +134,8 @@ class Database:
         self._peekers_lock = threading.Lock()
         self._all_peekers: list[Any] = []
         url = settings.database_url
+        # An in-memory database lives in its one connection: a peek there goes through it.
+        self._peeks_on_driver = url.startswith("sqlite") and not is_sqlite_memory(url)
         if url.startswith("sqlite"):
             self.dialect = "sqlite"
             self.engine = _make_sqlite_engine(settings)
@@ -237,7 +239,7 @@ class Database:
         autocommit: the statement is its own read transaction and sees every committed write,
         without a pool checkout, BEGIN or COMMIT (about 3 us against 26 us through `read()`).
         Elsewhere it runs in `read()`."""
-        if self.dialect != "sqlite" or is_sqlite_memory(self.settings.database_url):
+        if not self._peeks_on_driver:
             with self.read() as connection:
                 return driver.fetch(connection, sql, params)
         peeker: Any = getattr(self._peekers, "connection", None)
