@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The web framework's own hello world (FastAPI's first-steps example), served by uvicorn
 the way `paycore serve` serves paycore: `uvicorn.run(app, host, port, log_level="warning",
-access_log=False)`, one process, uvicorn's default loop and HTTP implementation.
+access_log=False)`, one process, uvicorn's default loop and HTTP implementation. (Unlike
+`paycore serve`, it keeps Python's default garbage collector settings: this is the framework's
+hello world as the framework runs it; ADR 0012 says what paycore changes and why.)
 
     .venv/bin/python bench/servers/hello.py --port 8002
 """

@@ -14,7 +14,8 @@ from starlette.types import ASGIApp
 # The cyclic garbage collector's thresholds for a serving process (ADR 0012): Python's
 # default (700 allocations) runs a young collection every few requests; a credit allocates
 # thousands of short-lived objects, almost none in cycles. Measured by hand on credits over
-# HTTP (wrk -c16, SQLite): 1,528 and 1,660/s with the default, 2,012 and 1,859/s with these.
+# HTTP (wrk -c16, SQLite, alternated): 1,394, 1,563, 1,576/s with the default against 1,530,
+# 1,605, 1,842/s with these (docs/benchmarks.md).
 GC_THRESHOLDS = (50_000, 20, 100)
 
 
