@@ -172,12 +172,11 @@ class Database:
         done = await future
         try:
             return done.outcome()  # type: ignore[no-any-return]
-        except GroupTimeout as error:
-            raise DatabaseBusy(str(error)) from error
-        except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise DatabaseBusy(str(error.orig)) from error
-            raise
+        except (GroupTimeout, PoolTimeout, DBAPIError) as error:
+            busy = _as_busy(error)
+            if busy is None:
+                raise
+            raise busy from error
 
     def transaction(self, work: Callable[[Connection], T]) -> T:
         """Run `work` in one write transaction; retry the whole of it on a deadlock or
@@ -278,6 +277,17 @@ class Database:
         for peeker in peekers:
             peeker.close()
         self.engine.dispose()
+
+
+def _as_busy(error: BaseException) -> DatabaseBusy | None:
+    """The `DatabaseBusy` a wait past its bound is answered with; None for other errors."""
+    if isinstance(error, PoolTimeout):
+        return DatabaseBusy("no database connection became free in time")
+    if isinstance(error, GroupTimeout):
+        return DatabaseBusy(str(error))
+    if is_lock_timeout(error):
+        return DatabaseBusy(str(getattr(error, "orig", error)))
+    return None
 
 
 def _settle(future: asyncio.Future[Any], call: Any) -> None:

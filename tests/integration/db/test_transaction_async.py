@@ -232,3 +232,27 @@ def test_peek_sees_a_write_committed_elsewhere_at_once(database: Database, datab
     finally:
         other.dispose()
     assert database.peek(_ANY_ROW, ()) == [(7,)]
+
+
+def test_on_sqlite_no_free_connection_is_database_busy(tmp_path: Path) -> None:
+    """Every pooled connection is taken (pool and overflow): the writer cannot begin, and the
+    caller is answered `DatabaseBusy` within the bound, as `transaction` answers it."""
+    database = Database(
+        Settings(database_url=f"sqlite:///{tmp_path / 'pool.db'}", db_pool_size=1, idempotency_wait_ms=200)
+    )
+    taken = []
+    try:
+        database.transaction(lambda c: c.execute(text("CREATE TABLE rows (id INTEGER PRIMARY KEY, seen INTEGER)")))
+        pool = database.engine.pool
+        while pool.checkedout() < pool.size() + pool._max_overflow:  # type: ignore[attr-defined]
+            taken.append(database.engine.connect())
+        with pytest.raises(DatabaseBusy):
+            asyncio.run(database.transaction_async(insert(1)))
+        for connection in taken:
+            connection.close()
+        taken.clear()
+        assert asyncio.run(database.transaction_async(insert(1))) == 0  # usable once one is free
+    finally:
+        for connection in taken:
+            connection.close()
+        database.dispose()
