@@ -186,11 +186,11 @@ class Database:
         for attempt in range(1, attempts_max + 1):
             try:
                 return self._attempt(work)
-            except PoolTimeout as error:
-                raise DatabaseBusy("no database connection became free in time") from error
-            except DBAPIError as error:
-                if is_lock_timeout(error):
-                    raise DatabaseBusy(str(error.orig)) from error
+            except (PoolTimeout, GroupTimeout, DBAPIError) as error:
+                busy = _as_busy(error)
+                if busy is not None:
+                    raise busy from error
+                assert isinstance(error, DBAPIError), "the timeouts are always busy"
                 if _sqlstate(error) not in _RETRYABLE_SQLSTATES or attempt == attempts_max:
                     raise
                 pause_ms = random.randint(1, min(_BACKOFF_MS_MAX, 5 * 2**attempt))
@@ -202,10 +202,7 @@ class Database:
         if self.dialect != "sqlite":
             with self.engine.connect() as connection, connection.begin():
                 return work(connection)
-        try:
-            return self.write_groups.run(work, wait_s=self.settings.idempotency_wait_ms / 1000)
-        except GroupTimeout as error:
-            raise DatabaseBusy(str(error)) from error
+        return self.write_groups.run(work, wait_s=self.settings.idempotency_wait_ms / 1000)
 
     @contextmanager
     def _sqlite_transaction(self) -> Iterator[Connection]:

@@ -74,7 +74,7 @@ class GroupTimeout(Exception):
 @dataclass(eq=False)
 class _Call(Generic[T]):
     work: Callable[[Connection], T]
-    deadline: float
+    deadline_s: float  # time.monotonic() past which a queued call is not run
     on_done: Callable[[_Call[T]], None] | None = None
     run_on: Runner | None = None
     taken: bool = False
@@ -98,12 +98,11 @@ class GroupCommitter:
     _queue: deque[_Call[Any]] = field(default_factory=deque)
     _leading: bool = False
     _writer: threading.Thread | None = None
-    _closed: bool = False
     groups_committed: int = 0  # for tests and diagnostics
 
     def run(self, work: Callable[[Connection], T], wait_s: float) -> T:
         deadline = time.monotonic() + wait_s
-        call: _Call[T] = _Call(work, deadline)
+        call: _Call[T] = _Call(work, deadline_s=deadline)
         with self._condition:
             self._queue.append(call)
             while self._leading and not call.done:
@@ -130,7 +129,7 @@ class GroupCommitter:
         wait_s: float,
         on_done: Callable[[_Call[T]], None],
         run_on: Runner | None = None,
-    ) -> _Call[T]:
+    ) -> None:
         """Queue `work` without waiting; `on_done(call)` gets it back done (`call.outcome()`).
 
         Never blocks beyond the queue's lock: whoever leads takes it, and when nobody leads
@@ -140,19 +139,16 @@ class GroupCommitter:
         with self._condition:
             self._queue.append(call)
             if self._writer is None:
-                self._closed = False
                 self._writer = threading.Thread(target=self._write_forever, name="paycore-writer", daemon=True)
                 self._writer.start()
             self._condition.notify_all()
-        return call
 
     def close(self) -> None:
         """Stop the writer thread once the queue is empty (for `Database.dispose`); a later
         `submit` starts another."""
         with self._condition:
-            self._closed = True
-            self._condition.notify_all()
             writer, self._writer = self._writer, None
+            self._condition.notify_all()
         if writer is not None and writer is not threading.current_thread():
             writer.join(timeout=_CLOSE_WAIT_S)
 
@@ -162,11 +158,12 @@ class GroupCommitter:
             return len(self._queue)
 
     def _write_forever(self) -> None:
-        """The writer thread: lead whenever calls are queued and nobody else leads."""
+        """The writer thread: lead whenever calls are queued and nobody else leads; end once
+        `close` has replaced it and the queue is empty."""
         while True:
             with self._condition:
                 while not self._queue or self._leading:
-                    if self._closed and not self._queue:
+                    if self._writer is not threading.current_thread() and not self._queue:
                         return
                     self._condition.wait()
                 self._leading = True
@@ -187,7 +184,7 @@ class GroupCommitter:
                 call = self._queue.popleft()
                 call.taken = True
                 # A waiting caller times itself out; a submitted one has nobody waiting to.
-                (expired if call.on_done is not None and call.deadline < now else group).append(call)
+                (expired if call.on_done is not None and call.deadline_s < now else group).append(call)
         for call in expired:
             call.error = GroupTimeout("the database's write lock did not become free in time")
         self._finish(expired)

@@ -256,3 +256,16 @@ def test_on_sqlite_no_free_connection_is_database_busy(tmp_path: Path) -> None:
         for connection in taken:
             connection.close()
         database.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_on_sqlite_dispose_ends_the_writer_and_a_later_call_starts_another(database: Database) -> None:
+    assert asyncio.run(database.transaction_async(insert(1))) == 0
+    first = database.write_groups._writer
+    assert first is not None and first.is_alive()
+    database.dispose()
+    assert not first.is_alive()
+    assert asyncio.run(database.transaction_async(insert(2))) == 1
+    second = database.write_groups._writer
+    assert second is not None and second is not first and second.is_alive()
+    assert row_ids(database) == [1, 2]
