@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from http.client import HTTPException
 
 import pytest
 from sqlalchemy import select
@@ -32,7 +33,9 @@ def amount_of(index: int) -> int:
 class CreditStream:
     """COUNT credits sent from THREADS threads until stopped. Per index, `outcomes` holds the
     Reply, 'refused' (the connection never opened: nothing reached the server), 'lost' (the
-    connection died with the request in flight: outcome unknown), or None (never sent)."""
+    connection died with the request in flight: outcome unknown), or None (never sent).
+    A kill between a response's headers and its body raises IncompleteRead, an HTTPException
+    and not an OSError: that request is 'lost' too (its credit may well have committed)."""
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -66,7 +69,7 @@ class CreditStream:
             except ConnectionRefusedError:
                 self.outcomes[index] = "refused"
                 continue
-            except OSError:  # reset, closed without a response, timed out
+            except (OSError, HTTPException):  # reset, timed out, or cut off mid-response
                 self.outcomes[index] = "lost"
                 continue
             self.outcomes[index] = reply
