@@ -36,11 +36,17 @@ def _build() -> object:
 
 
 def make_server(host: str = "127.0.0.1", port: int = 8000) -> Server:
-    """A server bound to (host, port) serving the whole /v1 API; port 0 picks a free port."""
+    """A server bound to (host, port) serving the whole /v1 API; port 0 picks a free port.
+    Raises `paycore.http.exposure.UnsafeBind`, before binding, for an address it must not
+    serve in this state (local mode or the public webhook secret off loopback)."""
     settings = Settings.from_env()
     database = Database(settings)
-    migrate.upgrade(database)
-    return Server(create_app(settings, database), host, port)
+    try:
+        migrate.upgrade(database)
+        return Server(create_app(settings, database), host, port)
+    except BaseException:
+        database.dispose()  # a refused start leaves no pooled connection behind
+        raise
 
 
 def __getattr__(name: str) -> object:

@@ -27,6 +27,11 @@
 | PAYCORE_RESOLVER_BATCH_MAX               | 10                      |
 | PAYCORE_CLAIM_LEASE_MS                   | 300000                  |
 | PAYCORE_SANDBOX_DATABASE_URL             | sqlite:///./paycore-sandbox.db |
+| PAYCORE_HTTP_HEADER_BYTES_MAX            | 65536                   |
+| PAYCORE_HTTP_REQUEST_RECEIVE_TIMEOUT_MS  | 10000                   |
+| PAYCORE_HTTP_KEEPALIVE_IDLE_MS           | 5000                    |
+| PAYCORE_HTTP_CONNECTIONS_MAX             | 1000                    |
+| PAYCORE_FORWARDED_ALLOW_IPS              | (empty: trust no proxy) |
 
 The documentation of each lives in README.md ("Configuration").
 """
@@ -86,6 +91,14 @@ class Settings:
     # A worker's claim on an item lapses after this; must exceed resolver_batch_max processor calls.
     claim_lease_ms: int = 300_000
     sandbox_database_url: str = "sqlite:///./paycore-sandbox.db"
+    # The HTTP server's own bounds (SPEC §13, ADR 0013), applied by paycore.http.server.
+    http_header_bytes_max: int = 65_536
+    http_request_receive_timeout_ms: int = 10_000
+    http_keepalive_idle_ms: int = 5_000
+    http_connections_max: int = 1_000
+    # Peers whose X-Forwarded-For/-Proto are believed (comma-separated addresses or networks,
+    # or "*"); empty: nobody's.
+    forwarded_allow_ips: str = ""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -115,6 +128,11 @@ class Settings:
             resolver_batch_max=_int("PAYCORE_RESOLVER_BATCH_MAX", 10),
             claim_lease_ms=_int("PAYCORE_CLAIM_LEASE_MS", 300_000),
             sandbox_database_url=os.environ.get("PAYCORE_SANDBOX_DATABASE_URL") or "sqlite:///./paycore-sandbox.db",
+            http_header_bytes_max=_int("PAYCORE_HTTP_HEADER_BYTES_MAX", 65_536, minimum=1024),
+            http_request_receive_timeout_ms=_int("PAYCORE_HTTP_REQUEST_RECEIVE_TIMEOUT_MS", 10_000),
+            http_keepalive_idle_ms=_int("PAYCORE_HTTP_KEEPALIVE_IDLE_MS", 5_000),
+            http_connections_max=_int("PAYCORE_HTTP_CONNECTIONS_MAX", 1_000),
+            forwarded_allow_ips=os.environ.get("PAYCORE_FORWARDED_ALLOW_IPS", "").strip(),
         )
 
     def with_database(self, database_url: str) -> Settings:

@@ -17,10 +17,11 @@ from paycore.cli import (
     simulate_commands,
     tenant_commands,
 )
-from paycore.config import DEV_WEBHOOK_SECRET, Settings
+from paycore.config import Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
-from paycore.http.server import is_loopback, tune_gc_for_serving
+from paycore.http.exposure import UnsafeBind, check_bind, is_loopback
+from paycore.http.server import Server, tune_gc_for_serving
 from paycore.processor.port import Processor
 
 if TYPE_CHECKING:
@@ -70,8 +71,6 @@ def serve(
     ),
 ) -> None:
     """Run the HTTP API (with --dev: API, workers and the sandbox processor in one process)."""
-    import uvicorn
-
     from paycore.http.app import create_app
     from paycore.workers.jobs import WorkerContext
     from paycore.workers.loop import run_forever
@@ -95,45 +94,45 @@ def serve(
     if dev:
         context = WorkerContext.create(database, settings, processor)
         threading.Thread(target=run_forever, args=(context, stop), daemon=True, name="worker").start()
-    where = f"in-process sandbox at /sandbox ({settings.sandbox_database_url})" if dev else settings.processor_url
-    console.print(
-        f"paycore on http://{host}:{port} ({'local mode' if local_mode else 'API keys required'}, "
-        f"database {database.dialect}, processor {where})"
-    )
     app = create_app(settings, database, processor)
-    if sandbox is not None:
+    mounted = sandbox is not None and is_loopback(host)
+    if sandbox is not None and mounted:
         from paycore.sandbox.http import create_app as create_sandbox_app
 
-        # The sandbox's own API (fault plan, charges, settlement CSV) under /sandbox.
+        # The sandbox's own API (fault plan, charges, settlement CSV) under /sandbox: on a
+        # loopback bind only, as anyone who reaches it can script the processor's answers.
         app.mount("/sandbox", create_sandbox_app(sandbox))
+    console.print(_start_line(host, port, local_mode, database, settings, dev=dev, sandbox_mounted=mounted))
     tune_gc_for_serving()
     try:
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            log_level="warning",
-            access_log=False,
-        )
+        Server(app, host, port, settings=settings).serve_forever()
     finally:
         stop.set()
 
 
+def _start_line(
+    host: str, port: int, local_mode: bool, database: Database, settings: Settings, *, dev: bool, sandbox_mounted: bool
+) -> str:
+    if not dev:
+        where = settings.processor_url
+    elif sandbox_mounted:
+        where = f"in-process sandbox at /sandbox ({settings.sandbox_database_url})"
+    else:
+        where = f"in-process sandbox ({settings.sandbox_database_url}), its API not mounted: the bind is not loopback"
+    return (
+        f"paycore on http://{host}:{port} ({'local mode' if local_mode else 'API keys required'}, "
+        f"database {database.dialect}, processor {where})"
+    )
+
+
 def _refuse_unsafe_bind(host: str, local_mode: bool, settings: Settings) -> None:
-    if is_loopback(host):
-        return
-    if local_mode:
-        console.print(
-            f"[red]refusing to bind {host}: no API key exists yet (local mode accepts requests without "
-            "authentication). Create one with `paycore tenants create NAME`, or bind 127.0.0.1.[/red]"
-        )
-        raise typer.Exit(2)
-    if settings.processor_webhook_secret == DEV_WEBHOOK_SECRET:
-        console.print(
-            f"[red]refusing to bind {host}: PAYCORE_PROCESSOR_WEBHOOK_SECRET is the public development default, "
-            "so anyone could forge processor webhooks. Set it to your processor's signing secret.[/red]"
-        )
-        raise typer.Exit(2)
+    """The rules live in paycore.http.exposure (every entry point passes them); here they are
+    checked before the sandbox and the workers start, and a refusal is exit status 2."""
+    try:
+        check_bind(host, local_mode=local_mode, webhook_secret=settings.processor_webhook_secret)
+    except UnsafeBind as refused:
+        console.print(f"[red]{refused.message}[/red]", markup=True, highlight=False)
+        raise typer.Exit(2) from None
 
 
 @app.command()

@@ -1,4 +1,5 @@
-"""The FastAPI application: routers, error handlers, the body bound, metrics."""
+"""The FastAPI application: routers, error handlers, the body bound, metrics, and the guard
+that refuses unsafe requests arriving on a non-loopback address (ADR 0013)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http import errors
 from paycore.http.context import AuthState
+from paycore.http.exposure import ExposureGuard
 from paycore.http.metrics import Metrics, RequestLatency
 from paycore.http.middleware import BodyLimit
 from paycore.http.routers import credits, events, health, ledger, payments, payouts, refunds, reports, webhooks
@@ -30,6 +32,9 @@ def create_app(
         title="paycore",
         version=paycore.__version__,
         description="A payments core on an append-only double-entry ledger. Amounts are integer minor units.",
+        # A trailing slash is a 404, never a redirect: Starlette's redirect is built from the
+        # request's Host header, before authentication, and a 307 makes a client resend its body.
+        redirect_slashes=False,
     )
     app.state.settings = settings
     app.state.database = database
@@ -41,4 +46,6 @@ def create_app(
         app.include_router(router.router)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)
     app.add_middleware(RequestLatency, metrics=app.state.metrics)
+    # Outermost: a request that must not be served here is refused before anything else runs.
+    app.add_middleware(ExposureGuard, auth=app.state.auth, webhook_secret=settings.processor_webhook_secret)
     return app

@@ -1,8 +1,13 @@
 """Pure ASGI middleware (no per-request task overhead): the request body bound (413), and
-NUL characters in the path or query refused (400) before they can reach a database."""
+NUL characters in the path or query refused (400) before they can reach a database.
+
+A body over the bound that is streamed (chunked, no Content-Length) is refused the moment the
+bound is passed: the 413 is sent from inside `receive`, before the app sees the error,
+because whatever reads the body (FastAPI) turns any error raised there into its own 400."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -24,7 +29,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         if "\x00" in scope["path"] or b"%00" in scope["query_string"].lower():
-            await _respond(send, 400, "invalid_request", "the path and query may not contain NUL characters")
+            await respond(send, 400, "invalid_request", "the path and query may not contain NUL characters")
             return
         content_type = _header(scope, b"content-type")
         if content_type is None:
@@ -34,9 +39,9 @@ class BodyLimit:
             # In place (the scope is this request's own): outer middleware reads what the router
             # writes into it, e.g. the matched route for the latency metric.
             scope["headers"] = [*scope["headers"], (b"content-type", b"application/json")]
-        elif b"json" not in content_type.lower() and _header(scope, b"content-length") not in (None, b"0"):
+        elif b"json" not in content_type.lower() and _has_body(scope):
             message = "request bodies must be JSON: send Content-Type: application/json"
-            await _respond(send, 415, "unsupported_media_type", message)
+            await respond(send, 415, "unsupported_media_type", message)
             return
         for name, value in scope["headers"]:
             if name == b"content-length":
@@ -47,33 +52,41 @@ class BodyLimit:
                 if declared > self.body_bytes_max:
                     await self._refuse(send)
                     return
+        await self._streamed(scope, receive, send)
+
+    async def _streamed(self, scope: Scope, receive: Receive, send: Send) -> None:
         received = 0
         started = False
+        refused = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, refused
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.body_bytes_max:
+                    if not started and not refused:
+                        refused = True
+                        await self._refuse(send, close=True)
                     raise _TooLarge
             return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
+            if refused:
+                return  # the 413 is the answer; what the app makes of the error is dropped
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
-        try:
+        # Answered (413) in limited_receive, or the response had started: nothing to add.
+        with contextlib.suppress(_TooLarge):
             await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await self._refuse(send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, *, close: bool = False) -> None:
         message = f"request bodies are limited to {self.body_bytes_max} bytes"
-        await _respond(send, 413, "request_too_large", message)
+        # After a streamed body is refused the rest of it is not read: close the connection.
+        await respond(send, 413, "request_too_large", message, close=close)
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -83,8 +96,32 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
-async def _respond(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps({"error": code, "message": message}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+def _has_body(scope: Scope) -> bool:
+    """A Content-Length above 0, or any Transfer-Encoding (a chunked body has no length)."""
+    return _header(scope, b"content-length") not in (None, b"0") or _header(scope, b"transfer-encoding") is not None
+
+
+def error_bytes(code: str, message: str) -> bytes:
+    """The standard error body, compact, for the layers below FastAPI's handlers."""
+    return json.dumps({"error": code, "message": message}, separators=(",", ":")).encode()
+
+
+async def respond(
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    close: bool = False,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    body = error_bytes(code, message)
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *(headers or []),
+    ]
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

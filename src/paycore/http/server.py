@@ -1,15 +1,25 @@
 """A uvicorn server that behaves like the standard library's ThreadingHTTPServer:
-bound when constructed (so port 0 works), `serve_forever()` blocks, `shutdown()` stops it."""
+bound when constructed (so port 0 works), `serve_forever()` blocks, `shutdown()` stops it.
+
+The one way paycore serves HTTP (`app.make_server`, `paycore serve`): it refuses an unsafe bind
+before binding (paycore.http.exposure) and applies the HTTP limits (paycore.http.protocol)."""
 
 from __future__ import annotations
 
 import gc
-import ipaddress
 import socket
 import threading
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
+
+from paycore.config import Settings
+from paycore.http.context import AuthState
+from paycore.http.exposure import UnsafeBind, check_bind, is_loopback
+from paycore.http.protocol import HttpLimits, protocol_class
+
+__all__ = ["Server", "UnsafeBind", "check_app_bind", "is_loopback", "tune_gc_for_serving", "uvicorn_config"]
 
 # The cyclic garbage collector's thresholds for a serving process (ADR 0012): Python's
 # default (700 allocations) runs a young collection every few requests; a credit allocates
@@ -27,25 +37,54 @@ def tune_gc_for_serving() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def uvicorn_config(app: ASGIApp, settings: Settings, *, log_level: str = "warning") -> uvicorn.Config:
+    """The one home of the server-side settings."""
+    trusted = settings.forwarded_allow_ips
+    return uvicorn.Config(
+        app,
+        http=protocol_class(HttpLimits.from_settings(settings)),
+        log_level=log_level,
+        access_log=False,
+        lifespan="off",
+        # X-Forwarded-For/-Proto rewrite the client address and scheme: believed only from
+        # the configured proxies (uvicorn's own default believes 127.0.0.1).
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or None,
+    )
+
+
+def check_app_bind(app: ASGIApp, host: str) -> None:
+    """`check_bind` for a paycore app (its state says local mode and the webhook secret). Any
+    other app cannot be judged, so it is served on loopback only."""
+    state: Any = getattr(app, "state", None)
+    auth = getattr(state, "auth", None)
+    settings = getattr(state, "settings", None)
+    if isinstance(auth, AuthState) and isinstance(settings, Settings):
+        check_bind(host, local_mode=not auth.is_auth_required(), webhook_secret=settings.processor_webhook_secret)
+    elif not is_loopback(host):
+        raise UnsafeBind(host, "unknown_app", f"refusing to bind {host}: only a paycore app is served off loopback")
 
 
 class Server:
-    def __init__(self, app: ASGIApp, host: str, port: int, *, log_level: str = "warning") -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        host: str,
+        port: int,
+        *,
+        settings: Settings | None = None,
+        log_level: str = "warning",
+    ) -> None:
+        check_app_bind(app, host)  # before anything is bound
+        if settings is None:
+            settings = getattr(getattr(app, "state", None), "settings", None) or Settings()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((host, port))
         self.socket.listen(2048)
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
-        config = uvicorn.Config(app, log_level=log_level, access_log=False, timeout_keep_alive=5, lifespan="off")
-        self._server = uvicorn.Server(config)
+        self._server = uvicorn.Server(uvicorn_config(app, settings, log_level=log_level))
         self._done = threading.Event()
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:

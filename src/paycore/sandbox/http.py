@@ -62,7 +62,8 @@ def refusal_status(code: str) -> int:
 
 def create_app(sandbox: Sandbox, sink: WebhookSink | None = None) -> FastAPI:
     """The sandbox's FastAPI app; `sink` is where `POST /v1/sandbox/webhooks/deliver` sends."""
-    app = FastAPI(title="paycore sandbox processor", version="1")
+    # A trailing slash is a 404, never a redirect built from the Host header (as paycore, ADR 0013).
+    app = FastAPI(title="paycore sandbox processor", version="1", redirect_slashes=False)
     _add_error_handlers(app)
     _add_processor_routes(app, sandbox)
     _add_bank_routes(app, sandbox)
