@@ -62,6 +62,18 @@ def is_loopback(host: str | None) -> bool:
     return address.is_loopback
 
 
+@functools.lru_cache(maxsize=64)
+def arrived_off_loopback(local_host: str) -> bool:
+    """For the host of ASGI's `scope["server"]` (the local address a connection arrived on):
+    True for an IP address that is not loopback. Anything else is not a network address (a
+    unix socket's path, `(path, None)` in uvicorn; an in-process test client's name): local."""
+    try:
+        ipaddress.ip_address(local_host)
+    except ValueError:
+        return False
+    return not is_loopback(local_host)
+
+
 def check_bind(host: str, *, local_mode: bool, webhook_secret: str) -> None:
     """Raise `UnsafeBind` (and log `start_refused`) when binding `host` would be unsafe."""
     if is_loopback(host):
@@ -92,7 +104,7 @@ class ExposureGuard:
     non-loopback local address (`scope["server"]`) while serving it would be unsafe:
     anything but /healthz and /readyz in local mode, the processor webhook while its secret
     is the public default, and the sandbox's own API (`/sandbox`, mounted by `serve --dev`)
-    always. A unix socket (`server` None) is local. Loopback traffic costs one cached lookup."""
+    always. A unix socket is local. Loopback traffic costs one cached lookup."""
 
     def __init__(self, app: ASGIApp, auth: AuthState, webhook_secret: str) -> None:
         self.app = app
@@ -102,7 +114,7 @@ class ExposureGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         server = scope.get("server")
-        if scope["type"] != "http" or server is None or is_loopback(server[0]):
+        if scope["type"] != "http" or server is None or not arrived_off_loopback(server[0]):
             await self.app(scope, receive, send)
             return
         reason = await self._refusal(scope["path"], scope["method"])

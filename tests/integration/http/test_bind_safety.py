@@ -289,7 +289,11 @@ def test_the_guard_reads_the_local_address_of_each_request(settings: Settings, d
         assert (await _call(app, "/sandbox/v1/sandbox/fault-plan"))[0] == 403
         assert (await _call(app, "/healthz"))[0] == 200
         assert (await _call(app, "/v1/tenants/default/balance", server=("127.0.0.1", 8000)))[0] == 200
-        assert (await _call(app, "/v1/tenants/default/balance", server=None))[0] == 200  # a unix socket
+        assert (await _call(app, "/v1/tenants/default/balance", server=None))[0] == 200
+        unix_socket: Any = ("/run/paycore.sock", None)  # uvicorn's scope on a unix socket
+        assert (await _call(app, "/v1/tenants/default/balance", server=unix_socket))[0] == 200
+        assert (await _call(app, "/v1/tenants/default/balance", server=("testserver", 80)))[0] == 200
+        assert (await _call(app, "/v1/tenants/default/balance", server=("fd00::2", 80)))[0] == 403
 
     anyio.run(scenario)
 
