@@ -103,9 +103,15 @@ def serve(
         # loopback bind only, as anyone who reaches it can script the processor's answers.
         app.mount("/sandbox", create_sandbox_app(sandbox))
     console.print(_start_line(host, port, local_mode, database, settings, dev=dev, sandbox_mounted=mounted))
+    try:
+        server = Server(app, host, port, settings=settings)
+    except OSError as error:  # the address is in use or not this machine's: as uvicorn.run did, exit 1
+        stop.set()
+        console.print(f"[red]cannot bind {host}:{port}: {error.strerror or error}[/red]", highlight=False)
+        raise typer.Exit(1) from None
     tune_gc_for_serving()
     try:
-        Server(app, host, port, settings=settings).serve_forever()
+        server.serve_forever()
     finally:
         stop.set()
 

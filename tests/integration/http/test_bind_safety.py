@@ -286,7 +286,7 @@ def test_the_guard_reads_the_local_address_of_each_request(settings: Settings, d
         status, body = await _call(app, "/v1/tenants/default/balance")
         assert (status, body["error"]) == (403, "unsafe_exposure")
         assert "local mode" in body["message"]
-        assert (await _call(app, "/sandbox/v1/sandbox/fault-plan"))[0] == 403
+        assert (await _call(app, "/sandbox/v1/sandbox/faults"))[0] == 403
         assert (await _call(app, "/healthz"))[0] == 200
         assert (await _call(app, "/v1/tenants/default/balance", server=("127.0.0.1", 8000)))[0] == 200
         assert (await _call(app, "/v1/tenants/default/balance", server=None))[0] == 200
@@ -310,7 +310,7 @@ def test_the_guard_refuses_the_sandbox_and_the_default_secret_even_with_keys(
 
     async def scenario() -> None:
         assert (await _call(app, "/v1/webhooks/processor", "POST"))[0] == 403
-        assert (await _call(app, "/sandbox/v1/sandbox/fault-plan"))[0] == 403
+        assert (await _call(app, "/sandbox/v1/sandbox/faults"))[0] == 403
         assert (await _call(app, "/v1/tenants/acme/balance"))[0] == 401  # authenticated: the usual rules
         assert (await _call(app, "/v1/webhooks/processor", "POST", server=("127.0.0.1", 1)))[0] != 403
 
@@ -360,6 +360,33 @@ def test_serve_refuses_the_default_secret_off_loopback(host: str, dev: bool, tmp
     assert "PAYCORE_PROCESSOR_WEBHOOK_SECRET is the public development default" in output
 
 
+@contextmanager
+def serve_dev(tmp_path: Path, host: str, **env: str) -> Iterator[int]:
+    """`paycore serve --dev --host HOST` on a free port, until the block ends."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("PAYCORE_")}
+    environment.update(PAYCORE_SANDBOX_DATABASE_URL=f"sqlite:///{tmp_path}/s.db", **env)
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w+") as log:
+        command = [str(PAYCORE), "serve", "--dev", "--host", host, "--port", str(port)]
+        process = subprocess.Popen(command, env=environment, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while True:
+                try:
+                    assert get("127.0.0.1", port, "/healthz")[0] == 200
+                    break
+                except OSError:
+                    assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                    time.sleep(0.1)
+            yield port
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
 def test_serve_dev_does_not_mount_the_sandbox_off_loopback(tmp_path: Path) -> None:
     """With a key and a real secret `serve --dev` may bind 0.0.0.0, but without /sandbox."""
     url = f"sqlite:///{tmp_path}/p.db"
@@ -367,34 +394,24 @@ def test_serve_dev_does_not_mount_the_sandbox_off_loopback(tmp_path: Path) -> No
     migrate.upgrade(database)
     add_key(database)
     database.dispose()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {name: value for name, value in os.environ.items() if not name.startswith("PAYCORE_")}
-    env.update(
-        PAYCORE_DATABASE_URL=url,
-        PAYCORE_SANDBOX_DATABASE_URL=f"sqlite:///{tmp_path}/s.db",
-        PAYCORE_PROCESSOR_WEBHOOK_SECRET=REAL_SECRET,
-    )
-    log = (tmp_path / "serve.log").open("w+")
-    process = subprocess.Popen(
-        [str(PAYCORE), "serve", "--dev", "--host", "0.0.0.0", "--port", str(port)], env=env, stdout=log, stderr=log
-    )
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                status, _ = get("127.0.0.1", port, "/healthz")
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
-                time.sleep(0.1)
-        assert status == 200
+    with serve_dev(tmp_path, "0.0.0.0", PAYCORE_DATABASE_URL=url, PAYCORE_PROCESSOR_WEBHOOK_SECRET=REAL_SECRET) as port:
         for host in ["127.0.0.1", *([LAN] if LAN else [])]:
-            status, body = get(host, port, "/sandbox/v1/sandbox/fault-plan")
+            status, body = get(host, port, "/sandbox/v1/sandbox/faults")
             assert status in (403, 404) and body["error"] in ("unsafe_exposure", "not_found"), (host, status, body)
-        assert "not mounted" in " ".join((tmp_path / "serve.log").read_text().split())
-    finally:
-        process.terminate()
-        process.wait(10)
-        log.close()
+    assert "not mounted" in " ".join((tmp_path / "serve.log").read_text().split())
+
+
+def test_serve_dev_mounts_the_sandbox_on_loopback(tmp_path: Path) -> None:
+    with serve_dev(tmp_path, "127.0.0.1", PAYCORE_DATABASE_URL=f"sqlite:///{tmp_path}/p.db") as port:
+        assert get("127.0.0.1", port, "/sandbox/v1/sandbox/faults")[0] == 200
+
+
+def test_serve_on_a_port_in_use_exits_1_with_a_message(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = run_serve(f"sqlite:///{tmp_path}/p.db", "--host", "127.0.0.1", "--port", str(port))
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 1, output
+    assert f"cannot bind 127.0.0.1:{port}" in output and "Traceback" not in output
