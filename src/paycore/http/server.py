@@ -56,12 +56,14 @@ def uvicorn_config(app: ASGIApp, settings: Settings, *, log_level: str = "warnin
 def check_app_bind(app: ASGIApp, host: str) -> None:
     """`check_bind` for a paycore app (its state says local mode and the webhook secret). Any
     other app cannot be judged, so it is served on loopback only."""
+    if is_loopback(host):
+        return  # safe in any state; and the database (perhaps not migrated yet) is not read
     state: Any = getattr(app, "state", None)
     auth = getattr(state, "auth", None)
     settings = getattr(state, "settings", None)
     if isinstance(auth, AuthState) and isinstance(settings, Settings):
         check_bind(host, local_mode=not auth.is_auth_required(), webhook_secret=settings.processor_webhook_secret)
-    elif not is_loopback(host):
+    else:
         raise UnsafeBind(host, "unknown_app", f"refusing to bind {host}: only a paycore app is served off loopback")
 
 

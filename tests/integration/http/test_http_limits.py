@@ -240,9 +240,10 @@ def chunked(content_type: bytes, body: bytes, path: bytes = b"/v1/accounts") -> 
     return head + b"\r\n" + chunks + b"0\r\n\r\n"
 
 
-def test_a_chunked_body_over_the_bound_is_413(small: int) -> None:
+@pytest.mark.parametrize("path", [b"/v1/accounts", b"/v1/tenants/default/credits"], ids=["sync", "async"])
+def test_a_chunked_body_over_the_bound_is_413(small: int, path: bytes) -> None:
     body = json.dumps({"code": "c", "metadata": {"pad": "p" * (BODY_BYTES_MAX * 2)}}).encode()
-    status, _, answer = exchange(small, chunked(b"application/json", body))
+    status, _, answer = exchange(small, chunked(b"application/json", body, path))
     assert status == 413
     assert_json_error(answer, "request_too_large")
 
