@@ -32,6 +32,12 @@ from paycore.config import Settings
 from paycore.http.middleware import error_bytes, respond
 
 BUSY_RETRY_AFTER_S: Final = 1
+# After a refusal the client may still be sending: closing with unread bytes makes the kernel
+# reset the connection, and a reset can destroy the answer before the client reads it. So the
+# write side is closed first and what still arrives is read and dropped, for at most this long
+# or this much (nginx's "lingering close"), then the connection is closed.
+LINGER_S: Final = 1.0
+LINGER_BYTES_MAX: Final = 1_048_576
 _HEADER_OVERHEAD_BYTES: Final = 4  # ": " and CRLF around every header line
 
 
@@ -73,6 +79,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = True
         self._head_bytes = 0
         self._refusal: tuple[int, str, str] | None = None
+        self._lingering_bytes: int | None = None  # set once refused: the bytes dropped since
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -83,6 +90,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering_bytes is not None:
+            self._linger(len(data))
+            return
         self._unset_keepalive_if_required()
         if self._in_head:
             self._head_bytes += len(data)
@@ -164,7 +174,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         """Answer `status` unless a response has started, then close the connection. A request
         the app is still handling is told its client is gone, and its answer is dropped."""
         self._cancel_receive_timer()
-        if self.transport.is_closing():
+        if self.transport.is_closing() or self._lingering_bytes is not None:
             return
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
@@ -183,7 +193,26 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             b"connection: close\r\n\r\n",
         ]
         self.transport.write(b"".join(head) + body)
-        self.transport.close()
+        self._close_lingering()
+
+    def _close_lingering(self) -> None:
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._lingering_bytes = 0
+        self.flow.resume_reading()
+        self.loop.call_later(LINGER_S, self._close)
+
+    def _linger(self, received_bytes: int) -> None:
+        assert self._lingering_bytes is not None
+        self._lingering_bytes += received_bytes
+        if self._lingering_bytes > LINGER_BYTES_MAX:
+            self._close()
+
+    def _close(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.close()
 
 
 def _head_refusal(header_bytes_max: int) -> tuple[int, str, str]:
