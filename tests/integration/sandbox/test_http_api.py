@@ -165,3 +165,17 @@ def test_an_unexpected_failure_is_a_json_500_and_unreachable(
     assert (status, body["error"]) == (500, "internal_error")
     with pytest.raises(ProcessorUnreachable):
         HttpTransport(base_url).get_charge("pay_1")
+
+
+def test_a_trailing_slash_is_a_404_never_a_redirect(base_url: str) -> None:
+    """Issue 18: no redirect built from the request's Host header, in the sandbox as in paycore."""
+    parts = urllib.parse.urlsplit(base_url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)
+    try:
+        connection.request("GET", "/v1/sandbox/faults/", headers={"Host": "evil.example"})
+        response = connection.getresponse()
+        body = json.loads(response.read())
+    finally:
+        connection.close()
+    assert response.status == 404 and response.getheader("Location") is None
+    assert body["error"] == "not_found"
