@@ -1,25 +1,21 @@
 """Issue 18 point 1 (SPEC §3.2, ADR 0013): every entry point refuses to expose local mode or the
-public default webhook secret off loopback, and the sandbox's API is never served there.
-
-Entry points: `app.make_server` (the `Server` class), `app.app` under a separately run ASGI
-server (refused per request, by the address the request arrived on), `paycore serve` and
-`paycore serve --dev` (exit status 2). Addresses: 0.0.0.0, ::, this machine's own LAN address
-and its hostname. Traffic goes only to this machine's own addresses.
+public default webhook secret off loopback. Here: the rule, `app.make_server` (the `Server`
+class) and `app.app` under a separately run ASGI server (refused per request, by the address
+the request arrived on); `paycore serve` and `serve --dev` are in test_bind_safety_cli.py.
+Addresses: 0.0.0.0, ::, this machine's own LAN address and its hostname. Traffic goes only to
+this machine's own addresses.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
@@ -33,70 +29,11 @@ from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.http.exposure import UnsafeBind, check_bind, is_loopback
 from paycore.http.server import Server
-from paycore.kit.clock import now_us
-from paycore.kit.signing import SIGNATURE_HEADER, sign
-from paycore.tenants import service as tenants
+from tests.support.exposure import HOSTNAME, LAN, REAL_SECRET, UNSAFE_HOSTS, add_key, get, needs_lan, post_webhook
 
 PAYCORE = Path(sys.executable).with_name("paycore")
 CLI_TIMEOUT_S = 60
 START_TIMEOUT_S = 30
-REAL_SECRET = "whsec_test_not_the_default"
-
-
-def lan_address() -> str | None:
-    """An IPv4 address of this machine that is not loopback, or None when it has only loopback."""
-    candidates: list[str] = []
-    try:
-        shown = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=5)
-        for line in shown.stdout.splitlines():
-            fields = line.split()
-            if "inet" in fields:
-                candidates.append(fields[fields.index("inet") + 1].split("/")[0])
-    except (OSError, subprocess.SubprocessError):
-        pass
-    try:
-        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
-            candidates.append(str(info[4][0]))
-    except OSError:
-        pass
-    for address in candidates:
-        if not is_loopback(address):
-            return address
-    return None
-
-
-LAN = lan_address()
-needs_lan = pytest.mark.skipif(LAN is None, reason="this machine has no non-loopback address to bind")
-HOSTNAME = socket.gethostname()
-# A LAN address and a hostname are refused whatever they resolve to; 0.0.0.0 and :: bind everything.
-UNSAFE_HOSTS = ["0.0.0.0", "::", HOSTNAME, *([LAN] if LAN else [])]
-
-
-def add_key(database: Database) -> str:
-    return database.transaction(lambda c: tenants.create_tenant(c, "acme", now_us=now_us())).api_key
-
-
-def get(host: str, port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    connection = HTTPConnection(host, port, timeout=10)
-    try:
-        connection.request("GET", path, headers=headers or {})
-        response = connection.getresponse()
-        raw = response.read()
-        return response.status, json.loads(raw) if raw else None
-    finally:
-        connection.close()
-
-
-def post_webhook(host: str, port: int, secret: str) -> tuple[int, Any]:
-    body = json.dumps({"id": "evt_forged", "type": "charge.succeeded", "data": {}}).encode()
-    headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, now_us() // 1_000_000, body)}
-    connection = HTTPConnection(host, port, timeout=10)
-    try:
-        connection.request("POST", "/v1/webhooks/processor", body=body, headers=headers)
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        connection.close()
 
 
 # ---------------------------------------------------------------------------- the rule
@@ -315,103 +252,3 @@ def test_the_guard_refuses_the_sandbox_and_the_default_secret_even_with_keys(
         assert (await _call(app, "/v1/webhooks/processor", "POST", server=("127.0.0.1", 1)))[0] != 403
 
     anyio.run(scenario)
-
-
-# ---------------------------------------------------------------------------- paycore serve
-
-
-def run_serve(database_url: str, *args: str, secret: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith("PAYCORE_")}
-    env["PAYCORE_DATABASE_URL"] = database_url
-    env["PAYCORE_SANDBOX_DATABASE_URL"] = database_url.replace(".db", "-sandbox.db")
-    if secret is not None:
-        env["PAYCORE_PROCESSOR_WEBHOOK_SECRET"] = secret
-    return subprocess.run(
-        [str(PAYCORE), "serve", "--port", "0", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT_S,
-        check=False,
-    )
-
-
-@pytest.mark.parametrize("dev", [False, True], ids=["serve", "serve-dev"])
-@pytest.mark.parametrize("host", UNSAFE_HOSTS)
-def test_serve_refuses_local_mode_off_loopback(host: str, dev: bool, tmp_path: Path) -> None:
-    """SQLite only: the rule does not depend on the database (the in-process tests run both)."""
-    result = run_serve(f"sqlite:///{tmp_path}/p.db", "--host", host, *(["--dev"] if dev else []), secret=REAL_SECRET)
-    output = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 2, output
-    assert f"refusing to bind {host}" in output and "no API key exists yet" in output
-
-
-@pytest.mark.parametrize("dev", [False, True], ids=["serve", "serve-dev"])
-@pytest.mark.parametrize("host", UNSAFE_HOSTS)
-def test_serve_refuses_the_default_secret_off_loopback(host: str, dev: bool, tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/p.db"
-    database = Database(Settings(database_url=url))
-    migrate.upgrade(database)
-    add_key(database)
-    database.dispose()
-    result = run_serve(url, "--host", host, *(["--dev"] if dev else []))
-    output = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 2, output
-    assert "PAYCORE_PROCESSOR_WEBHOOK_SECRET is the public development default" in output
-
-
-@contextmanager
-def serve_dev(tmp_path: Path, host: str, **env: str) -> Iterator[int]:
-    """`paycore serve --dev --host HOST` on a free port, until the block ends."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("PAYCORE_")}
-    environment.update(PAYCORE_SANDBOX_DATABASE_URL=f"sqlite:///{tmp_path}/s.db", **env)
-    log_path = tmp_path / "serve.log"
-    with log_path.open("w+") as log:
-        command = [str(PAYCORE), "serve", "--dev", "--host", host, "--port", str(port)]
-        process = subprocess.Popen(command, env=environment, stdout=log, stderr=log)
-        try:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while True:
-                try:
-                    assert get("127.0.0.1", port, "/healthz")[0] == 200
-                    break
-                except OSError:
-                    assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()
-                    time.sleep(0.1)
-            yield port
-        finally:
-            process.terminate()
-            process.wait(10)
-
-
-def test_serve_dev_does_not_mount_the_sandbox_off_loopback(tmp_path: Path) -> None:
-    """With a key and a real secret `serve --dev` may bind 0.0.0.0, but without /sandbox."""
-    url = f"sqlite:///{tmp_path}/p.db"
-    database = Database(Settings(database_url=url))
-    migrate.upgrade(database)
-    add_key(database)
-    database.dispose()
-    with serve_dev(tmp_path, "0.0.0.0", PAYCORE_DATABASE_URL=url, PAYCORE_PROCESSOR_WEBHOOK_SECRET=REAL_SECRET) as port:
-        for host in ["127.0.0.1", *([LAN] if LAN else [])]:
-            status, body = get(host, port, "/sandbox/v1/sandbox/faults")
-            assert status in (403, 404) and body["error"] in ("unsafe_exposure", "not_found"), (host, status, body)
-    assert "not mounted" in " ".join((tmp_path / "serve.log").read_text().split())
-
-
-def test_serve_dev_mounts_the_sandbox_on_loopback(tmp_path: Path) -> None:
-    with serve_dev(tmp_path, "127.0.0.1", PAYCORE_DATABASE_URL=f"sqlite:///{tmp_path}/p.db") as port:
-        assert get("127.0.0.1", port, "/sandbox/v1/sandbox/faults")[0] == 200
-
-
-def test_serve_on_a_port_in_use_exits_1_with_a_message(tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen(1)
-        port = taken.getsockname()[1]
-        result = run_serve(f"sqlite:///{tmp_path}/p.db", "--host", "127.0.0.1", "--port", str(port))
-    output = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 1, output
-    assert f"cannot bind 127.0.0.1:{port}" in output and "Traceback" not in output
