@@ -142,6 +142,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._cancel_receive_timer()
         super().on_message_complete()
 
+    def _unsupported_upgrade_warning(self) -> None:
+        pass  # no WebSocket is served (ws="none"): the request is answered as plain HTTP, nothing to warn
+
     def send_400_response(self, msg: str) -> None:
         del msg  # uvicorn's text names its own internals; ours is the standard body
         self._refuse(400, "invalid_http", "the request is not valid HTTP/1.1")

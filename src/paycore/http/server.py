@@ -43,6 +43,7 @@ def uvicorn_config(app: ASGIApp, settings: Settings, *, log_level: str = "warnin
     return uvicorn.Config(
         app,
         http=protocol_class(HttpLimits.from_settings(settings)),
+        ws="none",  # no WebSocket is served: an Upgrade request is answered as plain HTTP
         log_level=log_level,
         access_log=False,
         lifespan="off",

@@ -316,3 +316,12 @@ def test_forwarded_headers_are_believed_from_a_configured_proxy(settings: Settin
     with serving(whoami_app(), dataclasses.replace(settings, forwarded_allow_ips="127.0.0.1")) as port:
         _, _, body = exchange(port, raw)
     assert json.loads(body) == {"client": "203.0.113.9", "scheme": "https"}
+
+
+def test_an_upgrade_request_is_answered_as_plain_http(small: int) -> None:
+    """No WebSocket is served: the request is answered, and nothing else is written after it."""
+    upgrade = b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    with connect(small) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\n" + upgrade + b"Sec-WebSocket-Version: 13\r\n\r\n")
+        assert read_response(sock)[0] == 200
+        assert closed_by_server(sock)  # by the keep-alive bound, with no 408 written first
