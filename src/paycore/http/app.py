@@ -1,19 +1,30 @@
-"""The FastAPI application: routers, error handlers, the body bound, metrics."""
+"""The FastAPI application: routers, error handlers, the body bound, metrics, the request id
+and access line."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 import paycore
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http import errors
 from paycore.http.context import AuthState
-from paycore.http.metrics import Metrics, RequestLatency
+from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
+from paycore.http.request_id import RequestContext
 from paycore.http.routers import credits, events, health, ledger, payments, payouts, refunds, reports, webhooks
 from paycore.http.routers import settings as tenant_settings
 from paycore.processor.port import Processor
+
+
+class PaycoreApp(FastAPI):
+    """FastAPI with the request id, latency and access-line layer outside everything,
+    Starlette's own error middleware included, so that every answer is counted and logged."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return RequestContext(super().build_middleware_stack(), self.state.metrics)
 
 
 def create_app(
@@ -26,7 +37,7 @@ def create_app(
         from paycore.processor.http_transport import HttpTransport
 
         processor = HttpTransport(settings.processor_url, timeout_ms=settings.processor_timeout_ms)
-    app = FastAPI(
+    app = PaycoreApp(
         title="paycore",
         version=paycore.__version__,
         description="A payments core on an append-only double-entry ledger. Amounts are integer minor units.",
@@ -40,5 +51,4 @@ def create_app(
     for router in (health, credits, ledger, payments, refunds, payouts, reports, events, tenant_settings, webhooks):
         app.include_router(router.router)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)
-    app.add_middleware(RequestLatency, metrics=app.state.metrics)
     return app
