@@ -17,10 +17,11 @@ from paycore.cli import (
     simulate_commands,
     tenant_commands,
 )
-from paycore.config import DEV_WEBHOOK_SECRET, Settings
+from paycore.config import DEV_WEBHOOK_SECRET, Settings, log_options_from_env
 from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.http.server import is_loopback, tune_gc_for_serving
+from paycore.kit import logs
 from paycore.processor.port import Processor
 
 if TYPE_CHECKING:
@@ -35,11 +36,31 @@ app.add_typer(processor_commands.app, name="processor")
 app.add_typer(report_commands.app, name="report")
 app.command(name="simulate")(simulate_commands.simulate)
 console = Console(stderr=True)
+log = logging.getLogger(__name__)
 _SANDBOX_INTERVAL_MS = 200
 
 
-def _logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+@app.callback()
+def _start() -> None:
+    """paycore: a payments core on an append-only double-entry ledger."""
+    start_logging()
+
+
+def start_logging() -> None:
+    """Every command logs JSON lines (or text) to standard error, configured before anything
+    else runs. A bad PAYCORE_LOG_FORMAT/LEVEL is itself refused as a (JSON) log line."""
+    try:
+        log_format, log_level = log_options_from_env()
+    except SystemExit:
+        logs.configure()
+        raise  # main() logs it as start_refused
+    logs.configure(log_format, log_level)
+
+
+def refuse_start(message: str, *, reason: str, code: int = 2, **fields: object) -> typer.Exit:
+    """Log why this process will not start (`start_refused`); the caller raises what this returns."""
+    log.error(message, extra={"event": "start_refused", "reason": reason, **fields})
+    return typer.Exit(code)
 
 
 def _http_processor(settings: Settings) -> Processor:
@@ -76,13 +97,12 @@ def serve(
     from paycore.workers.jobs import WorkerContext
     from paycore.workers.loop import run_forever
 
-    _logging()
     settings = Settings.from_env()
     database = Database(settings)
     if dev or not database.is_postgres:
         migrate.upgrade(database)  # the embedded default migrates itself; PostgreSQL is upgraded by hand
     elif not migrate.is_usable(database):
-        raise typer.BadParameter("the database schema is behind: run `paycore db upgrade` first")
+        raise refuse_start("the database schema is behind: run `paycore db upgrade` first", reason="schema_behind")
     with database.read() as connection:
         local_mode = not tenants.auth_required(connection)
     _refuse_unsafe_bind(host, local_mode, settings)
@@ -95,10 +115,15 @@ def serve(
     if dev:
         context = WorkerContext.create(database, settings, processor)
         threading.Thread(target=run_forever, args=(context, stop), daemon=True, name="worker").start()
-    where = f"in-process sandbox at /sandbox ({settings.sandbox_database_url})" if dev else settings.processor_url
-    console.print(
-        f"paycore on http://{host}:{port} ({'local mode' if local_mode else 'API keys required'}, "
-        f"database {database.dialect}, processor {where})"
+    where = "in-process sandbox at /sandbox" if dev else settings.processor_url
+    log.info(
+        "paycore on http://%s:%d (%s, database %s, processor %s)",
+        host,
+        port,
+        "local mode" if local_mode else "API keys required",
+        database.dialect,
+        where,
+        extra={"event": "serve_started", "host": host, "port": port, "local_mode": local_mode, "dev": dev},
     )
     app = create_app(settings, database, processor)
     if sandbox is not None:
@@ -113,7 +138,8 @@ def serve(
             host=host,
             port=port,
             log_level="warning",
-            access_log=False,
+            log_config=None,  # uvicorn's lines go through our handler (logs.configure)
+            access_log=False,  # http/request_id.py writes the access line
         )
     finally:
         stop.set()
@@ -123,17 +149,19 @@ def _refuse_unsafe_bind(host: str, local_mode: bool, settings: Settings) -> None
     if is_loopback(host):
         return
     if local_mode:
-        console.print(
-            f"[red]refusing to bind {host}: no API key exists yet (local mode accepts requests without "
-            "authentication). Create one with `paycore tenants create NAME`, or bind 127.0.0.1.[/red]"
+        raise refuse_start(
+            f"refusing to bind {host}: no API key exists yet (local mode accepts requests without "
+            "authentication). Create one with `paycore tenants create NAME`, or bind 127.0.0.1.",
+            reason="local_mode",
+            host=host,
         )
-        raise typer.Exit(2)
     if settings.processor_webhook_secret == DEV_WEBHOOK_SECRET:
-        console.print(
-            f"[red]refusing to bind {host}: PAYCORE_PROCESSOR_WEBHOOK_SECRET is the public development default, "
-            "so anyone could forge processor webhooks. Set it to your processor's signing secret.[/red]"
+        raise refuse_start(
+            f"refusing to bind {host}: PAYCORE_PROCESSOR_WEBHOOK_SECRET is the public development default, "
+            "so anyone could forge processor webhooks. Set it to your processor's signing secret.",
+            reason="default_webhook_secret",
+            host=host,
         )
-        raise typer.Exit(2)
 
 
 @app.command()
@@ -145,16 +173,22 @@ def worker(
     from paycore.workers.jobs import WorkerContext
     from paycore.workers.loop import run_forever, run_once
 
-    _logging()
     settings = Settings.from_env()
     database = Database(settings)
     context = WorkerContext.create(database, settings, _http_processor(settings))
     if once:
-        console.print(run_once(context))
+        result = run_once(context)
+        console.print(result.done)
+        if result.failed:  # each failure is already a `job_failed` log line
+            raise typer.Exit(1)
         return
     stop = threading.Event()
-    console.print(
-        f"paycore worker {context.worker_id} (database {database.dialect}, processor {settings.processor_url})"
+    log.info(
+        "paycore worker %s (database %s, processor %s)",
+        context.worker_id,
+        database.dialect,
+        settings.processor_url,
+        extra={"event": "worker_started", "worker_id": context.worker_id},
     )
     try:
         run_forever(context, stop)
@@ -163,4 +197,14 @@ def worker(
 
 
 def main() -> None:
-    app()
+    """The `paycore` console script. A setting that stops the process (`SystemExit` with a
+    message, e.g. from `Settings.from_env`) is a `start_refused` log line instead of Python's
+    plain-text message, so standard error stays JSON lines; the exit status stays 1."""
+    try:
+        app()
+    except SystemExit as stop:
+        if not isinstance(stop.code, str):
+            raise
+        logs.configure_unless_configured()
+        log.error(stop.code, extra={"event": "start_refused", "reason": "configuration"})
+        raise SystemExit(1) from None

@@ -44,7 +44,10 @@ class Server:
         self.socket.bind((host, port))
         self.socket.listen(2048)
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
-        config = uvicorn.Config(app, log_level=log_level, access_log=False, timeout_keep_alive=5, lifespan="off")
+        # log_config=None: uvicorn's lines go to the root logger's handler (paycore.kit.logs), if any.
+        config = uvicorn.Config(
+            app, log_level=log_level, log_config=None, access_log=False, timeout_keep_alive=5, lifespan="off"
+        )
         self._server = uvicorn.Server(config)
         self._done = threading.Event()
 
