@@ -4,6 +4,8 @@ carries it, errors included; one `http_request` line per request with the six ke
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from fastapi.testclient import TestClient
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.app import create_app
+from paycore.kit import logs
 
 GENERATED = re.compile(r"req_[0-9A-HJKMNP-TV-Z]{26}")
 ACCESS_KEYS = {"request_id", "tenant_id", "method", "route", "status", "latency_ms"}
@@ -80,11 +83,24 @@ def test_an_unexpected_error_is_a_500_with_the_request_id_and_a_line(
     boom_client: TestClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    response = boom_client.get("/boom", headers={"X-Request-Id": "r500"})
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logs.JsonFormatter())  # formats when the line is written, as in a server
+    logging.getLogger("paycore.http.errors").addHandler(handler)
+    try:
+        response = boom_client.get("/boom", headers={"X-Request-Id": "r500"})
+    finally:
+        logging.getLogger("paycore.http.errors").removeHandler(handler)
     assert response.status_code == 500
     assert response.headers["x-request-id"] == "r500"
     [line] = access_lines(caplog)
     assert (line.status, line.route, line.request_id) == (500, "/boom", "r500")  # type: ignore[attr-defined]
+    [unhandled] = [json.loads(text) for text in stream.getvalue().splitlines()]
+    assert (unhandled["event"], unhandled["request_id"], unhandled["exc_type"]) == (
+        "unhandled_error",
+        "r500",
+        "RuntimeError",
+    )
 
 
 def test_one_access_line_per_request_with_the_route_template(
