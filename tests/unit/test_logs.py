@@ -82,6 +82,13 @@ def test_newlines_and_odd_values_stay_on_one_line(captured: tuple[logging.Logger
     assert isinstance(line["things"], str) and isinstance(line["when"], str)
 
 
+def test_a_line_is_ascii_whatever_it_holds(captured: tuple[logging.Logger, io.StringIO]) -> None:
+    logger, stream = captured
+    logger.info("payout to Zoë Müller", extra={"event": "e", "beneficiary": "Émilie"})
+    assert stream.getvalue().isascii()
+    assert lines_of(stream)[0]["message"] == "payout to Zoë Müller"
+
+
 def test_an_extra_cannot_overwrite_a_stable_key(captured: tuple[logging.Logger, io.StringIO]) -> None:
     logger, stream = captured
     logger.info("x", extra={"event": "e", "level": "fake", "ts": "fake", "logger": "fake"})

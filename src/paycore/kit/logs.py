@@ -102,7 +102,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line, never more than one line (newlines inside values are escaped)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(fields(record), default=str, ensure_ascii=False, separators=(",", ":"))
+        # ASCII only (\u escapes): a line can be written whatever the encoding of standard error.
+        return json.dumps(fields(record), default=str, separators=(",", ":"))
 
 
 class TextFormatter(logging.Formatter):
