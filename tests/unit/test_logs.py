@@ -154,3 +154,10 @@ def test_log_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAYCORE_LOG_LEVEL", "loud")
     with pytest.raises(SystemExit, match="PAYCORE_LOG_LEVEL"):
         log_options_from_env()
+
+
+def test_a_url_in_a_start_line_carries_no_credentials() -> None:
+    from paycore.cli.main import _shown
+
+    assert _shown("https://user:s3cret@processor.internal:8443/api") == "https://processor.internal:8443/api"
+    assert _shown("http://127.0.0.1:8100") == "http://127.0.0.1:8100"

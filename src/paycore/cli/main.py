@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import urllib.parse
 from typing import TYPE_CHECKING
 
 import typer
@@ -63,6 +64,14 @@ def refuse_start(message: str, *, reason: str, code: int = 2, **fields: object) 
     return typer.Exit(code)
 
 
+def _shown(url: str) -> str:
+    """A URL for a log line: without any user or password it may carry."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
 def _http_processor(settings: Settings) -> Processor:
     from paycore.processor.http_transport import HttpTransport
 
@@ -115,7 +124,7 @@ def serve(
     if dev:
         context = WorkerContext.create(database, settings, processor)
         threading.Thread(target=run_forever, args=(context, stop), daemon=True, name="worker").start()
-    where = "in-process sandbox at /sandbox" if dev else settings.processor_url
+    where = "in-process sandbox at /sandbox" if dev else _shown(settings.processor_url)
     log.info(
         "paycore on http://%s:%d (%s, database %s, processor %s)",
         host,
@@ -187,7 +196,7 @@ def worker(
         "paycore worker %s (database %s, processor %s)",
         context.worker_id,
         database.dialect,
-        settings.processor_url,
+        _shown(settings.processor_url),
         extra={"event": "worker_started", "worker_id": context.worker_id},
     )
     try:
