@@ -8,6 +8,9 @@
 
 `app.app` is the ASGI application on the configured database (PAYCORE_DATABASE_URL, else
 ./paycore.db). The embedded default is migrated on first use.
+
+Both set up paycore's JSON logs on standard error (PAYCORE_LOG_FORMAT, PAYCORE_LOG_LEVEL) only
+if the root logger has no handler yet: an application that configured its own logging keeps it.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ from paycore.db import migrate  # noqa: E402
 from paycore.db.engine import Database  # noqa: E402
 from paycore.http.app import create_app  # noqa: E402
 from paycore.http.server import Server  # noqa: E402
+from paycore.kit import logs  # noqa: E402
 
 __all__ = ["make_server"]  # and `app`, built lazily by __getattr__
 
 
 def _build() -> object:
     settings = Settings.from_env()
+    logs.configure_unless_configured(settings.log_format, settings.log_level)
     database = Database(settings)
     migrate.upgrade(database)
     return create_app(settings, database)
@@ -40,6 +45,7 @@ def make_server(host: str = "127.0.0.1", port: int = 8000) -> Server:
     Raises `paycore.http.exposure.UnsafeBind`, before binding, for an address it must not
     serve in this state (local mode or the public webhook secret off loopback)."""
     settings = Settings.from_env()
+    logs.configure_unless_configured(settings.log_format, settings.log_level)
     database = Database(settings)
     try:
         migrate.upgrade(database)

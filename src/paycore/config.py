@@ -32,6 +32,8 @@
 | PAYCORE_HTTP_KEEPALIVE_IDLE_MS           | 5000                    |
 | PAYCORE_HTTP_CONNECTIONS_MAX             | 1000                    |
 | PAYCORE_FORWARDED_ALLOW_IPS              | (empty: trust no proxy) |
+| PAYCORE_LOG_FORMAT                       | json                    |
+| PAYCORE_LOG_LEVEL                        | INFO                    |
 
 The documentation of each lives in README.md ("Configuration").
 """
@@ -41,6 +43,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from typing import Final
+
+from paycore.kit.logs import FORMATS as LOG_FORMATS
+from paycore.kit.logs import LEVELS as LOG_LEVELS
 
 DEFAULT_DATABASE_URL: Final = "sqlite:///./paycore.db"
 IDEMPOTENCY_KEY_LENGTH_MAX: Final = 255
@@ -59,6 +64,22 @@ def _int(name: str, default: int, *, minimum: int = 1) -> int:
     if value < minimum:
         raise SystemExit(f"{name} must be >= {minimum}, got {value}")
     return value
+
+
+def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.upper() if choices == LOG_LEVELS else raw.lower()
+    if value not in choices:
+        raise SystemExit(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return value
+
+
+def log_options_from_env() -> tuple[str, str]:
+    """(format, level) of the logs: read on their own, before the rest of the settings, so
+    that a refusal to start over any other setting is already a log line."""
+    return _choice("PAYCORE_LOG_FORMAT", "json", LOG_FORMATS), _choice("PAYCORE_LOG_LEVEL", "INFO", LOG_LEVELS)
 
 
 @dataclass(frozen=True)
@@ -99,9 +120,12 @@ class Settings:
     # Peers whose X-Forwarded-For/-Proto are believed (comma-separated addresses or networks,
     # or "*"); empty: nobody's.
     forwarded_allow_ips: str = ""
+    log_format: str = "json"
+    log_level: str = "INFO"
 
     @classmethod
     def from_env(cls) -> Settings:
+        log_format, log_level = log_options_from_env()
         return cls(
             database_url=os.environ.get("PAYCORE_DATABASE_URL") or DEFAULT_DATABASE_URL,
             body_bytes_max=_int("PAYCORE_BODY_BYTES_MAX", 1_048_576),
@@ -133,6 +157,8 @@ class Settings:
             http_keepalive_idle_ms=_int("PAYCORE_HTTP_KEEPALIVE_IDLE_MS", 5_000),
             http_connections_max=_int("PAYCORE_HTTP_CONNECTIONS_MAX", 1_000),
             forwarded_allow_ips=os.environ.get("PAYCORE_FORWARDED_ALLOW_IPS", "").strip(),
+            log_format=log_format,
+            log_level=log_level,
         )
 
     def with_database(self, database_url: str) -> Settings:

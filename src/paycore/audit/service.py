@@ -1,5 +1,6 @@
 """Write and read the audit log. Every function runs in the caller's transaction, so an
-event commits together with the change it records, or not at all."""
+event commits together with the change it records, or not at all. An event's data carries
+the `request_id` of the request (or worker job run) that caused it, when one is set."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from paycore.audit import repository
-from paycore.kit import ids
+from paycore.kit import ids, logs
 
 # Bounded so that one huge processor answer cannot bloat the log.
 DATA_BYTES_MAX = 16_384
@@ -197,6 +198,9 @@ def list_events(
 
 def _insert(connection: Connection, tenant_id: str, *, data: dict[str, Any], now_us: int, **values: Any) -> str:
     event_id = ids.new_id("evt")
+    request_id = logs.request_id()  # the request (or worker job run) that caused the event
+    if request_id is not None and "request_id" not in data:
+        data = {**data, "request_id": request_id}
     encoded = json.dumps(data, sort_keys=True, separators=(",", ":"))
     if len(encoded) > DATA_BYTES_MAX:
         encoded = json.dumps({"truncated": True, "prefix": encoded[: DATA_BYTES_MAX // 2]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import urllib.parse
 from typing import TYPE_CHECKING
 
 import typer
@@ -17,11 +18,12 @@ from paycore.cli import (
     simulate_commands,
     tenant_commands,
 )
-from paycore.config import Settings
+from paycore.config import Settings, log_options_from_env
 from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.http.exposure import UnsafeBind, check_bind, is_loopback
 from paycore.http.server import Server, tune_gc_for_serving
+from paycore.kit import logs
 from paycore.processor.port import Processor
 
 if TYPE_CHECKING:
@@ -36,11 +38,39 @@ app.add_typer(processor_commands.app, name="processor")
 app.add_typer(report_commands.app, name="report")
 app.command(name="simulate")(simulate_commands.simulate)
 console = Console(stderr=True)
+log = logging.getLogger(__name__)
 _SANDBOX_INTERVAL_MS = 200
 
 
-def _logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+@app.callback()
+def _start() -> None:
+    """paycore: a payments core on an append-only double-entry ledger."""
+    start_logging()
+
+
+def start_logging() -> None:
+    """Every command logs JSON lines (or text) to standard error, configured before anything
+    else runs. A bad PAYCORE_LOG_FORMAT/LEVEL is itself refused as a (JSON) log line."""
+    try:
+        log_format, log_level = log_options_from_env()
+    except SystemExit:
+        logs.configure()
+        raise  # main() logs it as start_refused
+    logs.configure(log_format, log_level)
+
+
+def refuse_start(message: str, *, reason: str, code: int = 2, **fields: object) -> typer.Exit:
+    """Log why this process will not start (`start_refused`); the caller raises what this returns."""
+    log.error(message, extra={"event": "start_refused", "reason": reason, **fields})
+    return typer.Exit(code)
+
+
+def _shown(url: str) -> str:
+    """A URL for a log line: without any user or password it may carry."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 def _http_processor(settings: Settings) -> Processor:
@@ -75,13 +105,12 @@ def serve(
     from paycore.workers.jobs import WorkerContext
     from paycore.workers.loop import run_forever
 
-    _logging()
     settings = Settings.from_env()
     database = Database(settings)
     if dev or not database.is_postgres:
         migrate.upgrade(database)  # the embedded default migrates itself; PostgreSQL is upgraded by hand
     elif not migrate.is_usable(database):
-        raise typer.BadParameter("the database schema is behind: run `paycore db upgrade` first")
+        raise refuse_start("the database schema is behind: run `paycore db upgrade` first", reason="schema_behind")
     with database.read() as connection:
         local_mode = not tenants.auth_required(connection)
     _refuse_unsafe_bind(host, local_mode, settings)
@@ -102,13 +131,16 @@ def serve(
         # The sandbox's own API (fault plan, charges, settlement CSV) under /sandbox: on a
         # loopback bind only, as anyone who reaches it can script the processor's answers.
         app.mount("/sandbox", create_sandbox_app(sandbox))
-    console.print(_start_line(host, port, local_mode, database, settings, dev=dev, sandbox_mounted=mounted))
+    log.info(
+        _start_line(host, port, local_mode, database, settings, dev=dev, sandbox_mounted=mounted),
+        extra={"event": "serve_started", "host": host, "port": port, "local_mode": local_mode, "dev": dev},
+    )
     try:
         server = Server(app, host, port, settings=settings)
     except OSError as error:  # the address is in use or not this machine's: as uvicorn.run did, exit 1
         stop.set()
-        console.print(f"[red]cannot bind {host}:{port}: {error.strerror or error}[/red]", highlight=False)
-        raise typer.Exit(1) from None
+        message = f"cannot bind {host}:{port}: {error.strerror or error}"
+        raise refuse_start(message, reason="bind_failed", code=1) from None
     tune_gc_for_serving()
     try:
         server.serve_forever()
@@ -120,11 +152,12 @@ def _start_line(
     host: str, port: int, local_mode: bool, database: Database, settings: Settings, *, dev: bool, sandbox_mounted: bool
 ) -> str:
     if not dev:
-        where = settings.processor_url
+        where = _shown(settings.processor_url)
     elif sandbox_mounted:
-        where = f"in-process sandbox at /sandbox ({settings.sandbox_database_url})"
+        where = f"in-process sandbox at /sandbox ({_shown(settings.sandbox_database_url)})"
     else:
-        where = f"in-process sandbox ({settings.sandbox_database_url}), its API not mounted: the bind is not loopback"
+        sandbox_url = _shown(settings.sandbox_database_url)
+        where = f"in-process sandbox ({sandbox_url}), its API not mounted: the bind is not loopback"
     return (
         f"paycore on http://{host}:{port} ({'local mode' if local_mode else 'API keys required'}, "
         f"database {database.dialect}, processor {where})"
@@ -132,12 +165,12 @@ def _start_line(
 
 
 def _refuse_unsafe_bind(host: str, local_mode: bool, settings: Settings) -> None:
-    """The rules live in paycore.http.exposure (every entry point passes them); here they are
-    checked before the sandbox and the workers start, and a refusal is exit status 2."""
+    """The rules live in paycore.http.exposure (every entry point passes them, and it logs the
+    `start_refused` line); here they are checked before the sandbox and the workers start, and
+    a refusal is exit status 2."""
     try:
         check_bind(host, local_mode=local_mode, webhook_secret=settings.processor_webhook_secret)
-    except UnsafeBind as refused:
-        console.print(f"[red]{refused.message}[/red]", markup=True, highlight=False)
+    except UnsafeBind:
         raise typer.Exit(2) from None
 
 
@@ -150,16 +183,22 @@ def worker(
     from paycore.workers.jobs import WorkerContext
     from paycore.workers.loop import run_forever, run_once
 
-    _logging()
     settings = Settings.from_env()
     database = Database(settings)
     context = WorkerContext.create(database, settings, _http_processor(settings))
     if once:
-        console.print(run_once(context))
+        result = run_once(context)
+        console.print(result.done)
+        if result.failed:  # each failure is already a `job_failed` log line
+            raise typer.Exit(1)
         return
     stop = threading.Event()
-    console.print(
-        f"paycore worker {context.worker_id} (database {database.dialect}, processor {settings.processor_url})"
+    log.info(
+        "paycore worker %s (database %s, processor %s)",
+        context.worker_id,
+        database.dialect,
+        _shown(settings.processor_url),
+        extra={"event": "worker_started", "worker_id": context.worker_id},
     )
     try:
         run_forever(context, stop)
@@ -168,4 +207,14 @@ def worker(
 
 
 def main() -> None:
-    app()
+    """The `paycore` console script. A setting that stops the process (`SystemExit` with a
+    message, e.g. from `Settings.from_env`) is a `start_refused` log line instead of Python's
+    plain-text message, so standard error stays JSON lines; the exit status stays 1."""
+    try:
+        app()
+    except SystemExit as stop:
+        if not isinstance(stop.code, str):
+            raise
+        logs.configure_unless_configured()
+        log.error(stop.code, extra={"event": "start_refused", "reason": "configuration"})
+        raise SystemExit(1) from None

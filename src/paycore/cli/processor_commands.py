@@ -10,12 +10,11 @@ from __future__ import annotations
 import logging
 
 import typer
-from rich.console import Console
 
 from paycore.sandbox.limits import DEFAULT_DATABASE_URL, DEFAULT_WEBHOOK_SECRET, DEFAULT_WEBHOOK_URL
 
 app = typer.Typer(help="The sandbox card processor (a separate service with its own database).")
-console = Console(stderr=True)
+log = logging.getLogger(__name__)
 BACKGROUND_INTERVAL_MS = 200
 
 
@@ -48,7 +47,6 @@ def serve(
     from paycore.sandbox.service import Sandbox
     from paycore.sandbox.webhooks import http_sink
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if not webhook_secret:
         raise typer.BadParameter("the webhook secret must not be empty", param_hint="--webhook-secret")
     try:
@@ -57,11 +55,19 @@ def serve(
         raise typer.BadParameter(str(error), param_hint="--webhook-url") from error
     sandbox = Sandbox.open(database_url, webhook_secret=webhook_secret)
     background = sandbox.start_background(sink, BACKGROUND_INTERVAL_MS)
-    console.print(
-        f"sandbox processor on http://{host}:{port} (database {sandbox.database.dialect}, webhooks to {webhook_url})"
+    log.info(
+        "sandbox processor on http://%s:%d (database %s, webhooks to %s)",
+        host,
+        port,
+        sandbox.database.dialect,
+        webhook_url,
+        extra={"event": "processor_started", "host": host, "port": port},
     )
     try:
-        uvicorn.run(create_app(sandbox, sink), host=host, port=port, log_level="warning", access_log=False)
+        # Logging is configured by the `paycore` callback (JSON lines); uvicorn's go through it.
+        uvicorn.run(
+            create_app(sandbox, sink), host=host, port=port, log_level="warning", log_config=None, access_log=False
+        )
     finally:
         background.stop()
         sandbox.close()

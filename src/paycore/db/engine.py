@@ -29,6 +29,7 @@ from paycore.config import Settings
 from paycore.db import driver
 from paycore.db.event_loop import LoopRunner
 from paycore.db.group_commit import GroupCommitter, GroupTimeout
+from paycore.kit import logs
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -168,7 +169,8 @@ class Database:
         def on_done(call: Any) -> None:  # on the leading thread
             loop.call_soon_threadsafe(_settle, future, call)
 
-        self.write_groups.submit(work, self.settings.idempotency_wait_ms / 1000, on_done, LoopRunner(loop))
+        wait_s = self.settings.idempotency_wait_ms / 1000
+        self.write_groups.submit(_with_request_id(work), wait_s, on_done, LoopRunner(loop))
         done = await future
         try:
             return done.outcome()  # type: ignore[no-any-return]
@@ -202,7 +204,7 @@ class Database:
         if self.dialect != "sqlite":
             with self.engine.connect() as connection, connection.begin():
                 return work(connection)
-        return self.write_groups.run(work, wait_s=self.settings.idempotency_wait_ms / 1000)
+        return self.write_groups.run(_with_request_id(work), wait_s=self.settings.idempotency_wait_ms / 1000)
 
     @contextmanager
     def _sqlite_transaction(self) -> Iterator[Connection]:
@@ -274,6 +276,24 @@ class Database:
         for peeker in peekers:
             peeker.close()
         self.engine.dispose()
+
+
+def _with_request_id(work: Callable[[Connection], T]) -> Callable[[Connection], T]:
+    """`work` run under the caller's request id: a group's leader (another request's thread,
+    or the writer thread) runs the work of every call in its group, and the audit events and
+    log lines that work writes must name the request that asked for it."""
+    request_id = logs.request_id()
+    if request_id is None:
+        return work
+
+    def work_with_request_id(connection: Connection) -> T:
+        token = logs.set_request_id(request_id)
+        try:
+            return work(connection)
+        finally:
+            logs.reset_request_id(token)
+
+    return work_with_request_id
 
 
 def _as_busy(error: BaseException) -> DatabaseBusy | None:

@@ -1,9 +1,11 @@
-"""The FastAPI application: routers, error handlers, the body bound, metrics, and the guard
-that refuses unsafe requests arriving on a non-loopback address (ADR 0013)."""
+"""The FastAPI application: routers, error handlers, the body bound, metrics, the request id
+and access line, and the guard that refuses unsafe requests arriving on a non-loopback address
+(ADR 0013)."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 import paycore
 from paycore.config import Settings
@@ -11,11 +13,20 @@ from paycore.db.engine import Database
 from paycore.http import errors
 from paycore.http.context import AuthState
 from paycore.http.exposure import ExposureGuard
-from paycore.http.metrics import Metrics, RequestLatency
+from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
+from paycore.http.request_id import RequestContext
 from paycore.http.routers import credits, events, health, ledger, payments, payouts, refunds, reports, webhooks
 from paycore.http.routers import settings as tenant_settings
 from paycore.processor.port import Processor
+
+
+class PaycoreApp(FastAPI):
+    """FastAPI with the request id, latency and access-line layer outside everything,
+    Starlette's own error middleware included, so that every answer is counted and logged."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return RequestContext(super().build_middleware_stack(), self.state.metrics)
 
 
 def create_app(
@@ -28,7 +39,7 @@ def create_app(
         from paycore.processor.http_transport import HttpTransport
 
         processor = HttpTransport(settings.processor_url, timeout_ms=settings.processor_timeout_ms)
-    app = FastAPI(
+    app = PaycoreApp(
         title="paycore",
         version=paycore.__version__,
         description="A payments core on an append-only double-entry ledger. Amounts are integer minor units.",
@@ -45,7 +56,8 @@ def create_app(
     for router in (health, credits, ledger, payments, refunds, payouts, reports, events, tenant_settings, webhooks):
         app.include_router(router.router)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)
-    app.add_middleware(RequestLatency, metrics=app.state.metrics)
-    # Outermost: a request that must not be served here is refused before anything else runs.
+    # Outermost of the added middleware (inside RequestContext, so a refusal still gets its
+    # request id and access line): a request that must not be served here is refused before
+    # anything else runs.
     app.add_middleware(ExposureGuard, auth=app.state.auth, webhook_secret=settings.processor_webhook_secret)
     return app

@@ -96,4 +96,5 @@ def path_tenant(request: Request, tenant_id: str) -> str:
     tenants.check_tenant_id(tenant_id)
     if who.authenticated and who.tenant_id != tenant_id:
         raise Forbidden("this API key belongs to another tenant")
+    request.state.tenant_id = tenant_id  # the access line's tenant (local mode may name any)
     return tenant_id

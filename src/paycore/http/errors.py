@@ -144,5 +144,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> Response:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        log.exception(
+            "unhandled error on %s %s",
+            request.method,
+            request.url.path,
+            extra={"event": "unhandled_error", "method": request.method, "error_type": type(error).__name__},
+        )
         return json_response(500, error_body("internal_error", "an internal error occurred"))

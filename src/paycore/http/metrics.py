@@ -3,14 +3,13 @@ gauges, read from the database at scrape time so every process reports the same 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
@@ -69,33 +68,10 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class RequestLatency:
-    """Pure ASGI middleware: times each request, labelled by the route template (never the
-    raw path, so ids do not explode the label set)."""
-
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = [500]
-
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        finally:
-            route: Any = scope.get("route")
-            path = getattr(route, "path", None)
-            # A mounted app (the --dev sandbox at /sandbox) sets root_path to its mount point.
-            template = scope.get("root_path", "") + path if path else "unmatched"
-            self.metrics.latency.labels(template, scope["method"], str(status[0])).observe(
-                time.perf_counter() - started
-            )
+def route_template(scope: Scope) -> str:
+    """The route template a request matched (`/v1/payments/{payment_id}`), never the raw
+    path, so ids do not explode a label set or a log index; "unmatched" if none did."""
+    route: Any = scope.get("route")
+    path = getattr(route, "path", None)
+    # A mounted app (the --dev sandbox at /sandbox) sets root_path to its mount point.
+    return scope.get("root_path", "") + path if path else "unmatched"

@@ -45,7 +45,8 @@ def uvicorn_config(app: ASGIApp, settings: Settings, *, log_level: str = "warnin
         http=protocol_class(HttpLimits.from_settings(settings)),
         ws="none",  # no WebSocket is served: an Upgrade request is answered as plain HTTP
         log_level=log_level,
-        access_log=False,
+        access_log=False,  # paycore writes its own access line (http/request_id.py)
+        log_config=None,  # uvicorn's lines go to the root logger's handler (paycore.kit.logs), if any
         lifespan="off",
         # X-Forwarded-For/-Proto rewrite the client address and scheme: believed only from
         # the configured proxies (uvicorn's own default believes 127.0.0.1).

@@ -39,12 +39,12 @@ def charge_request(payment: Payment) -> ChargeRequest:
 
 def charge(processor: Processor, payment: Payment) -> Call:
     request = charge_request(payment)
-    return _timed("charge", _public(request), lambda: processor.charge(request))
+    return _timed("charge", _public(request), lambda: processor.charge(request), _ids(payment))
 
 
 def get_charge(processor: Processor, payment: Payment) -> Call:
     request_id = payment.processor_request_id
-    return _timed("get_charge", {"request_id": request_id}, lambda: processor.get_charge(request_id))
+    return _timed("get_charge", {"request_id": request_id}, lambda: processor.get_charge(request_id), _ids(payment))
 
 
 def record(connection: Connection, payment: Payment, call: Call, *, actor: str, now_us: int) -> None:
@@ -69,7 +69,13 @@ def _public(request: ChargeRequest) -> dict[str, Any]:
     return fields
 
 
-def _timed(operation: str, request: dict[str, Any], call: Callable[[], ChargeResult | None]) -> Call:
-    answer = timed(operation, call)
+def _ids(payment: Payment) -> dict[str, str]:
+    return {"payment_id": payment.id, "tenant_id": payment.tenant_id}
+
+
+def _timed(
+    operation: str, request: dict[str, Any], call: Callable[[], ChargeResult | None], ids: dict[str, str]
+) -> Call:
+    answer = timed(operation, call, ids=ids)
     evidence = Evidence(answer.kind, result=answer.result, refusal_code=answer.refusal_code)
     return Call(operation, request, evidence, answer.outcome, answer.latency_ms)

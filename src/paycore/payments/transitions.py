@@ -10,6 +10,7 @@ comes second finds the state already changed and changes nothing.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,6 +24,8 @@ from paycore.payments.errors import PaymentNotFound
 from paycore.payments.schemas import HISTORY_LENGTH_MAX, creation_outcome
 from paycore.payments.types import Payment, payment_from_row
 from paycore.processor.port import ChargeResult
+
+log = logging.getLogger(__name__)
 
 EvidenceKind = Literal["result", "refused", "unreachable", "not_found"]
 
@@ -122,6 +125,20 @@ def apply(
         now_us=now_us,
         data={"failure_code": failure_code} if failure_code else None,
     )
+    if target == states.IN_DOUBT:
+        # Written when the change is made in this transaction (before its COMMIT).
+        log.warning(
+            "payment %s is in doubt: its outcome at the processor is not known",
+            payment.id,
+            extra={
+                "event": "in_doubt",
+                "kind": "payment",
+                "payment_id": payment.id,
+                "tenant_id": payment.tenant_id,
+                "from_state": payment.status,
+                "cause": cause,
+            },
+        )
     changed = load(connection, payment.tenant_id, payment.id)
     if payment.status == states.PROCESSING:
         settle_creation_response(connection, changed)

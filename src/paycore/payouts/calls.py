@@ -46,11 +46,13 @@ def send(processor: Processor, request: PayoutRequest) -> Call:
     recorded = dataclasses.asdict(request)
     for name in _MASKED:
         recorded[name] = mask(recorded[name])
-    return _timed("send_payout", recorded, lambda: processor.send_payout(request))
+    ids = {"payout_id": request.request_id, "tenant_id": request.merchant_id}  # never the account fields
+    return _timed("send_payout", recorded, lambda: processor.send_payout(request), ids)
 
 
 def get(processor: Processor, request_id: str) -> Call:
-    return _timed("get_payout", {"request_id": request_id}, lambda: processor.get_payout(request_id))
+    ids = {"payout_id": request_id}
+    return _timed("get_payout", {"request_id": request_id}, lambda: processor.get_payout(request_id), ids)
 
 
 def record(connection: Connection, payout: Payout, call: Call, *, attempt: int, actor: str, now_us: int) -> None:
@@ -69,5 +71,7 @@ def record(connection: Connection, payout: Payout, call: Call, *, attempt: int, 
     )
 
 
-def _timed(operation: str, request: dict[str, Any], call: Callable[[], PayoutResult | None]) -> Call:
-    return Call(operation, request, timed(operation, call))
+def _timed(
+    operation: str, request: dict[str, Any], call: Callable[[], PayoutResult | None], ids: dict[str, str]
+) -> Call:
+    return Call(operation, request, timed(operation, call, ids=ids))

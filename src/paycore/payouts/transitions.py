@@ -9,6 +9,7 @@ changed and changes nothing.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,8 @@ from paycore.audit import service as audit
 from paycore.payouts import money, repository, states
 from paycore.payouts.errors import PayoutNotFound
 from paycore.payouts.types import Payout, payout_from_row
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,20 @@ def move(
         now_us=now_us,
         data=data,
     )
+    if to_state == states.IN_DOUBT:
+        # Written when the change is made in this transaction (before its COMMIT).
+        log.warning(
+            "payout %s is in doubt: its outcome at the bank is not known",
+            payout.id,
+            extra={
+                "event": "in_doubt",
+                "kind": "payout",
+                "payout_id": payout.id,
+                "tenant_id": payout.tenant_id,
+                "from_state": states.public(payout.status),
+                "cause": cause,
+            },
+        )
     return Moved(dataclasses.replace(payout, **changes), True)  # what the UPDATE wrote: no re-read
 
 

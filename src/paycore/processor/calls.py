@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -29,7 +29,10 @@ class Answer(Generic[R]):
     latency_ms: int
 
 
-def timed(operation: str, call: Callable[[], R | None]) -> Answer[R]:
+def timed(operation: str, call: Callable[[], R | None], *, ids: Mapping[str, str] | None = None) -> Answer[R]:
+    """Make `call` and classify what came back. A call with no answer (`unreachable`) is also
+    a `processor_no_answer` log line with `ids` (e.g. payment_id, tenant_id): never the
+    request itself, which may hold a card token or an account number."""
     started = time.monotonic_ns()
     result: R | None = None
     refusal_code: str | None = None
@@ -41,7 +44,11 @@ def timed(operation: str, call: Callable[[], R | None]) -> Answer[R]:
         outcome: dict[str, Any] = {"outcome": "refused", "error": error.code, "message": str(error)}
     except Exception as error:  # ProcessorUnreachable, or a transport failure: proves nothing either way
         if not isinstance(error, ProcessorUnreachable):
-            log.exception("processor %s failed unexpectedly", operation)
+            log.exception(
+                "processor %s failed unexpectedly",
+                operation,
+                extra={"event": "processor_call_failed", "operation": operation, **(ids or {})},
+            )
         kind = "unreachable"
         outcome = {"outcome": "unreachable", "error": type(error).__name__, "message": str(error)[:MESSAGE_LENGTH_MAX]}
     else:
@@ -51,4 +58,23 @@ def timed(operation: str, call: Callable[[], R | None]) -> Answer[R]:
             assert dataclasses.is_dataclass(result) and not isinstance(result, type)
             kind, outcome = "result", {"outcome": "answered", **dataclasses.asdict(result)}
     latency_ms = (time.monotonic_ns() - started) // 1_000_000
+    if kind == "unreachable":
+        _no_answer(operation, str(outcome["error"]), latency_ms, ids)
     return Answer(kind, result, refusal_code, outcome, latency_ms)
+
+
+def _no_answer(operation: str, error_type: str, latency_ms: int, ids: Mapping[str, str] | None) -> None:
+    # The error's type only: its message may quote whatever the processor or bank sent back.
+    log.warning(
+        "no answer from the processor to %s (%s after %d ms)",
+        operation,
+        error_type,
+        latency_ms,
+        extra={
+            "event": "processor_no_answer",
+            "operation": operation,
+            "error_type": error_type,
+            "latency_ms": latency_ms,
+            **(ids or {}),
+        },
+    )

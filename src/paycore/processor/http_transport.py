@@ -20,6 +20,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Final
 
+from paycore.kit import logs
 from paycore.processor.port import (
     PAYOUT_STATUSES,
     RESULT_STATUSES,
@@ -107,6 +108,9 @@ class HttpTransport:
         connection_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
         connection = connection_class(self._host, self._port, timeout=timeout_s)
         headers = {"Accept": "application/json", "Connection": "close", "User-Agent": "paycore"}
+        request_id = logs.request_id()
+        if request_id is not None:  # the processor's logs can then name the request that caused the call
+            headers[logs.REQUEST_ID_HEADER] = request_id
         data = None
         if body is not None:
             data = json.dumps(body, separators=(",", ":")).encode()

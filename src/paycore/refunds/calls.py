@@ -38,11 +38,13 @@ def refund_request(refund: Refund, payment_reference: str) -> RefundRequest:
 
 
 def refund(processor: Processor, request: RefundRequest) -> Call:
-    return _timed("refund", dataclasses.asdict(request), lambda: processor.refund(request))
+    ids = {"refund_id": request.request_id, "tenant_id": request.merchant_id}  # the request id is the refund's id
+    return _timed("refund", dataclasses.asdict(request), lambda: processor.refund(request), ids)
 
 
 def get_refund(processor: Processor, request_id: str) -> Call:
-    return _timed("get_refund", {"request_id": request_id}, lambda: processor.get_refund(request_id))
+    ids = {"refund_id": request_id}
+    return _timed("get_refund", {"request_id": request_id}, lambda: processor.get_refund(request_id), ids)
 
 
 def record(connection: Connection, refund: Refund, call: Call, *, actor: str, now_us: int) -> None:
@@ -60,7 +62,9 @@ def record(connection: Connection, refund: Refund, call: Call, *, actor: str, no
     )
 
 
-def _timed(operation: str, request: dict[str, Any], call: Callable[[], RefundResult | None]) -> Call:
-    answer = timed(operation, call)
+def _timed(
+    operation: str, request: dict[str, Any], call: Callable[[], RefundResult | None], ids: dict[str, str]
+) -> Call:
+    answer = timed(operation, call, ids=ids)
     evidence = Evidence(answer.kind, result=answer.result, refusal_code=answer.refusal_code)
     return Call(operation, request, evidence, answer.outcome, answer.latency_ms)

@@ -14,6 +14,7 @@ they differ only in how ids are made and how results are rendered.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,8 @@ from paycore.payments.errors import PaymentNotFound
 from paycore.refunds import charges, repository, states
 from paycore.refunds.errors import OverRefund, PaymentNotRefundable, RefundNotFound, RefundStateConflict
 from paycore.refunds.types import Refund, Totals, refund_from_row
+
+log = logging.getLogger(__name__)
 
 HISTORY_LENGTH_MAX = 100
 
@@ -169,6 +172,21 @@ def apply(
         ledger.settle_pending(connection, refund.tenant_id, refund.transfer_id, post=post, now_us=now_us)
     data = {"failure_code": values["failure_code"]} if to_state == states.FAILED else None
     _record(connection, refund.tenant_id, refund.id, refund.status, to_state, cause, actor, now_us, data)
+    if to_state == states.IN_DOUBT:
+        # Written when the change is made in this transaction (before its COMMIT).
+        log.warning(
+            "refund %s is in doubt: its outcome at the processor is not known",
+            refund.id,
+            extra={
+                "event": "in_doubt",
+                "kind": "refund",
+                "refund_id": refund.id,
+                "tenant_id": refund.tenant_id,
+                "payment_id": refund.payment_id,
+                "from_state": refund.status,
+                "cause": cause,
+            },
+        )
     return Applied(load(connection, refund.tenant_id, refund.id), True)
 
 

@@ -1,35 +1,68 @@
-"""The worker loop: run every job until it has nothing left, sleep, repeat, until stopped."""
+"""The worker loop: run every job until it has nothing left, sleep, repeat, until stopped.
+
+A job that fails is logged (`job_failed`, with the job's name) and the round goes on with the
+next job: one broken job must not starve the others. Each job's run has its own id in the
+logging context (`job_<ULID>`), so its lines, audit events and processor calls correlate as a
+request's do."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass, field
 
-from paycore.workers.jobs import JOBS, WorkerContext
+from paycore.kit import ids, logs
+from paycore.workers.jobs import JOBS, Job, WorkerContext
 
 log = logging.getLogger(__name__)
 _ROUNDS_PER_WAKE_MAX = 100  # a backlog is drained in bounded rounds, then the loop yields
 
 
-def run_once(context: WorkerContext) -> dict[str, int]:
-    done: dict[str, int] = {}
+@dataclass
+class Round:
+    done: dict[str, int] = field(default_factory=dict)  # items handled, by job
+    failed: list[str] = field(default_factory=list)  # the jobs that raised
+
+
+def run_once(context: WorkerContext) -> Round:
+    result = Round()
     for name, job, full_batch in JOBS:
-        total = 0
-        for _ in range(_ROUNDS_PER_WAKE_MAX):
-            count = job(context)
-            total += count
-            if count < full_batch(context.settings):
-                break
-        done[name] = total
-    return done
+        token = logs.set_request_id(f"job_{ids.new_ulid()}")
+        try:
+            result.done[name] = _drain(context, job, full_batch(context.settings))
+        except Exception as error:  # the next job still runs; this one is tried again next round
+            result.failed.append(name)
+            log.exception(
+                "worker job %s failed",
+                name,
+                extra={
+                    "event": "job_failed",
+                    "job": name,
+                    "worker_id": context.worker_id,
+                    "error_type": type(error).__name__,
+                },
+            )
+        finally:
+            logs.reset_request_id(token)
+    return result
+
+
+def _drain(context: WorkerContext, job: Job, full_batch: int) -> int:
+    total = 0
+    for _ in range(_ROUNDS_PER_WAKE_MAX):
+        count = job(context)
+        total += count
+        if count < full_batch:
+            break
+    return total
 
 
 def run_forever(context: WorkerContext, stop: threading.Event) -> None:
     while not stop.is_set():
         try:
-            done = run_once(context)
-            if any(done.values()):
-                log.info("worker round: %s", done)
-        except Exception:  # a failed round is logged and retried next interval
-            log.exception("worker round failed")
+            result = run_once(context)
+            if any(result.done.values()):
+                log.info("worker round: %s", result.done, extra={"event": "worker_round", "done": result.done})
+        except Exception:  # run_once logs each job's failure; this is for anything else
+            log.exception("worker round failed", extra={"event": "worker_round_failed"})
         stop.wait(context.settings.worker_interval_ms / 1000)

@@ -20,6 +20,7 @@ from paycore.config import Settings
 from paycore.db import driver
 from paycore.db.engine import Database, DatabaseBusy
 from paycore.db.event_loop import LoopRunner
+from paycore.kit import logs
 
 CALLS = 40
 
@@ -269,3 +270,41 @@ def test_on_sqlite_dispose_ends_the_writer_and_a_later_call_starts_another(datab
     second = database.write_groups._writer
     assert second is not None and second is not first and second.is_alive()
     assert row_ids(database) == [1, 2]
+
+
+def test_work_runs_under_its_callers_request_id(database: Database) -> None:
+    """A group's leader (here the writer thread) runs other callers' work: the audit events
+    and log lines that work writes must still name the caller's request (SPEC §12)."""
+
+    async def one(request_id: str) -> str | None:
+        token = logs.set_request_id(request_id)
+        try:
+            return await database.transaction_async(lambda connection: logs.request_id())
+        finally:
+            logs.reset_request_id(token)
+
+    async def many() -> list[str | None]:
+        return list(await asyncio.gather(*(one(f"req-{index}") for index in range(CALLS))))
+
+    assert asyncio.run(many()) == [f"req-{index}" for index in range(CALLS)]
+
+
+def test_threads_work_runs_under_its_callers_request_id(database: Database) -> None:
+    barrier = threading.Barrier(8)
+    seen: dict[str, str | None] = {}
+
+    def one(index: int) -> None:
+        token = logs.set_request_id(f"req-{index}")
+        try:
+            barrier.wait(timeout=10)
+            for round_index in range(20):
+                seen[f"{index}-{round_index}"] = database.transaction(lambda connection: logs.request_id())
+        finally:
+            logs.reset_request_id(token)
+
+    threads = [threading.Thread(target=one, args=(index,)) for index in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert seen == {f"{index}-{r}": f"req-{index}" for index in range(8) for r in range(20)}

@@ -1,0 +1,165 @@
+"""Structured logs (SPEC §12): one JSON object per line on standard error, and the request id
+that ties a request's lines, audit events and processor calls together.
+
+Code logs with the standard library and puts its fields in `extra=`, with an `event` name:
+
+    log.warning("no answer from the processor", extra={"event": "processor_no_answer", "operation": "charge"})
+
+`JsonFormatter` writes the stable keys first (`ts`, `level`, `logger`, `event`, `message`,
+`request_id`), then every `extra=` field as a top-level key, then `exc_type` and `exc` for an
+exception. A value JSON cannot hold is written as its `str`. `TextFormatter` is the same
+record for a person reading a terminal (`PAYCORE_LOG_FORMAT=text`).
+
+Standard library only (this is `kit/`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from contextvars import ContextVar, Token
+from typing import Any, Final
+
+FORMATS: Final = ("json", "text")
+LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+REQUEST_ID_HEADER: Final = "X-Request-Id"
+# uvicorn's loggers: routed through our handler (uvicorn's access log stays off: we write our own).
+UVICORN_LOGGERS: Final = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+
+_request_id: ContextVar[str | None] = ContextVar("paycore_request_id", default=None)
+
+# The attributes every LogRecord has: anything else on a record came from `extra=`.
+_RECORD_ATTRIBUTES: Final = frozenset(
+    vars(logging.LogRecord("", logging.INFO, "", 0, "", None, None)).keys() | {"message", "asctime", "taskName"}
+)
+_OURS: Final = "paycore_handler"
+_STABLE_KEYS: Final = ("ts", "level", "logger", "event", "message", "request_id")
+
+
+def request_id() -> str | None:
+    """The id of the request (or worker round) this code runs for, if any."""
+    return _request_id.get()
+
+
+def set_request_id(value: str | None) -> Token[str | None]:
+    """Set the current request id; pass the token to `reset_request_id` when the request ends."""
+    return _request_id.set(value)
+
+
+def reset_request_id(token: Token[str | None]) -> None:
+    _request_id.reset(token)
+
+
+_second_cache: tuple[int, str] = (-1, "")
+
+
+def _timestamp(created: float) -> str:
+    """RFC 3339 UTC with milliseconds: 2026-12-03T07:49:35.123Z. The part up to the second is
+    formatted once per second (strftime was most of a line's cost; the access line is on the
+    path of every request)."""
+    global _second_cache
+    seconds = int(created)
+    cached_second, prefix = _second_cache
+    if cached_second != seconds:
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _second_cache = (seconds, prefix)  # one tuple, swapped whole: safe across threads
+    return f"{prefix}.{int((created - seconds) * 1000):03d}Z"
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {key: value for key, value in vars(record).items() if key not in _RECORD_ATTRIBUTES}
+
+
+def fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The record as the flat mapping both formatters write: stable keys first."""
+    extras = _extras(record)
+    line: dict[str, Any] = {
+        "ts": _timestamp(record.created),
+        "level": record.levelname.lower(),
+        "logger": record.name,
+        "event": extras.pop("event", None) or "log",
+        "message": record.getMessage(),
+    }
+    found = extras.pop("request_id", None) or _request_id.get()
+    if found is not None:
+        line["request_id"] = found
+    for key, value in extras.items():
+        if key not in _STABLE_KEYS:  # an extra never overwrites a stable key
+            line[key] = value
+    if record.exc_info and record.exc_info[0] is not None:
+        line["exc_type"] = record.exc_info[0].__name__
+        line["exc"] = logging.Formatter().formatException(record.exc_info)
+    elif record.exc_text:
+        line["exc"] = record.exc_text
+    if record.stack_info:
+        line["stack"] = record.stack_info
+    return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, never more than one line (newlines inside values are escaped)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        # ASCII only (\u escapes): a line can be written whatever the encoding of standard error.
+        return json.dumps(fields(record), default=str, separators=(",", ":"))
+
+
+class TextFormatter(logging.Formatter):
+    """`ts level logger event: message key=value ...` for development."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = fields(record)
+        head = f"{line.pop('ts')} {line.pop('level').upper():<7} {line.pop('logger')} {line.pop('event')}:"
+        message = line.pop("message")
+        exception = line.pop("exc", None)
+        line.pop("exc_type", None)
+        pairs = " ".join(f"{key}={_text(value)}" for key, value in line.items())
+        text = f"{head} {message}" + (f" [{pairs}]" if pairs else "")
+        return text + ("\n" + exception if exception else "")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str, separators=(",", ":"))
+    except ValueError:  # a circular container
+        return str(value)
+
+
+def formatter(format: str) -> logging.Formatter:
+    assert format in FORMATS, format
+    return JsonFormatter() if format == "json" else TextFormatter()
+
+
+def configure(format: str = "json", level: str = "INFO") -> logging.Handler:
+    """Send every log line of this process to standard error in `format`: one handler on the
+    root logger (replacing the one an earlier call installed), uvicorn's loggers routed
+    through it. Handlers installed by others (a test harness) are left alone."""
+    assert level in LEVELS, level
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter(format))
+    setattr(handler, _OURS, True)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if getattr(old, _OURS, False):
+            root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in UVICORN_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+    logging.getLogger("uvicorn.access").disabled = True
+    return handler
+
+
+def configure_unless_configured(format: str = "json", level: str = "INFO") -> bool:
+    """`configure`, only if the root logger has no handler yet: an application that embeds
+    paycore keeps its own logging. True if this call configured it."""
+    if logging.getLogger().handlers:
+        return False
+    configure(format, level)
+    return True
