@@ -7,7 +7,7 @@ from fastapi import FastAPI
 import paycore
 from paycore.config import Settings
 from paycore.db.engine import Database
-from paycore.http import errors
+from paycore.http import errors, openapi
 from paycore.http.context import AuthState
 from paycore.http.metrics import Metrics, RequestLatency
 from paycore.http.middleware import BodyLimit
@@ -26,11 +26,7 @@ def create_app(
         from paycore.processor.http_transport import HttpTransport
 
         processor = HttpTransport(settings.processor_url, timeout_ms=settings.processor_timeout_ms)
-    app = FastAPI(
-        title="paycore",
-        version=paycore.__version__,
-        description="A payments core on an append-only double-entry ledger. Amounts are integer minor units.",
-    )
+    app = FastAPI(title="paycore", version=paycore.__version__, description=openapi.DESCRIPTION)
     app.state.settings = settings
     app.state.database = database
     app.state.processor = processor
@@ -39,6 +35,7 @@ def create_app(
     errors.install(app)
     for router in (health, credits, ledger, payments, refunds, payouts, reports, events, tenant_settings, webhooks):
         app.include_router(router.router)
+    openapi.install(app, settings)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)
     app.add_middleware(RequestLatency, metrics=app.state.metrics)
     return app

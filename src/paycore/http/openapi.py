@@ -1,0 +1,187 @@
+"""The OpenAPI document at `/openapi.json` (SPEC §3): FastAPI's rendering of the routes, plus
+what the server enforces that the route declarations alone do not say, so that a request the
+document allows is never refused without the document saying why.
+
+What JSON Schema can state is stated (bounds, patterns, the currencies this deployment
+enables, who needs a key). What it cannot (an amount written `1235.0`, which JSON Schema's
+`integer` admits; an IBAN's check digits; a cursor naming an object that exists) is said in
+the description of the field at fault, with the error code the server answers. The fuzz run
+(`scripts/fuzz`) holds the server to exactly that: a schema-valid request may be refused
+only with a code the description of its `param` names.
+
+Built once per application (the settings it reads do not change while it runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from paycore.config import Settings
+from paycore.http import openapi_fields
+
+SECURITY_SCHEME = "apiKey"
+_OPEN_PATHS = ("/healthz", "/readyz", "/metrics")
+_SIGNED_PATHS = ("/v1/webhooks/processor",)
+
+DESCRIPTION = """A payments core on an append-only double-entry ledger. Amounts are integer minor units.
+
+**Authentication.** Every `/v1` operation needs `Authorization: Bearer pck_...` (an API key printed
+once by `paycore tenants create`), except `POST /v1/webhooks/processor`, which the processor signs
+instead (`Paycore-Signature`). In local mode (no API key in the database yet) no key is needed and a
+request acts as the tenant named by the `Paycore-Tenant` header, or `default`; the server then
+refuses to listen on anything but a loopback address. `/healthz`, `/readyz`, `/metrics` and
+`/openapi.json` are open.
+
+**Errors** are `{"error": "<code>", "message": "<sentence>"}`, plus `"param"` when one field is at
+fault. Where a field's rule cannot be written in JSON Schema, its description says so and names the
+code.
+
+**Strings** may not contain the NUL character (U+0000), anywhere: 400.
+
+**Pagination.** Lists take `limit` (1-100) and `starting_after`: the id of the last object of the
+previous page, an object the list holds. Empty, unknown, another tenant's or another list's id:
+400 `invalid_starting_after`, on every list alike.
+
+**Methods.** A method a path does not list (`OPTIONS` included: paycore is called server to server,
+without CORS) is 405 `method_not_allowed` with an `Allow` header naming exactly the methods listed."""
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    """Replace FastAPI's document builder by ours (cached on the app, as FastAPI's is)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = build(app, settings)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def build(app: FastAPI, settings: Settings) -> dict[str, Any]:
+    document = get_openapi(title=app.title, version=app.version, description=DESCRIPTION, routes=app.routes)
+    schemas: dict[str, Any] = document["components"]["schemas"]
+    _declare_security(document)
+    for operation in _operations(document):
+        _simplify_query_parameters(operation)
+        _refine_parameters(operation)
+    for schema in schemas.values():
+        _refine_amounts(schema)
+    openapi_fields.refine(schemas, settings)
+    for schema in schemas.values():
+        _refuse_nul(schema)
+    return document
+
+
+def _operations(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for item in document["paths"].values():
+        yield from item.values()
+
+
+def _declare_security(document: dict[str, Any]) -> None:
+    document["components"]["securitySchemes"] = {
+        SECURITY_SCHEME: {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "pck_... (an API key from `paycore tenants create`)",
+            "description": "Required on every /v1 operation but the processor's webhook. In local mode "
+            "(no API key in the database yet) no key is needed: the request acts as the tenant named by "
+            "the Paycore-Tenant header, or `default`. A missing or unknown key is 401 `unauthorized`; "
+            "another tenant's path is 403 `forbidden`.",
+        }
+    }
+    for path, item in document["paths"].items():
+        for operation in item.values():
+            needs_key = path.startswith("/v1/") and path not in _SIGNED_PATHS
+            operation["security"] = [{SECURITY_SCHEME: []}] if needs_key else []
+            if not needs_key:
+                operation.get("responses", {}).pop("401", None)
+                operation.get("responses", {}).pop("403", None)
+
+
+def _simplify_query_parameters(operation: dict[str, Any]) -> None:
+    """An optional query parameter is left out, never sent as JSON null: FastAPI renders
+    `str | None` as `anyOf: [string, null]`, which says a client may send `null`."""
+    for parameter in operation.get("parameters", []):
+        schema = parameter.get("schema", {})
+        branches = schema.get("anyOf")
+        if parameter["in"] != "query" or not branches:
+            continue
+        kept = [branch for branch in branches if branch.get("type") != "null"]
+        if len(kept) == 1:
+            del schema["anyOf"]
+            schema.update(kept[0])
+
+
+def _refine_parameters(operation: dict[str, Any]) -> None:
+    for parameter in operation.get("parameters", []):
+        refine = openapi_fields.PARAMETERS.get(parameter["name"])
+        if refine is not None:
+            refine(parameter)
+
+
+AMOUNT_RULE = (
+    "A JSON integer of the currency's minor units, from {low} to 2^53-1, written without a fraction "
+    "or exponent: `1235.0` is refused with 400 invalid_amount although JSON Schema's integer admits "
+    'it, as are `true` and `"199"`.'
+)
+
+
+def _refine_amounts(schema: Any) -> None:
+    """Every `*_minor` property: an integer from 1 (0 where zero means something) to 2^53-1."""
+    if isinstance(schema, list):
+        for item in schema:
+            _refine_amounts(item)
+        return
+    if not isinstance(schema, dict):
+        return
+    for name, value in schema.get("properties", {}).items():
+        if name.endswith("_minor"):
+            _as_amount(value, name=name)
+    for value in schema.values():
+        if isinstance(value, dict | list):
+            _refine_amounts(value)
+
+
+def _as_amount(schema: dict[str, Any], *, name: str) -> None:
+    integer = next((branch for branch in schema.get("anyOf", []) if branch.get("type") == "integer"), schema)
+    # Pydantic may render a bound as 0.0: the document shows integers, as the API does.
+    low = 1 if "exclusiveMinimum" in integer else int(integer.get("minimum", 1))
+    bounded = {"type": "integer", "minimum": low, "maximum": int(integer["maximum"])}
+    keep: dict[str, Any] = {key: schema[key] for key in ("title", "default") if key in schema}
+    schema.clear()
+    schema.update(keep)
+    if name in NULLABLE_AMOUNTS:
+        schema["anyOf"] = [bounded, {"type": "null"}]
+    else:  # an optional amount is left out, never null (null is invalid_amount)
+        schema.update(bounded)
+    schema["description"] = AMOUNT_RULE.format(low=low) + NULLABLE_AMOUNTS.get(name, " Null is refused too.")
+
+
+# The amounts where null means something; every other amount refuses null (400 invalid_amount).
+NULLABLE_AMOUNTS = {"refund_approval_threshold_minor": " Null: no refund waits for approval."}
+
+
+NUL_FREE = "^[^\\u0000]*$"
+
+
+def _refuse_nul(schema: Any) -> None:
+    """Every string in a request body: no NUL (PostgreSQL text cannot hold it; refused on both
+    databases alike). A pattern of its own already leaves NUL out."""
+    if isinstance(schema, list):
+        for item in schema:
+            _refuse_nul(item)
+        return
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") == "string" and "pattern" not in schema and "enum" not in schema and "const" not in schema:
+        schema["pattern"] = NUL_FREE
+    if schema.get("type") == "object" and "additionalProperties" in schema:
+        names = schema.setdefault("propertyNames", {})
+        if "pattern" not in names:
+            names["pattern"] = NUL_FREE
+    for value in schema.values():
+        if isinstance(value, dict | list):
+            _refuse_nul(value)
