@@ -50,20 +50,24 @@ without CORS) is 405 `method_not_allowed` with an `Allow` header naming exactly 
 
 
 def install(app: FastAPI, settings: Settings) -> None:
-    """Replace FastAPI's document builder by ours (cached on the app, as FastAPI's is)."""
+    """Replace FastAPI's document builder by ours: one document while the server is in local
+    mode (the key optional), one once it is not (the key required). Local mode ends for good
+    when the first key is created (`AuthState`), so each is built once."""
+    documents: dict[bool, dict[str, Any]] = {}
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            app.openapi_schema = build(app, settings)
-        return app.openapi_schema
+        local_mode = not app.state.auth.is_auth_required()
+        if local_mode not in documents:
+            documents[local_mode] = build(app, settings, local_mode=local_mode)
+        return documents[local_mode]
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def build(app: FastAPI, settings: Settings) -> dict[str, Any]:
+def build(app: FastAPI, settings: Settings, *, local_mode: bool) -> dict[str, Any]:
     document = get_openapi(title=app.title, version=app.version, description=DESCRIPTION, routes=app.routes)
     schemas: dict[str, Any] = document["components"]["schemas"]
-    _declare_security(document)
+    _declare_security(document, local_mode=local_mode)
     for operation in _operations(document):
         _simplify_query_parameters(operation)
         _refine_parameters(operation)
@@ -80,7 +84,7 @@ def _operations(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from item.values()
 
 
-def _declare_security(document: dict[str, Any]) -> None:
+def _declare_security(document: dict[str, Any], *, local_mode: bool) -> None:
     document["components"]["securitySchemes"] = {
         SECURITY_SCHEME: {
             "type": "http",
@@ -92,10 +96,12 @@ def _declare_security(document: dict[str, Any]) -> None:
             "another tenant's path is 403 `forbidden`.",
         }
     }
+    # In local mode a request without a key is served: `{}` is OpenAPI's "no credentials".
+    keyed: list[dict[str, list[str]]] = [{SECURITY_SCHEME: []}, {}] if local_mode else [{SECURITY_SCHEME: []}]
     for path, item in document["paths"].items():
         for operation in item.values():
             needs_key = path.startswith("/v1/") and path not in _SIGNED_PATHS
-            operation["security"] = [{SECURITY_SCHEME: []}] if needs_key else []
+            operation["security"] = keyed if needs_key else []
             if not needs_key:
                 operation.get("responses", {}).pop("401", None)
                 operation.get("responses", {}).pop("403", None)
@@ -120,6 +126,8 @@ def _refine_parameters(operation: dict[str, Any]) -> None:
         refine = openapi_fields.PARAMETERS.get(parameter["name"])
         if refine is not None:
             refine(parameter)
+        if parameter["in"] in ("path", "query"):  # a NUL there is 400 (http/middleware.py)
+            _refuse_nul(parameter.get("schema", {}))
 
 
 AMOUNT_RULE = (
@@ -168,8 +176,8 @@ NUL_FREE = "^[^\\u0000]*$"
 
 
 def _refuse_nul(schema: Any) -> None:
-    """Every string in a request body: no NUL (PostgreSQL text cannot hold it; refused on both
-    databases alike). A pattern of its own already leaves NUL out."""
+    """Every string in a request body, path or query: no NUL (PostgreSQL text cannot hold it;
+    refused on both databases alike). A pattern of its own already leaves NUL out."""
     if isinstance(schema, list):
         for item in schema:
             _refuse_nul(item)

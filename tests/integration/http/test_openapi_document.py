@@ -11,10 +11,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
+from paycore.db.engine import Database
+from paycore.kit.clock import now_us
 from paycore.kit.money import CURRENCY_EXPONENTS
 from paycore.payouts import states
+from paycore.tenants import service as tenants
 
 
 def _document(client: TestClient) -> dict[str, Any]:
@@ -86,8 +90,16 @@ def _operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]
     return [(path, method, operation) for path, item in document["paths"].items() for method, operation in item.items()]
 
 
-def test_the_bearer_scheme_is_declared_and_every_v1_operation_but_the_webhook_needs_it(client: TestClient) -> None:
+@pytest.mark.parametrize("local_mode", [True, False])
+def test_the_bearer_scheme_is_declared_and_every_v1_operation_but_the_webhook_needs_it(
+    client: TestClient, database: Database, local_mode: bool
+) -> None:
+    """In local mode (no key yet) the key is optional (`{}`: no credentials), as served."""
+    if not local_mode:
+        database.transaction(lambda connection: tenants.create_tenant(connection, "acme", now_us=now_us()))
+    keyed = [{"apiKey": []}, {}] if local_mode else [{"apiKey": []}]
     document = _document(client)
+    assert (client.get("/v1/settings").status_code == 200) is local_mode
     schemes = document["components"]["securitySchemes"]
     assert schemes == {"apiKey": {**schemes["apiKey"], "type": "http", "scheme": "bearer"}}
     assert "pck_" in schemes["apiKey"]["bearerFormat"] and "local mode" in schemes["apiKey"]["description"]
@@ -99,7 +111,7 @@ def test_the_bearer_scheme_is_declared_and_every_v1_operation_but_the_webhook_ne
                 document, path, method, "Paycore-Signature"
             )
         elif path.startswith("/v1/"):
-            assert operation["security"] == [{"apiKey": []}], (method, path)
+            assert operation["security"] == keyed, (method, path)
         else:
             assert operation.get("security", []) == [], (method, path)
 
