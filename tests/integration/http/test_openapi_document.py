@@ -9,12 +9,15 @@ with its currency, and the currencies a deployment enables for credits (a settin
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from paycore.config import Settings
 from paycore.db.engine import Database
+from paycore.http.app import create_app
 from paycore.kit.clock import now_us
 from paycore.kit.money import CURRENCY_EXPONENTS
 from paycore.payouts import states
@@ -224,3 +227,13 @@ def test_options_and_allow_agree_with_the_documented_methods(client: TestClient)
         assert set(response.headers["Allow"].split(", ")) == documented, (path, response.headers["Allow"])
     shadowed = client.get("/v1/transfers/batch")
     assert (shadowed.status_code, shadowed.headers.get("Allow")) == (405, "POST")
+
+
+def test_the_document_answers_without_a_database(tmp_path: Path) -> None:
+    """Whether the server is in local mode is read from the database; with none (not yet
+    migrated) the document still answers, saying a key is needed."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/empty.db")
+    with TestClient(create_app(settings, Database(settings))) as client:
+        response = client.get("/openapi.json")
+    assert response.status_code == 200
+    assert response.json()["paths"]["/v1/settings"]["get"]["security"] == [{"apiKey": []}]
