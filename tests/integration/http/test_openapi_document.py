@@ -237,3 +237,34 @@ def test_the_document_answers_without_a_database(tmp_path: Path) -> None:
         response = client.get("/openapi.json")
     assert response.status_code == 200
     assert response.json()["paths"]["/v1/settings"]["get"]["security"] == [{"apiKey": []}]
+
+
+def _strings(schema: Any) -> list[dict[str, Any]]:
+    """Every string schema (and object key schema) under `schema`."""
+    found: list[dict[str, Any]] = []
+    if isinstance(schema, dict):
+        if schema.get("type") == "string" and "enum" not in schema and "const" not in schema:
+            found.append(schema)
+        if "propertyNames" in schema:
+            found.append({"type": "string", **schema["propertyNames"]})
+        for key, value in schema.items():
+            if key != "propertyNames":
+                found.extend(_strings(value))
+    elif isinstance(schema, list):
+        for value in schema:
+            found.extend(_strings(value))
+    return found
+
+
+def test_every_string_a_client_sends_is_documented_without_nul(client: TestClient) -> None:
+    """The server refuses NUL in any string of a body, path or query (400): the document says so."""
+    document = _document(client)
+    strings = _strings(document["components"]["schemas"])
+    for _path, _method, operation in _operations(document):
+        for parameter in operation.get("parameters", []):
+            if parameter["in"] in ("path", "query"):
+                strings.extend(_strings(parameter["schema"]))
+    assert len(strings) > 40
+    for schema in strings:
+        assert "pattern" in schema, schema
+        assert re.search(schema["pattern"], "a\x00b") is None, schema
