@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from paycore.config import Settings
-from paycore.http import openapi_fields
+from paycore.http import openapi_fields, openapi_responses
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ def build(app: FastAPI, settings: Settings, *, local_mode: bool) -> dict[str, An
     document = get_openapi(title=app.title, version=app.version, description=DESCRIPTION, routes=app.routes)
     schemas: dict[str, Any] = document["components"]["schemas"]
     _declare_security(document, local_mode=local_mode)
+    openapi_responses.declare(document)
     _link(document)
     for operation in _operations(document):
         _simplify_query_parameters(operation)
