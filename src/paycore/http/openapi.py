@@ -13,6 +13,7 @@ Built once per application (the settings it reads do not change while it runs)."
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Iterator
@@ -112,9 +113,22 @@ def _declare_security(document: dict[str, Any], *, local_mode: bool) -> None:
         for operation in item.values():
             needs_key = path.startswith("/v1/") and path not in _SIGNED_PATHS
             operation["security"] = keyed if needs_key else []
+            if needs_key and local_mode:
+                operation.setdefault("parameters", []).append(copy.deepcopy(_LOCAL_TENANT))
             if not needs_key:
                 operation.get("responses", {}).pop("401", None)
                 operation.get("responses", {}).pop("403", None)
+
+
+# Served only in local mode (SPEC §3.2); with keys the key names the tenant and the header is ignored.
+_LOCAL_TENANT = {
+    "name": "Paycore-Tenant",
+    "in": "header",
+    "required": False,
+    "description": "Local mode only: the tenant the request acts as (default `default`). 1-64 characters "
+    "of [A-Za-z0-9_.-] (else 400 invalid_tenant_id).",
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+}
 
 
 # What a created object's id opens (OpenAPI links): for readers, and for the stateful

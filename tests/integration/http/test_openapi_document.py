@@ -115,6 +115,8 @@ def test_the_bearer_scheme_is_declared_and_every_v1_operation_but_the_webhook_ne
             )
         elif path.startswith("/v1/"):
             assert operation["security"] == keyed, (method, path)
+            tenant_header = [p for p in operation.get("parameters", []) if p["name"] == "Paycore-Tenant"]
+            assert len(tenant_header) == (1 if local_mode else 0), (method, path)
         else:
             assert operation.get("security", []) == [], (method, path)
 
