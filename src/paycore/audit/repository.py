@@ -25,6 +25,12 @@ def events_of(connection: Connection, tenant_id: str, object_id: str, limit: int
     return list(connection.execute(_OF_OBJECT, {"t": tenant_id, "o": object_id, "n": limit}))
 
 
+def event_kind(connection: Connection, tenant_id: str, event_id: str) -> str | None:
+    query = select(events.c.kind).where(events.c.tenant_id == tenant_id, events.c.id == event_id)
+    found = connection.execute(query).scalar_one_or_none()
+    return None if found is None else str(found)
+
+
 def list_events(
     connection: Connection, tenant_id: str, kind: str | None, starting_after: str | None, limit: int
 ) -> list[Row[Any]]:

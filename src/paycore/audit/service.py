@@ -12,6 +12,7 @@ from sqlalchemy import Connection
 
 from paycore.audit import repository
 from paycore.kit import ids, logs
+from paycore.kit.errors import InvalidStartingAfter
 
 # Bounded so that one huge processor answer cannot bloat the log.
 DATA_BYTES_MAX = 16_384
@@ -193,6 +194,12 @@ def events_of(connection: Connection, tenant_id: str, object_id: str, *, limit: 
 def list_events(
     connection: Connection, tenant_id: str, *, kind: str | None, starting_after: str | None, limit: int
 ) -> list[Event]:
+    """Oldest first. `starting_after` is an event of the tenant of this `kind`; anything else
+    is refused."""
+    if starting_after is not None:
+        after_kind = repository.event_kind(connection, tenant_id, starting_after)
+        if after_kind is None or (kind is not None and after_kind != kind):
+            raise InvalidStartingAfter("starting_after is not an event of this list", param="starting_after")
     return [_event(row) for row in repository.list_events(connection, tenant_id, kind, starting_after, limit)]
 
 

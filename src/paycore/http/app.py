@@ -10,7 +10,7 @@ from starlette.types import ASGIApp
 import paycore
 from paycore.config import Settings
 from paycore.db.engine import Database
-from paycore.http import errors
+from paycore.http import errors, openapi
 from paycore.http.context import AuthState
 from paycore.http.exposure import ExposureGuard
 from paycore.http.metrics import Metrics
@@ -42,7 +42,7 @@ def create_app(
     app = PaycoreApp(
         title="paycore",
         version=paycore.__version__,
-        description="A payments core on an append-only double-entry ledger. Amounts are integer minor units.",
+        description=openapi.DESCRIPTION,
         # A trailing slash is a 404, never a redirect: Starlette's redirect is built from the
         # request's Host header, before authentication, and a 307 makes a client resend its body.
         redirect_slashes=False,
@@ -55,6 +55,7 @@ def create_app(
     errors.install(app)
     for router in (health, credits, ledger, payments, refunds, payouts, reports, events, tenant_settings, webhooks):
         app.include_router(router.router)
+    openapi.install(app, settings)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)
     # Outermost of the added middleware (inside RequestContext, so a refusal still gets its
     # request id and access line): a request that must not be served here is refused before

@@ -100,6 +100,8 @@ def validation_error(errors: list[dict[str, Any]]) -> DomainError:
         return _coded("invalid_amount", f"{param} must be null or a JSON integer from 0 to 2^53-1", param)
     if "idempotency_key" in names:
         return _coded("invalid_idempotency_key", "idempotency_key must be a non-empty string", param)
+    if names and names[-1] == "starting_after":
+        return _coded("invalid_starting_after", "starting_after must be an id of 1 to 64 characters", param)
     if names and names[-1] == "currency":
         return _coded("unsupported_currency", message, param)
     return _coded("invalid_request", message, param)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from fastapi import Query
 
 from paycore.kit.schemas import ErrorBody
 
@@ -33,6 +35,15 @@ def _idempotency_header(required: bool) -> dict[str, Any]:
             }
         ]
     }
+
+
+# The one cursor rule of every list (README, "Pagination").
+CURSOR_RULE = (
+    "The id of the last object of the previous page: an object this list holds (for the loss "
+    "report, a payout it lists with the same filters). Empty, unknown, another tenant's or "
+    "another list's: 400 invalid_starting_after."
+)
+StartingAfter = Annotated[str | None, Query(min_length=1, max_length=64, description=CURSOR_RULE)]
 
 
 # For money-moving POSTs (SPEC §3.1), and for POSTs that only create something.

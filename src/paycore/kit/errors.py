@@ -32,6 +32,13 @@ class UnsupportedCurrency(InvalidRequest):
     code = "unsupported_currency"
 
 
+class InvalidStartingAfter(InvalidRequest):
+    """The one cursor rule of every list (README, "Pagination"): `starting_after` names an
+    object the list holds (the last one of the previous page); empty or unknown is refused."""
+
+    code = "invalid_starting_after"
+
+
 class NotFound(DomainError):
     code = "not_found"
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import Connection
 
 from paycore.kit import ids
-from paycore.kit.errors import InvalidRequest
+from paycore.kit.errors import InvalidStartingAfter
 from paycore.ledger import repository
 from paycore.ledger.accounts import (
     create_account,
@@ -276,7 +276,7 @@ def list_entries(
     if starting_after is not None:
         found = repository.entry_sequence(connection, tenant_id, account_id, starting_after)
         if found is None:
-            raise InvalidRequest("starting_after is not an entry of this account", param="starting_after")
+            raise InvalidStartingAfter("starting_after is not an entry of this account", param="starting_after")
         after_sequence = found
     rows = repository.list_entries(connection, tenant_id, account_id, limit=limit + 1, after_sequence=after_sequence)
     return [entry_from_row(row) for row in rows[:limit]], len(rows) > limit

@@ -28,7 +28,7 @@ from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome, RefusalToRecord
 from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
-from paycore.kit.errors import DomainError
+from paycore.kit.errors import DomainError, InvalidStartingAfter
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound
 from paycore.ledger.service import EntrySpec, TransferSpec
@@ -212,6 +212,10 @@ def get_payment_json(connection: Connection, tenant_id: str, payment_id: str) ->
 def list_payments(
     connection: Connection, tenant_id: str, *, status: str | None, starting_after: str | None, limit: int
 ) -> list[Payment]:
+    """Newest first. `starting_after` is a payment of the tenant (whatever its status now:
+    the in-doubt queue pages on while its items resolve); anything else is refused."""
+    if starting_after is not None and repository.get(connection, tenant_id, starting_after) is None:
+        raise InvalidStartingAfter("starting_after is not a payment of this tenant", param="starting_after")
     rows = repository.list_payments(connection, tenant_id, status=status, starting_after=starting_after, limit=limit)
     return [payment_from_row(row) for row in rows]
 

@@ -19,7 +19,7 @@ from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.kit import ids
-from paycore.kit.errors import InvalidAmount
+from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound, CurrencyMismatch
@@ -160,6 +160,10 @@ def cancel(connection: Connection, tenant_id: str, payout_id: str, *, now_us: in
 def page(
     connection: Connection, tenant_id: str, *, status: str | None, starting_after: str | None, limit: int
 ) -> list[Payout]:
+    """Oldest first. `starting_after` is a payout of the tenant (whatever its status now);
+    anything else is refused."""
+    if starting_after is not None and repository.get(connection, tenant_id, starting_after) is None:
+        raise InvalidStartingAfter("starting_after is not a payout of this tenant", param="starting_after")
     rows = repository.page(connection, tenant_id, status=status, starting_after=starting_after, limit=limit)
     return [payout_from_row(row) for row in rows]
 

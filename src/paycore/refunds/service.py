@@ -23,7 +23,7 @@ from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.kit import ids
-from paycore.kit.errors import InvalidAmount
+from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
@@ -233,6 +233,11 @@ def load(connection: Connection, tenant_id: str, refund_id: str, *, for_update: 
 def of_payment(
     connection: Connection, tenant_id: str, payment_id: str, *, starting_after: str | None, limit: int
 ) -> list[Refund]:
+    """Oldest first. `starting_after` is a refund of this payment; anything else is refused."""
+    if starting_after is not None:
+        after = repository.get(connection, tenant_id, starting_after)
+        if after is None or after.payment_id != payment_id:
+            raise InvalidStartingAfter("starting_after is not a refund of this payment", param="starting_after")
     rows = repository.of_payment(connection, tenant_id, payment_id, starting_after=starting_after, limit=limit)
     return [refund_from_row(row) for row in rows]
 

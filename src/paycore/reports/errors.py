@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from paycore.kit.errors import InvalidRequest
+from paycore.kit.errors import InvalidRequest, InvalidStartingAfter
+
+__all__ = ["InvalidDate", "InvalidDateRange", "InvalidStartingAfter"]
 
 
 class InvalidDate(InvalidRequest):
@@ -15,9 +17,3 @@ class InvalidDateRange(InvalidRequest):
     """`from` is after `to`."""
 
     code = "invalid_date_range"
-
-
-class InvalidStartingAfter(InvalidRequest):
-    """`starting_after` is not a payout listed by this report (same range and filters)."""
-
-    code = "invalid_starting_after"

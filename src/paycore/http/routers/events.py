@@ -11,7 +11,7 @@ from paycore.audit import service as audit
 from paycore.audit.service import Event
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
-from paycore.http.responses import ERRORS
+from paycore.http.responses import ERRORS, StartingAfter
 from paycore.kit.clock import to_rfc3339
 
 router = APIRouter(prefix="/v1/events", tags=["events"], dependencies=[Depends(authenticate)])
@@ -38,7 +38,7 @@ def event_json(event: Event) -> dict[str, Any]:
 def list_events(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: Annotated[str | None, Query(max_length=64)] = None,
+    starting_after: StartingAfter = None,
 ) -> Response:
     tenant_id = caller(request).tenant_id
     limit = min(limit, request.app.state.settings.page_limit_max)

@@ -7,17 +7,30 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import Response
 from sqlalchemy import Connection
+from starlette.convertors import StringConvertor, register_url_convertor
 
 from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import dumps, json_response, render_refusal
-from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
+from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
 from paycore.kit.errors import InvalidAmount, InvalidRequest
 from paycore.ledger import keyed, schemas
 from paycore.ledger import service as ledger
 
 # Authentication is a dependency so that it runs before body validation (401 before 400).
 router = APIRouter(prefix="/v1", tags=["ledger"], dependencies=[Depends(authenticate)])
+
+
+class _NotBatch(StringConvertor):
+    """A transfer id in `GET /v1/transfers/{transfer_id}` that is not "batch". OpenAPI matches
+    the concrete `/v1/transfers/batch` before the template beside it; Starlette takes the first
+    route whose path and method match, so `GET /v1/transfers/batch` was the transfer named
+    "batch" (404) and `Allow` there named GET. Now it is 405 with `Allow: POST`, as documented."""
+
+    regex = "(?!batch$)[^/]+"
+
+
+register_url_convertor("not_batch", _NotBatch())
 
 
 def _settings(request: Request) -> Any:
@@ -75,7 +88,7 @@ def list_entries(
     account_id: str,
     request: Request,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: Annotated[str | None, Query(max_length=64)] = None,
+    starting_after: StartingAfter = None,
 ) -> Response:
     tenant_id = caller(request).tenant_id
     limit = min(limit, _settings(request).page_limit_max)
@@ -149,7 +162,7 @@ def create_batch(body: schemas.TransferBatch, request: Request) -> Response:
     )
 
 
-@router.get("/transfers/{transfer_id}", responses=ERRORS)
+@router.get("/transfers/{transfer_id:not_batch}", responses=ERRORS)
 def get_transfer(transfer_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:

@@ -11,7 +11,7 @@ from paycore.audit import service as audit
 from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response, render_refusal
-from paycore.http.responses import ERRORS, IDEMPOTENT
+from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
 from paycore.http.routers.events import event_json
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us
@@ -81,7 +81,7 @@ def list_payments(
     request: Request,
     status: Literal["processing", "succeeded", "failed", "in_doubt"] | None = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: Annotated[str | None, Query(max_length=64)] = None,
+    starting_after: StartingAfter = None,
 ) -> Response:
     """Newest first; `?status=in_doubt` is the in-doubt queue."""
     tenant_id = caller(request).tenant_id

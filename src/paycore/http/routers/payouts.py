@@ -18,7 +18,7 @@ from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.refusals import audit_refusal
-from paycore.http.responses import ERRORS, IDEMPOTENT
+from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
 from paycore.http.routers.events import event_json
 from paycore.kit.errors import DomainError, InvalidRequest
 from paycore.payouts import adjustments, schemas, states, transitions
@@ -104,7 +104,7 @@ def list_payouts(
         str | None, Query(max_length=16, json_schema_extra={"enum": [states.public(s) for s in states.STATUSES]})
     ] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: Annotated[str | None, Query(max_length=64)] = None,
+    starting_after: StartingAfter = None,
 ) -> Response:
     """The tenant's payouts, oldest first; `?status=in_doubt` for the ones awaiting the bank."""
     tenant_id = caller(request).tenant_id

@@ -14,7 +14,7 @@ from paycore.audit import service as audit
 from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
-from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
+from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
 from paycore.http.routers.events import event_json
 from paycore.payments import transitions as payments
 from paycore.refunds import schemas
@@ -69,7 +69,7 @@ def list_refunds(
     payment_id: str,
     request: Request,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: Annotated[str | None, Query(max_length=64)] = None,
+    starting_after: StartingAfter = None,
 ) -> Response:
     """The payment's refunds, oldest first."""
     tenant_id = caller(request).tenant_id

@@ -10,7 +10,7 @@ from fastapi.responses import Response
 
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
-from paycore.http.responses import ERRORS
+from paycore.http.responses import ERRORS, StartingAfter
 from paycore.kit.schemas import CURRENCIES_DOCUMENTED, DAY_DOCUMENTED
 from paycore.reports import losses, schemas
 from paycore.reports.losses import RAILS, Cursor
@@ -37,7 +37,7 @@ def loss_report(
         str | None, Query(description="ISO 4217, e.g. USD", json_schema_extra=CURRENCIES_DOCUMENTED)
     ] = None,
     limit: Annotated[int, Query(ge=1, le=losses.PAGE_ROWS_MAX)] = 20,
-    starting_after: Annotated[str | None, Query(description="the last payout id of the previous page")] = None,
+    starting_after: StartingAfter = None,
 ) -> Response:
     """The tenant's payouts by loss (fees, return fees, chargebacks and return shortfalls,
     less fee reversals, chargeback reversals, recoveries and refunds) over the adjustments
