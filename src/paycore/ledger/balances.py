@@ -42,3 +42,17 @@ def balance_of(totals: Totals, normal_balance: str) -> Balance:
 
 def breaks_no_overdraft(totals: Totals, normal_balance: str) -> bool:
     return balance_of(totals, normal_balance).available_minor < 0
+
+
+def grows_past(before: Totals, after: Totals, normal_balance: str, limit: int) -> str | None:
+    """The first reported figure (`posted`, `pending`, `available`) that a transfer carries past
+    `limit` in absolute value while moving it away from zero, or None.
+
+    A figure that moves toward zero is never refused, so an account already past the limit
+    (old data, an operator's hand edit) can always be brought back."""
+    old, new = balance_of(before, normal_balance), balance_of(after, normal_balance)
+    for name in ("posted", "pending", "available"):
+        value = abs(getattr(new, f"{name}_minor"))
+        if value > limit and value > abs(getattr(old, f"{name}_minor")):
+            return name
+    return None

@@ -158,3 +158,25 @@ def test_unknown_route_is_json_404(client: TestClient) -> None:
     response = client.get("/v1/nope")
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
+
+
+def test_a_balance_past_2_53_minus_1_is_a_clear_422_and_changes_nothing(client: TestClient, database: Database) -> None:
+    """Issue 18: two credits of (2^53 - 1) / 2 + 1 took a balance to 9007199254740992. The
+    second is refused (the ledger's limit), the success and replay shapes are unchanged, and
+    the refusal is replayed under its key like any other recorded outcome."""
+    half = (2**53 - 1) // 2 + 1
+    line = {"desc": "big", "amount_minor": half, "currency": "USD"}
+    first = client.post(PATH, json=credit("big-1", line))
+    assert first.status_code == 201 and first.json()["amount_minor"] == half
+    assert client.post(PATH, json=credit("big-1", line)).json() == first.json()
+    before = row_counts(database)
+    refused = client.post(PATH, json=credit("big-2", line))
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"] == "balance_limit_exceeded"
+    assert "2^53 - 1" in refused.json()["message"]
+    assert balance(client) == half
+    again = client.post(PATH, json=credit("big-2", line))
+    assert (again.status_code, again.json()) == (422, refused.json())
+    assert {name: count for name, count in row_counts(database).items() if name != "idempotency_keys"} == {
+        name: count for name, count in before.items() if name != "idempotency_keys"
+    }
