@@ -27,6 +27,8 @@
 | PAYCORE_RESOLVER_BATCH_MAX               | 10                      |
 | PAYCORE_CLAIM_LEASE_MS                   | 300000                  |
 | PAYCORE_SANDBOX_DATABASE_URL             | sqlite:///./paycore-sandbox.db |
+| PAYCORE_INVARIANTS_INTERVAL_MS           | 300000                  |
+| PAYCORE_INVARIANTS_ROWS_MAX              | 1000                    |
 
 The documentation of each lives in README.md ("Configuration").
 """
@@ -86,6 +88,10 @@ class Settings:
     # A worker's claim on an item lapses after this; must exceed resolver_batch_max processor calls.
     claim_lease_ms: int = 300_000
     sandbox_database_url: str = "sqlite:///./paycore-sandbox.db"
+    # The invariant checks (paycore.invariants): each runs at most this often, over at most
+    # this many subjects (accounts, transfers, payments, payouts) per run.
+    invariants_interval_ms: int = 300_000
+    invariants_rows_max: int = 1_000
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -115,6 +121,8 @@ class Settings:
             resolver_batch_max=_int("PAYCORE_RESOLVER_BATCH_MAX", 10),
             claim_lease_ms=_int("PAYCORE_CLAIM_LEASE_MS", 300_000),
             sandbox_database_url=os.environ.get("PAYCORE_SANDBOX_DATABASE_URL") or "sqlite:///./paycore-sandbox.db",
+            invariants_interval_ms=_int("PAYCORE_INVARIANTS_INTERVAL_MS", 300_000),
+            invariants_rows_max=_int("PAYCORE_INVARIANTS_ROWS_MAX", 1_000),
         )
 
     def with_database(self, database_url: str) -> Settings:

@@ -150,7 +150,10 @@ def worker(
     database = Database(settings)
     context = WorkerContext.create(database, settings, _http_processor(settings))
     if once:
-        console.print(run_once(context))
+        try:
+            console.print(run_once(context))
+        finally:
+            database.dispose()
         return
     stop = threading.Event()
     console.print(
