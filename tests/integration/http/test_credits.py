@@ -180,3 +180,31 @@ def test_a_balance_past_2_53_minus_1_is_a_clear_422_and_changes_nothing(client: 
     assert {name: count for name, count in row_counts(database).items() if name != "idempotency_keys"} == {
         name: count for name, count in before.items() if name != "idempotency_keys"
     }
+
+
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("k" * 10_000, "idempotency_key is too long (10000 characters)"),
+        ("", "idempotency_key is empty"),
+        (7, "idempotency_key must be a string"),
+        ("tab\there", "idempotency_key has a character that is not printable ASCII at position 4"),
+    ],
+    ids=["10000_chars", "empty", "number", "tab"],
+)
+def test_an_invalid_key_is_told_what_is_wrong(client: TestClient, database: Database, key: Any, says: str) -> None:
+    """Issue 18: a 10,000-character key was told "must be a non-empty string"."""
+    before = row_counts(database)
+    response = client.post(PATH, json={**credit(), "idempotency_key": key})
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error"] == "invalid_idempotency_key" and body["param"] == "idempotency_key"
+    assert body["message"] == f"{says}: it must be 1-255 printable ASCII characters"
+    assert len(response.text) < 300  # the key is never echoed back
+    assert row_counts(database) == before
+
+
+def test_a_missing_key_is_told_it_is_required(client: TestClient) -> None:
+    response = client.post(PATH, json={"lines": credit()["lines"]})
+    assert response.status_code == 400
+    assert response.json()["message"] == "idempotency_key is required: it must be 1-255 printable ASCII characters"
