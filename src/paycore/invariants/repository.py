@@ -22,14 +22,22 @@ def ensure_cursor(connection: Connection, check_name: str, now_us: int) -> None:
         "check_name": check_name,
         "after_tenant_id": START[0],
         "after_id": START[1],
-        "next_run_at_us": 0,
+        "last_run_at_us": 0,
         "run_by": None,
         "updated_at_us": now_us,
     }
     insert_or_ignore(connection, invariant_cursors, values, ("tenant_id", "check_name"))
 
 
-def claim(connection: Connection, check_name: str, now_us: int) -> tuple[str, str] | None:
+def last_runs(connection: Connection) -> dict[str, int]:
+    """Each check's last run time, for the checks that have a cursor row."""
+    query = select(invariant_cursors.c.check_name, invariant_cursors.c.last_run_at_us).where(
+        invariant_cursors.c.tenant_id == ALL_TENANTS
+    )
+    return {name: int(last) for name, last in connection.execute(query)}
+
+
+def claim(connection: Connection, check_name: str, now_us: int, interval_us: int) -> tuple[str, str] | None:
     """The check's cursor when the check is due, its row locked for this transaction (another
     worker skips it: FOR UPDATE SKIP LOCKED on PostgreSQL; SQLite has one writer); else None."""
     query = (
@@ -37,7 +45,7 @@ def claim(connection: Connection, check_name: str, now_us: int) -> tuple[str, st
         .where(
             invariant_cursors.c.tenant_id == ALL_TENANTS,
             invariant_cursors.c.check_name == check_name,
-            invariant_cursors.c.next_run_at_us <= now_us,
+            invariant_cursors.c.last_run_at_us <= now_us - interval_us,
         )
         .with_for_update(skip_locked=True)
     )
@@ -45,16 +53,14 @@ def claim(connection: Connection, check_name: str, now_us: int) -> tuple[str, st
     return None if row is None else (row[0], row[1])
 
 
-def advance(
-    connection: Connection, check_name: str, after: tuple[str, str], next_run_at_us: int, worker_id: str, now_us: int
-) -> None:
+def advance(connection: Connection, check_name: str, after: tuple[str, str], worker_id: str, now_us: int) -> None:
     connection.execute(
         update(invariant_cursors)
         .where(invariant_cursors.c.tenant_id == ALL_TENANTS, invariant_cursors.c.check_name == check_name)
         .values(
             after_tenant_id=after[0],
             after_id=after[1],
-            next_run_at_us=next_run_at_us,
+            last_run_at_us=now_us,
             run_by=worker_id,
             updated_at_us=now_us,
         )

@@ -4,10 +4,10 @@ A run goes through every check (`checks.CHECKS`) that is due, each in its own tr
 claim the check's cursor row (skipped when another worker holds it or it is not due), read
 the next window of at most `rows_max` subjects after the cursor, run the check's query on
 that window, record each problem in `invariant_violations` (once per tenant, check and
-subject) with an audit event, and move the cursor past the window and the check's next run
-`interval_ms` later. A window shorter than `rows_max` reached the end: the cursor starts
+subject) with an audit event, and move the cursor past the window and record the run's time
+(the check is due again `interval_ms` later). A window shorter than `rows_max` reached the end: the cursor starts
 again from the beginning, so successive runs cover every subject. Only the database
-coordinates workers: the cursor row's lock and its `next_run_at_us`, and the violations'
+coordinates workers: the cursor row's lock and its `last_run_at_us`, and the violations'
 primary key. New findings are logged (ERROR, event `invariant_violation`) after the commit.
 """
 
@@ -55,7 +55,19 @@ class RunResult:
 
 def run_due(database: Database, budget: Budget, worker_id: str) -> RunResult:
     result = RunResult()
-    for check in CHECKS:
+    # A read first: most calls (every worker round) find nothing due and write nothing, so
+    # they never take SQLite's write lock from the API.
+    with database.read() as connection:
+        last_runs = repository.last_runs(connection)
+    due_before = clock_now_us() - budget.interval_ms * 1000
+    due = {name for name in NAMES if last_runs.get(name, 0) <= due_before}
+    if not due:
+        return result
+    if not last_runs.keys() >= set(NAMES):
+        # Every cursor row exists before any run locks one, in a short transaction of its own:
+        # a worker's first run never waits on another's insert held for a whole check.
+        database.transaction(_ensure_cursors)
+    for check in (check for check in CHECKS if check.name in due):
         checked, found = database.transaction(partial(_run, check=check, budget=budget, worker_id=worker_id))
         if checked is None:
             continue
@@ -83,8 +95,7 @@ def run_due(database: Database, budget: Budget, worker_id: str) -> RunResult:
 def _run(connection: Connection, check: Check, budget: Budget, worker_id: str) -> tuple[int | None, list[Finding]]:
     """One check's window; (None, []) when the check is not this worker's to run now."""
     now = clock_now_us()
-    repository.ensure_cursor(connection, check.name, now)
-    after = repository.claim(connection, check.name, now)
+    after = repository.claim(connection, check.name, now, budget.interval_ms * 1000)
     if after is None:
         return None, []
     if check.subjects is None:  # not windowed: the whole check, every run
@@ -98,9 +109,14 @@ def _run(connection: Connection, check: Check, budget: Budget, worker_id: str) -
         checked = len(keys)
         next_after = keys[-1] if len(keys) == budget.rows_max else START
     found = [_record(connection, check, row, worker_id, now) for row in rows]
-    next_run = now + budget.interval_ms * 1000
-    repository.advance(connection, check.name, next_after, next_run, worker_id, now)
+    repository.advance(connection, check.name, next_after, worker_id, now)
     return checked, [finding for finding in found if finding is not None]
+
+
+def _ensure_cursors(connection: Connection) -> None:
+    now = clock_now_us()
+    for name in NAMES:
+        repository.ensure_cursor(connection, name, now)
 
 
 def _record(connection: Connection, check: Check, row: Sequence[Any], worker_id: str, now: int) -> Finding | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from typing import Any, cast
 
@@ -242,6 +243,27 @@ def test_a_check_runs_at_most_once_per_interval_whichever_worker_asks(database: 
     assert first.checks_run == len(checks.CHECKS)
     assert invariants.run_due(database, budget, "worker-2").checks_run == 0
     assert run_job(database, settings, "worker-3") == 0
+
+
+def test_workers_running_at_once_run_each_check_once(database: Database) -> None:
+    """No process lock: the cursor row's lock (SKIP LOCKED on PostgreSQL, SQLite's one
+    writer) and its run time decide, so four workers at once run each check once in all."""
+    a_clean_business(database)
+    budget = invariants.Budget(rows_max=1_000, interval_ms=3_600_000)
+    start = threading.Barrier(4)
+    results: list[invariants.RunResult] = []
+
+    def worker(number: int) -> None:
+        start.wait()
+        results.append(invariants.run_due(database, budget, f"worker-{number}"))
+
+    threads = [threading.Thread(target=worker, args=(number,)) for number in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 4
+    assert sum(result.checks_run for result in results) == len(checks.CHECKS)
 
 
 def test_a_small_budget_covers_every_subject_over_successive_runs(database: Database) -> None:

@@ -2,7 +2,7 @@
 
 Issue 18: the money invariants run as a worker job (paycore.invariants, docs/invariants.md).
 - `invariant_violations`: one row per (tenant, check, subject) found broken, written once.
-- `invariant_cursors`: per check, the last subject key checked and when the check is next due
+- `invariant_cursors`: per check, the last subject key checked and when the check last ran
   (tenant id `*`: not a tenant's data).
 - `ix_ledger_transfers_reference` on ledger_transfers (reference_id, tenant_id), partial
   (only payment and payout transfers): `payment_charged_twice` and `payout_sent_twice` look up
@@ -45,7 +45,7 @@ def upgrade() -> None:
         sa.Column("check_name", sa.String(48), nullable=False),
         sa.Column("after_tenant_id", sa.String(64), nullable=False),
         sa.Column("after_id", sa.String(64), nullable=False),
-        sa.Column("next_run_at_us", sa.BigInteger(), nullable=False),
+        sa.Column("last_run_at_us", sa.BigInteger(), nullable=False),
         sa.Column("run_by", sa.String(64), nullable=True),
         sa.Column("updated_at_us", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("tenant_id", "check_name", name=op.f("pk_invariant_cursors")),
