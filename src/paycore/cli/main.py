@@ -140,7 +140,8 @@ def _refuse_unsafe_bind(host: str, local_mode: bool, settings: Settings) -> None
 def worker(
     once: bool = typer.Option(False, "--once", help="Run one round of every job and exit."),
 ) -> None:
-    """Run the background jobs: in-doubt resolution, webhook re-matching, hold expiry, key pruning.
+    """Run the background jobs: in-doubt resolution, webhook re-matching, hold expiry, key pruning,
+    the money invariant checks.
     The processor is reached over HTTP at PAYCORE_PROCESSOR_URL."""
     from paycore.workers.jobs import WorkerContext
     from paycore.workers.loop import run_forever, run_once

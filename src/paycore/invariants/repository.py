@@ -67,6 +67,15 @@ def advance(connection: Connection, check_name: str, after: tuple[str, str], wor
     )
 
 
+def mark_run(connection: Connection, check_name: str, worker_id: str, now_us: int) -> None:
+    """Record a run that failed: the check is due again an interval later, from the same cursor."""
+    connection.execute(
+        update(invariant_cursors)
+        .where(invariant_cursors.c.tenant_id == ALL_TENANTS, invariant_cursors.c.check_name == check_name)
+        .values(last_run_at_us=now_us, run_by=worker_id, updated_at_us=now_us)
+    )
+
+
 def window(connection: Connection, table: str, after: tuple[str, str], rows_max: int) -> list[tuple[str, str]]:
     """The next `rows_max` subject keys after `after`, in primary-key order."""
     assert table in _WINDOWED_TABLES, table  # the name is ours, never input

@@ -68,7 +68,16 @@ def run_due(database: Database, budget: Budget, worker_id: str) -> RunResult:
         # a worker's first run never waits on another's insert held for a whole check.
         database.transaction(_ensure_cursors)
     for check in (check for check in CHECKS if check.name in due):
-        checked, found = database.transaction(partial(_run, check=check, budget=budget, worker_id=worker_id))
+        try:
+            checked, found = database.transaction(partial(_run, check=check, budget=budget, worker_id=worker_id))
+        except Exception:  # e.g. a statement timeout on a huge window: the other checks still run
+            log.exception(
+                "invariant check %s failed; it runs again from the same cursor an interval later",
+                check.name,
+                extra={"event": "invariant_check_failed", "check": check.name},
+            )
+            database.transaction(partial(_mark_run, check_name=check.name, worker_id=worker_id))
+            continue
         if checked is None:
             continue
         result.checks_run += 1
@@ -111,6 +120,10 @@ def _run(connection: Connection, check: Check, budget: Budget, worker_id: str) -
     found = [_record(connection, check, row, worker_id, now) for row in rows]
     repository.advance(connection, check.name, next_after, worker_id, now)
     return checked, [finding for finding in found if finding is not None]
+
+
+def _mark_run(connection: Connection, check_name: str, worker_id: str) -> None:
+    repository.mark_run(connection, check_name, worker_id, clock_now_us())
 
 
 def _ensure_cursors(connection: Connection) -> None:

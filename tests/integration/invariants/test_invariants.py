@@ -9,6 +9,7 @@ the triggers off, an account's cached totals edited). The job finds each once: a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import threading
@@ -264,6 +265,29 @@ def test_workers_running_at_once_run_each_check_once(database: Database) -> None
         thread.join(timeout=60)
     assert len(results) == 4
     assert sum(result.checks_run for result in results) == len(checks.CHECKS)
+
+
+def test_a_check_that_fails_is_logged_and_retried_an_interval_later_from_the_same_cursor(
+    database: Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    a_clean_business(database)
+    broken = checks.CHECKS[0]
+    monkeypatch.setattr(
+        checks, "CHECKS", (dataclasses.replace(broken, sql="SELECT no_such_column FROM ledger_entries"),)
+    )
+    monkeypatch.setattr(invariants, "CHECKS", checks.CHECKS)
+    budget = invariants.Budget(rows_max=1_000, interval_ms=3_600_000)
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        result = invariants.run_due(database, budget, "worker-1")
+    assert result.checks_run == 0
+    failed = [r for r in caplog.records if getattr(r, "event", None) == "invariant_check_failed"]
+    assert [r.__dict__["check"] for r in failed] == [broken.name]
+    assert invariants.run_due(database, budget, "worker-2").checks_run == 0  # not due again yet
+    with database.read() as connection:
+        cursor = connection.execute(
+            text("SELECT after_tenant_id, after_id FROM invariant_cursors WHERE check_name = :c"), {"c": broken.name}
+        ).one()
+    assert tuple(cursor) == ("", "")
 
 
 def test_a_small_budget_covers_every_subject_over_successive_runs(database: Database) -> None:
