@@ -219,14 +219,20 @@ def _apply(
         totals, counts[account_id] = applied
         assert all(type(value) is int and 0 <= value <= BALANCE_MINOR_MAX for value in vars(totals).values())
         row = account_rows[account_id]
-        figure = grows_past(_minus(totals, delta), totals, row.normal_balance, AMOUNT_MINOR_MAX)
-        if figure is not None:
-            raise BalanceLimitExceeded(
-                f"account {account_id} would have a {figure} balance past 2^53 - 1", param=f"{prefix}entries"
-            )
+        if added.get(account_id, 0):  # only entries move money: releasing a hold is never refused
+            _check_balance_limit(account_id, _minus(totals, delta), totals, row.normal_balance, prefix)
         if (row.no_overdraft or account_id in guarded) and breaks_no_overdraft(totals, row.normal_balance):
             raise InsufficientFunds(f"account {account_id} has insufficient available funds", param=f"{prefix}entries")
     return counts
+
+
+def _check_balance_limit(account_id: str, before: Totals, after: Totals, normal_balance: str, prefix: str) -> None:
+    """docs/ledger.md, "The balance limit": posted, pending and available stay within 2^53 - 1."""
+    figure = grows_past(before, after, normal_balance, AMOUNT_MINOR_MAX)
+    if figure is not None:
+        raise BalanceLimitExceeded(
+            f"account {account_id} would have a {figure} balance past 2^53 - 1", param=f"{prefix}entries"
+        )
 
 
 def _minus(totals: Totals, delta: Totals) -> Totals:

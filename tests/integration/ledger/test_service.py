@@ -345,6 +345,24 @@ def test_an_account_already_past_the_limit_may_shrink_but_not_grow(database: Dat
     assert balance(database, sink)[0] == 2**53 + 7
 
 
+def test_releasing_a_hold_is_never_refused_by_the_balance_limit(database: Database) -> None:
+    """A void (or an expiry) moves no money: on an account already past 2^53 - 1 it raises the
+    available balance back to posted, and must still go through (the expiry job voids holds
+    in batches: one refusal would stall them all)."""
+    source = open_account(database, "source", "debit")
+    sink = open_account(database, "sink", "credit")
+    move(database, (source, "debit", 100), (sink, "credit", 100))
+    hold = move(database, (sink, "debit", 5), (source, "credit", 5), pending=True)
+    with database.engine.connect() as connection, connection.begin():
+        connection.execute(
+            text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE id = :id"),
+            {"total": 2**53 + 10, "id": sink},
+        )
+    run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us()))
+    assert status(database, hold) == "voided"
+    assert balance(database, sink) == (2**53 + 10, 0, 2**53 + 10)
+
+
 def test_an_account_known_only_to_a_rolled_back_transaction_moves_no_money(
     database: Database, books: dict[str, str]
 ) -> None:
