@@ -216,8 +216,8 @@ CASES: dict[str, tuple[list[Leg], dict[str, Any]]] = {
     ),
     "up to the 64-bit edge": ([("cash", "debit", 5), ("full", "credit", 5)], {}),
     "a balance up to 2^53 - 1": ([("cash", "debit", 5), ("ceiling", "credit", 5)], {}),
-    "a hold toward 2^53 - 1 (the pending figure stays small)": (
-        [("cash", "debit", 6), ("ceiling", "credit", 6)],
+    "a hold up to 2^53 - 1 (its post will fit)": (
+        [("cash", "debit", 5), ("ceiling", "credit", 5)],
         {"pending": True},
     ),
     "money leaving an account at the limit": ([("ceiling", "debit", 7), ("cash", "credit", 7)], {}),
@@ -258,6 +258,11 @@ REFUSALS: dict[str, tuple[list[Leg], dict[str, Any], str]] = {
     "a debit-normal balance past 2^53 - 1": (
         [("cash", "debit", AMOUNT_MINOR_MAX), ("merchant", "credit", AMOUNT_MINOR_MAX)],
         {},
+        "balance_limit_exceeded",
+    ),
+    "a hold whose post would pass 2^53 - 1": (
+        [("cash", "debit", 6), ("ceiling", "credit", 6)],
+        {"pending": True},
         "balance_limit_exceeded",
     ),
     "an available balance past -(2^53 - 1) by a hold": (

@@ -2,13 +2,14 @@
 
 Issue 18: two credits of (2^53 - 1) / 2 + 1 took a balance to 9007199254740992, which a
 JavaScript client reads wrong. `paycore.ledger.postings._apply` now refuses a transfer that
-would carry an account's posted, pending or available balance (as the API reports them) past
-2^53 - 1 in absolute value while moving it away from zero (`balance_limit_exceeded`, see
-docs/ledger.md). The one-call function of revision 0009 must refuse exactly the same
-transfers, so this revision replaces its body (same signature, `CREATE OR REPLACE`): after
-each account's UPDATE it computes the three figures before and after, with the formulas of
-`paycore.ledger.balances.balance_of`, and raises SQLSTATE PC003, having written nothing; the
-caller then runs the reference path, which decides and records the refusal.
+would carry an account's posted, pending or available balance (as the API reports them), or
+its posted balance plus incoming holds, past 2^53 - 1 in absolute value while moving it away
+from zero (`balance_limit_exceeded`, see docs/ledger.md). The one-call function of revision
+0009 must refuse exactly the same transfers, so this revision replaces its body (same
+signature, `CREATE OR REPLACE`): after each account's UPDATE it computes the four figures
+before and after, with the formulas of `paycore.ledger.balances.limited_figures`, and raises
+SQLSTATE PC003, having written nothing; the caller then runs the reference path, which
+decides and records the refusal.
 
 Downgrade restores revision 0009's body. SQLite: nothing.
 
@@ -29,7 +30,8 @@ down_revision = "0009"
 branch_labels = None
 depends_on = None
 
-# posted, pending, available of one account (paycore.ledger.balances.balance_of), as numeric.
+# posted, pending, available, posted plus incoming holds of one account
+# (paycore.ledger.balances.limited_figures), as numeric.
 _FIGURES = """
 CREATE FUNCTION paycore_balance_figures(
     p_normal text, p_debits_posted numeric, p_credits_posted numeric, p_debits_pending numeric,
@@ -38,11 +40,13 @@ CREATE FUNCTION paycore_balance_figures(
     SELECT CASE WHEN p_normal = 'credit' THEN ARRAY[
         p_credits_posted - p_debits_posted,
         p_credits_pending - p_debits_pending,
-        p_credits_posted - p_debits_posted - p_debits_pending]
+        p_credits_posted - p_debits_posted - p_debits_pending,
+        p_credits_posted - p_debits_posted + p_credits_pending]
     ELSE ARRAY[
         p_debits_posted - p_credits_posted,
         p_debits_pending - p_credits_pending,
-        p_debits_posted - p_credits_posted - p_credits_pending]
+        p_debits_posted - p_credits_posted - p_credits_pending,
+        p_debits_posted - p_credits_posted + p_debits_pending]
     END
 $$
 """
@@ -131,14 +135,14 @@ BEGIN
             RAISE EXCEPTION 'account % would leave its balance range, or does not exist', p_account_ids[i]
                 USING ERRCODE = 'PC001', DETAIL = p_account_ids[i];
         END IF;
-        -- The balance limit (paycore.ledger.balances.grows_past): posted, pending and available, as
-        -- the API reports them, may not move away from zero past 2^53 - 1.
+        -- The balance limit (paycore.ledger.balances.grows_past): posted, pending, available and
+        -- posted plus incoming holds may not move away from zero past 2^53 - 1.
         figures_after := paycore_balance_figures(normal, debits_posted, credits_posted, debits_pending,
             credits_pending);
         figures_before := paycore_balance_figures(normal, debits_posted - p_debits_posted[i],
             credits_posted - p_credits_posted[i], debits_pending - p_debits_pending[i],
             credits_pending - p_credits_pending[i]);
-        FOR k IN 1 .. 3 LOOP
+        FOR k IN 1 .. 4 LOOP
             IF abs(figures_after[k]) > balance_max AND abs(figures_after[k]) > abs(figures_before[k]) THEN
                 RAISE EXCEPTION 'account % would pass the balance limit', p_account_ids[i]
                     USING ERRCODE = 'PC003', DETAIL = p_account_ids[i];
