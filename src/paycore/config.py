@@ -34,6 +34,8 @@
 | PAYCORE_FORWARDED_ALLOW_IPS              | (empty: trust no proxy) |
 | PAYCORE_LOG_FORMAT                       | json                    |
 | PAYCORE_LOG_LEVEL                        | INFO                    |
+| PAYCORE_INVARIANTS_INTERVAL_MS           | 300000                  |
+| PAYCORE_INVARIANTS_ROWS_MAX              | 1000                    |
 
 The documentation of each lives in README.md ("Configuration").
 """
@@ -122,6 +124,10 @@ class Settings:
     forwarded_allow_ips: str = ""
     log_format: str = "json"
     log_level: str = "INFO"
+    # The invariant checks (paycore.invariants): each runs at most this often, over at most
+    # this many subjects (accounts, transfers, payments, payouts) per run.
+    invariants_interval_ms: int = 300_000
+    invariants_rows_max: int = 1_000
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -159,6 +165,8 @@ class Settings:
             forwarded_allow_ips=os.environ.get("PAYCORE_FORWARDED_ALLOW_IPS", "").strip(),
             log_format=log_format,
             log_level=log_level,
+            invariants_interval_ms=_int("PAYCORE_INVARIANTS_INTERVAL_MS", 300_000),
+            invariants_rows_max=_int("PAYCORE_INVARIANTS_ROWS_MAX", 1_000),
         )
 
     def with_database(self, database_url: str) -> Settings:

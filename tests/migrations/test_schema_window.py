@@ -29,8 +29,9 @@ def readyz(database: Database) -> tuple[int, str]:
     [
         ("0003", "behind", 503),
         ("0004", "behind", 503),
-        ("0005", "compatible", 200),
-        ("0006", "compatible", 200),
+        ("0005", "behind", 503),
+        ("0009", "behind", 503),
+        ("0010", "behind", 503),  # no invariant tables yet: this release's /metrics and worker need 0011
         ("head", "current", 200),
     ],
 )
@@ -39,6 +40,18 @@ def test_the_schema_window(empty_database: Database, revision: str, state: str, 
     assert migrate.schema_state(empty_database) == state
     assert migrate.is_usable(empty_database) is (state != "behind")
     assert readyz(empty_database) == (status, state)
+
+
+@pytest.mark.parametrize(("revision", "state", "status"), [("0004", "behind", 503), ("0005", "compatible", 200)])
+def test_a_window_below_head_is_compatible(
+    empty_database: Database, monkeypatch: pytest.MonkeyPatch, revision: str, state: str, status: int
+) -> None:
+    """The window itself, with the oldest revision the release of migrations 0005-0007 declared:
+    this release's window is empty (its oldest compatible revision is its head)."""
+    monkeypatch.setattr(migrate, "OLDEST_COMPATIBLE_REVISION", "0005")
+    migrate.upgrade(empty_database, revision)
+    assert migrate.schema_state(empty_database) == state
+    assert migrate.is_usable(empty_database) is (state != "behind")
 
 
 def test_a_revision_this_code_does_not_know_is_ahead(empty_database: Database) -> None:

@@ -178,7 +178,8 @@ def _refuse_unsafe_bind(host: str, local_mode: bool, settings: Settings) -> None
 def worker(
     once: bool = typer.Option(False, "--once", help="Run one round of every job and exit."),
 ) -> None:
-    """Run the background jobs: in-doubt resolution, webhook re-matching, hold expiry, key pruning.
+    """Run the background jobs: in-doubt resolution, webhook re-matching, hold expiry, key pruning,
+    the money invariant checks.
     The processor is reached over HTTP at PAYCORE_PROCESSOR_URL."""
     from paycore.workers.jobs import WorkerContext
     from paycore.workers.loop import run_forever, run_once
@@ -187,7 +188,10 @@ def worker(
     database = Database(settings)
     context = WorkerContext.create(database, settings, _http_processor(settings))
     if once:
-        result = run_once(context)
+        try:
+            result = run_once(context)
+        finally:
+            database.dispose()
         console.print(result.done)
         if result.failed:  # each failure is already a `job_failed` log line
             raise typer.Exit(1)

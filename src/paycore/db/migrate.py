@@ -99,8 +99,10 @@ def check_sqlite_foreign_keys(connection: Connection) -> None:
 
 # The oldest schema this code works on (docs/migrations.md, "Which code runs on which schema"):
 # from here to head it reads and writes correctly, so a rolling deploy can run the migrations
-# of an expand/backfill/contract chain while processes of this release serve.
-OLDEST_COMPATIBLE_REVISION: Final = "0005"
+# of an expand/backfill/contract chain while processes of this release serve. 0011: this
+# release's worker job and /metrics read the invariant tables of 0011, and its PostgreSQL
+# transfer path needs 0010's balance limit in `paycore_create_transfer`.
+OLDEST_COMPATIBLE_REVISION: Final = "0011"
 
 
 def is_current(database: Database) -> bool:

@@ -6,6 +6,7 @@ from paycore.audit import models as _audit  # noqa: F401
 from paycore.credits import models as _credits  # noqa: F401
 from paycore.db.metadata import metadata
 from paycore.idempotency import models as _idempotency  # noqa: F401
+from paycore.invariants import models as _invariants  # noqa: F401
 from paycore.ledger import models as _ledger  # noqa: F401
 from paycore.payments import models as _payments  # noqa: F401
 from paycore.payouts import models as _payouts  # noqa: F401

@@ -13,9 +13,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
 from paycore.db.engine import DatabaseBusy
 from paycore.idempotency.errors import IdempotencyRequestInProgress
-from paycore.idempotency.service import Outcome
+from paycore.idempotency.service import Outcome, key_problem
 from paycore.kit.errors import BusinessRefusal, Conflict, DomainError, InvalidRequest, NotFound
 from paycore.kit.routing import allowed_methods
 from paycore.tenants.errors import Forbidden, Unauthorized
@@ -99,12 +100,22 @@ def validation_error(errors: list[dict[str, Any]]) -> DomainError:
     if names and names[-1].endswith("threshold_minor"):
         return _coded("invalid_amount", f"{param} must be null or a JSON integer from 0 to 2^53-1", param)
     if "idempotency_key" in names:
-        return _coded("invalid_idempotency_key", "idempotency_key must be a non-empty string", param)
+        return _coded("invalid_idempotency_key", _key_message(kind, first.get("input"), param), param)
     if names and names[-1] == "starting_after":
         return _coded("invalid_starting_after", "starting_after must be an id of 1 to 64 characters", param)
     if names and names[-1] == "currency":
         return _coded("unsupported_currency", message, param)
     return _coded("invalid_request", message, param)
+
+
+def _key_message(kind: str, value: object, param: str | None) -> str:
+    name = param or "idempotency_key"
+    if kind == "missing":
+        return f"{name} is required: it must be 1-{IDEMPOTENCY_KEY_LENGTH_MAX} printable ASCII characters"
+    problem = key_problem(value, name=name)
+    if problem is None:  # Pydantic refused what our rule accepts: say the rule anyway
+        return f"{name} must be 1-{IDEMPOTENCY_KEY_LENGTH_MAX} printable ASCII characters"
+    return problem
 
 
 def _coded(code: str, message: str, param: str | None = None) -> DomainError:

@@ -7,11 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import Scope
 
 from paycore.db.engine import Database
+from paycore.invariants import service as invariants
 from paycore.kit.clock import now_us
 from paycore.payments import repository as payments_repository
 from paycore.payouts import repository as payouts_repository
@@ -34,6 +35,11 @@ class InDoubtCollector(Collector):
                 "payout": payouts_repository.in_doubt_summary(connection),
             }
             payouts_by_state = payouts_repository.count_by_status(connection)
+            working = {
+                "payment": payments_repository.working_since_us(connection),
+                "refund": refunds_repository.working_since_us(connection),
+                "payout": payouts_repository.working_since_us(connection),
+            }
         items = GaugeMetricFamily("paycore_in_doubt_items", "Items whose outcome is not known yet", labels=["kind"])
         age = GaugeMetricFamily(
             "paycore_in_doubt_oldest_age_seconds", "Age of the oldest in-doubt item (0 if none)", labels=["kind"]
@@ -44,10 +50,43 @@ class InDoubtCollector(Collector):
             age.add_metric([kind], 0 if oldest_us is None else max(0, now - oldest_us) // 1_000_000)
         yield items
         yield age
+        claimed = GaugeMetricFamily(
+            "paycore_work_claimed_oldest_age_seconds",
+            "How long the oldest item in its working state (processing) has been there (0 if none)",
+            labels=["kind"],
+        )
+        for kind, since_us in working.items():
+            claimed.add_metric([kind], 0 if since_us is None else max(0, now - since_us) // 1_000_000)
+        yield claimed
         by_state = GaugeMetricFamily("paycore_payouts", "Payouts by state", labels=["state"])
         for state in payout_states.STATUSES:
             by_state.add_metric([payout_states.public(state)], payouts_by_state.get(state, 0))
         yield by_state
+
+
+class InvariantsCollector(Collector):
+    """What the invariant checks recorded (paycore.invariants), read from the database: the
+    worker that runs the checks is another process than the one scraped."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        with self._database.read() as connection:
+            counts = invariants.violations_by_check(connection)
+        found = CounterMetricFamily(
+            "paycore_invariant_violations",
+            "Invariant violations found, by check (docs/invariants.md)",
+            labels=["check"],
+        )
+        for name, count in counts.items():
+            found.add_metric([name], count)
+        yield found
+        yield CounterMetricFamily(
+            "paycore_duplicate_money_movements",
+            "Money moved twice, as found by the checks payment_charged_twice and payout_sent_twice (must stay 0)",
+            value=invariants.duplicate_movements(counts),
+        )
 
 
 class Metrics:
@@ -63,6 +102,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(InDoubtCollector(database))
+        self.registry.register(InvariantsCollector(database))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -50,16 +50,27 @@ class Outcome:
 
 def check_key(key: object, *, param: str = "Idempotency-Key") -> str:
     """1-255 printable ASCII characters (0x20-0x7E)."""
-    if (
-        not isinstance(key, str)
-        or not 1 <= len(key) <= IDEMPOTENCY_KEY_LENGTH_MAX
-        or not all(" " <= char <= "~" for char in key)
-    ):
-        raise InvalidIdempotencyKey(
-            f"the idempotency key must be 1-{IDEMPOTENCY_KEY_LENGTH_MAX} printable ASCII characters",
-            param=param,
-        )
+    problem = key_problem(key, name=param)
+    if problem is not None:
+        raise InvalidIdempotencyKey(problem, param=param)
+    assert isinstance(key, str)
     return key
+
+
+def key_problem(key: object, *, name: str = "Idempotency-Key") -> str | None:
+    """What is wrong with `key`, in one sentence that says the rule; None when it is valid.
+    Never echoes the key (it may be huge, or hold control characters)."""
+    rule = f"it must be 1-{IDEMPOTENCY_KEY_LENGTH_MAX} printable ASCII characters"
+    if not isinstance(key, str):
+        return f"{name} must be a string: {rule}"
+    if not key:
+        return f"{name} is empty: {rule}"
+    if len(key) > IDEMPOTENCY_KEY_LENGTH_MAX:
+        return f"{name} is too long ({len(key)} characters): {rule}"
+    for index, char in enumerate(key):
+        if not " " <= char <= "~":
+            return f"{name} has a character that is not printable ASCII at position {index + 1}: {rule}"
+    return None
 
 
 def fingerprint(method: str, path: str, body: Any) -> str:

@@ -42,6 +42,12 @@ class BalanceOverflow(BusinessRefusal):
     code = "balance_overflow"
 
 
+class BalanceLimitExceeded(BusinessRefusal):
+    """An account's posted, pending or available balance would pass 2^53 - 1 (docs/ledger.md)."""
+
+    code = "balance_limit_exceeded"
+
+
 class TransferNotPending(Conflict):
     code = "transfer_not_pending"
     recorded = True

@@ -115,6 +115,15 @@ transfers = Table(
         name="reference_type",
     ),
     Index("ix_ledger_transfers_pending_expiry", "kind", "expires_at_us"),
+    # The invariant checks' "moved twice" lookups (paycore.invariants, migration 0011): the
+    # transfers of one payment or payout. Led by its own column and partial (see above).
+    Index(
+        "ix_ledger_transfers_reference",
+        "reference_id",
+        "tenant_id",
+        sqlite_where=text("reference_type IN ('payment', 'payout')"),
+        postgresql_where=text("reference_type IN ('payment', 'payout')"),
+    ),
 )
 
 entries = Table(

@@ -16,9 +16,10 @@ from paycore.kit.errors import InvalidAmount
 from paycore.kit.money import AMOUNT_MINOR_MAX, BALANCE_MINOR_MAX
 from paycore.ledger import repository
 from paycore.ledger.accounts import load_account_facts
-from paycore.ledger.balances import Totals, breaks_no_overdraft
+from paycore.ledger.balances import Totals, breaks_no_overdraft, grows_past
 from paycore.ledger.errors import (
     AccountNotFound,
+    BalanceLimitExceeded,
     BalanceOverflow,
     CurrencyMismatch,
     InsufficientFunds,
@@ -202,7 +203,8 @@ def _apply(
     guarded: frozenset[str] = frozenset(),
 ) -> dict[str, int]:
     """Update cached totals and entry counts in sorted account order (no deadlocks) and
-    enforce flags on the totals the database returns, under the row lock the UPDATE took.
+    enforce flags and the 2^53 - 1 balance limit on the totals the database returns, under the
+    row lock the UPDATE took.
     Returns each account's entry count after this transfer."""
     counts = {}
     for account_id in sorted(deltas.keys() | added.keys()):
@@ -217,9 +219,29 @@ def _apply(
         totals, counts[account_id] = applied
         assert all(type(value) is int and 0 <= value <= BALANCE_MINOR_MAX for value in vars(totals).values())
         row = account_rows[account_id]
+        if added.get(account_id, 0):  # only entries move money: releasing a hold is never refused
+            _check_balance_limit(account_id, _minus(totals, delta), totals, row.normal_balance, prefix)
         if (row.no_overdraft or account_id in guarded) and breaks_no_overdraft(totals, row.normal_balance):
             raise InsufficientFunds(f"account {account_id} has insufficient available funds", param=f"{prefix}entries")
     return counts
+
+
+def _check_balance_limit(account_id: str, before: Totals, after: Totals, normal_balance: str, prefix: str) -> None:
+    """docs/ledger.md, "The balance limit": posted, pending and available stay within 2^53 - 1."""
+    figure = grows_past(before, after, normal_balance, AMOUNT_MINOR_MAX)
+    if figure is not None:
+        raise BalanceLimitExceeded(
+            f"account {account_id} would have a {figure} balance past 2^53 - 1", param=f"{prefix}entries"
+        )
+
+
+def _minus(totals: Totals, delta: Totals) -> Totals:
+    return Totals(
+        totals.debits_posted_minor - delta.debits_posted_minor,
+        totals.credits_posted_minor - delta.credits_posted_minor,
+        totals.debits_pending_minor - delta.debits_pending_minor,
+        totals.credits_pending_minor - delta.credits_pending_minor,
+    )
 
 
 def insert_resolution(

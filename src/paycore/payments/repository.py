@@ -87,6 +87,14 @@ def claim_due(
     return claimed
 
 
+def working_since_us(connection: Connection) -> int | None:
+    """When the oldest item in `processing` (a call to the processor or bank in flight, by a
+    worker or a request) last changed status, over every tenant; None when there is none."""
+    query = select(func.min(payments.c.updated_at_us)).where(payments.c.status == "processing")
+    oldest: int | None = connection.execute(query).scalar_one()
+    return oldest
+
+
 def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
     """(count, oldest in_doubt_since_us) over every tenant: the in-doubt gauges."""
     query = select(func.count(), func.min(payments.c.in_doubt_since_us)).where(payments.c.status == "in_doubt")

@@ -99,6 +99,14 @@ def count_by_status(connection: Connection) -> dict[str, int]:
     return counts
 
 
+def working_since_us(connection: Connection) -> int | None:
+    """When the oldest item in `processing` (a call to the processor or bank in flight, by a
+    worker or a request) last changed status, over every tenant; None when there is none."""
+    query = select(func.min(payouts.c.updated_at_us)).where(payouts.c.status == states.PROCESSING)
+    oldest: int | None = connection.execute(query).scalar_one()
+    return oldest
+
+
 def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
     query = select(func.count(), func.min(payouts.c.in_doubt_since_us)).where(payouts.c.status == states.IN_DOUBT)
     found, oldest = connection.execute(query).one()

@@ -84,8 +84,8 @@ def handle(charges: Sequence[dict[str, Any]], requests: Sequence[dict[str, Any]]
     database = Database(Settings(database_url=MEMORY_DATABASE_URL))
     try:
         migrate.upgrade(database)
-        database.transaction(lambda connection: _load(connection, loaded))
-        controller = _Controller(database)
+        tenants = database.transaction(lambda connection: _load(connection, loaded))
+        controller = _Controller(database, tenants)
         return [controller.dispatch(request) for request in replayed]
     finally:
         database.dispose()
@@ -141,28 +141,35 @@ def checked_requests(requests: object) -> list[dict[str, Any]]:
     return list(requests)
 
 
-def _load(connection: Connection, charges: list[tuple[str, int]]) -> None:
-    """One merchant account, and each charge a settled payment into it (at time 0)."""
-    merchant = ledger.create_account(
-        connection,
-        TENANT_ID,
-        code=MERCHANT_ACCOUNT_CODE,
-        currency=CURRENCY,
-        normal_balance="credit",
-        no_overdraft=True,  # a refund beyond what was paid would also be refused by the ledger
-        metadata={},
-        now_us=0,
-    )
-    for charge_id, amount in charges:
+def _load(connection: Connection, charges: list[tuple[str, int]]) -> dict[str, str]:
+    """Each charge a settled payment (at time 0) into a merchant account, each under a tenant
+    of its own; returns each charge's tenant. One tenant per charge keeps every ledger balance
+    within 2^53 - 1 (docs/ledger.md, "The balance limit"): charges of up to 2^53 - 1 each would
+    otherwise add up past it on one merchant account and one processor clearing account."""
+    tenants = {}
+    for index, (charge_id, amount) in enumerate(charges):
+        tenant_id = f"{TENANT_ID}.{index + 1}"
+        merchant = ledger.create_account(
+            connection,
+            tenant_id,
+            code=MERCHANT_ACCOUNT_CODE,
+            currency=CURRENCY,
+            normal_balance="credit",
+            no_overdraft=True,  # a refund beyond what was paid would also be refused by the ledger
+            metadata={},
+            now_us=0,
+        )
         payments.import_settled_payment(
             connection,
-            TENANT_ID,
+            tenant_id,
             payment_id=charge_id,
             amount_minor=amount,
             currency=CURRENCY,
             destination_account_id=merchant.id,
             now_us=0,
         )
+        tenants[charge_id] = tenant_id
+    return tenants
 
 
 # ---------------------------------------------------------------------------- controller
@@ -171,8 +178,10 @@ def _load(connection: Connection, charges: list[tuple[str, int]]) -> None:
 class _Controller:
     """Request dict -> service call in one transaction -> response dict."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, tenants: dict[str, str]) -> None:
         self.database = database
+        self.tenants = tenants  # charge id -> its tenant (an unknown charge: TENANT_ID, which has none)
+        self.refund_tenants: dict[str, str] = {}  # refund id -> its charge's tenant
         self.refunds_created = 0  # ids are rf_1, rf_2, ... in creation order
 
     def dispatch(self, request: dict[str, Any]) -> Response:
@@ -202,11 +211,13 @@ class _Controller:
             raise PaymentNotFound("no such charge", param="charge")
         refund_id = f"rf_{self.refunds_created + 1}"
         new = service.NewRefund(payment_id=charge_id, amount_minor=amount)
+        tenant_id = self.tenants.get(charge_id, TENANT_ID)
         refund = self.database.transaction(
             lambda connection: service.create_refund(
-                connection, TENANT_ID, new, now_us=at * US_PER_S, new_id=lambda: refund_id, actor="replay"
+                connection, tenant_id, new, now_us=at * US_PER_S, new_id=lambda: refund_id, actor="replay"
             )
         )
+        self.refund_tenants[refund_id] = tenant_id
         assert refund.id == refund_id and refund.amount_minor == amount and refund.status == states.PENDING
         self.refunds_created += 1  # only once the refund is committed: a refusal uses no id
         return {"status": 201, "refund": render(refund)}
@@ -215,7 +226,10 @@ class _Controller:
         refund_id = request.get("refund")
         if not isinstance(refund_id, str):
             raise RefundNotFound("no such refund", param="refund")
-        refund = self.database.transaction(lambda connection: record_processor_result(connection, refund_id, to_state))
+        tenant_id = self.refund_tenants.get(refund_id, TENANT_ID)
+        refund = self.database.transaction(
+            lambda connection: record_processor_result(connection, tenant_id, refund_id, to_state)
+        )
         return {"status": 200, "refund": render(refund)}
 
     def summary(self, request: dict[str, Any]) -> Response:
@@ -223,7 +237,7 @@ class _Controller:
         if not isinstance(charge_id, str):
             raise PaymentNotFound("no such charge", param="charge")
         with self.database.read() as connection:
-            totals = service.totals(connection, TENANT_ID, charge_id)
+            totals = service.totals(connection, self.tenants.get(charge_id, TENANT_ID), charge_id)
         assert totals.refundable_minor >= 0, totals  # rule zero
         summary = {
             "charge": charge_id,
@@ -236,9 +250,9 @@ class _Controller:
         return {"status": 200, "summary": summary}
 
 
-def record_processor_result(connection: Connection, refund_id: str, to_state: str) -> Refund:
+def record_processor_result(connection: Connection, tenant_id: str, refund_id: str, to_state: str) -> Refund:
     """The processor's result for a pending refund: pending -> succeeded | failed."""
-    refund = service.load(connection, TENANT_ID, refund_id, for_update=True)
+    refund = service.load(connection, tenant_id, refund_id, for_update=True)
     if refund.status != states.PENDING:
         raise RefundStateConflict(f"the refund is {refund.status}, not pending", status=refund.status)
     cause = "processor_succeeded" if to_state == states.SUCCEEDED else "processor_failed"

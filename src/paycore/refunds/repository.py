@@ -88,6 +88,14 @@ def claim_due(
     return claimed
 
 
+def working_since_us(connection: Connection) -> int | None:
+    """When the oldest item in `processing` (a call to the processor or bank in flight, by a
+    worker or a request) last changed status, over every tenant; None when there is none."""
+    query = select(func.min(refunds.c.updated_at_us)).where(refunds.c.status == "processing")
+    oldest: int | None = connection.execute(query).scalar_one()
+    return oldest
+
+
 def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
     query = select(func.count(), func.min(refunds.c.in_doubt_since_us)).where(refunds.c.status == "in_doubt")
     found, oldest = connection.execute(query).one()

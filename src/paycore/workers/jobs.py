@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
+from paycore.invariants import service as invariants
 from paycore.kit import ids
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
@@ -95,6 +96,16 @@ def prune_keys_job(context: WorkerContext) -> int:
     return prune_idempotency_keys(context.database, context.settings.worker_batch_max)
 
 
+def check_invariants(context: WorkerContext) -> int:
+    """The money invariants (docs/invariants.md), each at most every PAYCORE_INVARIANTS_INTERVAL_MS,
+    over at most PAYCORE_INVARIANTS_ROWS_MAX subjects per check. Returns the subjects checked;
+    a second call within the interval finds nothing due and returns 0."""
+    budget = invariants.Budget(
+        rows_max=context.settings.invariants_rows_max, interval_ms=context.settings.invariants_interval_ms
+    )
+    return invariants.run_due(context.database, budget, context.worker_id).subjects_checked
+
+
 Job = Callable[[WorkerContext], int]
 # (name, job, its batch bound: a round returning less has drained the backlog)
 JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
@@ -107,4 +118,5 @@ JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
     ("send_payouts", send_payouts, lambda s: s.resolver_batch_max),
     ("resolve_payouts", resolve_payouts, lambda s: s.resolver_batch_max),
     ("rematch_webhooks", rematch_webhooks, lambda s: s.worker_batch_max),
+    ("check_invariants", check_invariants, lambda s: s.invariants_rows_max),
 )

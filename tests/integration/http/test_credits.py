@@ -158,3 +158,53 @@ def test_unknown_route_is_json_404(client: TestClient) -> None:
     response = client.get("/v1/nope")
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
+
+
+def test_a_balance_past_2_53_minus_1_is_a_clear_422_and_changes_nothing(client: TestClient, database: Database) -> None:
+    """Issue 18: two credits of (2^53 - 1) / 2 + 1 took a balance to 9007199254740992. The
+    second is refused (the ledger's limit), the success and replay shapes are unchanged, and
+    the refusal is replayed under its key like any other recorded outcome."""
+    half = (2**53 - 1) // 2 + 1
+    line = {"desc": "big", "amount_minor": half, "currency": "USD"}
+    first = client.post(PATH, json=credit("big-1", line))
+    assert first.status_code == 201 and first.json()["amount_minor"] == half
+    assert client.post(PATH, json=credit("big-1", line)).json() == first.json()
+    before = row_counts(database)
+    refused = client.post(PATH, json=credit("big-2", line))
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"] == "balance_limit_exceeded"
+    assert "2^53 - 1" in refused.json()["message"]
+    assert balance(client) == half
+    again = client.post(PATH, json=credit("big-2", line))
+    assert (again.status_code, again.json()) == (422, refused.json())
+    assert {name: count for name, count in row_counts(database).items() if name != "idempotency_keys"} == {
+        name: count for name, count in before.items() if name != "idempotency_keys"
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("k" * 10_000, "idempotency_key is too long (10000 characters)"),
+        ("", "idempotency_key is empty"),
+        (7, "idempotency_key must be a string"),
+        ("tab\there", "idempotency_key has a character that is not printable ASCII at position 4"),
+    ],
+    ids=["10000_chars", "empty", "number", "tab"],
+)
+def test_an_invalid_key_is_told_what_is_wrong(client: TestClient, database: Database, key: Any, says: str) -> None:
+    """Issue 18: a 10,000-character key was told "must be a non-empty string"."""
+    before = row_counts(database)
+    response = client.post(PATH, json={**credit(), "idempotency_key": key})
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error"] == "invalid_idempotency_key" and body["param"] == "idempotency_key"
+    assert body["message"] == f"{says}: it must be 1-255 printable ASCII characters"
+    assert len(response.text) < 300  # the key is never echoed back
+    assert row_counts(database) == before
+
+
+def test_a_missing_key_is_told_it_is_required(client: TestClient) -> None:
+    response = client.post(PATH, json={"lines": credit()["lines"]})
+    assert response.status_code == 400
+    assert response.json()["message"] == "idempotency_key is required: it must be 1-255 printable ASCII characters"

@@ -438,3 +438,24 @@ def test_default_retention_is_at_least_30_days(client: TestClient, database: Dat
     assert send(client, "/v1/accounts", body, "k").status_code == 201
     created_at_us, expires_at_us = key_rows(database)["k"]
     assert expires_at_us is not None and expires_at_us - created_at_us >= 30 * US_PER_DAY
+
+
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("x" * 10_000, "Idempotency-Key is too long (10000 characters)"),
+        ("x" * 256, "Idempotency-Key is too long (256 characters)"),
+        ("a\tb", "Idempotency-Key has a character that is not printable ASCII at position 2"),
+        ("caf\u00e9", "Idempotency-Key has a character that is not printable ASCII at position 4"),
+    ],
+    ids=["10000_chars", "256_chars", "tab", "non_ascii"],
+)
+def test_an_invalid_key_is_told_what_is_wrong(client: TestClient, chart: dict[str, str], key: str, says: str) -> None:
+    """Issue 18: a 10,000-character key was told "must be a non-empty string"."""
+    headers = {"Idempotency-Key": key.encode("latin-1")}
+    response = client.post("/v1/transfers", json=simple(chart["alice"], chart["bob"], 1), headers=headers)
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["error"] == "invalid_idempotency_key" and body["param"] == "Idempotency-Key"
+    assert body["message"] == f"{says}: it must be 1-255 printable ASCII characters"
+    assert len(response.text) < 300  # the key is never echoed back

@@ -381,13 +381,23 @@ def test_a_transfer_whose_legs_add_up_past_2_53_is_refused(client: TestClient, d
 def test_balances_past_the_64_bit_range_are_refused_not_500(client: TestClient, database: Database) -> None:
     """Cached totals are signed 64-bit. A transfer that would carry one past 2^63-1 is a 422
     that writes nothing (PostgreSQL would otherwise raise "bigint out of range": a 500). The
-    total is put near the edge by hand; 1025 real transfers of 2^53-1 would get there too."""
+    total is put near the edge by hand; 1025 real transfers of 2^53-1 would get there too.
+    Its debits are set 1,000 below its credits, so its balance stays under the 2^53 - 1 limit
+    (`balance_limit_exceeded`, tested below) while the credits total reaches the edge."""
     source = create_account(client, "source", normal_balance="debit")
     sink = create_account(client, "sink")
     with database.engine.connect() as connection, connection.begin():
         connection.execute(
-            text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE id = :id"),
+            text(
+                "UPDATE ledger_accounts SET credits_posted_minor = :total, debits_posted_minor = :total - 1000"
+                " WHERE id = :id"
+            ),
             {"total": 2**63 - 1 - 100, "id": sink},
+        )
+        # The source gives up to 2^53 - 1 below; its credits start there so its balance stays in range.
+        connection.execute(
+            text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE id = :id"),
+            {"total": 2**53 - 1, "id": source},
         )
     moved(client, source, sink, 100)  # exactly to the edge is fine
     before = ledger_counts(database)
@@ -395,7 +405,29 @@ def test_balances_past_the_64_bit_range_are_refused_not_500(client: TestClient, 
     one = {"debit_account_id": source, "credit_account_id": sink, "amount_minor": AMOUNT_MAX, "currency": "USD"}
     assert_error(post(client, "/v1/transfers/batch", {"transfers": [one]}), 422, "balance_overflow")
     assert ledger_counts(database) == before
-    assert balance(client, sink)[0] == 2**63 - 1
+    assert balance(client, sink)[0] == 1_100
+    with database.read() as connection:
+        total = connection.execute(
+            text("SELECT credits_posted_minor FROM ledger_accounts WHERE id = :id"), {"id": sink}
+        ).scalar_one()
+    assert total == 2**63 - 1
+
+
+def test_a_balance_past_2_53_minus_1_is_a_422_that_writes_nothing(client: TestClient, database: Database) -> None:
+    """Issue 18: two credits of (2^53 - 1) / 2 + 1 reached 9007199254740992, which a
+    JavaScript client reads as 9007199254740992 and 9007199254740993 alike."""
+    source = create_account(client, "source", normal_balance="debit")
+    sink = create_account(client, "sink")
+    half = AMOUNT_MAX // 2 + 1
+    moved(client, source, sink, half)
+    before = ledger_counts(database)
+    response = move(client, source, sink, half)
+    assert_error(response, 422, "balance_limit_exceeded")
+    assert "2^53 - 1" in response.json()["message"]
+    one = {"debit_account_id": source, "credit_account_id": sink, "amount_minor": half, "currency": "USD"}
+    assert_error(post(client, "/v1/transfers/batch", {"transfers": [one]}), 422, "balance_limit_exceeded")
+    assert ledger_counts(database) == before
+    assert balance(client, sink)[0] == half
 
 
 def test_get_unknown_transfer_is_404(client: TestClient) -> None:

@@ -25,7 +25,7 @@ from paycore.http.errors import dumps, render_refusal
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.errors import IdempotencyKeyReused, IdempotencyRequestInProgress
 from paycore.kit.clock import now_us
-from paycore.kit.money import BALANCE_MINOR_MAX
+from paycore.kit.money import AMOUNT_MINOR_MAX, BALANCE_MINOR_MAX
 from paycore.ledger import keyed, schemas
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
@@ -42,7 +42,11 @@ ACCOUNTS = {
     "loose": ("USD", "credit", False, 0),
     "prepaid": ("USD", "debit", True, 800),  # debit-normal: spent by crediting it
     "equity": ("USD", "credit", False, 0),  # where the prepaid account's funding comes from
-    "full": ("USD", "credit", False, 0),  # its credits are set by hand to 5 below the 64-bit edge
+    # Its credits are set by hand to 5 below the 64-bit edge, its debits to 1,000 below that, so
+    # its balance (1,000) is far from the 2^53 - 1 limit while a total nears the 64-bit range.
+    "full": ("USD", "credit", False, 0),
+    "ceiling": ("USD", "credit", False, 0),  # its balance is set by hand to 5 below 2^53 - 1
+    "floor": ("USD", "credit", False, 0),  # its balance is set by hand to 5 above -(2^53 - 1)
 }
 Leg = tuple[str, str, int]  # (account code, direction, amount_minor)
 
@@ -75,8 +79,19 @@ def _open_books(database: Database, tenant: str) -> dict[str, str]:
                 legs = (EntrySpec(source, "debit", funding), EntrySpec(ids[code], "credit", funding))
                 ledger.create_transfer(connection, tenant, TransferSpec(legs), now_us=now_us())
         connection.execute(
-            text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE tenant_id = :t AND id = :id"),
+            text(
+                "UPDATE ledger_accounts SET credits_posted_minor = :total, debits_posted_minor = :total - 1000"
+                " WHERE tenant_id = :t AND id = :id"
+            ),
             {"total": BALANCE_MINOR_MAX - 5, "t": tenant, "id": ids["full"]},
+        )
+        connection.execute(
+            text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE tenant_id = :t AND id = :id"),
+            {"total": AMOUNT_MINOR_MAX - 5, "t": tenant, "id": ids["ceiling"]},
+        )
+        connection.execute(
+            text("UPDATE ledger_accounts SET debits_posted_minor = :total WHERE tenant_id = :t AND id = :id"),
+            {"total": AMOUNT_MINOR_MAX - 5, "t": tenant, "id": ids["floor"]},
         )
         return ids
 
@@ -200,6 +215,12 @@ CASES: dict[str, tuple[list[Leg], dict[str, Any]]] = {
         {"reference_type": "adjustment", "reference_id": "adj_1"},
     ),
     "up to the 64-bit edge": ([("cash", "debit", 5), ("full", "credit", 5)], {}),
+    "a balance up to 2^53 - 1": ([("cash", "debit", 5), ("ceiling", "credit", 5)], {}),
+    "a hold up to 2^53 - 1 (its post will fit)": (
+        [("cash", "debit", 5), ("ceiling", "credit", 5)],
+        {"pending": True},
+    ),
+    "money leaving an account at the limit": ([("ceiling", "debit", 7), ("cash", "credit", 7)], {}),
     "a metadata value that looks like a sequence": (
         [("wallet", "debit", 1), ("merchant", "credit", 1)],
         {"metadata": {"account_sequence": "0", "x": '","account_sequence":0,"'}},
@@ -229,6 +250,26 @@ REFUSALS: dict[str, tuple[list[Leg], dict[str, Any], str]] = {
         "insufficient_funds",
     ),
     "balance overflow": ([("cash", "debit", 6), ("full", "credit", 6)], {}, "balance_overflow"),
+    "a posted balance past 2^53 - 1": (
+        [("cash", "debit", 6), ("ceiling", "credit", 6)],
+        {},
+        "balance_limit_exceeded",
+    ),
+    "a debit-normal balance past 2^53 - 1": (
+        [("cash", "debit", AMOUNT_MINOR_MAX), ("merchant", "credit", AMOUNT_MINOR_MAX)],
+        {},
+        "balance_limit_exceeded",
+    ),
+    "a hold whose post would pass 2^53 - 1": (
+        [("cash", "debit", 6), ("ceiling", "credit", 6)],
+        {"pending": True},
+        "balance_limit_exceeded",
+    ),
+    "an available balance past -(2^53 - 1) by a hold": (
+        [("floor", "debit", 6), ("merchant", "credit", 6)],
+        {"pending": True},
+        "balance_limit_exceeded",
+    ),
     "currency mismatch": (
         [("wallet", "debit", 1), ("eur.cash", "credit", 1)],
         {"currency": "USD"},

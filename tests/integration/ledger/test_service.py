@@ -19,6 +19,7 @@ from paycore.ledger import repository
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import (
     AccountNotFound,
+    BalanceLimitExceeded,
     BalanceOverflow,
     CurrencyMismatch,
     InsufficientFunds,
@@ -248,17 +249,28 @@ def test_ensure_account_is_get_or_create(database: Database) -> None:
 def test_balance_overflow_is_refused_at_exactly_the_64_bit_edge(database: Database) -> None:
     """Totals live in signed 64-bit columns: reaching 2^63-1 is fine, one more is refused
     (not a database error, not a silent float on SQLite). The totals are set by hand to get
-    to the edge quickly, so this ledger does not verify; only the refusal is under test."""
+    to the edge quickly, so this ledger does not verify; only the refusal is under test. The
+    sink's debits are set 1,000 below its credits: its balance stays under the 2^53 - 1 limit
+    (balance_limit_exceeded, tested below) while its credits total reaches the 64-bit edge."""
     source = open_account(database, "source", "debit")
     sink = open_account(database, "sink", "credit")
     edge = 2**63 - 1
     with database.engine.connect() as connection, connection.begin():
         connection.execute(
-            text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE id = :id"),
+            text(
+                "UPDATE ledger_accounts SET credits_posted_minor = :total, debits_posted_minor = :total - 1000"
+                " WHERE id = :id"
+            ),
             {"total": edge - 10, "id": sink},
         )
+        # The source gives up to 2^53 - 1 below; its credits start there so its balance stays in range.
+        connection.execute(
+            text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE id = :id"),
+            {"total": 2**53 - 1, "id": source},
+        )
     move(database, (source, "debit", 10), (sink, "credit", 10))
-    assert balance(database, sink)[0] == edge
+    assert credits_total(database, sink) == edge
+    assert balance(database, sink)[0] == 1_010
     before = counts(database)
     for amount in (1, 2**53 - 1):
         with pytest.raises(BalanceOverflow):
@@ -272,10 +284,89 @@ def test_balance_overflow_is_refused_at_exactly_the_64_bit_edge(database: Databa
     assert counts(database) == before
     assert status(database, hold) == "pending"
     run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us()))
-    assert balance(database, sink) == (edge, 0, edge)
+    assert balance(database, sink) == (1_010, 0, 1_010)
+    assert credits_total(database, sink) == edge
     # Money can still leave the full account.
     move(database, (sink, "debit", 5), (source, "credit", 5))
-    assert balance(database, sink)[0] == edge - 5
+    assert balance(database, sink)[0] == 1_005
+
+
+def credits_total(database: Database, account_id: str) -> int:
+    with database.read() as connection:
+        total = connection.execute(
+            text("SELECT credits_posted_minor FROM ledger_accounts WHERE id = :id"), {"id": account_id}
+        ).scalar_one()
+    return int(total)
+
+
+HALF_PLUS_ONE = (2**53 - 1) // 2 + 1  # issue 18: two credits of this reached 9007199254740992
+
+
+def test_a_balance_past_2_53_minus_1_is_refused_whole(database: Database) -> None:
+    """The API's balances are JSON integers: past 2^53 - 1 a JavaScript client reads them
+    wrong. The second of two credits of (2^53 - 1) / 2 + 1 is refused and writes nothing."""
+    source = open_account(database, "source", "debit")
+    sink = open_account(database, "sink", "credit")
+    move(database, (source, "debit", HALF_PLUS_ONE), (sink, "credit", HALF_PLUS_ONE))
+    before = counts(database)
+    with pytest.raises(BalanceLimitExceeded) as refused:
+        move(database, (source, "debit", HALF_PLUS_ONE), (sink, "credit", HALF_PLUS_ONE))
+    assert refused.value.code == "balance_limit_exceeded"
+    assert counts(database) == before
+    assert balance(database, sink)[0] == HALF_PLUS_ONE
+    # Exactly up to the limit is fine, for the credit side and the debit side.
+    rest = 2**53 - 1 - HALF_PLUS_ONE
+    move(database, (source, "debit", rest), (sink, "credit", rest))
+    assert balance(database, sink)[0] == 2**53 - 1
+    assert balance(database, source)[0] == 2**53 - 1
+    # A hold whose post would pass the limit is refused when it is created: a post is often
+    # money the processor already moved, and must never be refused later.
+    before = counts(database)
+    with pytest.raises(BalanceLimitExceeded) as refused:
+        move(database, (source, "debit", 1), (sink, "credit", 1), pending=True)
+    assert "posted plus incoming holds" in str(refused.value)
+    assert counts(database) == before
+    # Money moving a balance back toward zero is never refused.
+    move(database, (sink, "debit", 5), (source, "credit", 5))
+    assert balance(database, sink)[0] == 2**53 - 6
+    # Holds that fit are posted whatever else happened meanwhile: the projected balance bounds them.
+    hold = move(database, (source, "debit", 5), (sink, "credit", 5), pending=True)
+    run(database, lambda c: ledger.post_pending(c, TENANT, hold, amount_minor=None, now_us=now_us()))
+    assert balance(database, sink)[0] == 2**53 - 1
+
+
+def test_an_account_already_past_the_limit_may_shrink_but_not_grow(database: Database) -> None:
+    """Old data (or an operator's hand edit) may hold a balance past 2^53 - 1: it can be
+    brought back, never carried further."""
+    source = open_account(database, "source", "debit")
+    sink = open_account(database, "sink", "credit")
+    with database.engine.connect() as connection, connection.begin():
+        connection.execute(
+            text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE id = :id"),
+            {"total": 2**53 + 10, "id": sink},
+        )
+    with pytest.raises(BalanceLimitExceeded):
+        move(database, (source, "debit", 1), (sink, "credit", 1))
+    move(database, (sink, "debit", 3), (source, "credit", 3))
+    assert balance(database, sink)[0] == 2**53 + 7
+
+
+def test_releasing_a_hold_is_never_refused_by_the_balance_limit(database: Database) -> None:
+    """A void (or an expiry) moves no money: on an account already past 2^53 - 1 it raises the
+    available balance back to posted, and must still go through (the expiry job voids holds
+    in batches: one refusal would stall them all)."""
+    source = open_account(database, "source", "debit")
+    sink = open_account(database, "sink", "credit")
+    move(database, (source, "debit", 100), (sink, "credit", 100))
+    hold = move(database, (sink, "debit", 5), (source, "credit", 5), pending=True)
+    with database.engine.connect() as connection, connection.begin():
+        connection.execute(
+            text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE id = :id"),
+            {"total": 2**53 + 10, "id": sink},
+        )
+    run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us()))
+    assert status(database, hold) == "voided"
+    assert balance(database, sink) == (2**53 + 10, 0, 2**53 + 10)
 
 
 def test_an_account_known_only_to_a_rolled_back_transaction_moves_no_money(
