@@ -107,7 +107,9 @@ def test_sqlite_refuses_to_commit_a_migration_that_leaves_a_broken_foreign_key(
     with pytest.raises(RuntimeError, match="break a foreign key"):
         migrate.upgrade(empty_database)  # 0008 copies the ledger's tables: checked, rolled back
     assert migrate.current_revision(empty_database) == "0007"
-    assert migrate.schema_state(empty_database) == "compatible"
+    # Left where it was; this release serves only from 0011 (OLDEST_COMPATIBLE_REVISION), so
+    # /readyz says so until the orphans are dealt with and the upgrade is run again.
+    assert migrate.schema_state(empty_database) == "behind"
 
 
 def test_the_test_databases_are_at_head(database: Database) -> None:
