@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from paycore.kit.money import AMOUNT_MINOR_MAX
+from paycore.ledger.verify import recomputed_totals
 
 
 def _window(alias: str, id_column: str = "id") -> str:
@@ -89,22 +90,8 @@ CHECKS: Final[tuple[Check, ...]] = (
                a.debits_posted_minor, a.credits_posted_minor, a.debits_pending_minor, a.credits_pending_minor,
                COALESCE(x.dp, 0), COALESCE(x.cp, 0), COALESCE(x.dq, 0), COALESCE(x.cq, 0)
         FROM ledger_accounts a
-        LEFT JOIN (
-            SELECT e.tenant_id, e.account_id,
-                SUM(CASE WHEN t.kind IN ('transfer', 'post') AND e.direction = 'debit'
-                         THEN e.amount_minor ELSE 0 END) AS dp,
-                SUM(CASE WHEN t.kind IN ('transfer', 'post') AND e.direction = 'credit'
-                         THEN e.amount_minor ELSE 0 END) AS cp,
-                SUM(CASE WHEN t.kind = 'pending' AND res.id IS NULL AND e.direction = 'debit'
-                         THEN e.amount_minor ELSE 0 END) AS dq,
-                SUM(CASE WHEN t.kind = 'pending' AND res.id IS NULL AND e.direction = 'credit'
-                         THEN e.amount_minor ELSE 0 END) AS cq
-            FROM ledger_entries e
-            JOIN ledger_transfers t ON t.tenant_id = e.tenant_id AND t.id = e.transfer_id
-            LEFT JOIN ledger_transfers res ON res.tenant_id = t.tenant_id AND res.pending_id = t.id
-            WHERE {_window("e", "account_id")}
-            GROUP BY e.tenant_id, e.account_id
-        ) x ON x.tenant_id = a.tenant_id AND x.account_id = a.id
+        LEFT JOIN ({recomputed_totals(_window("e", "account_id"))}) x
+            ON x.tenant_id = a.tenant_id AND x.account_id = a.id
         WHERE {_window("a")}
           AND (a.debits_posted_minor <> COALESCE(x.dp, 0) OR a.credits_posted_minor <> COALESCE(x.cp, 0)
             OR a.debits_pending_minor <> COALESCE(x.dq, 0) OR a.credits_pending_minor <> COALESCE(x.cq, 0))

@@ -38,8 +38,13 @@ CURRENCY_MISMATCHES = text(
     """
 )
 
-# Posted: entries of plain transfers and of posts. Pending: entries of holds not yet resolved.
-_RECOMPUTED_TOTALS = """
+
+def recomputed_totals(where: str = "") -> str:
+    """Each account's four totals recomputed from its entries, as a subquery with the columns
+    `tenant_id, account_id, dp, cp, dq, cq`, over the entries `where` selects (alias `e`; all
+    of them by default). Posted: entries of plain transfers and of posts. Pending: entries of
+    holds not yet resolved. Also used by the invariant job (paycore.invariants), windowed."""
+    return f"""
     SELECT e.tenant_id, e.account_id,
         SUM(CASE WHEN t.kind IN ('transfer', 'post') AND e.direction = 'debit'
                  THEN e.amount_minor ELSE 0 END) AS dp,
@@ -52,8 +57,10 @@ _RECOMPUTED_TOTALS = """
     FROM ledger_entries e
     JOIN ledger_transfers t ON t.tenant_id = e.tenant_id AND t.id = e.transfer_id
     LEFT JOIN ledger_transfers r ON r.tenant_id = t.tenant_id AND r.pending_id = t.id
+    {f"WHERE {where}" if where else ""}
     GROUP BY e.tenant_id, e.account_id
 """
+
 
 CACHED_TOTAL_MISMATCHES = text(
     f"""
@@ -61,7 +68,7 @@ CACHED_TOTAL_MISMATCHES = text(
            a.debits_posted_minor, a.credits_posted_minor, a.debits_pending_minor, a.credits_pending_minor,
            COALESCE(x.dp, 0) AS dp, COALESCE(x.cp, 0) AS cp, COALESCE(x.dq, 0) AS dq, COALESCE(x.cq, 0) AS cq
     FROM ledger_accounts a
-    LEFT JOIN ({_RECOMPUTED_TOTALS}) x ON x.tenant_id = a.tenant_id AND x.account_id = a.id
+    LEFT JOIN ({recomputed_totals()}) x ON x.tenant_id = a.tenant_id AND x.account_id = a.id
     WHERE a.debits_posted_minor <> COALESCE(x.dp, 0)
        OR a.credits_posted_minor <> COALESCE(x.cp, 0)
        OR a.debits_pending_minor <> COALESCE(x.dq, 0)
