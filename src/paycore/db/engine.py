@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import anyio.to_thread
@@ -33,6 +34,21 @@ from paycore.kit import logs
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+# What `after_commit` defers, for the work `Database.transaction` is running in this context.
+_AFTER_COMMIT: ContextVar[list[Callable[[], None]] | None] = ContextVar("paycore_after_commit", default=None)
+
+
+def after_commit(action: Callable[[], None]) -> None:
+    """Run `action` once the transaction this is called in has committed, never if it rolls
+    back, and once only if it is retried (a deadlock retry, a SQLite group run again). For what
+    must not claim a change that did not happen, e.g. a log line saying an item is in doubt.
+    Outside `Database.transaction` (or `transaction_async`) it runs at once."""
+    pending = _AFTER_COMMIT.get()
+    if pending is None:
+        action()
+    else:
+        pending.append(action)
+
 
 _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 _LOCK_TIMEOUT_SQLSTATE = "55P03"
@@ -170,10 +186,13 @@ class Database:
             loop.call_soon_threadsafe(_settle, future, call)
 
         wait_s = self.settings.idempotency_wait_ms / 1000
-        self.write_groups.submit(_with_request_id(work), wait_s, on_done, LoopRunner(loop))
+        actions: list[Callable[[], None]] = []
+        self.write_groups.submit(_with_request_id(_deferring(work, actions)), wait_s, on_done, LoopRunner(loop))
         done = await future
         try:
-            return done.outcome()  # type: ignore[no-any-return]
+            result = done.outcome()
+            _run_all(actions)
+            return result  # type: ignore[no-any-return]
         except (GroupTimeout, PoolTimeout, DBAPIError) as error:
             busy = _as_busy(error)
             if busy is None:
@@ -185,9 +204,10 @@ class Database:
         serialization failure (bounded), so `work` must be free of side effects outside the
         database. Commits when `work` returns, rolls back when it raises."""
         attempts_max = self.settings.transaction_attempts_max
+        actions: list[Callable[[], None]] = []
         for attempt in range(1, attempts_max + 1):
             try:
-                return self._attempt(work)
+                result = self._attempt(_deferring(work, actions))
             except (PoolTimeout, GroupTimeout, DBAPIError) as error:
                 busy = _as_busy(error)
                 if busy is not None:
@@ -198,6 +218,9 @@ class Database:
                 pause_ms = random.randint(1, min(_BACKOFF_MS_MAX, 5 * 2**attempt))
                 log.info("transaction retry %d after %s", attempt, _sqlstate(error))
                 time.sleep(pause_ms / 1000)
+            else:
+                _run_all(actions)  # committed: what the work deferred happens now, once
+                return result
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _attempt(self, work: Callable[[Connection], T]) -> T:
@@ -276,6 +299,29 @@ class Database:
         for peeker in peekers:
             peeker.close()
         self.engine.dispose()
+
+
+def _deferring(work: Callable[[Connection], T], actions: list[Callable[[], None]]) -> Callable[[Connection], T]:
+    """`work` with its `after_commit` actions collected into `actions`, afresh each time it
+    runs (a group rolled back and run again runs each work again), on whatever thread runs it."""
+
+    def work_deferring(connection: Connection) -> T:
+        actions.clear()
+        token = _AFTER_COMMIT.set(actions)
+        try:
+            return work(connection)
+        finally:
+            _AFTER_COMMIT.reset(token)
+
+    return work_deferring
+
+
+def _run_all(actions: list[Callable[[], None]]) -> None:
+    for action in actions:
+        try:
+            action()
+        except Exception:  # the transaction committed: a failing follow-up must not undo the answer
+            log.exception("an action after a commit failed", extra={"event": "after_commit_failed"})
 
 
 def _with_request_id(work: Callable[[Connection], T]) -> Callable[[Connection], T]:

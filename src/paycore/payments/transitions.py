@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
+from paycore.db.engine import after_commit
 from paycore.idempotency import service as idempotency
 from paycore.ledger import service as ledger
 from paycore.payments import repository, states
@@ -126,18 +128,21 @@ def apply(
         data={"failure_code": failure_code} if failure_code else None,
     )
     if target == states.IN_DOUBT:
-        # Written when the change is made in this transaction (before its COMMIT).
-        log.warning(
-            "payment %s is in doubt: its outcome at the processor is not known",
-            payment.id,
-            extra={
-                "event": "in_doubt",
-                "kind": "payment",
-                "payment_id": payment.id,
-                "tenant_id": payment.tenant_id,
-                "from_state": payment.status,
-                "cause": cause,
-            },
+        # Written once the change has committed: never for a change rolled back, once if retried.
+        after_commit(
+            partial(
+                log.warning,
+                "payment %s is in doubt: its outcome at the processor is not known",
+                payment.id,
+                extra={
+                    "event": "in_doubt",
+                    "kind": "payment",
+                    "payment_id": payment.id,
+                    "tenant_id": payment.tenant_id,
+                    "from_state": payment.status,
+                    "cause": cause,
+                },
+            )
         )
     changed = load(connection, payment.tenant_id, payment.id)
     if payment.status == states.PROCESSING:

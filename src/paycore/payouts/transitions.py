@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
+from paycore.db.engine import after_commit
 from paycore.payouts import money, repository, states
 from paycore.payouts.errors import PayoutNotFound
 from paycore.payouts.types import Payout, payout_from_row
@@ -76,18 +78,21 @@ def move(
         data=data,
     )
     if to_state == states.IN_DOUBT:
-        # Written when the change is made in this transaction (before its COMMIT).
-        log.warning(
-            "payout %s is in doubt: its outcome at the bank is not known",
-            payout.id,
-            extra={
-                "event": "in_doubt",
-                "kind": "payout",
-                "payout_id": payout.id,
-                "tenant_id": payout.tenant_id,
-                "from_state": states.public(payout.status),
-                "cause": cause,
-            },
+        # Written once the change has committed: never for a change rolled back, once if retried.
+        after_commit(
+            partial(
+                log.warning,
+                "payout %s is in doubt: its outcome at the bank is not known",
+                payout.id,
+                extra={
+                    "event": "in_doubt",
+                    "kind": "payout",
+                    "payout_id": payout.id,
+                    "tenant_id": payout.tenant_id,
+                    "from_state": states.public(payout.status),
+                    "cause": cause,
+                },
+            )
         )
     return Moved(dataclasses.replace(payout, **changes), True)  # what the UPDATE wrote: no re-read
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
+from paycore.db.engine import after_commit
 from paycore.kit import ids
 from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
@@ -173,19 +175,22 @@ def apply(
     data = {"failure_code": values["failure_code"]} if to_state == states.FAILED else None
     _record(connection, refund.tenant_id, refund.id, refund.status, to_state, cause, actor, now_us, data)
     if to_state == states.IN_DOUBT:
-        # Written when the change is made in this transaction (before its COMMIT).
-        log.warning(
-            "refund %s is in doubt: its outcome at the processor is not known",
-            refund.id,
-            extra={
-                "event": "in_doubt",
-                "kind": "refund",
-                "refund_id": refund.id,
-                "tenant_id": refund.tenant_id,
-                "payment_id": refund.payment_id,
-                "from_state": refund.status,
-                "cause": cause,
-            },
+        # Written once the change has committed: never for a change rolled back, once if retried.
+        after_commit(
+            partial(
+                log.warning,
+                "refund %s is in doubt: its outcome at the processor is not known",
+                refund.id,
+                extra={
+                    "event": "in_doubt",
+                    "kind": "refund",
+                    "refund_id": refund.id,
+                    "tenant_id": refund.tenant_id,
+                    "payment_id": refund.payment_id,
+                    "from_state": refund.status,
+                    "cause": cause,
+                },
+            )
         )
     return Applied(load(connection, refund.tenant_id, refund.id), True)
 
