@@ -187,7 +187,7 @@ class Database:
 
         wait_s = self.settings.idempotency_wait_ms / 1000
         actions: list[Callable[[], None]] = []
-        self.write_groups.submit(_with_request_id(_deferring(work, actions)), wait_s, on_done, LoopRunner(loop))
+        self.write_groups.submit(_in_callers_context(work, actions), wait_s, on_done, LoopRunner(loop))
         done = await future
         try:
             result = done.outcome()
@@ -207,7 +207,7 @@ class Database:
         actions: list[Callable[[], None]] = []
         for attempt in range(1, attempts_max + 1):
             try:
-                result = self._attempt(_deferring(work, actions))
+                result = self._attempt(_in_callers_context(work, actions))
             except (PoolTimeout, GroupTimeout, DBAPIError) as error:
                 busy = _as_busy(error)
                 if busy is not None:
@@ -227,7 +227,7 @@ class Database:
         if self.dialect != "sqlite":
             with self.engine.connect() as connection, connection.begin():
                 return work(connection)
-        return self.write_groups.run(_with_request_id(work), wait_s=self.settings.idempotency_wait_ms / 1000)
+        return self.write_groups.run(work, wait_s=self.settings.idempotency_wait_ms / 1000)
 
     @contextmanager
     def _sqlite_transaction(self) -> Iterator[Connection]:
@@ -301,21 +301,6 @@ class Database:
         self.engine.dispose()
 
 
-def _deferring(work: Callable[[Connection], T], actions: list[Callable[[], None]]) -> Callable[[Connection], T]:
-    """`work` with its `after_commit` actions collected into `actions`, afresh each time it
-    runs (a group rolled back and run again runs each work again), on whatever thread runs it."""
-
-    def work_deferring(connection: Connection) -> T:
-        actions.clear()
-        token = _AFTER_COMMIT.set(actions)
-        try:
-            return work(connection)
-        finally:
-            _AFTER_COMMIT.reset(token)
-
-    return work_deferring
-
-
 def _run_all(actions: list[Callable[[], None]]) -> None:
     for action in actions:
         try:
@@ -324,22 +309,29 @@ def _run_all(actions: list[Callable[[], None]]) -> None:
             log.exception("an action after a commit failed", extra={"event": "after_commit_failed"})
 
 
-def _with_request_id(work: Callable[[Connection], T]) -> Callable[[Connection], T]:
-    """`work` run under the caller's request id: a group's leader (another request's thread,
-    or the writer thread) runs the work of every call in its group, and the audit events and
-    log lines that work writes must name the request that asked for it."""
+def _in_callers_context(
+    work: Callable[[Connection], T], actions: list[Callable[[], None]]
+) -> Callable[[Connection], T]:
+    """`work` as its caller would run it, on whatever thread runs it: a SQLite group's leader
+    (another request's thread, or the writer thread) runs the work of every call in its group.
+    - Under the caller's request id, so the audit events and log lines the work writes name
+      the request that asked for it.
+    - With its `after_commit` actions collected into `actions`, afresh each time it runs (a
+      group rolled back and run again runs each work again)."""
     request_id = logs.request_id()
-    if request_id is None:
-        return work
 
-    def work_with_request_id(connection: Connection) -> T:
-        token = logs.set_request_id(request_id)
+    def work_in_context(connection: Connection) -> T:
+        actions.clear()
+        deferred = _AFTER_COMMIT.set(actions)
+        named = logs.set_request_id(request_id) if request_id is not None else None
         try:
             return work(connection)
         finally:
-            logs.reset_request_id(token)
+            if named is not None:
+                logs.reset_request_id(named)
+            _AFTER_COMMIT.reset(deferred)
 
-    return work_with_request_id
+    return work_in_context
 
 
 def _as_busy(error: BaseException) -> DatabaseBusy | None:
