@@ -7,7 +7,7 @@ test_payout_cancel_race.py.
 
 Waits until both sides are ready, then: `cancel` posts a cancel for each payout in order,
 each in its own transaction, as an API process would (`paycore.payouts.service.cancel`);
-`claim` runs the workers' claim (`executor._claim_queued`, one payout per transaction) until
+`claim` runs the workers' claim (`jobs.claim_queued`, one payout per transaction) until
 nothing queued is left. Both walk the payouts in the same order, so they meet on most of
 them. Prints one JSON line: what it won and what it lost (with the status the loser saw).
 """
@@ -23,13 +23,13 @@ from typing import Any
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
-from paycore.payments.resolver import ResolverPolicy
-from paycore.payouts import executor, service
+from paycore.lifecycle.policy import Policy
+from paycore.payouts import jobs, service
 from paycore.payouts.errors import PayoutNotCancelable
 
 READY_TIMEOUT_S = 30
 CLAIM_ROUNDS_MAX = 10_000
-POLICY = ResolverPolicy(attempts_max=3, backoff_ms=1, backoff_max_ms=2, lease_ms=600_000, batch_max=1)
+POLICY = Policy(attempts_max=3, backoff_ms=1, backoff_max_ms=2, lease_ms=600_000, batch_max=1)
 
 
 def wait_for_all(ready_dir: Path, index: int, workers: int) -> None:
@@ -55,7 +55,7 @@ def cancel_all(database: Database, tenant_id: str, payout_ids: list[str]) -> dic
 def claim_all(database: Database) -> dict[str, Any]:
     won: list[str] = []
     for _ in range(CLAIM_ROUNDS_MAX):
-        claimed = database.transaction(lambda c: executor._claim_queued(c, policy=POLICY, worker_id="racer"))
+        claimed = database.transaction(lambda c: jobs.claim_queued(c, policy=POLICY, worker_id="racer"))
         if not claimed:
             break
         won.extend(payout.id for payout in claimed)

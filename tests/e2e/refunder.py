@@ -25,7 +25,7 @@ from typing import Any
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
-from paycore.refunds import service
+from paycore.refunds import lifecycle, service
 from paycore.refunds.errors import OverRefund
 
 READY_TIMEOUT_S = 30
@@ -53,7 +53,7 @@ def create(database: Database, tenant_id: str, payment_id: str, amount_minor: in
 def answer(database: Database, tenant_id: str, refund_id: str, to_state: str) -> None:
     def work(connection: Any) -> None:
         refund = service.load(connection, tenant_id, refund_id, for_update=True)
-        applied = service.apply(connection, refund, to_state, cause="test", actor="refunder", now_us=now_us())
+        applied = lifecycle.move(connection, refund, to_state, cause="test", actor="refunder", now_us=now_us())
         assert applied.changed, applied  # only this worker answers its own refunds
 
     database.transaction(work)

@@ -404,7 +404,7 @@ def assert_resolved_once(
     calls = [(e["type"], e["cause"], e["actor"]) for e in events if e["kind"] == "processor_call"]
     assert calls == [("processor.charge", "unreachable", "api"), ("processor.get_charge", "answered", actor)], calls
     row = payment_row(database, payment_id)
-    assert (row["resolve_attempts"], row["claimed_by"], row["next_attempt_at_us"]) == (1, None, None), row
+    assert (row["attempts"], row["claimed_by"], row["next_attempt_at_us"]) == (1, None, None), row
     return pid
 
 

@@ -156,7 +156,7 @@ def test_worker_killed_mid_resolution_then_another_resolves_it_exactly_once(
         assert first.kill9() == -signal.SIGKILL
 
         row = payment_row(database, payment_id)
-        assert (row["status"], row["claimed_by"], row["resolve_attempts"]) == ("in_doubt", claim, 0)
+        assert (row["status"], row["claimed_by"], row["attempts"]) == ("in_doubt", claim, 0)
         assert row["claimed_until_us"] is not None
         calls = processor_calls(client, payment_id)
         assert [(c["type"], c["cause"], c["actor"]) for c in calls] == [("processor.charge", "unreachable", "api")]
@@ -191,7 +191,7 @@ def test_worker_killed_mid_resolution_then_another_resolves_it_exactly_once(
 
         row = payment_row(database, payment_id)
         assert row["claimed_by"] is None and row["claimed_until_us"] is None and row["next_attempt_at_us"] is None
-        assert row["resolve_attempts"] == 1
+        assert row["attempts"] == 1
         body = client.get(f"/v1/payments/{payment_id}").json()
         assert (body["status"], body["amount_minor"]) == ("succeeded", AMOUNT_MINOR)
         balance = client.get(f"/v1/accounts/{merchant_id}/balance").json()

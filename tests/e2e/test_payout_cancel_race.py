@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from paycore.db.engine import Database
 from paycore.ledger.models import transfers
-from paycore.payouts import executor, states
+from paycore.payouts import jobs, states
 from paycore.payouts.models import payouts
 from tests.support.payouts import balance, books_ok, funded_source, load, schedule
 
@@ -70,7 +70,7 @@ def test_cancel_racing_the_claim_across_processes_has_exactly_one_winner(
 ) -> None:
     source = funded_source(database, TENANT, PAYOUTS * AMOUNT_MINOR)
     scheduled = [schedule(database, TENANT, source, AMOUNT_MINOR) for _ in range(PAYOUTS)]
-    assert executor.queue_due(database, batch_max=PAYOUTS) == PAYOUTS  # as a worker queues them
+    assert jobs.queue_due(database, batch_max=PAYOUTS) == PAYOUTS  # as a worker queues them
     queued = [load(database, payout) for payout in scheduled]
     assert {payout.status for payout in queued} == {states.QUEUED}
     # The claim takes the oldest due first (next_attempt_at_us, id): the canceler walks the same order.

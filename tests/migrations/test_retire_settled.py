@@ -29,10 +29,11 @@ from paycore.kit.errors import DomainError
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.ledger.verify import verify
-from paycore.payouts import adjustments, money, repository, schemas, service, states, transitions
+from paycore.payouts import lifecycle, money, repository, schemas, service, states
 from paycore.payouts.models import payouts as payouts_table
 from paycore.payouts.service import NewPayout
 from paycore.payouts.types import Payout, payout_from_row
+from paycore.refunds import lifecycle as refund_lifecycle
 from paycore.refunds import service as refunds
 from paycore.tenants import service as tenants
 from tests.migrations import test_migrations
@@ -73,11 +74,11 @@ class Population:
 
 def settle_as_0004_code(database: Database, payout: Payout) -> None:
     """What the code of revision 0004 wrote when the bank settled a payout: the columns and
-    the ledger transfer of `transitions.move(..., SETTLED)`, with the status spelled `settled`
+    the ledger transfer of `lifecycle.move(..., SETTLED)`, with the status spelled `settled`
     (today's code writes `succeeded`, which 0004's constraint refuses)."""
 
     def work(connection: Connection) -> None:
-        current = transitions.load(connection, payout.tenant_id, payout.id, for_update=True)
+        current = lifecycle.load(connection, payout.tenant_id, payout.id, for_update=True)
         assert current.status == states.SENT
         at_us = max(now_us(), current.updated_at_us + 1)
         changed = connection.execute(
@@ -126,7 +127,7 @@ def schedule_with_key(database: Database, tenant_id: str, source_id: str, amount
     outcome, replayed = idempotency.run(database, scope, effect, refusal)
     assert outcome.status == 201 and not replayed
     with database.read() as connection:
-        return transitions.load(connection, tenant_id, json.loads(outcome.body)["id"])
+        return lifecycle.load(connection, tenant_id, json.loads(outcome.body)["id"])
 
 
 def payouts_in_every_status(database: Database, tenant_id: str, population: Population) -> None:
@@ -151,12 +152,12 @@ def payouts_in_every_status(database: Database, tenant_id: str, population: Popu
 
 def bank_news(connection: Connection, seen: Payout, returned: bool) -> None:
     """The bank's fee for a settled payout, or its return (100 short: a loss) with a fee."""
-    payout = transitions.load(connection, seen.tenant_id, seen.id, for_update=True)
+    payout = lifecycle.load(connection, seen.tenant_id, seen.id, for_update=True)
     at_us = now_us()
     if not returned:
-        adjustments.record_bank_fee(connection, payout, 25, charged_at_us=at_us, now_us=at_us)
+        lifecycle.record_bank_fee(connection, payout, 25, charged_at_us=at_us, now_us=at_us)
         return
-    result = adjustments.record_bank_return(
+    result = lifecycle.record_bank_return(
         connection,
         payout,
         code="R01",
@@ -231,7 +232,9 @@ def payments_and_refunds(database: Database, tenant_id: str) -> None:
 
     def succeed(connection: Connection) -> None:
         refund = refunds.load(connection, tenant_id, refund_id, for_update=True)
-        assert refunds.apply(connection, refund, "succeeded", cause="test", actor="test", now_us=now_us()).changed
+        assert refund_lifecycle.move(
+            connection, refund, "succeeded", cause="test", actor="test", now_us=now_us()
+        ).changed
 
     database.transaction(succeed)
 
@@ -460,7 +463,7 @@ def test_code_at_head_moves_a_legacy_settled_row_exactly_once(empty_database: Da
     assert stored_statuses(database)["settled"] == 1
 
     with database.read() as connection:
-        legacy = transitions.load(connection, "acme", payout.id)  # read as the name the code writes
+        legacy = lifecycle.load(connection, "acme", payout.id)  # read as the name the code writes
         assert legacy.status == states.SETTLED == "succeeded"
         assert schemas.payout_json(legacy)["status"] == "settled"
         assert [
@@ -469,7 +472,7 @@ def test_code_at_head_moves_a_legacy_settled_row_exactly_once(empty_database: Da
         assert repository.count_by_status(connection)[states.SETTLED] == 1
 
     def return_it(connection: Connection) -> bool:  # each caller holds the same, now stale, view
-        return transitions.move(
+        return lifecycle.move(
             connection, legacy, states.RETURNED, cause="bank_returned", actor="bank", now_us=now_us()
         ).changed
 

@@ -12,7 +12,7 @@ from paycore.db.engine import Database
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
-from paycore.payouts import service, states, transitions
+from paycore.payouts import lifecycle, service, states
 from paycore.payouts.service import NewPayout
 from paycore.payouts.types import Payout
 from paycore.payouts.validation import Beneficiary
@@ -86,13 +86,13 @@ def move(database: Database, payout: Payout, *path: str, **values: Any) -> Payou
     """Walk `payout` through `path` (each step must be allowed); returns it at the end."""
 
     def work(connection: Connection) -> Payout:
-        current = transitions.load(connection, payout.tenant_id, payout.id, for_update=True)
+        current = lifecycle.load(connection, payout.tenant_id, payout.id, for_update=True)
         for step in path:
-            moved = transitions.move(
+            moved = lifecycle.move(
                 connection, current, step, cause="test", actor="test", now_us=now_us(), values=values or None
             )
             assert moved.changed, (current.status, step)
-            current = moved.payout
+            current = moved.item
         return current
 
     return database.transaction(work)
@@ -100,7 +100,7 @@ def move(database: Database, payout: Payout, *path: str, **values: Any) -> Payou
 
 def load(database: Database, payout: Payout) -> Payout:
     with database.read() as connection:
-        return transitions.load(connection, payout.tenant_id, payout.id)
+        return lifecycle.load(connection, payout.tenant_id, payout.id)
 
 
 def balance(database: Database, tenant_id: str, account_id: str) -> tuple[int, int, int]:

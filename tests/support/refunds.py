@@ -17,6 +17,7 @@ from paycore.ledger import service as ledger
 from paycore.ledger.verify import verify
 from paycore.payments import service as payments
 from paycore.payments.models import payments as payments_table
+from paycore.refunds import lifecycle as refund_lifecycle
 from paycore.refunds import service as refunds
 from paycore.refunds.models import refunds as refunds_table
 from paycore.refunds.states import RELEASED
@@ -73,7 +74,9 @@ def fail_refund(database: Database, tenant_id: str, refund_id: str, *, now_us: i
 
     def work(connection: Connection) -> bool:
         refund = refunds.load(connection, tenant_id, refund_id, for_update=True)
-        return refunds.apply(connection, refund, "failed", cause="test_failed", actor="test", now_us=now_us).changed
+        return refund_lifecycle.move(
+            connection, refund, "failed", cause="test_failed", actor="test", now_us=now_us
+        ).changed
 
     return database.transaction(work)
 

@@ -6,9 +6,10 @@ import random
 
 import pytest
 
+from paycore.lifecycle.evidence import Evidence
+from paycore.lifecycle.policy import Policy, backoff_ms
 from paycore.payments import states
-from paycore.payments.resolver import ResolverPolicy, backoff_ms
-from paycore.payments.transitions import Evidence, target_of
+from paycore.payments.lifecycle import target_of
 from paycore.processor.port import ChargeResult
 
 ALL = ("processing", "succeeded", "failed", "in_doubt")
@@ -44,7 +45,7 @@ def test_results_map_to_states() -> None:
 
 
 def test_backoff_doubles_is_capped_and_jittered() -> None:
-    policy = ResolverPolicy(attempts_max=10, backoff_ms=1000, backoff_max_ms=8000, lease_ms=1, batch_max=1)
+    policy = Policy(attempts_max=10, backoff_ms=1000, backoff_max_ms=8000, lease_ms=1, batch_max=1)
     rng = random.Random(7)
     for attempt, cap in [(1, 1000), (2, 2000), (3, 4000), (4, 8000), (9, 8000), (60, 8000)]:
         delays = {backoff_ms(attempt, policy, rng) for _ in range(200)}

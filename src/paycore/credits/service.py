@@ -19,6 +19,7 @@ from paycore.credits import repository
 from paycore.kit import ids
 from paycore.kit.errors import InvalidAmount, InvalidRequest, UnsupportedCurrency
 from paycore.kit.money import checked_sum, is_amount_minor
+from paycore.ledger import chart
 from paycore.ledger import service as ledger
 from paycore.ledger.service import AccountTemplate, EntrySpec, TransferSpec
 
@@ -43,11 +44,11 @@ class Credit:
 
 
 def balance_code(currency: str) -> str:
-    return f"credits.balance.{currency}"
+    return chart.code(chart.CREDITS_BALANCE, currency)
 
 
 def issued_code(currency: str) -> str:
-    return f"credits.issued.{currency}"
+    return chart.code(chart.CREDITS_ISSUED, currency)
 
 
 def create_credit(

@@ -102,7 +102,7 @@ def check_sqlite_foreign_keys(connection: Connection) -> None:
 # of an expand/backfill/contract chain while processes of this release serve. 0011: this
 # release's worker job and /metrics read the invariant tables of 0011, and its PostgreSQL
 # transfer path needs 0010's balance limit in `paycore_create_transfer`.
-OLDEST_COMPATIBLE_REVISION: Final = "0011"
+OLDEST_COMPATIBLE_REVISION: Final = "0012"
 
 
 def is_current(database: Database) -> bool:

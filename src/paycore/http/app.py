@@ -16,7 +16,17 @@ from paycore.http.exposure import ExposureGuard
 from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
 from paycore.http.request_id import RequestContext
-from paycore.http.routers import credits, events, health, ledger, payments, payouts, refunds, reports, webhooks
+from paycore.http.routers import (
+    credits,
+    events,
+    health,
+    ledger,
+    payments,
+    payouts,
+    processor_webhooks,
+    refunds,
+    reports,
+)
 from paycore.http.routers import settings as tenant_settings
 from paycore.processor.port import Processor
 
@@ -53,7 +63,18 @@ def create_app(
     app.state.auth = AuthState(database)
     app.state.metrics = Metrics(database)
     errors.install(app)
-    for router in (health, credits, ledger, payments, refunds, payouts, reports, events, tenant_settings, webhooks):
+    for router in (
+        health,
+        credits,
+        ledger,
+        payments,
+        refunds,
+        payouts,
+        reports,
+        events,
+        tenant_settings,
+        processor_webhooks,
+    ):
         app.include_router(router.router)
     openapi.install(app, settings)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)

@@ -23,3 +23,8 @@ def parse_rfc3339(text: str) -> int:
         raise ValueError("timestamp needs a UTC offset (e.g. 'Z')")
     delta = moment - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def utc_day(timestamp_us: int) -> dt.date:
+    """The UTC calendar day of an epoch-microseconds time."""
+    return dt.datetime.fromtimestamp(timestamp_us // 1_000_000, tz=dt.UTC).date()

@@ -13,7 +13,6 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     Index,
-    Integer,
     PrimaryKeyConstraint,
     String,
     Table,
@@ -22,6 +21,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+from paycore.lifecycle.columns import work_columns
 
 STATUSES = ("processing", "succeeded", "failed", "in_doubt")
 
@@ -46,11 +46,7 @@ payments = Table(
     Column("transfer_id", String(ID_LENGTH), nullable=False),
     Column("refunded_minor", BigInteger, nullable=False),
     # The resolver's schedule and claim (SPEC §10): NULL next_attempt_at_us = nothing to do.
-    Column("resolve_attempts", Integer, nullable=False),
-    Column("next_attempt_at_us", BigInteger, nullable=True),
-    Column("claimed_by", String(64), nullable=True),
-    Column("claimed_until_us", BigInteger, nullable=True),
-    Column("in_doubt_since_us", BigInteger, nullable=True),
+    *work_columns(),  # attempts, next_attempt_at_us, claimed_by, claimed_until_us, in_doubt_since_us
     created_at_column(),
     Column("updated_at_us", BigInteger, nullable=False),
     PrimaryKeyConstraint("tenant_id", "id"),

@@ -1,47 +1,49 @@
-"""SQL for payments. Status changes are compare-and-set on the stored status."""
+"""SQL for payments. The repository owns the row's shape (`types.payment_row`); status and
+schedule changes go through the one lifecycle (`paycore.lifecycle.store`).
+
+The refund ceiling (SPEC §7, rule zero: the money a customer gets back for a charge never
+exceeds what they paid) is `reserve_refund`: one conditional UPDATE of the payment row, so two
+concurrent refunds can never both fit where only one does. On PostgreSQL the second waits for
+the first's row lock and re-checks the condition on the committed row; on SQLite writers are
+serialised. `release_refund` gives an amount back when a refund fails or is canceled.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, bindparam, insert, select, update
 
+from paycore.lifecycle import store
+from paycore.payments import states
 from paycore.payments.models import payments
-from paycore.payments.states import UNRESOLVED
+from paycore.payments.types import Payment, payment_row
 
 _INSERT = insert(payments)
-_GET = select(payments).where(payments.c.tenant_id == bindparam("t"), payments.c.id == bindparam("i"))
-
-
-def add(connection: Connection, values: dict[str, Any]) -> None:
-    connection.execute(_INSERT, values)
-
-
-def get(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Row[Any] | None:
-    query = _GET.with_for_update() if for_update and connection.dialect.name == "postgresql" else _GET
-    return connection.execute(query, {"t": tenant_id, "i": payment_id}).first()
-
-
-def get_by_key(connection: Connection, tenant_id: str, key: str) -> Row[Any] | None:
-    query = select(payments).where(payments.c.tenant_id == tenant_id, payments.c.idempotency_key == key)
-    return connection.execute(query).first()
-
-
-def change_status(
-    connection: Connection, tenant_id: str, payment_id: str, from_state: str, values: dict[str, Any]
-) -> bool:
-    """Compare-and-set: True only if the payment was still in `from_state`."""
-    statement = (
-        update(payments)
-        .where(payments.c.tenant_id == tenant_id, payments.c.id == payment_id, payments.c.status == from_state)
-        .values(**values)
+_RESERVE = (
+    update(payments)
+    .where(
+        payments.c.tenant_id == bindparam("t"),
+        payments.c.id == bindparam("p"),
+        payments.c.status == states.SUCCEEDED,
+        payments.c.refunded_minor + bindparam("amount") <= payments.c.amount_minor,
     )
-    return connection.execute(statement).rowcount == 1
+    .values(refunded_minor=payments.c.refunded_minor + bindparam("amount"))
+)
+_RELEASE = (
+    update(payments)
+    .where(payments.c.tenant_id == bindparam("t"), payments.c.id == bindparam("p"))
+    .values(refunded_minor=payments.c.refunded_minor - bindparam("amount"))
+)
 
 
-def set_schedule(connection: Connection, tenant_id: str, payment_id: str, values: dict[str, Any]) -> None:
-    statement = update(payments).where(payments.c.tenant_id == tenant_id, payments.c.id == payment_id)
-    connection.execute(statement.values(**values))
+def add(connection: Connection, payment: Payment) -> None:
+    connection.execute(_INSERT, payment_row(payment))
+
+
+def exists(connection: Connection, tenant_id: str, payment_id: str) -> bool:
+    query = select(payments.c.id).where(payments.c.tenant_id == tenant_id, payments.c.id == payment_id)
+    return connection.execute(query).first() is not None
 
 
 def list_payments(
@@ -55,48 +57,20 @@ def list_payments(
     return list(connection.execute(query.order_by(payments.c.id.desc()).limit(limit)))
 
 
-def claim_due(
-    connection: Connection, *, now_us: int, worker_id: str, lease_until_us: int, limit: int
-) -> list[Row[Any]]:
-    """Claim up to `limit` unresolved payments whose next attempt is due and whose earlier
-    claim (if any) has lapsed. PostgreSQL: FOR UPDATE SKIP LOCKED, so concurrent workers
-    take disjoint sets; SQLite: the write transaction is already exclusive."""
-    query = (
-        select(payments.c.tenant_id, payments.c.id)
-        .where(
-            payments.c.next_attempt_at_us <= now_us,
-            payments.c.status.in_(sorted(UNRESOLVED)),
-            or_(payments.c.claimed_until_us.is_(None), payments.c.claimed_until_us < now_us),
-        )
-        .order_by(payments.c.next_attempt_at_us)
-        .limit(limit)
-    )
-    if connection.dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True)
-    keys = list(connection.execute(query))
-    claimed = []
-    for key in keys:
-        connection.execute(
-            update(payments)
-            .where(payments.c.tenant_id == key.tenant_id, payments.c.id == key.id)
-            .values(claimed_by=worker_id, claimed_until_us=lease_until_us)
-        )
-        row = get(connection, key.tenant_id, key.id)
-        assert row is not None
-        claimed.append(row)
-    return claimed
+def reserve_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> bool:
+    """Add `amount_minor` to the payment's refunded total if it stays within the payment."""
+    return connection.execute(_RESERVE, {"t": tenant_id, "p": payment_id, "amount": amount_minor}).rowcount == 1
+
+
+def release_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> None:
+    connection.execute(_RELEASE, {"t": tenant_id, "p": payment_id, "amount": amount_minor})
 
 
 def working_since_us(connection: Connection) -> int | None:
-    """When the oldest item in `processing` (a call to the processor or bank in flight, by a
-    worker or a request) last changed status, over every tenant; None when there is none."""
-    query = select(func.min(payments.c.updated_at_us)).where(payments.c.status == "processing")
-    oldest: int | None = connection.execute(query).scalar_one()
-    return oldest
+    """When the oldest payment in `processing` (a call in flight) last changed status."""
+    return store.working_since_us(connection, payments, states.PROCESSING)
 
 
 def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
     """(count, oldest in_doubt_since_us) over every tenant: the in-doubt gauges."""
-    query = select(func.count(), func.min(payments.c.in_doubt_since_us)).where(payments.c.status == "in_doubt")
-    count, oldest = connection.execute(query).one()
-    return int(count), oldest
+    return store.in_doubt_summary(connection, payments, states.IN_DOUBT)

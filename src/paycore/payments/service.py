@@ -5,7 +5,7 @@
    clearing -> destination). After this commit no duplicate can start a second payment, and
    the request id is known before any call is made (SPEC §3.1, outgoing calls).
 2. The processor is called with no transaction open.
-3. One transaction records the call and applies its evidence (`transitions.apply`): a
+3. One transaction records the call and applies its evidence (`lifecycle.apply`): a
    result moves the payment; no answer makes it `in_doubt`; then the key's response is
    recorded if nobody (a faster webhook) recorded it first, and that response is returned.
 
@@ -15,10 +15,10 @@ A crash between 1 and 3 leaves a `processing` payment whose next attempt is due 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -29,11 +29,17 @@ from paycore.idempotency.service import KeyScope, Outcome, RefusalToRecord
 from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.errors import DomainError, InvalidStartingAfter
+from paycore.ledger import chart
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound
 from paycore.ledger.service import EntrySpec, TransferSpec
-from paycore.payments import calls, repository, states, transitions
+from paycore.lifecycle.calls import record as record_call
+from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
+from paycore.lifecycle.evidence import Applied, Evidence
+from paycore.lifecycle.store import set_values
+from paycore.payments import jobs, lifecycle, repository, states
 from paycore.payments.errors import CurrencyNotAccepted
+from paycore.payments.models import payments
 from paycore.payments.schemas import HISTORY_LENGTH_MAX, payment_json
 from paycore.payments.types import NewPayment, Payment, payment_from_row
 from paycore.processor.port import Processor
@@ -49,7 +55,7 @@ class PaymentTimings:
 
 
 def clearing_code(currency: str) -> str:
-    return f"processor.clearing.{currency}"
+    return chart.processor_clearing(currency)
 
 
 def create_payment(
@@ -71,21 +77,28 @@ def create_payment(
         return started, True
     if started is None:
         return _await_answer(database, scope, timings.wait_ms), True
-    call = calls.charge(processor, started)
+    call = jobs.charge(processor, started)
 
     def finish(connection: Connection) -> Outcome:
         now = clock_now_us()
-        payment = transitions.load(connection, started.tenant_id, started.id, for_update=True)
-        calls.record(connection, payment, call, actor="api", now_us=now)
-        applied = transitions.apply(
-            connection, payment, call.evidence, cause="processor_answer", actor="api", now_us=now
+        payment = lifecycle.load(connection, started.tenant_id, started.id, for_update=True)
+        record_call(
+            connection,
+            payment.tenant_id,
+            object_type="payment",
+            object_id=payment.id,
+            call=call,
+            attempt=None,
+            actor="api",
+            now_us=now,
         )
-        if applied.payment.status in states.UNRESOLVED:
+        applied = lifecycle.apply(connection, payment, call.evidence, cause="processor_answer", actor="api", now_us=now)
+        if applied.item.status in states.UNRESOLVED:
             # No answer (in_doubt) or `pending`: the resolver asks soon; a webhook may come first.
-            due = {"next_attempt_at_us": now + timings.first_retry_ms * 1000}
-            repository.set_schedule(connection, payment.tenant_id, payment.id, due)
-        if applied.payment.status == states.PROCESSING:
-            transitions.settle_creation_response(connection, applied.payment)
+            due = {NEXT_ATTEMPT_AT_US: now + timings.first_retry_ms * 1000}
+            set_values(connection, payments, payment.tenant_id, payment.id, due)
+        if applied.item.status == states.PROCESSING:
+            lifecycle.settle_creation_response(connection, applied.item)
         answer = idempotency.recorded(connection, scope)
         assert answer is not None, "the payment's answer was settled in this transaction or before it"
         return answer
@@ -148,34 +161,32 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
         now_us=now,
         known_accounts={clearing.id: clearing, destination.id: destination},
     )
-    repository.add(
-        connection,
-        {
-            "tenant_id": tenant_id,
-            "id": payment_id,
-            "idempotency_key": scope.key,
-            "amount_minor": new.amount_minor,
-            "currency": new.currency,
-            "source_type": new.source_type,
-            "source_token": new.source_token,
-            "destination_account_id": destination.id,
-            "description": new.description,
-            "metadata": json.dumps(new.metadata, sort_keys=True),
-            "status": states.PROCESSING,
-            "failure_code": None,
-            "processor_request_id": payment_id,  # stable: every call about this payment sends it
-            "processor_reference": None,
-            "transfer_id": transfer.id,
-            "refunded_minor": 0,
-            "resolve_attempts": 0,
-            "next_attempt_at_us": now + timings.processing_stale_ms * 1000,
-            "claimed_by": None,
-            "claimed_until_us": None,
-            "in_doubt_since_us": None,
-            "created_at_us": now,
-            "updated_at_us": now,
-        },
+    payment = Payment(
+        tenant_id=tenant_id,
+        id=payment_id,
+        idempotency_key=scope.key,
+        amount_minor=new.amount_minor,
+        currency=new.currency,
+        source_type=new.source_type,
+        source_token=new.source_token,
+        destination_account_id=destination.id,
+        description=new.description,
+        metadata=dict(new.metadata),
+        status=states.PROCESSING,
+        failure_code=None,
+        processor_request_id=payment_id,  # stable: every call about this payment sends it
+        processor_reference=None,
+        transfer_id=transfer.id,
+        refunded_minor=0,
+        attempts=0,
+        next_attempt_at_us=now + timings.processing_stale_ms * 1000,
+        claimed_by=None,
+        claimed_until_us=None,
+        in_doubt_since_us=None,
+        created_at_us=now,
+        updated_at_us=now,
     )
+    repository.add(connection, payment)
     audit.record_state_change(
         connection,
         tenant_id,
@@ -187,7 +198,7 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
         actor="api",
         now_us=now,
     )
-    return transitions.load(connection, tenant_id, payment_id)
+    return payment  # what was inserted: no re-read
 
 
 def _await_answer(database: Database, scope: KeyScope, wait_ms: int) -> Outcome:
@@ -204,7 +215,7 @@ def _await_answer(database: Database, scope: KeyScope, wait_ms: int) -> Outcome:
 
 
 def get_payment_json(connection: Connection, tenant_id: str, payment_id: str) -> dict[str, object]:
-    payment = transitions.load(connection, tenant_id, payment_id)
+    payment = lifecycle.load(connection, tenant_id, payment_id)
     history = audit.events_of(connection, tenant_id, payment_id, limit=HISTORY_LENGTH_MAX)
     return payment_json(payment, history)
 
@@ -214,10 +225,10 @@ def list_payments(
 ) -> list[Payment]:
     """Newest first. `starting_after` is a payment of the tenant (whatever its status now:
     the in-doubt queue pages on while its items resolve); anything else is refused."""
-    if starting_after is not None and repository.get(connection, tenant_id, starting_after) is None:
+    if starting_after is not None and not repository.exists(connection, tenant_id, starting_after):
         raise InvalidStartingAfter("starting_after is not a payment of this tenant", param="starting_after")
     rows = repository.list_payments(connection, tenant_id, status=status, starting_after=starting_after, limit=limit)
-    return [payment_from_row(row) for row in rows]
+    return [payment_from_row(row._mapping) for row in rows]
 
 
 def import_settled_payment(
@@ -256,34 +267,32 @@ def import_settled_payment(
         ),
         now_us=now_us,
     )
-    repository.add(
-        connection,
-        {
-            "tenant_id": tenant_id,
-            "id": payment_id,
-            "idempotency_key": f"import:{payment_id}",
-            "amount_minor": amount_minor,
-            "currency": currency,
-            "source_type": "card",
-            "source_token": "imported",
-            "destination_account_id": destination_account_id,
-            "description": None,
-            "metadata": "{}",
-            "status": states.SUCCEEDED,
-            "failure_code": None,
-            "processor_request_id": payment_id,
-            "processor_reference": None,
-            "transfer_id": transfer.id,
-            "refunded_minor": 0,
-            "resolve_attempts": 0,
-            "next_attempt_at_us": None,
-            "claimed_by": None,
-            "claimed_until_us": None,
-            "in_doubt_since_us": None,
-            "created_at_us": now_us,
-            "updated_at_us": now_us,
-        },
+    payment = Payment(
+        tenant_id=tenant_id,
+        id=payment_id,
+        idempotency_key=f"import:{payment_id}",
+        amount_minor=amount_minor,
+        currency=currency,
+        source_type="card",
+        source_token="imported",
+        destination_account_id=destination_account_id,
+        description=None,
+        metadata={},
+        status=states.SUCCEEDED,
+        failure_code=None,
+        processor_request_id=payment_id,
+        processor_reference=None,
+        transfer_id=transfer.id,
+        refunded_minor=0,
+        attempts=0,
+        next_attempt_at_us=None,
+        claimed_by=None,
+        claimed_until_us=None,
+        in_doubt_since_us=None,
+        created_at_us=now_us,
+        updated_at_us=now_us,
     )
+    repository.add(connection, payment)
     audit.record_state_change(
         connection,
         tenant_id,
@@ -295,4 +304,59 @@ def import_settled_payment(
         actor="import",
         now_us=now_us,
     )
-    return transitions.load(connection, tenant_id, payment_id)
+    return payment
+
+
+# --- the refund ceiling, for refunds (SPEC §7, rule zero; the SQL in `repository`) ---------
+
+
+def find(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Payment | None:
+    return lifecycle.find(connection, tenant_id, payment_id, for_update=for_update)
+
+
+def reserve_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> bool:
+    """Hold `amount_minor` of a succeeded payment for a refund, if it fits in what is left."""
+    return repository.reserve_refund(connection, tenant_id, payment_id, amount_minor)
+
+
+def release_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> None:
+    """Give back what a failed or canceled refund held."""
+    repository.release_refund(connection, tenant_id, payment_id, amount_minor)
+
+
+def refund_hold(connection: Connection, payment: Payment, refund_id: str, amount_minor: int, *, now_us: int) -> str:
+    """A refund's pending ledger transfer: the payment's destination account -> processor
+    clearing, posted when the processor confirms the refund, voided when it fails."""
+    clearing = ledger.find_account_by_code(connection, payment.tenant_id, clearing_code(payment.currency))
+    assert clearing is not None, "a succeeded payment's clearing account exists"
+    spec = TransferSpec(
+        entries=(
+            EntrySpec(payment.destination_account_id, "debit", amount_minor),
+            EntrySpec(clearing.id, "credit", amount_minor),
+        ),
+        pending=True,
+        currency=payment.currency,
+        reference_type="refund",
+        reference_id=refund_id,
+    )
+    return ledger.create_transfer(connection, payment.tenant_id, spec, now_us=now_us).id
+
+
+def working_since_us(connection: Connection) -> int | None:
+    return repository.working_since_us(connection)
+
+
+def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
+    return repository.in_doubt_summary(connection)
+
+
+def load(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Payment:
+    """The payment, or PaymentNotFound."""
+    return lifecycle.load(connection, tenant_id, payment_id, for_update=for_update)
+
+
+def apply_evidence(
+    connection: Connection, payment: Payment, evidence: Evidence[Any], *, cause: str, actor: str, now_us: int
+) -> Applied[Payment]:
+    """What the processor said (a webhook, a report line), applied through the payment's lifecycle."""
+    return lifecycle.apply(connection, payment, evidence, cause=cause, actor=actor, now_us=now_us)

@@ -2,7 +2,8 @@
 row linked to the payout and a ledger transfer, written in one transaction, deduplicated on
 (payout, dedupe_key) so that a redelivered webhook or a retried request adds nothing.
 
-The bank reports fees (at settlement), returns and return fees. People record the rest
+The bank reports fees (at settlement), returns and return fees (`lifecycle.record_bank_fee`,
+`lifecycle.record_bank_return`: they are the bank's evidence). People record the rest
 through the API: chargebacks of the payout's funding and their reversals, recoveries from
 the source account's owner, fee reversals, refunds from the beneficiary. Each API kind is
 bounded by what it corrects (docs/losses.md), checked under the payout's row lock.
@@ -18,12 +19,12 @@ from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.kit import ids
+from paycore.kit.clock import utc_day
 from paycore.kit.errors import InvalidAmount, InvalidRequest
 from paycore.kit.money import is_amount_minor
-from paycore.payouts import money, repository, states, transitions, windows
-from paycore.payouts.errors import AdjustmentNotAllowed, InvalidEffectiveOn
-from paycore.payouts.service import utc_day
-from paycore.payouts.types import Adjustment, Payout, adjustment_from_row
+from paycore.payouts import money, repository, states
+from paycore.payouts.errors import AdjustmentNotAllowed, InvalidEffectiveOn, PayoutNotFound
+from paycore.payouts.types import Adjustment, Payout, adjustment_from_row, payout_from_row
 
 API_KINDS: Final = ("chargeback", "chargeback_reversal", "recovery", "fee_reversal", "refund")
 # Money has left for the beneficiary in these: only then can it be charged back or recovered.
@@ -97,7 +98,10 @@ def record_from_api(
     if not is_amount_minor(new.amount_minor):
         raise InvalidAmount("amount_minor must be a positive integer up to 2^53 - 1", param="amount_minor")
     _check_effective_on(new.effective_on, today=utc_day(now_us))
-    payout = transitions.load(connection, tenant_id, payout_id, for_update=True)
+    row = repository.get(connection, tenant_id, payout_id, for_update=True)
+    if row is None:
+        raise PayoutNotFound("no such payout", param="id")
+    payout = payout_from_row(row._mapping)
     if payout.status not in _PAID_STATES:
         raise AdjustmentNotAllowed(
             f"the payout is {states.public(payout.status)}: no money has left for the beneficiary",
@@ -143,57 +147,3 @@ def _room(connection: Connection, payout: Payout, kind: str) -> int:
         return total("fee", "return_fee") - total("fee_reversal")
     short_minor = payout.amount_minor - totals["return"] if "return" in totals else 0
     return charged_back + short_minor - total("recovery", "refund")  # recovery, refund
-
-
-def record_bank_fee(
-    connection: Connection, payout: Payout, fee_minor: int, *, charged_at_us: int | None, now_us: int
-) -> None:
-    """The bank's fee for sending, booked on the day the bank says it settled (else today)."""
-    if fee_minor > 0:
-        new = NewAdjustment("fee", fee_minor, effective_on=utc_day(charged_at_us or now_us).isoformat())
-        record(connection, payout, new, source="bank", dedupe_key="bank:fee", actor="bank", now_us=now_us)
-
-
-def record_bank_return(
-    connection: Connection,
-    payout: Payout,
-    *,
-    code: str | None,
-    received_minor: int,
-    return_fee_minor: int,
-    returned_at_us: int,
-    cause: str,
-    now_us: int,
-) -> str:
-    """settled -> returned with its return (and return fee) adjustments, if the return came
-    inside its window; otherwise nothing changes and the refusal is in the audit log.
-    Returns "applied", "late" or "no_change"."""
-    assert payout.status == states.SETTLED and payout.settled_at_us is not None
-    closes_at_us = windows.closes_at_us(payout.rail, code, payout.settled_at_us)
-    if returned_at_us >= closes_at_us:
-        audit.record_other(
-            connection,
-            payout.tenant_id,
-            kind="note",
-            type="payout.return_refused",
-            object_type="payout",
-            object_id=payout.id,
-            cause="return_window_closed",
-            actor="paycore",
-            now_us=now_us,
-            data={"return_code": code, "window_closed_at_us": closes_at_us},
-        )
-        return "late"
-    moved = transitions.move(
-        connection, payout, states.RETURNED, cause=cause, actor="bank", now_us=now_us, values={"return_code": code}
-    )
-    if not moved.changed:
-        return "no_change"
-    assert 0 < received_minor <= payout.amount_minor, "evidence.matches refuses any other amount"
-    day = utc_day(returned_at_us).isoformat()  # the day the bank says the money came back
-    returned = NewAdjustment("return", received_minor, effective_on=day, code=code)
-    record(connection, moved.payout, returned, source="bank", dedupe_key="bank:return", actor="bank", now_us=now_us)
-    if return_fee_minor > 0:
-        fee = NewAdjustment("return_fee", return_fee_minor, effective_on=day, code=code)
-        record(connection, moved.payout, fee, source="bank", dedupe_key="bank:return_fee", actor="bank", now_us=now_us)
-    return "applied"

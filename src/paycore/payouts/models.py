@@ -18,7 +18,6 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     Index,
-    Integer,
     PrimaryKeyConstraint,
     String,
     Table,
@@ -27,6 +26,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+from paycore.lifecycle.columns import work_columns
 
 payouts = Table(
     "payouts",
@@ -51,11 +51,7 @@ payouts = Table(
     Column("transfer_id", String(ID_LENGTH), nullable=False),  # the hold: source -> in transit
     Column("bank_reference", String(128), nullable=True),
     Column("batch_id", String(128), nullable=True),
-    Column("attempts", Integer, nullable=False),  # bank calls made (sends and status queries)
-    Column("next_attempt_at_us", BigInteger, nullable=True),
-    Column("claimed_by", String(64), nullable=True),
-    Column("claimed_until_us", BigInteger, nullable=True),
-    Column("in_doubt_since_us", BigInteger, nullable=True),
+    *work_columns(),  # attempts, next_attempt_at_us, claimed_by, claimed_until_us, in_doubt_since_us
     Column("sent_at_us", BigInteger, nullable=True),
     Column("settled_at_us", BigInteger, nullable=True),
     Column("returned_at_us", BigInteger, nullable=True),

@@ -22,17 +22,18 @@ from typing import Final
 
 from sqlalchemy import Connection
 
+from paycore.ledger import chart
 from paycore.ledger import service as ledger
 from paycore.ledger.service import AccountTemplate, EntrySpec, TransferSpec
 from paycore.payouts.types import Payout
 
-IN_TRANSIT: Final = "payouts.in_transit"
-BANK_CASH: Final = "bank.cash"
-FEES: Final = "payouts.fees"
-LOSSES: Final = "payouts.losses"
+IN_TRANSIT: Final = chart.PAYOUTS_IN_TRANSIT
+BANK_CASH: Final = chart.BANK_CASH
+FEES: Final = chart.PAYOUTS_FEES
+LOSSES: Final = chart.PAYOUTS_LOSSES
 SOURCE: Final = "source"
 
-_NORMAL_BALANCE: Final = {IN_TRANSIT: "credit", BANK_CASH: "debit", FEES: "debit", LOSSES: "debit"}
+_NORMAL_BALANCE: Final = {prefix: chart.NORMAL_BALANCE[prefix] for prefix in (IN_TRANSIT, BANK_CASH, FEES, LOSSES)}
 
 # Each adjustment kind as (debited, credited): what moves, from the platform's point of view.
 ADJUSTMENT_LEGS: Final = {
@@ -49,10 +50,11 @@ ADJUSTMENT_LEGS: Final = {
 def accounts(connection: Connection, tenant_id: str, currency: str, *, now_us: int) -> dict[str, str]:
     """The payout system accounts' ids by code prefix, created where missing."""
     templates = [
-        AccountTemplate(f"{prefix}.{currency}", currency, normal, False) for prefix, normal in _NORMAL_BALANCE.items()
+        AccountTemplate(chart.code(prefix, currency), currency, normal, False)
+        for prefix, normal in _NORMAL_BALANCE.items()
     ]
     found = ledger.ensure_accounts(connection, tenant_id, templates, now_us=now_us)
-    return {prefix: found[f"{prefix}.{currency}"].id for prefix in _NORMAL_BALANCE}
+    return {prefix: found[chart.code(prefix, currency)].id for prefix in _NORMAL_BALANCE}
 
 
 def hold(

@@ -1,24 +1,26 @@
-"""SQL for payouts and their adjustments. Status changes are compare-and-set on the stored
-status; claims take FOR UPDATE SKIP LOCKED on PostgreSQL (SQLite has one writer). Every
-filter on the status matches its retired spellings too (`states.spellings`)."""
+"""SQL for payouts and their adjustments. The repository owns the row's shape
+(`types.payout_row`); status and schedule changes go through the one lifecycle
+(`paycore.lifecycle.store`). Every filter on the status matches its retired spellings too
+(`states.spellings`)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, bindparam, func, insert, select
 
 from paycore.db.sql import insert_or_ignore
+from paycore.lifecycle import store
 from paycore.payouts import states
 from paycore.payouts.models import payout_adjustments, payouts
+from paycore.payouts.types import Payout, payout_from_row, payout_row
 
 _INSERT = insert(payouts)
 _GET = select(payouts).where(payouts.c.tenant_id == bindparam("t"), payouts.c.id == bindparam("i"))
 
 
-def add(connection: Connection, values: dict[str, Any]) -> None:
-    connection.execute(_INSERT, values)
+def add(connection: Connection, payout: Payout) -> None:
+    connection.execute(_INSERT, payout_row(payout))
 
 
 def get(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Row[Any] | None:
@@ -26,26 +28,9 @@ def get(connection: Connection, tenant_id: str, payout_id: str, *, for_update: b
     return connection.execute(query, {"t": tenant_id, "i": payout_id}).first()
 
 
-def change_status(
-    connection: Connection, tenant_id: str, payout_id: str, from_states: Collection[str], values: dict[str, Any]
-) -> bool:
-    """Compare-and-set: True only if the payout was still in one of `from_states` (in any
-    spelling: a row not yet backfilled by migration 0006 still moves, exactly once)."""
-    statement = (
-        update(payouts)
-        .where(
-            payouts.c.tenant_id == tenant_id,
-            payouts.c.id == payout_id,
-            payouts.c.status.in_(states.spellings(from_states)),
-        )
-        .values(**values)
-    )
-    return connection.execute(statement).rowcount == 1
-
-
-def set_values(connection: Connection, tenant_id: str, payout_id: str, values: dict[str, Any]) -> None:
-    statement = update(payouts).where(payouts.c.tenant_id == tenant_id, payouts.c.id == payout_id)
-    connection.execute(statement.values(**values))
+def exists(connection: Connection, tenant_id: str, payout_id: str) -> bool:
+    query = select(payouts.c.id).where(payouts.c.tenant_id == tenant_id, payouts.c.id == payout_id)
+    return connection.execute(query).first() is not None
 
 
 def page(
@@ -59,34 +44,17 @@ def page(
     return list(connection.execute(query.order_by(payouts.c.id).limit(limit)))
 
 
-def due_keys(connection: Connection, *, status: str, execute_on_max: str, limit: int) -> list[Row[Any]]:
-    """Scheduled payouts whose date has come, locked (skipping locked ones) on PostgreSQL."""
+def due(connection: Connection, *, status: str, execute_on_max: str, limit: int) -> list[Payout]:
+    """Payouts in `status` whose date has come, locked (skipping locked ones) on PostgreSQL."""
     query = (
-        select(payouts.c.tenant_id, payouts.c.id, payouts.c.status, payouts.c.updated_at_us)
+        select(payouts)
         .where(payouts.c.status.in_(states.spellings((status,))), payouts.c.execute_on <= execute_on_max)
         .order_by(payouts.c.execute_on, payouts.c.id)
         .limit(limit)
     )
     if connection.dialect.name == "postgresql":
         query = query.with_for_update(skip_locked=True)
-    return list(connection.execute(query))
-
-
-def claimable_keys(connection: Connection, *, statuses: Collection[str], now_us: int, limit: int) -> list[Row[Any]]:
-    """Payouts in `statuses` whose next attempt is due and whose claim (if any) has lapsed."""
-    query = (
-        select(payouts.c.tenant_id, payouts.c.id)
-        .where(
-            payouts.c.status.in_(states.spellings(statuses)),
-            payouts.c.next_attempt_at_us <= now_us,
-            or_(payouts.c.claimed_until_us.is_(None), payouts.c.claimed_until_us < now_us),
-        )
-        .order_by(payouts.c.next_attempt_at_us, payouts.c.id)
-        .limit(limit)
-    )
-    if connection.dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True)
-    return list(connection.execute(query))
+    return [payout_from_row(row._mapping) for row in connection.execute(query)]
 
 
 def count_by_status(connection: Connection) -> dict[str, int]:
@@ -100,17 +68,12 @@ def count_by_status(connection: Connection) -> dict[str, int]:
 
 
 def working_since_us(connection: Connection) -> int | None:
-    """When the oldest item in `processing` (a call to the processor or bank in flight, by a
-    worker or a request) last changed status, over every tenant; None when there is none."""
-    query = select(func.min(payouts.c.updated_at_us)).where(payouts.c.status == states.PROCESSING)
-    oldest: int | None = connection.execute(query).scalar_one()
-    return oldest
+    """When the oldest payout in `processing` (a call in flight) last changed status."""
+    return store.working_since_us(connection, payouts, states.PROCESSING)
 
 
 def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
-    query = select(func.count(), func.min(payouts.c.in_doubt_since_us)).where(payouts.c.status == states.IN_DOUBT)
-    found, oldest = connection.execute(query).one()
-    return int(found), oldest
+    return store.in_doubt_summary(connection, payouts, states.IN_DOUBT)
 
 
 # --- adjustments ---------------------------------------------------------------------------

@@ -9,24 +9,23 @@ under the account's row lock (SQLite: its one writer).
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.kit import ids
+from paycore.kit.clock import utc_day
 from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound, CurrencyMismatch
-from paycore.payouts import money, repository, states, transitions, validation
+from paycore.payouts import lifecycle, money, repository, states, validation
 from paycore.payouts.errors import PayoutNotCancelable
 from paycore.payouts.types import Adjustment, Payout, adjustment_from_row, payout_from_row
 from paycore.payouts.validation import Beneficiary
+from paycore.processor.port import PayoutResult
 
 HISTORY_LENGTH_MAX = 100
 
@@ -45,10 +44,6 @@ class NewPayout:
 
 def new_payout_id() -> str:
     return ids.new_id("po")
-
-
-def utc_day(now_us: int) -> dt.date:
-    return dt.datetime.fromtimestamp(now_us // 1_000_000, tz=dt.UTC).date()
 
 
 def schedule(
@@ -78,8 +73,8 @@ def schedule(
         )
     payout_id = new_id()
     transfer_id = money.hold(connection, tenant_id, payout_id, source.id, new.amount_minor, new.currency, now_us)
-    row = _row(tenant_id, payout_id, new, beneficiary, execute_on, transfer_id, now_us)
-    repository.add(connection, row)
+    payout = _new_payout(tenant_id, payout_id, new, beneficiary, execute_on, transfer_id, now_us)
+    repository.add(connection, payout)
     audit.record_state_change(
         connection,
         tenant_id,
@@ -92,10 +87,10 @@ def schedule(
         now_us=now_us,
         data={"execute_on": execute_on, "transfer_id": transfer_id},
     )
-    return Payout(**{**row, "metadata": dict(new.metadata)})  # what was inserted: no re-read
+    return payout  # what was inserted: no re-read
 
 
-def _row(
+def _new_payout(
     tenant_id: str,
     payout_id: str,
     new: NewPayout,
@@ -103,54 +98,54 @@ def _row(
     execute_on: str,
     transfer_id: str,
     now_us: int,
-) -> dict[str, Any]:
-    return {
-        "tenant_id": tenant_id,
-        "id": payout_id,
-        "idempotency_key": new.idempotency_key,
-        "amount_minor": new.amount_minor,
-        "currency": new.currency,
-        "rail": new.rail,
-        "source_account_id": new.source_account_id,
-        "beneficiary_name": beneficiary.name,
-        "iban": beneficiary.iban,
-        "bic": beneficiary.bic,
-        "routing_number": beneficiary.routing_number,
-        "account_number": beneficiary.account_number,
-        "execute_on": execute_on,
-        "metadata": json.dumps(new.metadata, sort_keys=True),
-        "status": states.SCHEDULED,
-        "failure_code": None,
-        "return_code": None,
-        "transfer_id": transfer_id,
-        "bank_reference": None,
-        "batch_id": None,
-        "attempts": 0,
-        "next_attempt_at_us": None,
-        "claimed_by": None,
-        "claimed_until_us": None,
-        "in_doubt_since_us": None,
-        "sent_at_us": None,
-        "settled_at_us": None,
-        "returned_at_us": None,
-        "created_at_us": now_us,
-        "updated_at_us": now_us,
-    }
+) -> Payout:
+    return Payout(
+        tenant_id=tenant_id,
+        id=payout_id,
+        idempotency_key=new.idempotency_key,
+        amount_minor=new.amount_minor,
+        currency=new.currency,
+        rail=new.rail,
+        source_account_id=new.source_account_id,
+        beneficiary_name=beneficiary.name,
+        iban=beneficiary.iban,
+        bic=beneficiary.bic,
+        routing_number=beneficiary.routing_number,
+        account_number=beneficiary.account_number,
+        execute_on=execute_on,
+        metadata=dict(new.metadata),
+        status=states.SCHEDULED,
+        failure_code=None,
+        return_code=None,
+        transfer_id=transfer_id,
+        bank_reference=None,
+        batch_id=None,
+        attempts=0,
+        next_attempt_at_us=None,
+        claimed_by=None,
+        claimed_until_us=None,
+        in_doubt_since_us=None,
+        sent_at_us=None,
+        settled_at_us=None,
+        returned_at_us=None,
+        created_at_us=now_us,
+        updated_at_us=now_us,
+    )
 
 
 def cancel(connection: Connection, tenant_id: str, payout_id: str, *, now_us: int, actor: str = "api") -> Payout:
     """scheduled|queued -> canceled, the hold voided. One compare-and-set on the status decides
     a race with a worker's claim; canceling a canceled payout answers it unchanged."""
-    payout = transitions.load(connection, tenant_id, payout_id, for_update=True)
+    payout = lifecycle.load(connection, tenant_id, payout_id, for_update=True)
     if payout.status == states.CANCELED:
         return payout
     if payout.status in states.CANCELABLE:
-        moved = transitions.move(
+        moved = lifecycle.move(
             connection, payout, states.CANCELED, cause="cancel_requested", actor=actor, now_us=now_us
         )
-        if moved.changed or moved.payout.status == states.CANCELED:
-            return moved.payout
-        payout = moved.payout  # a worker claimed it between our read and our update
+        if moved.changed or moved.item.status == states.CANCELED:
+            return moved.item
+        payout = moved.item  # a worker claimed it between our read and our update
     raise PayoutNotCancelable(
         f"the payout is {states.public(payout.status)}: only a scheduled or queued payout can be canceled",
         status=states.public(payout.status),
@@ -162,10 +157,10 @@ def page(
 ) -> list[Payout]:
     """Oldest first. `starting_after` is a payout of the tenant (whatever its status now);
     anything else is refused."""
-    if starting_after is not None and repository.get(connection, tenant_id, starting_after) is None:
+    if starting_after is not None and not repository.exists(connection, tenant_id, starting_after):
         raise InvalidStartingAfter("starting_after is not a payout of this tenant", param="starting_after")
     rows = repository.page(connection, tenant_id, status=status, starting_after=starting_after, limit=limit)
-    return [payout_from_row(row) for row in rows]
+    return [payout_from_row(row._mapping) for row in rows]
 
 
 def history(connection: Connection, payout: Payout) -> list[audit.Event]:
@@ -175,3 +170,20 @@ def history(connection: Connection, payout: Payout) -> list[audit.Event]:
 
 def adjustments(connection: Connection, payout: Payout) -> list[Adjustment]:
     return [adjustment_from_row(row) for row in repository.adjustments_of(connection, payout.tenant_id, payout.id)]
+
+
+def load(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Payout:
+    """The payout, or PayoutNotFound."""
+    return lifecycle.load(connection, tenant_id, payout_id, for_update=for_update)
+
+
+def find(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Payout | None:
+    return lifecycle.find(connection, tenant_id, payout_id, for_update=for_update)
+
+
+def apply_result(
+    connection: Connection, payout: Payout, result: PayoutResult, *, cause: str, actor: str, now_us: int
+) -> tuple[Payout, str]:
+    """What the bank said (a webhook, a report line), applied through the payout's lifecycle.
+    Returns (payout now, outcome): applied | no_change | stale | mismatch | late."""
+    return lifecycle.apply(connection, payout, result, cause=cause, actor=actor, now_us=now_us)

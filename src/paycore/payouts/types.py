@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,13 +45,15 @@ class Payout:
     updated_at_us: int
 
 
-def payout_from_row(row: Any) -> Payout:
+def payout_from_row(row: Mapping[Any, Any]) -> Payout:
     """The payout a row means: a status in a retired spelling (states.LEGACY_NAMES), in a row
     not yet backfilled, reads as the status the code writes now."""
-    values = dict(row._mapping)
-    values["metadata"] = json.loads(values["metadata"])
-    values["status"] = states.normalize(values["status"])
-    return Payout(**values)
+    return Payout(**{**row, "metadata": json.loads(row["metadata"]), "status": states.normalize(row["status"])})
+
+
+def payout_row(payout: Payout) -> dict[str, Any]:
+    """The row that stores `payout`: what the repository inserts."""
+    return {**dataclasses.asdict(payout), "metadata": json.dumps(payout.metadata, sort_keys=True)}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from paycore.lifecycle.errors import Refused, Unreachable
+
 ResultStatus = Literal["succeeded", "failed", "pending"]
 RESULT_STATUSES: tuple[ResultStatus, ...] = ("succeeded", "failed", "pending")
 
@@ -117,17 +119,16 @@ class ProcessorError(Exception):
     """Base of what a processor call can raise."""
 
 
-class ProcessorUnreachable(ProcessorError):
+class ProcessorUnreachable(ProcessorError, Unreachable):
     """No usable answer: timeout, dropped connection, 5xx. The request may have taken effect."""
 
 
-class ProcessorRefused(ProcessorError):
+class ProcessorRefused(ProcessorError, Refused):
     """The processor answered that it did nothing (bad request, request id reused with other
     parameters). `code` is the processor's stable error code."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+        Refused.__init__(self, code, message)
 
 
 class Processor(Protocol):

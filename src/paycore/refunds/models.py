@@ -14,7 +14,6 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     Index,
-    Integer,
     PrimaryKeyConstraint,
     String,
     Table,
@@ -23,6 +22,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+from paycore.lifecycle.columns import work_columns
 
 STATUSES = ("requires_approval", "pending", "processing", "succeeded", "failed", "in_doubt", "canceled")
 
@@ -42,11 +42,7 @@ refunds = Table(
     Column("processor_request_id", String(128), nullable=False),
     Column("processor_reference", String(128), nullable=True),
     Column("transfer_id", String(ID_LENGTH), nullable=True),
-    Column("resolve_attempts", Integer, nullable=False),
-    Column("next_attempt_at_us", BigInteger, nullable=True),
-    Column("claimed_by", String(64), nullable=True),
-    Column("claimed_until_us", BigInteger, nullable=True),
-    Column("in_doubt_since_us", BigInteger, nullable=True),
+    *work_columns(),  # attempts, next_attempt_at_us, claimed_by, claimed_until_us, in_doubt_since_us
     created_at_column(),
     Column("updated_at_us", BigInteger, nullable=False),
     PrimaryKeyConstraint("tenant_id", "id"),

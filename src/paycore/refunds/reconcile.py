@@ -1,7 +1,7 @@
 """Resolve refunds from the processor's settlement report (SPEC §8, §10): the third kind of
 evidence, after a status query and a webhook. Only rows that are a refund's final status
-(`succeeded`, `failed`) for a refund paycore has sent and not settled are applied, through
-`service.apply` (transition table, compare-and-set); everything else is left alone. The full
+(`succeeded`, `failed`) for a refund paycore has sent and not settled are applied, as evidence
+through `lifecycle.apply` (the same rules as any answer); everything else is left alone. The full
 reconciliation of §10 (breaks, missing items, amounts) is a later piece of work."""
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from sqlalchemy import Connection
 
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us as clock_now_us
-from paycore.refunds import service, states
+from paycore.lifecycle.evidence import Evidence
+from paycore.processor.port import RefundResult
+from paycore.refunds import lifecycle, states
 
 REPORT_ROWS_MAX = 1_000_000
 
@@ -33,19 +35,18 @@ def resolve_from_report(database: Database, lines: Iterable[str], *, actor: str 
 
 
 def _apply_row(connection: Connection, row: dict[str, str], actor: str) -> int:
-    refund = service.find(connection, row["merchant_id"], row["request_id"], for_update=True)
+    refund = lifecycle.find(connection, row["merchant_id"], row["request_id"], for_update=True)
     if refund is None or refund.status not in states.UNRESOLVED:
         return 0
-    if (int(row["amount_minor"]), row["currency"]) != (refund.amount_minor, refund.currency):
-        return 0  # never applied: a person must look (reconciliation breaks come with §10)
-    applied = service.apply(
-        connection,
-        refund,
-        row["status"],
-        cause="settlement_report",
-        actor=actor,
-        now_us=clock_now_us(),
-        failure_code=None if row["status"] == states.SUCCEEDED else "refund_failed",
-        processor_reference=row.get("processor_id") or None,
+    result = RefundResult(
+        request_id=row["request_id"],
+        status=states.SUCCEEDED if row["status"] == states.SUCCEEDED else states.FAILED,
+        processor_refund_id=row.get("processor_id") or "",
+        amount_minor=int(row["amount_minor"]),
+        currency=row["currency"],
+    )
+    evidence = Evidence.of_result(result, operation="settlement_report")
+    applied = lifecycle.apply(
+        connection, refund, evidence, cause="settlement_report", actor=actor, now_us=clock_now_us()
     )
     return 1 if applied.changed else 0

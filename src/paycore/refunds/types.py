@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy import Row
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,10 @@ class Refund:
     processor_request_id: str
     processor_reference: str | None
     transfer_id: str | None
-    resolve_attempts: int
+    attempts: int
     next_attempt_at_us: int | None
     claimed_by: str | None
+    claimed_until_us: int | None
     in_doubt_since_us: int | None
     created_at_us: int
     updated_at_us: int
@@ -45,5 +46,10 @@ class Totals:
         return self.amount_minor - self.pending_minor - self.succeeded_minor
 
 
-def refund_from_row(row: Row[Any]) -> Refund:
-    return Refund(**{name: getattr(row, name) for name in Refund.__dataclass_fields__})
+def refund_from_row(row: Mapping[Any, Any]) -> Refund:
+    return Refund(**row)
+
+
+def refund_row(refund: Refund) -> dict[str, Any]:
+    """The row that stores `refund`: what the repository inserts."""
+    return dataclasses.asdict(refund)

@@ -16,11 +16,12 @@ from paycore.invariants import service as invariants
 from paycore.kit import ids
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
-from paycore.payments import resolver
-from paycore.payouts import executor as payouts_executor
+from paycore.lifecycle.policy import Policy
+from paycore.payments import jobs as payments_jobs
+from paycore.payouts import jobs as payouts_jobs
+from paycore.processor import inbound as processor_inbound
 from paycore.processor.port import Processor
-from paycore.refunds import executor as refunds_executor
-from paycore.webhooks import service as webhooks
+from paycore.refunds import jobs as refunds_jobs
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,8 @@ def prune_idempotency_keys(database: Database, batch_max: int) -> int:
     return database.transaction(lambda connection: idempotency.prune(connection, now_us=now_us(), limit=batch_max))
 
 
-def resolver_policy(settings: Settings) -> resolver.ResolverPolicy:
-    return resolver.ResolverPolicy(
+def resolver_policy(settings: Settings) -> Policy:
+    return Policy(
         attempts_max=settings.resolver_attempts_max,
         backoff_ms=settings.resolver_backoff_ms,
         backoff_max_ms=settings.resolver_backoff_max_ms,
@@ -57,35 +58,35 @@ def resolver_policy(settings: Settings) -> resolver.ResolverPolicy:
 
 def resolve_payments(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return resolver.resolve_due(context.database, context.processor, policy, context.worker_id)
+    return payments_jobs.resolve_due(context.database, context.processor, policy, context.worker_id)
 
 
 def send_refunds(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return refunds_executor.send_due(context.database, context.processor, policy, context.worker_id)
+    return refunds_jobs.send_due(context.database, context.processor, policy, context.worker_id)
 
 
 def resolve_refunds(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return refunds_executor.resolve_due(context.database, context.processor, policy, context.worker_id)
+    return refunds_jobs.resolve_due(context.database, context.processor, policy, context.worker_id)
 
 
 def queue_payouts(context: WorkerContext) -> int:
-    return payouts_executor.queue_due(context.database, context.settings.worker_batch_max)
+    return payouts_jobs.queue_due(context.database, context.settings.worker_batch_max)
 
 
 def send_payouts(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return payouts_executor.send_due(context.database, context.processor, policy, context.worker_id)
+    return payouts_jobs.send_due(context.database, context.processor, policy, context.worker_id)
 
 
 def resolve_payouts(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return payouts_executor.resolve_due(context.database, context.processor, policy, context.worker_id)
+    return payouts_jobs.resolve_due(context.database, context.processor, policy, context.worker_id)
 
 
 def rematch_webhooks(context: WorkerContext) -> int:
-    return webhooks.rematch_due(context.database, context.settings.worker_batch_max)
+    return processor_inbound.rematch_due(context.database, context.settings.worker_batch_max)
 
 
 def expire_transfers_job(context: WorkerContext) -> int:

@@ -178,7 +178,7 @@ def refund_row(payment_id: str, amount_minor: int) -> dict[str, Any]:
         "processor_request_id": refund_id,
         "processor_reference": None,
         "transfer_id": None,
-        "resolve_attempts": 0,
+        "attempts": 0,
         "next_attempt_at_us": None,
         "claimed_by": None,
         "claimed_until_us": None,

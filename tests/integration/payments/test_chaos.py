@@ -35,9 +35,9 @@ from sqlalchemy import func, select
 from paycore.kit.clock import now_us
 from paycore.ledger.verify import verify
 from paycore.payments import states
+from paycore.processor.models import processor_webhooks
 from paycore.sandbox import repository as sandbox_repository
 from paycore.sandbox.models import charges
-from paycore.webhooks.models import processor_webhooks
 from paycore.workers.jobs import WorkerContext, resolve_payments
 from tests.integration.payments.conftest import TIMEOUT_MS, Env
 

@@ -3,7 +3,7 @@ keys), two resolvers and a webhook deliverer run concurrently against one databa
 API's answer, the resolver and webhooks race for the same payments.
 
 It found that a change recorded after waiting for the write lock could carry an earlier time
-than the change it followed (histories read backwards); `transitions.apply` now never records
+than the change it followed (histories read backwards); `lifecycle.move` now never records
 a change before the previous one. Seed: PAYCORE_CHAOS_SEED, as in test_chaos.py.
 """
 

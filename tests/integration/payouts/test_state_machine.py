@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
 from paycore.ledger.errors import InsufficientFunds
-from paycore.payouts import service, states, transitions
+from paycore.payouts import lifecycle, service, states
 from paycore.payouts.errors import PayoutNotCancelable
 from tests.support.payouts import PATH_TO, balance, books_ok, funded_source, load, move, schedule
 
@@ -47,9 +47,9 @@ def test_every_transition_is_allowed_or_refused_by_the_table(
     payout = move(database, schedule(database, TENANT, source, 1_000), *PATH_TO[from_state])
     assert payout.status == from_state
 
-    def attempt(connection: object) -> transitions.Moved:
-        current = transitions.load(connection, TENANT, payout.id, for_update=True)  # type: ignore[arg-type]
-        return transitions.move(connection, current, to_state, cause="test", actor="test", now_us=now_us())  # type: ignore[arg-type]
+    def attempt(connection: object) -> lifecycle.Moved:
+        current = lifecycle.load(connection, TENANT, payout.id, for_update=True)  # type: ignore[arg-type]
+        return lifecycle.move(connection, current, to_state, cause="test", actor="test", now_us=now_us())  # type: ignore[arg-type]
 
     moved = database.transaction(attempt)
     allowed = (from_state, to_state) in states.TRANSITIONS

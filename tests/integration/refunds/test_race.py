@@ -90,7 +90,7 @@ def test_two_refunds_racing_on_one_payment_never_exceed_it(database: Database, a
 def test_a_refund_racing_the_failure_of_another_is_stored_only_if_it_fits_and_never_deadlocks(
     database: Database, agents: list[Database], caplog: pytest.LogCaptureFixture, first_minor: int, second_minor: int
 ) -> None:
-    """Also a regression test: `service.apply` released the payment's reservation after
+    """Also a regression test: `lifecycle.move` (then `service.apply`) released the payment's reservation after
     settling the ledger hold, locking the account rows before the payment row, the reverse of
     `create_refund`; on PostgreSQL about one round in eight deadlocked (a 1 s stall, a retry)."""
     caplog.set_level(logging.INFO, logger="paycore.db.engine")

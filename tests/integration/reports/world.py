@@ -1,6 +1,6 @@
 """The loss report's fixture set, built through the real service code: funded source accounts
-(ledger transfers), `payouts.service.schedule`, the transition table (`transitions.move`), the
-bank's answers (`evidence.apply` with `PayoutResult`s: fees at settlement, returns and their
+(ledger transfers), `payouts.service.schedule`, the transition table (`lifecycle.move`), the
+bank's answers (`lifecycle.apply` with `PayoutResult`s: fees at settlement, returns and their
 fees) and people's adjustments (`adjustments.record_from_api`). Every step is its own
 transaction at a chosen UTC moment, so each adjustment's `effective_on` is the day named here.
 
@@ -32,7 +32,7 @@ from sqlalchemy import Connection
 from paycore.db.engine import Database
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
-from paycore.payouts import adjustments, evidence, states, transitions
+from paycore.payouts import adjustments, lifecycle, states
 from paycore.payouts import service as payouts
 from paycore.payouts.adjustments import NewAdjustment
 from paycore.payouts.service import NewPayout
@@ -113,9 +113,9 @@ class World:
         def work(connection: Connection) -> Payout:
             current = payout
             for step, cause in ((states.QUEUED, "due"), (states.PROCESSING, "claimed")):
-                moved = transitions.move(connection, current, step, cause=cause, actor="worker", now_us=at(day, 10))
+                moved = lifecycle.move(connection, current, step, cause=cause, actor="worker", now_us=at(day, 10))
                 assert moved.changed
-                current = moved.payout
+                current = moved.item
             return current
 
         sent: Payout = self.run(work)
@@ -134,8 +134,8 @@ class World:
         )
 
         def work(connection: Connection) -> Payout:
-            current = transitions.load(connection, payout.tenant_id, payout.id)
-            moved, outcome = evidence.apply(
+            current = lifecycle.load(connection, payout.tenant_id, payout.id)
+            moved, outcome = lifecycle.apply(
                 connection, current, result, cause="bank_webhook", actor="bank", now_us=at(day, 15)
             )
             assert outcome == "applied", outcome

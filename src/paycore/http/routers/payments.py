@@ -18,7 +18,7 @@ from paycore.kit.clock import now_us
 from paycore.kit.errors import UnsupportedCurrency
 from paycore.kit.money import is_known_currency
 from paycore.ledger.schemas import check_metadata
-from paycore.payments import schemas, transitions
+from paycore.payments import schemas
 from paycore.payments import service as payments
 from paycore.payments.service import PaymentTimings
 from paycore.payments.types import NewPayment, Payment
@@ -107,7 +107,7 @@ def payment_events(payment_id: str, request: Request, limit: Annotated[int, Quer
     """The payment's audit log: state changes, processor calls, webhooks."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        transitions.load(connection, tenant_id, payment_id)
+        payments.load(connection, tenant_id, payment_id)
         found = audit.events_of(connection, tenant_id, payment_id, limit=limit)
     return json_response(200, {"object": "list", "data": [event_json(e) for e in found], "has_more": False})
 

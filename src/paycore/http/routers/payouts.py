@@ -21,7 +21,7 @@ from paycore.http.refusals import audit_refusal
 from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
 from paycore.http.routers.events import event_json
 from paycore.kit.errors import DomainError, InvalidRequest
-from paycore.payouts import adjustments, schemas, states, transitions
+from paycore.payouts import adjustments, schemas, states
 from paycore.payouts import service as payouts
 from paycore.payouts.adjustments import NewAdjustment
 from paycore.payouts.service import NewPayout
@@ -123,7 +123,7 @@ def list_payouts(
 def get_payout(payout_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        payout = transitions.load(connection, tenant_id, payout_id)
+        payout = payouts.load(connection, tenant_id, payout_id)
         payload = schemas.payout_json(payout, payouts.history(connection, payout))
         payload["adjustments"] = [schemas.adjustment_json(a) for a in payouts.adjustments(connection, payout)]
     return json_response(200, payload)
@@ -150,7 +150,7 @@ def payout_events(payout_id: str, request: Request, limit: Annotated[int, Query(
     adjustments."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        transitions.load(connection, tenant_id, payout_id)
+        payouts.load(connection, tenant_id, payout_id)
         found = audit.events_of(connection, tenant_id, payout_id, limit=limit)
     return json_response(200, {"object": "list", "data": [event_json(e) for e in found], "has_more": False})
 
@@ -180,6 +180,6 @@ def create_adjustment(payout_id: str, body: schemas.AdjustmentCreate, request: R
 def list_adjustments(payout_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        payout = transitions.load(connection, tenant_id, payout_id)
+        payout = payouts.load(connection, tenant_id, payout_id)
         data = [schemas.adjustment_json(a) for a in payouts.adjustments(connection, payout)]
     return json_response(200, {"object": "list", "data": data, "has_more": False})

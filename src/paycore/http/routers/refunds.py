@@ -16,7 +16,7 @@ from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
 from paycore.http.routers.events import event_json
-from paycore.payments import transitions as payments
+from paycore.payments import service as payments
 from paycore.refunds import schemas
 from paycore.refunds import service as refunds
 from paycore.refunds.service import NewRefund

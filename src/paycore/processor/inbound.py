@@ -1,10 +1,12 @@
-"""Webhooks from the processor (SPEC §10).
+"""Webhooks from the processor (SPEC §10): the processor's inbound adapter. It turns the
+processor's events into the port's result types and hands them, as evidence, to the domain
+they concern through that domain's service.
 
 `receive` checks the signature and its timestamp (5 minutes' tolerance) before anything
 else: a bad one is refused and nothing is stored. A good one is stored under the
 processor's event id (a redelivery is a no-op) and applied in the same transaction:
-- a payment it proves moves through `payments.transitions.apply` (compare-and-set), a refund
-  through `refunds.evidence.apply` (the same rules, by the refund's request id = its id);
+- a payment, refund or payout it proves moves through that domain's lifecycle (the one
+  compare-and-set, by the request id, which is the object's id);
 - an event older than the object's current state is kept as `stale` and changes nothing;
 - an event for an object paycore does not know (yet) is kept as `unmatched` and matched
   again by a worker (`rematch_due`) with backoff: never dropped.
@@ -26,9 +28,11 @@ from paycore.db.sql import insert_or_ignore
 from paycore.kit import signing
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.errors import InvalidRequest
-from paycore.payments import transitions
-from paycore.payouts import evidence as payout_evidence
-from paycore.payouts import transitions as payout_transitions
+from paycore.lifecycle.evidence import Applied, Evidence
+from paycore.payments import service as payments
+from paycore.payouts import service as payouts
+from paycore.processor import repository
+from paycore.processor.models import processor_webhooks
 from paycore.processor.port import (
     PAYOUT_STATUSES,
     RESULT_STATUSES,
@@ -37,11 +41,8 @@ from paycore.processor.port import (
     RefundResult,
     ResultStatus,
 )
-from paycore.refunds import evidence as refund_evidence
+from paycore.processor.schemas import ProcessorEvent
 from paycore.refunds import service as refunds
-from paycore.webhooks import repository
-from paycore.webhooks.models import processor_webhooks
-from paycore.webhooks.schemas import ProcessorEvent
 
 log = logging.getLogger(__name__)
 REMATCH_ATTEMPTS_MAX = 50
@@ -113,7 +114,7 @@ def _apply(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
 
 def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
     data = event.data
-    payment = transitions.find(connection, data.merchant_id, data.request_id, for_update=True)
+    payment = payments.find(connection, data.merchant_id, data.request_id, for_update=True)
     if payment is None:
         return "unmatched"
     result = ChargeResult(
@@ -124,16 +125,10 @@ def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) ->
         currency=data.currency,
         failure_code=data.failure_code,
     )
-    applied = transitions.apply(
-        connection, payment, transitions.Evidence.of_result(result), cause="webhook", actor="processor", now_us=now_us
+    applied = payments.apply_evidence(
+        connection, payment, Evidence.of_result(result), cause="webhook", actor="processor", now_us=now_us
     )
-    outcome = "applied" if applied.changed else ("mismatch" if applied.reason == "mismatch" else "stale")
-    if outcome == "stale" and data.status != "pending" and data.status != payment.status:
-        # A final answer that contradicts a final state: never applied, flagged for a person.
-        outcome = "conflict"
-        log.warning("webhook %s says %s for payment %s, which is %s", event.id, data.status, payment.id, payment.status)
-    _record(connection, event, "payment", payment.id, outcome, now_us)
-    return outcome
+    return _judged(connection, event, "payment", payment.status, applied, now_us)
 
 
 def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
@@ -150,26 +145,30 @@ def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) ->
         currency=data.currency,
         failure_code=data.failure_code,
     )
-    applied = refund_evidence.apply(
-        connection,
-        refund,
-        refund_evidence.Evidence.of_result(result),
-        cause="webhook",
-        actor="processor",
-        now_us=now_us,
+    applied = refunds.apply_evidence(
+        connection, refund, Evidence.of_result(result), cause="webhook", actor="processor", now_us=now_us
     )
+    return _judged(connection, event, "refund", refund.status, applied, now_us)
+
+
+def _judged(
+    connection: Connection, event: ProcessorEvent, kind: str, was: str, applied: Applied[Any], now_us: int
+) -> str:
+    """What paycore made of a charge or refund event, recorded on the object's audit log."""
     outcome = "applied" if applied.changed else ("mismatch" if applied.reason == "mismatch" else "stale")
-    if outcome == "stale" and data.status != "pending" and data.status != refund.status:
-        outcome = "conflict"  # a final answer that contradicts the refund's state: a person must look
-        log.warning("webhook %s says %s for refund %s, which is %s", event.id, data.status, refund.id, refund.status)
-    _record(connection, event, "refund", refund.id, outcome, now_us)
+    status = event.data.status
+    if outcome == "stale" and status != "pending" and status != was:
+        # A final answer that contradicts a final state: never applied, flagged for a person.
+        outcome = "conflict"
+        log.warning("webhook %s says %s for %s %s, which is %s", event.id, status, kind, applied.item.id, was)
+    _record(connection, event, kind, applied.item.id, outcome, now_us)
     return outcome
 
 
 def _apply_payout(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
     """The payout whose id (= the bank's request id) the event names."""
     data = event.data
-    payout = payout_transitions.find(connection, data.merchant_id, data.request_id, for_update=True)
+    payout = payouts.find(connection, data.merchant_id, data.request_id, for_update=True)
     if payout is None or data.status not in PAYOUT_STATUSES or data.rail is None:
         return "unmatched"
     result = PayoutResult(
@@ -186,7 +185,7 @@ def _apply_payout(connection: Connection, event: ProcessorEvent, now_us: int) ->
         return_amount_minor=data.return_amount_minor,
         return_fee_minor=data.return_fee_minor or 0,
     )
-    _, outcome = payout_evidence.apply(connection, payout, result, cause="webhook", actor="bank", now_us=now_us)
+    _, outcome = payouts.apply_result(connection, payout, result, cause="webhook", actor="bank", now_us=now_us)
     _record(connection, event, "payout", payout.id, outcome, now_us)
     return outcome if outcome in ("applied", "mismatch") else "stale"  # no_change, stale, late: kept, not applied
 

@@ -8,7 +8,7 @@ from fastapi.responses import Response
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
 from paycore.kit.signing import SIGNATURE_HEADER
-from paycore.webhooks import service as webhooks
+from paycore.processor import inbound as webhooks
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 

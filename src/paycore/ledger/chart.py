@@ -1,0 +1,51 @@
+"""The chart of accounts: every system account paycore books to, by code, per tenant and
+currency (docs/ledger.md, "The chart of accounts"). The one place an account code is built.
+
+Tenant accounts (a merchant's balance, a payout's source) are the tenant's own and have ids,
+not codes. System accounts are created on first use (`ledger.service.ensure_accounts`), one per
+code, with the normal balance given here.
+
+| code                        | normal | what it holds                                              |
+|-----------------------------|--------|------------------------------------------------------------|
+| `processor.clearing.CUR`    | debit  | money the processor owes paycore's tenants (payments in, refunds out) |
+| `credits.balance.CUR`       | credit | credits issued to a tenant's users and not yet spent (no overdraft) |
+| `credits.issued.CUR`        | debit  | the other side of issued credits                           |
+| `payouts.in_transit.CUR`    | credit | promised to the bank, not yet paid out                      |
+| `bank.cash.CUR`             | debit  | the platform's bank account as the bank reports it          |
+| `payouts.fees.CUR`          | debit  | fees the bank charged                                       |
+| `payouts.losses.CUR`        | debit  | money paid out that did not come back                       |
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+Normal = Literal["debit", "credit"]
+
+PROCESSOR_CLEARING: Final = "processor.clearing"
+CREDITS_BALANCE: Final = "credits.balance"
+CREDITS_ISSUED: Final = "credits.issued"
+PAYOUTS_IN_TRANSIT: Final = "payouts.in_transit"
+BANK_CASH: Final = "bank.cash"
+PAYOUTS_FEES: Final = "payouts.fees"
+PAYOUTS_LOSSES: Final = "payouts.losses"
+
+NORMAL_BALANCE: Final[dict[str, Normal]] = {
+    PROCESSOR_CLEARING: "debit",
+    CREDITS_BALANCE: "credit",
+    CREDITS_ISSUED: "debit",
+    PAYOUTS_IN_TRANSIT: "credit",
+    BANK_CASH: "debit",
+    PAYOUTS_FEES: "debit",
+    PAYOUTS_LOSSES: "debit",
+}
+
+
+def code(prefix: str, currency: str) -> str:
+    """The account code of system account `prefix` in `currency`, e.g. `bank.cash.EUR`."""
+    assert prefix in NORMAL_BALANCE, f"{prefix} is not in the chart of accounts"
+    return f"{prefix}.{currency}"
+
+
+def processor_clearing(currency: str) -> str:
+    return code(PROCESSOR_CLEARING, currency)

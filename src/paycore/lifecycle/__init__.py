@@ -1,0 +1,18 @@
+"""The one lifecycle of everything paycore sends to another system and then waits on (SPEC
+§6-§11): a payment at the processor, a refund, a payout at the bank — and, built on the same
+pieces, a settlement report's lines (evidence) and a webhook delivery (a work item).
+
+- `machine`: an object's transition table as data (`Machine`), the compare-and-set `move`
+  with the domain's ledger effect and the audit event, and `apply_evidence`, which turns
+  evidence into moves through the table. The only code that changes a status.
+- `evidence`: what a call, a webhook or a report established (`Evidence`), and what a domain
+  decided it proves (`Decision`).
+- `store`: the SQL every work table shares (compare-and-set, lease claims with FOR UPDATE
+  SKIP LOCKED on PostgreSQL, the in-doubt gauges).
+- `calls`: one timed call to another system, classified, and its recorded attempt.
+- `policy`: one backoff-with-jitter and give-up policy.
+- `work`: one round of a worker: claim due items, call with no transaction open, apply.
+
+A domain supplies its table, its `Machine` (transition table, ledger effects, columns a state
+sets), its evidence mapping (`decide`, `matches`) and its request builder; nothing else.
+"""

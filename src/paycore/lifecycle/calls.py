@@ -1,0 +1,129 @@
+"""One timed call to another system (the processor, the bank, a tenant's endpoint), with no
+database transaction open, turned into evidence; and its attempt, recorded in the audit log
+in the next transaction.
+
+A call either answers (a result, or None: "no record of this request"), refuses (`Refused`:
+the other system says it did nothing) or gives no usable answer (anything else: timeout,
+dropped connection, 5xx), which proves nothing either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import Connection
+
+from paycore.audit import service as audit
+from paycore.lifecycle.errors import Refused, Unreachable
+from paycore.lifecycle.evidence import Evidence, EvidenceKind
+
+log = logging.getLogger(__name__)
+MESSAGE_LENGTH_MAX = 500
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """A call made: what was sent (as recorded: secrets masked), what it established, the
+    answer or error as recorded, and how long it took."""
+
+    operation: str
+    request: dict[str, Any]
+    evidence: Evidence[R]
+    outcome: dict[str, Any]
+    latency_ms: int
+
+    @property
+    def kind(self) -> EvidenceKind:
+        return self.evidence.kind
+
+
+def timed(
+    operation: str,
+    request: dict[str, Any],
+    call: Callable[[], R | None],
+    *,
+    ids: Mapping[str, str] | None = None,
+) -> Call[R]:
+    """Make `call` and classify what came back. A call with no answer is also a
+    `processor_no_answer` log line with `ids` (e.g. payment_id, tenant_id): never the
+    request itself, which may hold a card token or an account number."""
+    started = time.monotonic_ns()
+    result: R | None = None
+    refusal_code: str | None = None
+    try:
+        result = call()
+    except Refused as error:
+        kind: EvidenceKind = "refused"
+        refusal_code = error.code
+        outcome: dict[str, Any] = {"outcome": "refused", "error": error.code, "message": str(error)}
+    except Exception as error:  # Unreachable, or a transport failure: proves nothing either way
+        if not isinstance(error, Unreachable):
+            log.exception(
+                "processor %s failed unexpectedly",
+                operation,
+                extra={"event": "processor_call_failed", "operation": operation, **(ids or {})},
+            )
+        kind = "unreachable"
+        outcome = {"outcome": "unreachable", "error": type(error).__name__, "message": str(error)[:MESSAGE_LENGTH_MAX]}
+    else:
+        if result is None:
+            kind, outcome = "not_found", {"outcome": "not_found"}
+        else:
+            assert dataclasses.is_dataclass(result) and not isinstance(result, type)
+            kind, outcome = "result", {"outcome": "answered", **dataclasses.asdict(result)}
+    latency_ms = (time.monotonic_ns() - started) // 1_000_000
+    if kind == "unreachable":
+        _no_answer(operation, str(outcome["error"]), latency_ms, ids)
+    evidence = Evidence(kind, result=result, refusal_code=refusal_code, operation=operation)
+    return Call(operation, request, evidence, outcome, latency_ms)
+
+
+def record(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    object_type: str,
+    object_id: str,
+    call: Call[Any],
+    attempt: int | None,
+    actor: str,
+    now_us: int,
+) -> None:
+    """The call as an attempt on the item's audit log: request, answer or error, latency, and
+    its round (`attempt`; None for the call a request makes before any worker round)."""
+    audit.record_processor_call(
+        connection,
+        tenant_id,
+        object_type=object_type,
+        object_id=object_id,
+        operation=call.operation,
+        request=call.request,
+        outcome=call.outcome,
+        latency_ms=call.latency_ms,
+        actor=actor,
+        now_us=now_us,
+        attempt=attempt,
+    )
+
+
+def _no_answer(operation: str, error_type: str, latency_ms: int, ids: Mapping[str, str] | None) -> None:
+    # The error's type only: its message may quote whatever the processor or bank sent back.
+    log.warning(
+        "no answer from the processor to %s (%s after %d ms)",
+        operation,
+        error_type,
+        latency_ms,
+        extra={
+            "event": "processor_no_answer",
+            "operation": operation,
+            "error_type": error_type,
+            "latency_ms": latency_ms,
+            **(ids or {}),
+        },
+    )

@@ -1,0 +1,36 @@
+"""The work columns every table the lifecycle drives carries, with one name each.
+
+- `attempts`: rounds of work on the item so far (a round is one claim: one call, or a status
+  query and the re-send it led to); every call of a round is recorded with its number;
+- `next_attempt_at_us`: when a worker should take it next; NULL: nothing to do;
+- `claimed_by`, `claimed_until_us`: the lease of the worker that holds it;
+- `in_doubt_since_us`: when it became `in_doubt`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import BigInteger, Column, Integer, String
+
+ATTEMPTS: Final = "attempts"
+NEXT_ATTEMPT_AT_US: Final = "next_attempt_at_us"
+CLAIMED_BY: Final = "claimed_by"
+CLAIMED_UNTIL_US: Final = "claimed_until_us"
+IN_DOUBT_SINCE_US: Final = "in_doubt_since_us"
+
+WORKER_ID_LENGTH = 64
+
+# Set when an item needs no more work: nothing due, nobody holds it.
+UNSCHEDULED: Final = {NEXT_ATTEMPT_AT_US: None, CLAIMED_BY: None, CLAIMED_UNTIL_US: None}
+
+
+def work_columns() -> list[Column[object]]:
+    """The columns, in the order the tables declare them."""
+    return [
+        Column(ATTEMPTS, Integer, nullable=False),
+        Column(NEXT_ATTEMPT_AT_US, BigInteger, nullable=True),
+        Column(CLAIMED_BY, String(WORKER_ID_LENGTH), nullable=True),
+        Column(CLAIMED_UNTIL_US, BigInteger, nullable=True),
+        Column(IN_DOUBT_SINCE_US, BigInteger, nullable=True),
+    ]

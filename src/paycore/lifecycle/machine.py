@@ -1,0 +1,226 @@
+"""An object's state machine as data, and the only code that changes a status.
+
+`move` checks the transition table, changes the status by compare-and-set on the stored
+status, and in the same transaction writes the domain's ledger effect of that transition and
+its audit event. Whoever comes second (a cancel racing a worker's claim, a webhook racing the
+resolver) finds the status changed and changes nothing.
+
+`apply_evidence` asks the domain what evidence proves (`Machine.decide`) and moves the item
+there, step by step. One rule for every domain: a result whose amount or currency (or rail)
+differ from the item's is never applied (`Machine.matches`): a person must look.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from functools import cache, partial
+from typing import Any, Generic, Protocol, TypeVar
+
+from sqlalchemy import Connection, Table
+
+from paycore.audit import service as audit
+from paycore.db.engine import after_commit
+from paycore.lifecycle import store
+from paycore.lifecycle.columns import IN_DOUBT_SINCE_US, UNSCHEDULED
+from paycore.lifecycle.evidence import Applied, Decision, Evidence
+
+log = logging.getLogger(__name__)
+
+
+class Item(Protocol):
+    @property
+    def tenant_id(self) -> str: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def updated_at_us(self) -> int: ...
+
+
+T = TypeVar("T", bound=Item)
+NotFound = Callable[[], Exception]
+
+
+def _no_effect(connection: Connection, item: Any, to_state: str, now_us: int) -> None:
+    return None
+
+
+def _no_columns(to_state: str, now_us: int) -> Mapping[str, Any]:
+    return {}
+
+
+def _same(status: str) -> str:
+    return status
+
+
+def _as_stored(statuses: Collection[str]) -> Collection[str]:
+    return statuses
+
+
+def _stays(status: str, evidence: Evidence[Any]) -> Decision:
+    return Decision()
+
+
+def _always(item: Any, result: Any) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Machine(Generic[T]):
+    """What the lifecycle needs of one kind of object. Only `object_type`, `table`,
+    `transitions`, `terminal`, `from_row` and `not_found` are required."""
+
+    object_type: str  # "payment": the audit log's object type, the events' prefix
+    table: Table
+    transitions: frozenset[tuple[str, str]]
+    terminal: frozenset[str]
+    from_row: Callable[[Mapping[Any, Any]], T]
+    not_found: NotFound  # the error a missing item is
+    # The ledger effect of moving an item (as it was) to a state, in the move's transaction.
+    effect: Callable[[Connection, T, str, int], None] = _no_effect
+    # Columns a state sets beside the status (e.g. `sent_at_us`), given the move's time.
+    columns_of: Callable[[str, int], Mapping[str, Any]] = _no_columns
+    # The evidence mapping: the states evidence moves an item through, from its status.
+    decide: Callable[[str, Evidence[Any]], Decision] = _stays
+    # Whether a result is about this item as paycore sent it (amount, currency, ...).
+    matches: Callable[[T, Any], bool] = _always
+    public: Callable[[str], str] = _same  # the stored status's public name
+    # Every stored value meaning one of these statuses (a retired spelling in an old row).
+    spellings: Callable[[Collection[str]], Collection[str]] = _as_stored
+    in_doubt: str = "in_doubt"
+    counterparty: str = "processor"  # whose answer an in-doubt item waits for
+    log_ids: Callable[[T], Mapping[str, str]] | None = None  # extra ids on the in-doubt line
+
+    def allowed(self, from_state: str, to_state: str) -> bool:
+        return (from_state, to_state) in self.transitions
+
+    def find(self, connection: Connection, tenant_id: str, item_id: str, *, for_update: bool = False) -> T | None:
+        row = store.get(connection, self.table, tenant_id, item_id, for_update=for_update)
+        return None if row is None else self.from_row(row._mapping)
+
+    def load(self, connection: Connection, tenant_id: str, item_id: str, *, for_update: bool = False) -> T:
+        item = self.find(connection, tenant_id, item_id, for_update=for_update)
+        if item is None:
+            raise self.not_found()
+        return item
+
+
+def move(
+    connection: Connection,
+    machine: Machine[T],
+    item: T,
+    to_state: str,
+    *,
+    cause: str,
+    actor: str,
+    now_us: int,
+    values: Mapping[str, Any] | None = None,
+    data: dict[str, Any] | None = None,
+) -> Applied[T]:
+    """Move `item` (as loaded in this transaction) to `to_state` if the table allows it and
+    nobody moved it first. `values` are further columns changed with the status."""
+    if not machine.allowed(item.status, to_state):
+        return Applied(item, False, "stale" if item.status in machine.terminal else "no_change")
+    # `now_us` may predate a lock wait: never record a change as earlier than the one it follows.
+    now_us = max(now_us, item.updated_at_us + 1)
+    changes: dict[str, Any] = {"status": to_state, "updated_at_us": now_us, **(values or {})}
+    if to_state == machine.in_doubt:
+        changes[IN_DOUBT_SINCE_US] = now_us
+    if to_state in machine.terminal:
+        changes.update(UNSCHEDULED)
+    changes.update(machine.columns_of(to_state, now_us))
+    if not store.change_status(
+        connection, machine.table, item.tenant_id, item.id, machine.spellings((item.status,)), changes
+    ):
+        return Applied(machine.load(connection, item.tenant_id, item.id), False, "lost_race")
+    machine.effect(connection, item, to_state, now_us)
+    audit.record_state_change(
+        connection,
+        item.tenant_id,
+        object_type=machine.object_type,
+        object_id=item.id,
+        from_state=machine.public(item.status),
+        to_state=machine.public(to_state),
+        cause=cause,
+        actor=actor,
+        now_us=now_us,
+        data=data,
+    )
+    if to_state == machine.in_doubt:
+        # Written once the change has committed: never for a change rolled back, once if retried.
+        after_commit(partial(_log_in_doubt, machine, item, cause))
+    return Applied(replaced(item, changes), True, "applied")  # what the UPDATE wrote: no re-read
+
+
+def apply_evidence(
+    connection: Connection,
+    machine: Machine[T],
+    item: T,
+    evidence: Evidence[Any],
+    *,
+    cause: str,
+    actor: str,
+    now_us: int,
+    values: Mapping[str, Any] | None = None,
+) -> Applied[T]:
+    """Move `item` (as loaded, row-locked, in this transaction) as far as `evidence` proves.
+    `values` (e.g. the worker's schedule) are written with every move. A late answer can prove
+    several steps at once: each is applied and recorded in order, with its cause."""
+    decision = machine.decide(item.status, evidence)
+    if not decision.path:
+        return Applied(item, False, "no_change")
+    if evidence.result is not None and not machine.matches(item, evidence.result):
+        return Applied(item, False, "mismatch")  # never applied: the call or webhook is in the log
+    if not machine.allowed(item.status, decision.path[0]):
+        return Applied(item, False, "stale" if item.status in machine.terminal else "no_change")
+    changed = False
+    for step in decision.path:
+        moved = move(
+            connection,
+            machine,
+            item,
+            step,
+            cause=cause,
+            actor=actor,
+            now_us=now_us,
+            values={**decision.values, **(values or {})},
+            data=decision.data,
+        )
+        if not moved.changed:
+            return Applied(moved.item, changed, "applied" if changed else moved.reason)
+        item, changed = moved.item, True
+    return Applied(item, True, "applied")
+
+
+def replaced(item: T, changes: Mapping[str, Any]) -> T:
+    """`item` with the columns it carries set as `changes` wrote them."""
+    names = _field_names(type(item))
+    return dataclasses.replace(item, **{name: value for name, value in changes.items() if name in names})  # type: ignore[type-var]
+
+
+@cache
+def _field_names(kind: type) -> frozenset[str]:
+    return frozenset(field.name for field in dataclasses.fields(kind))
+
+
+def _log_in_doubt(machine: Machine[T], item: T, cause: str) -> None:
+    kind = machine.object_type
+    log.warning(
+        "%s %s is in doubt: its outcome at the %s is not known",
+        kind,
+        item.id,
+        machine.counterparty,
+        extra={
+            "event": "in_doubt",
+            "kind": kind,
+            f"{kind}_id": item.id,
+            "tenant_id": item.tenant_id,
+            **(machine.log_ids(item) if machine.log_ids else {}),
+            "from_state": machine.public(item.status),
+            "cause": cause,
+        },
+    )

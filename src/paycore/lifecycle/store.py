@@ -1,0 +1,97 @@
+"""The SQL every table the lifecycle drives shares. Each function takes the table; the
+domain's repository owns everything else about its rows.
+
+Status changes are compare-and-set on the stored status. Claims take due rows with FOR
+UPDATE SKIP LOCKED on PostgreSQL, so concurrent workers (threads or processes) take disjoint
+sets; SQLite has one writer, whose write transaction is already exclusive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, Row, Table, and_, func, or_, select, tuple_, update
+
+from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US
+
+
+def get(
+    connection: Connection, table: Table, tenant_id: str, item_id: str, *, for_update: bool = False
+) -> Row[Any] | None:
+    query = select(table).where(table.c.tenant_id == tenant_id, table.c.id == item_id)
+    if for_update and connection.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return connection.execute(query).first()
+
+
+def change_status(
+    connection: Connection,
+    table: Table,
+    tenant_id: str,
+    item_id: str,
+    from_states: Collection[str],
+    values: Mapping[str, Any],
+) -> bool:
+    """Compare-and-set: True only if the item was still in one of `from_states`."""
+    statement = (
+        update(table)
+        .where(table.c.tenant_id == tenant_id, table.c.id == item_id, table.c.status.in_(list(from_states)))
+        .values(**values)
+    )
+    return connection.execute(statement).rowcount == 1
+
+
+def set_values(connection: Connection, table: Table, tenant_id: str, item_id: str, values: Mapping[str, Any]) -> None:
+    statement = update(table).where(table.c.tenant_id == tenant_id, table.c.id == item_id)
+    connection.execute(statement.values(**values))
+
+
+def claim_due(
+    connection: Connection,
+    table: Table,
+    *,
+    statuses: Collection[str],
+    now_us: int,
+    worker_id: str,
+    lease_until_us: int,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Claim up to `limit` items in `statuses` whose next attempt is due and whose earlier
+    claim (if any) has lapsed, oldest due first. Returns the rows as claimed (two statements
+    per batch: the locking read and one UPDATE)."""
+    query = (
+        select(table)
+        .where(
+            table.c.status.in_(list(statuses)),
+            table.c.next_attempt_at_us <= now_us,
+            or_(table.c.claimed_until_us.is_(None), table.c.claimed_until_us < now_us),
+        )
+        .order_by(table.c.next_attempt_at_us, table.c.id)
+        .limit(limit)
+    )
+    if connection.dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True)
+    rows = [dict(row._mapping) for row in connection.execute(query)]
+    if rows:
+        keys = [(row["tenant_id"], row["id"]) for row in rows]
+        claim = {CLAIMED_BY: worker_id, CLAIMED_UNTIL_US: lease_until_us}
+        connection.execute(update(table).where(tuple_(table.c.tenant_id, table.c.id).in_(keys)).values(**claim))
+        for row in rows:
+            row.update(claim)
+    return rows
+
+
+def working_since_us(connection: Connection, table: Table, status: str = "processing") -> int | None:
+    """When the oldest item in `status` (a call in flight) last changed status; None: none."""
+    oldest: int | None = connection.execute(
+        select(func.min(table.c.updated_at_us)).where(table.c.status == status)
+    ).scalar_one()
+    return oldest
+
+
+def in_doubt_summary(connection: Connection, table: Table, status: str = "in_doubt") -> tuple[int, int | None]:
+    """(count, oldest in_doubt_since_us) over every tenant: the in-doubt gauges."""
+    query = select(func.count(), func.min(table.c.in_doubt_since_us)).where(and_(table.c.status == status))
+    count, oldest = connection.execute(query).one()
+    return int(count), oldest

@@ -1,0 +1,73 @@
+"""The payment's calls to the processor and the resolver's round (SPEC §10), on the one
+lifecycle (`paycore.lifecycle.work`).
+
+The API request makes the first call (`charge`, in `service.create_payment`). The resolver
+then takes every payment left without a final answer (`processing` past its stale time,
+`in_doubt`), asks `get_charge(request_id)` and, only when the processor has no record of it,
+sends the same request again (same request id, same parameters: the processor dedupes, so a
+request lost on the way is retried and a charge is never made twice). After `attempts_max`
+rounds without an answer the payment stays `in_doubt`, unscheduled, for a person: it shows in
+`GET /v1/payments?status=in_doubt` and in `paycore_in_doubt_oldest_age_seconds`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from sqlalchemy import Connection
+
+from paycore.db.engine import Database
+from paycore.lifecycle import work
+from paycore.lifecycle.calls import Call, timed
+from paycore.lifecycle.policy import Policy
+from paycore.payments import lifecycle, states
+from paycore.payments.types import Payment
+from paycore.processor.port import ChargeRequest, ChargeResult, Processor
+
+
+def charge_request(payment: Payment) -> ChargeRequest:
+    """The one request sent for this payment, every time: its request id was stored with it."""
+    return ChargeRequest(
+        request_id=payment.processor_request_id,
+        merchant_id=payment.tenant_id,
+        amount_minor=payment.amount_minor,
+        currency=payment.currency,
+        token=payment.source_token,
+        description=payment.description,
+    )
+
+
+def charge(processor: Processor, payment: Payment, request: ChargeRequest | None = None) -> Call[ChargeResult]:
+    request = request or charge_request(payment)
+    fields = dataclasses.asdict(request)
+    fields["token_last4"] = fields.pop("token")[-4:]  # the token itself stays out of the log
+    return timed("charge", fields, lambda: processor.charge(request), ids=_ids(payment))
+
+
+def get_charge(processor: Processor, payment: Payment) -> Call[ChargeResult]:
+    request_id = payment.processor_request_id
+    return timed("get_charge", {"request_id": request_id}, lambda: processor.get_charge(request_id), ids=_ids(payment))
+
+
+def job(processor: Processor) -> work.Job[Payment, ChargeRequest]:
+    return work.Job(
+        machine=lifecycle.MACHINE,
+        build=_build,
+        send=lambda payment, request: charge(processor, payment, request),
+        ask=lambda payment: get_charge(processor, payment),
+        apply=lifecycle.apply,
+    )
+
+
+def resolve_due(database: Database, processor: Processor, policy: Policy, worker_id: str) -> int:
+    """One bounded round: claim due unresolved payments, resolve each. Returns how many were claimed."""
+    return work.resolve_due(database, job(processor), policy, worker_id, statuses=states.UNRESOLVED)
+
+
+def _build(connection: Connection, payment: Payment) -> ChargeRequest:
+    return charge_request(payment)
+
+
+def _ids(payment: Payment) -> dict[str, Any]:
+    return {"payment_id": payment.id, "tenant_id": payment.tenant_id}
