@@ -78,7 +78,7 @@ def settle_as_0004_code(database: Database, payout: Payout) -> None:
     (today's code writes `succeeded`, which 0004's constraint refuses)."""
 
     def work(connection: Connection) -> None:
-        current = lifecycle.load(connection, payout.tenant_id, payout.id, for_update=True)
+        current = service.load(connection, payout.tenant_id, payout.id, for_update=True)
         assert current.status == states.SENT
         at_us = max(now_us(), current.updated_at_us + 1)
         changed = connection.execute(
@@ -127,7 +127,7 @@ def schedule_with_key(database: Database, tenant_id: str, source_id: str, amount
     outcome, replayed = idempotency.run(database, scope, effect, refusal)
     assert outcome.status == 201 and not replayed
     with database.read() as connection:
-        return lifecycle.load(connection, tenant_id, json.loads(outcome.body)["id"])
+        return service.load(connection, tenant_id, json.loads(outcome.body)["id"])
 
 
 def payouts_in_every_status(database: Database, tenant_id: str, population: Population) -> None:
@@ -152,7 +152,7 @@ def payouts_in_every_status(database: Database, tenant_id: str, population: Popu
 
 def bank_news(connection: Connection, seen: Payout, returned: bool) -> None:
     """The bank's fee for a settled payout, or its return (100 short: a loss) with a fee."""
-    payout = lifecycle.load(connection, seen.tenant_id, seen.id, for_update=True)
+    payout = service.load(connection, seen.tenant_id, seen.id, for_update=True)
     at_us = now_us()
     if not returned:
         lifecycle.record_bank_fee(connection, payout, 25, charged_at_us=at_us, now_us=at_us)
@@ -463,7 +463,7 @@ def test_code_at_head_moves_a_legacy_settled_row_exactly_once(empty_database: Da
     assert stored_statuses(database)["settled"] == 1
 
     with database.read() as connection:
-        legacy = lifecycle.load(connection, "acme", payout.id)  # read as the name the code writes
+        legacy = service.load(connection, "acme", payout.id)  # read as the name the code writes
         assert legacy.status == states.SETTLED == "succeeded"
         assert schemas.payout_json(legacy)["status"] == "settled"
         assert [

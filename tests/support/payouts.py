@@ -86,7 +86,7 @@ def move(database: Database, payout: Payout, *path: str, **values: Any) -> Payou
     """Walk `payout` through `path` (each step must be allowed); returns it at the end."""
 
     def work(connection: Connection) -> Payout:
-        current = lifecycle.load(connection, payout.tenant_id, payout.id, for_update=True)
+        current = service.load(connection, payout.tenant_id, payout.id, for_update=True)
         for step in path:
             moved = lifecycle.move(
                 connection, current, step, cause="test", actor="test", now_us=now_us(), values=values or None
@@ -100,7 +100,7 @@ def move(database: Database, payout: Payout, *path: str, **values: Any) -> Payou
 
 def load(database: Database, payout: Payout) -> Payout:
     with database.read() as connection:
-        return lifecycle.load(connection, payout.tenant_id, payout.id)
+        return service.load(connection, payout.tenant_id, payout.id)
 
 
 def balance(database: Database, tenant_id: str, account_id: str) -> tuple[int, int, int]:

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import BigInteger, Column, Integer, String
 
@@ -23,6 +23,17 @@ WORKER_ID_LENGTH = 64
 
 # Set when an item needs no more work: nothing due, nobody holds it.
 UNSCHEDULED: Final = {NEXT_ATTEMPT_AT_US: None, CLAIMED_BY: None, CLAIMED_UNTIL_US: None}
+
+
+def fresh(*, next_attempt_at_us: int | None = None) -> dict[str, Any]:
+    """The work columns of an item just created: no round yet, nobody holds it."""
+    return {
+        ATTEMPTS: 0,
+        NEXT_ATTEMPT_AT_US: next_attempt_at_us,
+        CLAIMED_BY: None,
+        CLAIMED_UNTIL_US: None,
+        IN_DOUBT_SINCE_US: None,
+    }
 
 
 def work_columns() -> list[Column[object]]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Table, insert
 
 from paycore.audit import service as audit
 from paycore.db.engine import after_commit
@@ -72,13 +72,14 @@ def _always(item: Any, result: Any) -> bool:
 @dataclass(frozen=True)
 class Machine(Generic[T]):
     """What the lifecycle needs of one kind of object. Only `object_type`, `table`,
-    `transitions`, `terminal`, `from_row` and `not_found` are required."""
+    `transitions`, `terminal`, `from_row`, `to_row` and `not_found` are required."""
 
     object_type: str  # "payment": the audit log's object type, the events' prefix
     table: Table
     transitions: frozenset[tuple[str, str]]
     terminal: frozenset[str]
     from_row: Callable[[Mapping[Any, Any]], T]
+    to_row: Callable[[T], Mapping[str, Any]]  # the row that stores an item (the repository's shape)
     not_found: NotFound  # the error a missing item is
     # The ledger effect of moving an item (as it was) to a state, in the move's transaction.
     effect: Callable[[Connection, T, str, int], None] = _no_effect
@@ -107,6 +108,33 @@ class Machine(Generic[T]):
         if item is None:
             raise self.not_found()
         return item
+
+
+def create(
+    connection: Connection,
+    machine: Machine[T],
+    item: T,
+    *,
+    cause: str,
+    actor: str,
+    data: dict[str, Any] | None = None,
+) -> T:
+    """Store a new item in its first state, with the audit event of its birth (from no state),
+    in the caller's transaction. Returns `item`: what was inserted, no re-read."""
+    connection.execute(insert(machine.table), machine.to_row(item))
+    audit.record_state_change(
+        connection,
+        item.tenant_id,
+        object_type=machine.object_type,
+        object_id=item.id,
+        from_state=None,
+        to_state=machine.public(item.status),
+        cause=cause,
+        actor=actor,
+        now_us=item.updated_at_us,
+        data=data,
+    )
+    return item
 
 
 def move(

@@ -31,7 +31,7 @@ from paycore.payments import states
 from paycore.payments.errors import PaymentNotFound
 from paycore.payments.models import payments
 from paycore.payments.schemas import HISTORY_LENGTH_MAX, creation_outcome
-from paycore.payments.types import Payment, payment_from_row
+from paycore.payments.types import Payment, payment_from_row, payment_row
 from paycore.processor.port import ChargeResult
 
 
@@ -84,19 +84,12 @@ MACHINE: Machine[Payment] = Machine(
     transitions=states.TRANSITIONS,
     terminal=states.TERMINAL,
     from_row=payment_from_row,
+    to_row=payment_row,
     not_found=_not_found,
     effect=_effect,
     decide=decide,
     matches=matches,
 )
-
-
-def find(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Payment | None:
-    return MACHINE.find(connection, tenant_id, payment_id, for_update=for_update)
-
-
-def load(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Payment:
-    return MACHINE.load(connection, tenant_id, payment_id, for_update=for_update)
 
 
 def apply(

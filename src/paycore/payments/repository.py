@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, select, update
 
 from paycore.lifecycle import store
 from paycore.payments import states
 from paycore.payments.models import payments
-from paycore.payments.types import Payment, payment_row
 
-_INSERT = insert(payments)
 _RESERVE = (
     update(payments)
     .where(
@@ -35,10 +33,6 @@ _RELEASE = (
     .where(payments.c.tenant_id == bindparam("t"), payments.c.id == bindparam("p"))
     .values(refunded_minor=payments.c.refunded_minor - bindparam("amount"))
 )
-
-
-def add(connection: Connection, payment: Payment) -> None:
-    connection.execute(_INSERT, payment_row(payment))
 
 
 def exists(connection: Connection, tenant_id: str, payment_id: str) -> bool:

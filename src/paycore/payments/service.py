@@ -33,6 +33,7 @@ from paycore.ledger import chart
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound
 from paycore.ledger.service import EntrySpec, TransferSpec
+from paycore.lifecycle import columns, machine
 from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.evidence import Applied, Evidence
@@ -81,7 +82,7 @@ def create_payment(
 
     def finish(connection: Connection) -> Outcome:
         now = clock_now_us()
-        payment = lifecycle.load(connection, started.tenant_id, started.id, for_update=True)
+        payment = lifecycle.MACHINE.load(connection, started.tenant_id, started.id, for_update=True)
         record_call(
             connection,
             payment.tenant_id,
@@ -178,26 +179,11 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
         processor_reference=None,
         transfer_id=transfer.id,
         refunded_minor=0,
-        attempts=0,
-        next_attempt_at_us=now + timings.processing_stale_ms * 1000,
-        claimed_by=None,
-        claimed_until_us=None,
-        in_doubt_since_us=None,
+        **columns.fresh(next_attempt_at_us=now + timings.processing_stale_ms * 1000),
         created_at_us=now,
         updated_at_us=now,
     )
-    repository.add(connection, payment)
-    audit.record_state_change(
-        connection,
-        tenant_id,
-        object_type="payment",
-        object_id=payment_id,
-        from_state=None,
-        to_state=states.PROCESSING,
-        cause="api_request",
-        actor="api",
-        now_us=now,
-    )
+    machine.create(connection, lifecycle.MACHINE, payment, cause="api_request", actor="api")
     return payment  # what was inserted: no re-read
 
 
@@ -215,7 +201,7 @@ def _await_answer(database: Database, scope: KeyScope, wait_ms: int) -> Outcome:
 
 
 def get_payment_json(connection: Connection, tenant_id: str, payment_id: str) -> dict[str, object]:
-    payment = lifecycle.load(connection, tenant_id, payment_id)
+    payment = lifecycle.MACHINE.load(connection, tenant_id, payment_id)
     history = audit.events_of(connection, tenant_id, payment_id, limit=HISTORY_LENGTH_MAX)
     return payment_json(payment, history)
 
@@ -284,26 +270,11 @@ def import_settled_payment(
         processor_reference=None,
         transfer_id=transfer.id,
         refunded_minor=0,
-        attempts=0,
-        next_attempt_at_us=None,
-        claimed_by=None,
-        claimed_until_us=None,
-        in_doubt_since_us=None,
+        **columns.fresh(),
         created_at_us=now_us,
         updated_at_us=now_us,
     )
-    repository.add(connection, payment)
-    audit.record_state_change(
-        connection,
-        tenant_id,
-        object_type="payment",
-        object_id=payment_id,
-        from_state=None,
-        to_state=states.SUCCEEDED,
-        cause="imported_settled",
-        actor="import",
-        now_us=now_us,
-    )
+    machine.create(connection, lifecycle.MACHINE, payment, cause="imported_settled", actor="import")
     return payment
 
 
@@ -311,7 +282,7 @@ def import_settled_payment(
 
 
 def find(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Payment | None:
-    return lifecycle.find(connection, tenant_id, payment_id, for_update=for_update)
+    return lifecycle.MACHINE.find(connection, tenant_id, payment_id, for_update=for_update)
 
 
 def reserve_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> bool:
@@ -352,7 +323,7 @@ def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
 
 def load(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Payment:
     """The payment, or PaymentNotFound."""
-    return lifecycle.load(connection, tenant_id, payment_id, for_update=for_update)
+    return lifecycle.MACHINE.load(connection, tenant_id, payment_id, for_update=for_update)
 
 
 def apply_evidence(

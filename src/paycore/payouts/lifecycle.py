@@ -27,7 +27,7 @@ from paycore.lifecycle.machine import Machine
 from paycore.payouts import adjustments, money, states, windows
 from paycore.payouts.errors import PayoutNotFound
 from paycore.payouts.models import payouts
-from paycore.payouts.types import Payout, payout_from_row
+from paycore.payouts.types import Payout, payout_from_row, payout_row
 from paycore.processor.port import PayoutResult
 
 SEND_OPERATION = "send_payout"
@@ -120,6 +120,7 @@ MACHINE: Machine[Payout] = Machine(
     transitions=states.TRANSITIONS,
     terminal=states.TERMINAL,
     from_row=payout_from_row,
+    to_row=payout_row,
     not_found=_not_found,
     effect=_effect,
     columns_of=_columns_of,
@@ -129,14 +130,6 @@ MACHINE: Machine[Payout] = Machine(
     spellings=states.spellings,
     counterparty="bank",
 )
-
-
-def find(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Payout | None:
-    return MACHINE.find(connection, tenant_id, payout_id, for_update=for_update)
-
-
-def load(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Payout:
-    return MACHINE.load(connection, tenant_id, payout_id, for_update=for_update)
 
 
 def move(
@@ -206,7 +199,7 @@ def apply_evidence(
         )
         if returned != "no_change":
             outcome: Reason = "applied" if returned == "applied" else "late"
-            return Applied(load(connection, current.tenant_id, current.id), outcome == "applied", outcome)
+            return Applied(MACHINE.load(connection, current.tenant_id, current.id), outcome == "applied", outcome)
     return Applied(current, applied.changed, reason)
 
 

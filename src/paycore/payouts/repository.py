@@ -7,20 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, func, insert, select
+from sqlalchemy import Connection, Row, bindparam, func, select
 
 from paycore.db.sql import insert_or_ignore
 from paycore.lifecycle import store
 from paycore.payouts import states
 from paycore.payouts.models import payout_adjustments, payouts
-from paycore.payouts.types import Payout, payout_from_row, payout_row
+from paycore.payouts.types import Payout, payout_from_row
 
-_INSERT = insert(payouts)
 _GET = select(payouts).where(payouts.c.tenant_id == bindparam("t"), payouts.c.id == bindparam("i"))
-
-
-def add(connection: Connection, payout: Payout) -> None:
-    connection.execute(_INSERT, payout_row(payout))
 
 
 def get(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Row[Any] | None:

@@ -21,6 +21,7 @@ from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound, CurrencyMismatch
+from paycore.lifecycle import columns, machine
 from paycore.payouts import lifecycle, money, repository, states, validation
 from paycore.payouts.errors import PayoutNotCancelable
 from paycore.payouts.types import Adjustment, Payout, adjustment_from_row, payout_from_row
@@ -74,17 +75,12 @@ def schedule(
     payout_id = new_id()
     transfer_id = money.hold(connection, tenant_id, payout_id, source.id, new.amount_minor, new.currency, now_us)
     payout = _new_payout(tenant_id, payout_id, new, beneficiary, execute_on, transfer_id, now_us)
-    repository.add(connection, payout)
-    audit.record_state_change(
+    machine.create(
         connection,
-        tenant_id,
-        object_type="payout",
-        object_id=payout_id,
-        from_state=None,
-        to_state=states.public(states.SCHEDULED),
+        lifecycle.MACHINE,
+        payout,
         cause="payout_scheduled",
         actor=actor,
-        now_us=now_us,
         data={"execute_on": execute_on, "transfer_id": transfer_id},
     )
     return payout  # what was inserted: no re-read
@@ -120,11 +116,7 @@ def _new_payout(
         transfer_id=transfer_id,
         bank_reference=None,
         batch_id=None,
-        attempts=0,
-        next_attempt_at_us=None,
-        claimed_by=None,
-        claimed_until_us=None,
-        in_doubt_since_us=None,
+        **columns.fresh(),
         sent_at_us=None,
         settled_at_us=None,
         returned_at_us=None,
@@ -136,7 +128,7 @@ def _new_payout(
 def cancel(connection: Connection, tenant_id: str, payout_id: str, *, now_us: int, actor: str = "api") -> Payout:
     """scheduled|queued -> canceled, the hold voided. One compare-and-set on the status decides
     a race with a worker's claim; canceling a canceled payout answers it unchanged."""
-    payout = lifecycle.load(connection, tenant_id, payout_id, for_update=True)
+    payout = lifecycle.MACHINE.load(connection, tenant_id, payout_id, for_update=True)
     if payout.status == states.CANCELED:
         return payout
     if payout.status in states.CANCELABLE:
@@ -174,11 +166,11 @@ def adjustments(connection: Connection, payout: Payout) -> list[Adjustment]:
 
 def load(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Payout:
     """The payout, or PayoutNotFound."""
-    return lifecycle.load(connection, tenant_id, payout_id, for_update=for_update)
+    return lifecycle.MACHINE.load(connection, tenant_id, payout_id, for_update=for_update)
 
 
 def find(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Payout | None:
-    return lifecycle.find(connection, tenant_id, payout_id, for_update=for_update)
+    return lifecycle.MACHINE.find(connection, tenant_id, payout_id, for_update=for_update)
 
 
 def apply_result(

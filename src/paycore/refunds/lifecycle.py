@@ -32,7 +32,7 @@ from paycore.processor.port import RefundResult
 from paycore.refunds import states
 from paycore.refunds.errors import RefundNotFound
 from paycore.refunds.models import refunds
-from paycore.refunds.types import Refund, refund_from_row
+from paycore.refunds.types import Refund, refund_from_row, refund_row
 
 # Refusal codes that do not prove the processor did nothing under this request id.
 _UNPROVEN_REFUSALS = frozenset({"request_id_reused"})
@@ -100,36 +100,13 @@ MACHINE: Machine[Refund] = Machine(
     transitions=states.TRANSITIONS,
     terminal=states.TERMINAL,
     from_row=refund_from_row,
+    to_row=refund_row,
     not_found=_not_found,
     effect=_effect,
     decide=decide,
     matches=matches,
     log_ids=_log_ids,
 )
-
-
-def find(connection: Connection, tenant_id: str, refund_id: str, *, for_update: bool = False) -> Refund | None:
-    return MACHINE.find(connection, tenant_id, refund_id, for_update=for_update)
-
-
-def load(connection: Connection, tenant_id: str, refund_id: str, *, for_update: bool = False) -> Refund:
-    return MACHINE.load(connection, tenant_id, refund_id, for_update=for_update)
-
-
-def apply(
-    connection: Connection,
-    refund: Refund,
-    evidence: Evidence[Any],
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    values: dict[str, Any] | None = None,
-) -> Applied[Refund]:
-    """Move `refund` (as loaded, row-locked, in this transaction) to what `evidence` proves."""
-    return machine.apply_evidence(
-        connection, MACHINE, refund, evidence, cause=cause, actor=actor, now_us=now_us, values=values
-    )
 
 
 def move(

@@ -1,7 +1,7 @@
 """Resolve refunds from the processor's settlement report (SPEC §8, §10): the third kind of
 evidence, after a status query and a webhook. Only rows that are a refund's final status
 (`succeeded`, `failed`) for a refund paycore has sent and not settled are applied, as evidence
-through `lifecycle.apply` (the same rules as any answer); everything else is left alone. The full
+through the refund's machine (the same rules as any answer); everything else is left alone. The full
 reconciliation of §10 (breaks, missing items, amounts) is a later piece of work."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from sqlalchemy import Connection
 
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us as clock_now_us
+from paycore.lifecycle import machine
 from paycore.lifecycle.evidence import Evidence
 from paycore.processor.port import RefundResult
 from paycore.refunds import lifecycle, states
@@ -35,7 +36,7 @@ def resolve_from_report(database: Database, lines: Iterable[str], *, actor: str 
 
 
 def _apply_row(connection: Connection, row: dict[str, str], actor: str) -> int:
-    refund = lifecycle.find(connection, row["merchant_id"], row["request_id"], for_update=True)
+    refund = lifecycle.MACHINE.find(connection, row["merchant_id"], row["request_id"], for_update=True)
     if refund is None or refund.status not in states.UNRESOLVED:
         return 0
     result = RefundResult(
@@ -46,7 +47,7 @@ def _apply_row(connection: Connection, row: dict[str, str], actor: str) -> int:
         currency=row["currency"],
     )
     evidence = Evidence.of_result(result, operation="settlement_report")
-    applied = lifecycle.apply(
-        connection, refund, evidence, cause="settlement_report", actor=actor, now_us=clock_now_us()
+    applied = machine.apply_evidence(
+        connection, lifecycle.MACHINE, refund, evidence, cause="settlement_report", actor=actor, now_us=clock_now_us()
     )
     return 1 if applied.changed else 0

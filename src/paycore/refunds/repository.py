@@ -5,18 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, insert, select
+from sqlalchemy import Connection, Row, func, select
 
 from paycore.lifecycle import store
 from paycore.refunds import states
 from paycore.refunds.models import refunds
-from paycore.refunds.types import Refund, refund_row
-
-_INSERT = insert(refunds)
-
-
-def add(connection: Connection, refund: Refund) -> None:
-    connection.execute(_INSERT, refund_row(refund))
 
 
 def payment_of(connection: Connection, tenant_id: str, refund_id: str) -> str | None:

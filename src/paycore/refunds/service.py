@@ -25,6 +25,7 @@ from paycore.audit import service as audit
 from paycore.kit import ids
 from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
+from paycore.lifecycle import columns, machine
 from paycore.lifecycle.evidence import Applied, Evidence
 from paycore.payments import service as payments
 from paycore.payments.errors import PaymentNotFound
@@ -95,26 +96,11 @@ def create_refund(
         processor_request_id=refund_id,  # stable: every call about this refund sends it
         processor_reference=None,
         transfer_id=transfer_id,
-        attempts=0,
-        next_attempt_at_us=now_us if status == states.PENDING else None,
-        claimed_by=None,
-        claimed_until_us=None,
-        in_doubt_since_us=None,
+        **columns.fresh(next_attempt_at_us=now_us if status == states.PENDING else None),
         created_at_us=now_us,
         updated_at_us=now_us,
     )
-    repository.add(connection, refund)
-    audit.record_state_change(
-        connection,
-        tenant_id,
-        object_type="refund",
-        object_id=refund_id,
-        from_state=None,
-        to_state=status,
-        cause="refund_requested",
-        actor=actor,
-        now_us=now_us,
-    )
+    machine.create(connection, lifecycle.MACHINE, refund, cause="refund_requested", actor=actor)
     return refund  # what was inserted: no re-read
 
 
@@ -122,7 +108,7 @@ def approve(connection: Connection, tenant_id: str, refund_id: str, *, actor: st
     """requires_approval -> pending (due for the worker at once). From any other status this
     is a RefundStateConflict carrying the current status: a refund that never needed approval,
     or has moved on since (sent, settled, canceled), was not approved by this request."""
-    refund = lifecycle.load(connection, tenant_id, refund_id, for_update=True)
+    refund = lifecycle.MACHINE.load(connection, tenant_id, refund_id, for_update=True)
     if refund.status != states.REQUIRES_APPROVAL:
         raise RefundStateConflict(
             f"the refund is {refund.status}; only a refund awaiting approval can be approved", status=refund.status
@@ -136,7 +122,7 @@ def approve(connection: Connection, tenant_id: str, refund_id: str, *, actor: st
 def cancel(connection: Connection, tenant_id: str, refund_id: str, *, actor: str, now_us: int) -> Refund:
     """requires_approval -> canceled (amount released, hold voided). Canceling again is a no-op;
     a refund already approved cannot be canceled any more."""
-    refund = lifecycle.load(connection, tenant_id, refund_id, for_update=True)
+    refund = lifecycle.MACHINE.load(connection, tenant_id, refund_id, for_update=True)
     if refund.status == states.REQUIRES_APPROVAL:
         return lifecycle.move(connection, refund, states.CANCELED, cause="canceled", actor=actor, now_us=now_us).item
     if refund.status == states.CANCELED:
@@ -147,11 +133,11 @@ def cancel(connection: Connection, tenant_id: str, refund_id: str, *, actor: str
 
 
 def find(connection: Connection, tenant_id: str, refund_id: str, *, for_update: bool = False) -> Refund | None:
-    return lifecycle.find(connection, tenant_id, refund_id, for_update=for_update)
+    return lifecycle.MACHINE.find(connection, tenant_id, refund_id, for_update=for_update)
 
 
 def load(connection: Connection, tenant_id: str, refund_id: str, *, for_update: bool = False) -> Refund:
-    return lifecycle.load(connection, tenant_id, refund_id, for_update=for_update)
+    return lifecycle.MACHINE.load(connection, tenant_id, refund_id, for_update=for_update)
 
 
 def of_payment(
@@ -185,4 +171,19 @@ def apply_evidence(
     connection: Connection, refund: Refund, evidence: Evidence[Any], *, cause: str, actor: str, now_us: int
 ) -> Applied[Refund]:
     """What the processor said (a webhook, a report line), applied through the refund's lifecycle."""
-    return lifecycle.apply(connection, refund, evidence, cause=cause, actor=actor, now_us=now_us)
+    return machine.apply_evidence(
+        connection, lifecycle.MACHINE, refund, evidence, cause=cause, actor=actor, now_us=now_us
+    )
+
+
+def record_result(connection: Connection, tenant_id: str, refund_id: str, to_state: str, *, actor: str) -> Refund:
+    """A result the processor gave for a refund still `pending` (the replay entry point of SPEC
+    §7.2 settles refunds this way): pending -> succeeded | failed, at the refund's own time
+    (the move's clock never goes back: one microsecond after it). RefundStateConflict otherwise."""
+    refund = lifecycle.MACHINE.load(connection, tenant_id, refund_id, for_update=True)
+    if refund.status != states.PENDING:
+        raise RefundStateConflict(f"the refund is {refund.status}, not pending", status=refund.status)
+    cause = "processor_succeeded" if to_state == states.SUCCEEDED else "processor_failed"
+    applied = lifecycle.move(connection, refund, to_state, cause=cause, actor=actor, now_us=refund.created_at_us)
+    assert applied.changed and applied.item.status == to_state, applied
+    return applied.item

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
-from paycore.payouts import lifecycle, states
+from paycore.payouts import lifecycle, service, states
 from paycore.payouts.types import Payout
 from paycore.processor.port import PayoutResult
 from tests.support.payouts import PATH_TO, balance, books_ok, funded_source, load, move, schedule, system_balance
@@ -39,7 +39,7 @@ def bank_says(database: Database, payout: Payout, status: str, **fields: Any) ->
     )
 
     def work(connection: Any) -> tuple[Payout, str]:
-        current = lifecycle.load(connection, payout.tenant_id, payout.id, for_update=True)
+        current = service.load(connection, payout.tenant_id, payout.id, for_update=True)
         return lifecycle.apply(connection, current, result, cause="test", actor="bank", now_us=now_us())
 
     return database.transaction(work)

@@ -48,7 +48,7 @@ def test_every_transition_is_allowed_or_refused_by_the_table(
     assert payout.status == from_state
 
     def attempt(connection: object) -> lifecycle.Moved:
-        current = lifecycle.load(connection, TENANT, payout.id, for_update=True)  # type: ignore[arg-type]
+        current = service.load(connection, TENANT, payout.id, for_update=True)  # type: ignore[arg-type]
         return lifecycle.move(connection, current, to_state, cause="test", actor="test", now_us=now_us())  # type: ignore[arg-type]
 
     moved = database.transaction(attempt)

@@ -22,16 +22,14 @@ from collections.abc import Iterator
 from functools import partial
 
 import pytest
-from sqlalchemy import ColumnElement, Connection, func, select
+from sqlalchemy import ColumnElement, Connection, func, insert, select
 
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.payments.models import payments as payments_table
-from paycore.refunds import repository
 from paycore.refunds.errors import OverRefund
 from paycore.refunds.models import refunds as refunds_table
 from paycore.refunds.states import RELEASED
-from paycore.refunds.types import Refund
 from tests.support.refunds import assert_rule_zero, create_refund, new_payment, open_merchant, run_together
 
 TENANT = "ticket"
@@ -77,31 +75,29 @@ def _holding(payment_id: str) -> tuple[ColumnElement[bool], ...]:
 
 def _insert(connection: Connection, payment_id: str, amount_minor: int, refund_id: str) -> None:
     """The refund row alone: no reservation on the payment, no ledger hold."""
-    repository.add(
-        connection,
-        Refund(
-            **{
-                "tenant_id": TENANT,
-                "id": refund_id,
-                "payment_id": payment_id,
-                "idempotency_key": None,
-                "amount_minor": amount_minor,
-                "currency": "USD",
-                "reason": "ticket",
-                "status": "pending",
-                "failure_code": None,
-                "processor_request_id": refund_id,
-                "processor_reference": None,
-                "transfer_id": None,
-                "attempts": 0,
-                "next_attempt_at_us": None,
-                "claimed_by": None,
-                "claimed_until_us": None,
-                "in_doubt_since_us": None,
-                "created_at_us": 0,
-                "updated_at_us": 0,
-            }
-        ),
+    connection.execute(
+        insert(refunds_table),
+        {
+            "tenant_id": TENANT,
+            "id": refund_id,
+            "payment_id": payment_id,
+            "idempotency_key": None,
+            "amount_minor": amount_minor,
+            "currency": "USD",
+            "reason": "ticket",
+            "status": "pending",
+            "failure_code": None,
+            "processor_request_id": refund_id,
+            "processor_reference": None,
+            "transfer_id": None,
+            "attempts": 0,
+            "next_attempt_at_us": None,
+            "claimed_by": None,
+            "claimed_until_us": None,
+            "in_doubt_since_us": None,
+            "created_at_us": 0,
+            "updated_at_us": 0,
+        },
     )
 
 

@@ -134,7 +134,7 @@ class World:
         )
 
         def work(connection: Connection) -> Payout:
-            current = lifecycle.load(connection, payout.tenant_id, payout.id)
+            current = payouts.load(connection, payout.tenant_id, payout.id)
             moved, outcome = lifecycle.apply(
                 connection, current, result, cause="bank_webhook", actor="bank", now_us=at(day, 15)
             )

@@ -49,7 +49,7 @@ from paycore.kit.money import AMOUNT_MINOR_MAX, is_amount_minor
 from paycore.ledger import service as ledger
 from paycore.payments import service as payments
 from paycore.payments.errors import PaymentNotFound
-from paycore.refunds import lifecycle, service, states
+from paycore.refunds import service, states
 from paycore.refunds.errors import OverRefund, RefundNotFound, RefundStateConflict
 from paycore.refunds.types import Refund
 
@@ -251,14 +251,9 @@ class _Controller:
 
 
 def record_processor_result(connection: Connection, tenant_id: str, refund_id: str, to_state: str) -> Refund:
-    """The processor's result for a pending refund: pending -> succeeded | failed."""
-    refund = lifecycle.load(connection, tenant_id, refund_id, for_update=True)
-    if refund.status != states.PENDING:
-        raise RefundStateConflict(f"the refund is {refund.status}, not pending", status=refund.status)
-    cause = "processor_succeeded" if to_state == states.SUCCEEDED else "processor_failed"
-    applied = lifecycle.move(connection, refund, to_state, cause=cause, actor="replay", now_us=refund.created_at_us)
-    assert applied.changed and applied.item.status == to_state, applied
-    return applied.item
+    """The processor's result for a pending refund: pending -> succeeded | failed, recorded one
+    microsecond after the refund's own time."""
+    return service.record_result(connection, tenant_id, refund_id, to_state, actor="replay")
 
 
 def render(refund: Refund) -> Response:
