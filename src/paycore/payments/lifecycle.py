@@ -24,6 +24,7 @@ from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.idempotency import service as idempotency
+from paycore.idempotency.service import Outcome
 from paycore.ledger import service as ledger
 from paycore.lifecycle.evidence import Applied, Decision, Evidence
 from paycore.lifecycle.machine import Machine, apply_evidence
@@ -112,7 +113,9 @@ def apply(
     return applied
 
 
-def settle_creation_response(connection: Connection, payment: Payment) -> None:
-    """Record the creating request's response, unless one is recorded already."""
+def settle_creation_response(connection: Connection, payment: Payment) -> Outcome | None:
+    """Record the creating request's response, unless one is recorded already. Returns the
+    response recorded now, or None when one was recorded before."""
     history = audit.events_of(connection, payment.tenant_id, payment.id, limit=HISTORY_LENGTH_MAX)
-    idempotency.complete(connection, payment.tenant_id, payment.idempotency_key, creation_outcome(payment, history))
+    outcome = creation_outcome(payment, history)
+    return outcome if idempotency.complete(connection, payment.tenant_id, payment.idempotency_key, outcome) else None

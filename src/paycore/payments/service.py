@@ -93,13 +93,24 @@ def create_payment(
             actor="api",
             now_us=now,
         )
-        applied = lifecycle.apply(connection, payment, call.evidence, cause="processor_answer", actor="api", now_us=now)
-        if applied.item.status in states.UNRESOLVED:
-            # No answer (in_doubt) or `pending`: the resolver asks soon; a webhook may come first.
-            due = {NEXT_ATTEMPT_AT_US: now + timings.first_retry_ms * 1000}
+        # No answer (in_doubt) or `pending`: the resolver asks soon; a webhook may come first.
+        due = {NEXT_ATTEMPT_AT_US: now + timings.first_retry_ms * 1000}
+        applied = machine.apply_evidence(
+            connection,
+            lifecycle.MACHINE,
+            payment,
+            call.evidence,
+            cause="processor_answer",
+            actor="api",
+            now_us=now,
+            values=due,
+        )
+        if not applied.changed and applied.item.status in states.UNRESOLVED:
             set_values(connection, payments, payment.tenant_id, payment.id, due)
-        if applied.item.status == states.PROCESSING:
-            lifecycle.settle_creation_response(connection, applied.item)
+        if applied.changed or applied.item.status == states.PROCESSING:
+            settled = lifecycle.settle_creation_response(connection, applied.item)
+            if settled is not None:
+                return settled  # recorded in this transaction: no read back
         answer = idempotency.recorded(connection, scope)
         assert answer is not None, "the payment's answer was settled in this transaction or before it"
         return answer
