@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,6 +222,22 @@ def ledger_transfers(database: Database, tenant_id: str) -> None:
     database.transaction(work)
 
 
+@contextmanager
+def work_columns_named_as_today(database: Database) -> Iterator[None]:
+    """Today's code names the round counter of payments and refunds `attempts` (migration
+    0012); revision 0004 called it `resolve_attempts`. This chain is about the payouts' stored
+    word, so payments and refunds are written by today's code under today's column name and
+    the column is renamed back before the chain runs: the rows are the same either way."""
+    tables = ("payments", "refunds")
+    with database.engine.begin() as connection:
+        for table in tables:
+            connection.execute(text(f"ALTER TABLE {table} RENAME COLUMN resolve_attempts TO attempts"))
+    yield
+    with database.engine.begin() as connection:
+        for table in tables:
+            connection.execute(text(f"ALTER TABLE {table} RENAME COLUMN attempts TO resolve_attempts"))
+
+
 def payments_and_refunds(database: Database, tenant_id: str) -> None:
     """A settled payment with a pending, a failed and a succeeded refund (the stored word the
     payouts now share)."""
@@ -244,7 +261,8 @@ def populate(database: Database) -> Population:
     for tenant_id in TENANTS:
         tenant_with_a_credit(database, tenant_id)
         ledger_transfers(database, tenant_id)
-        payments_and_refunds(database, tenant_id)
+        with work_columns_named_as_today(database):
+            payments_and_refunds(database, tenant_id)
         payouts_in_every_status(database, tenant_id, population)
     return population
 

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Row
+
 
 @dataclass(frozen=True)
 class Payment:
@@ -49,7 +51,8 @@ class NewPayment:
     metadata: dict[str, str]
 
 
-def payment_from_row(row: Mapping[Any, Any]) -> Payment:
+def payment_from_row(row: Mapping[Any, Any] | Row[Any]) -> Payment:
+    row = row._mapping if isinstance(row, Row) else row  # a Row or its mapping
     return Payment(**{**row, "metadata": json.loads(row["metadata"])})
 
 

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Row
+
 from paycore.payouts import states
 
 
@@ -45,9 +47,10 @@ class Payout:
     updated_at_us: int
 
 
-def payout_from_row(row: Mapping[Any, Any]) -> Payout:
+def payout_from_row(row: Mapping[Any, Any] | Row[Any]) -> Payout:
     """The payout a row means: a status in a retired spelling (states.LEGACY_NAMES), in a row
     not yet backfilled, reads as the status the code writes now."""
+    row = row._mapping if isinstance(row, Row) else row  # a Row or its mapping
     return Payout(**{**row, "metadata": json.loads(row["metadata"]), "status": states.normalize(row["status"])})
 
 

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Row
+
 
 @dataclass(frozen=True)
 class Refund:
@@ -46,7 +48,8 @@ class Totals:
         return self.amount_minor - self.pending_minor - self.succeeded_minor
 
 
-def refund_from_row(row: Mapping[Any, Any]) -> Refund:
+def refund_from_row(row: Mapping[Any, Any] | Row[Any]) -> Refund:
+    row = row._mapping if isinstance(row, Row) else row  # a Row or its mapping
     return Refund(**row)
 
 
