@@ -15,9 +15,9 @@ from pydantic import Field
 from paycore.audit.service import Event
 from paycore.idempotency.service import Outcome
 from paycore.kit.clock import to_rfc3339
-from paycore.kit.schemas import AmountMinor, Currency, Id, Metadata, StrictModel
 from paycore.payments import states
 from paycore.payments.types import Payment
+from paycore.schemas import AmountMinor, Currency, Id, Metadata, StrictModel
 
 DESCRIPTION_LENGTH_MAX = 1000
 HISTORY_LENGTH_MAX = 100

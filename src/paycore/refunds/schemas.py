@@ -8,9 +8,9 @@ from pydantic import Field
 
 from paycore.audit.service import Event
 from paycore.kit.clock import to_rfc3339
-from paycore.kit.schemas import AmountMinor, StrictModel
 from paycore.payments.schemas import history_json
 from paycore.refunds.types import Refund
+from paycore.schemas import AmountMinor, StrictModel
 
 REASON_LENGTH_MAX = 500
 
