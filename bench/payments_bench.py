@@ -203,7 +203,7 @@ def check(deployment: Deployment, expected_succeeded: int) -> str:
 
     from paycore.config import Settings
     from paycore.db.engine import Database
-    from paycore.sandbox.models import charges
+    from paycore_sandbox.models import charges
 
     database = Database(Settings(database_url=deployment.database_url, db_pool_size=1))
     sandbox = Database(Settings(database_url=deployment.sandbox_url, db_pool_size=1))

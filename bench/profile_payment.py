@@ -26,8 +26,8 @@ from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.payments import service as payments
 from paycore.payments.types import NewPayment
-from paycore.processor.inprocess import InProcessTransport
-from paycore.sandbox.service import Sandbox
+from paycore_sandbox.inprocess import InProcessTransport
+from paycore_sandbox.service import Sandbox
 
 WARM_UP = 20
 

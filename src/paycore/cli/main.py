@@ -27,7 +27,7 @@ from paycore.kit import logs
 from paycore.processor.port import Processor
 
 if TYPE_CHECKING:
-    from paycore.sandbox.service import Sandbox
+    from paycore_sandbox.service import Sandbox
 from paycore.tenants import service as tenants
 
 app = typer.Typer(help="paycore: a payments core on an append-only double-entry ledger.", no_args_is_help=True)
@@ -82,9 +82,9 @@ def _http_processor(settings: Settings) -> Processor:
 def _dev_sandbox(settings: Settings, host: str, port: int) -> tuple[Processor, Sandbox]:
     """--dev: the sandbox processor in this process, on its own SQLite file, delivering its
     webhooks over HTTP to this server, as the real processor would."""
-    from paycore.processor.inprocess import InProcessTransport
-    from paycore.sandbox.service import Sandbox
-    from paycore.sandbox.webhooks import http_sink
+    from paycore_sandbox.inprocess import InProcessTransport
+    from paycore_sandbox.service import Sandbox
+    from paycore_sandbox.webhooks import http_sink
 
     sandbox = Sandbox.open(settings.sandbox_database_url, webhook_secret=settings.processor_webhook_secret)
     webhook_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
@@ -126,7 +126,7 @@ def serve(
     app = create_app(settings, database, processor)
     mounted = sandbox is not None and is_loopback(host)
     if sandbox is not None and mounted:
-        from paycore.sandbox.http import create_app as create_sandbox_app
+        from paycore_sandbox.http import create_app as create_sandbox_app
 
         # The sandbox's own API (fault plan, charges, settlement CSV) under /sandbox: on a
         # loopback bind only, as anyone who reaches it can script the processor's answers.

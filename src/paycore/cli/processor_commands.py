@@ -2,7 +2,7 @@
 
 `paycore processor serve` runs the sandbox's HTTP API with uvicorn and, on a background
 thread, finalises late charges and refunds and delivers webhooks to paycore. No business
-logic here: everything is `paycore.sandbox`.
+logic here: everything is `paycore_sandbox`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import logging
 
 import typer
 
-from paycore.sandbox.limits import DEFAULT_DATABASE_URL, DEFAULT_WEBHOOK_SECRET, DEFAULT_WEBHOOK_URL
+from paycore_sandbox.limits import DEFAULT_DATABASE_URL, DEFAULT_WEBHOOK_SECRET, DEFAULT_WEBHOOK_URL
 
 app = typer.Typer(help="The sandbox card processor (a separate service with its own database).")
 log = logging.getLogger(__name__)
@@ -43,9 +43,9 @@ def serve(
     """Run the sandbox processor's HTTP API and its webhook deliverer."""
     import uvicorn
 
-    from paycore.sandbox.http import create_app
-    from paycore.sandbox.service import Sandbox
-    from paycore.sandbox.webhooks import http_sink
+    from paycore_sandbox.http import create_app
+    from paycore_sandbox.service import Sandbox
+    from paycore_sandbox.webhooks import http_sink
 
     if not webhook_secret:
         raise typer.BadParameter("the webhook secret must not be empty", param_hint="--webhook-secret")

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from paycore.credits.service import Credit
 from paycore.kit.clock import to_rfc3339
-from paycore.kit.schemas import AmountMinor, StrictModel
+from paycore.schemas import AmountMinor, StrictModel
 
 
 class CreditLineIn(StrictModel):

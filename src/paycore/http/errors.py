@@ -15,10 +15,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
 from paycore.db.engine import DatabaseBusy
+from paycore.http.routing import allowed_methods
 from paycore.idempotency.errors import IdempotencyRequestInProgress
 from paycore.idempotency.service import Outcome, key_problem
 from paycore.kit.errors import BusinessRefusal, Conflict, DomainError, InvalidRequest, NotFound
-from paycore.kit.routing import allowed_methods
 from paycore.tenants.errors import Forbidden, Unauthorized
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ from starlette.types import Scope
 from paycore.db.engine import Database
 from paycore.invariants import service as invariants
 from paycore.kit.clock import now_us
-from paycore.payments import repository as payments_repository
-from paycore.payouts import repository as payouts_repository
+from paycore.payments import service as payments
+from paycore.payouts import service as payouts
 from paycore.payouts import states as payout_states
-from paycore.refunds import repository as refunds_repository
+from paycore.refunds import service as refunds
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -30,15 +30,15 @@ class InDoubtCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._database.read() as connection:
             summaries = {
-                "payment": payments_repository.in_doubt_summary(connection),
-                "refund": refunds_repository.in_doubt_summary(connection),
-                "payout": payouts_repository.in_doubt_summary(connection),
+                "payment": payments.in_doubt_summary(connection),
+                "refund": refunds.in_doubt_summary(connection),
+                "payout": payouts.in_doubt_summary(connection),
             }
-            payouts_by_state = payouts_repository.count_by_status(connection)
+            payouts_by_state = payouts.count_by_status(connection)
             working = {
-                "payment": payments_repository.working_since_us(connection),
-                "refund": refunds_repository.working_since_us(connection),
-                "payout": payouts_repository.working_since_us(connection),
+                "payment": payments.working_since_us(connection),
+                "refund": refunds.working_since_us(connection),
+                "payout": payouts.working_since_us(connection),
             }
         items = GaugeMetricFamily("paycore_in_doubt_items", "Items whose outcome is not known yet", labels=["kind"])
         age = GaugeMetricFamily(

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import Query
 
-from paycore.kit.schemas import ErrorBody
+from paycore.schemas import ErrorBody
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Invalid request (stable error code in `error`)"},

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from paycore.kit.money import AMOUNT_MINOR_MAX
-from paycore.ledger.verify import recomputed_totals
+from paycore.ledger.service import recomputed_totals
 
 
 def _window(alias: str, id_column: str = "id") -> str:

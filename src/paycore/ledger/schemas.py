@@ -11,9 +11,9 @@ from pydantic import Field
 from paycore.kit.clock import parse_rfc3339, to_rfc3339
 from paycore.kit.errors import InvalidAmount, InvalidRequest, UnsupportedCurrency
 from paycore.kit.money import is_known_currency
-from paycore.kit.schemas import AmountMinor, Currency, Id, Metadata, StrictModel
 from paycore.ledger.errors import InvalidEntries
 from paycore.ledger.service import Account, Entry, EntrySpec, Transfer, TransferSpec
+from paycore.schemas import AmountMinor, Currency, Id, Metadata, StrictModel
 
 
 class AccountCreate(StrictModel):

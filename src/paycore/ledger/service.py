@@ -41,6 +41,7 @@ from paycore.ledger.types import (
     entry_from_row,
     new_transfer_view,
 )
+from paycore.ledger.verify import recomputed_totals, verify
 
 __all__ = [
     "DIRECTIONS",
@@ -62,8 +63,10 @@ __all__ = [
     "get_transfer",
     "list_entries",
     "post_pending",
+    "recomputed_totals",
     "reverse_transfer",
     "settle_pending",
+    "verify",
     "void_pending",
 ]
 

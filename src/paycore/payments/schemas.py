@@ -12,12 +12,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from paycore.audit.schemas import history_json
 from paycore.audit.service import Event
 from paycore.idempotency.service import Outcome
 from paycore.kit.clock import to_rfc3339
-from paycore.kit.schemas import AmountMinor, Currency, Id, Metadata, StrictModel
 from paycore.payments import states
 from paycore.payments.types import Payment
+from paycore.schemas import AmountMinor, Currency, Id, Metadata, StrictModel
 
 DESCRIPTION_LENGTH_MAX = 1000
 HISTORY_LENGTH_MAX = 100
@@ -43,20 +44,6 @@ _FAILURE_MESSAGES = {
     "card_declined": "the card was declined",
     "insufficient_funds": "the card has insufficient funds",
 }
-
-
-def history_json(events: list[Event]) -> list[dict[str, Any]]:
-    return [
-        {
-            "from": event.from_state,
-            "to": event.to_state,
-            "cause": event.cause,
-            "actor": event.actor,
-            "at": to_rfc3339(event.created_at_us),
-        }
-        for event in events
-        if event.kind == "state_change"
-    ]
 
 
 def payment_json(payment: Payment, history: list[Event]) -> dict[str, Any]:

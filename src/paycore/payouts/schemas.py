@@ -7,13 +7,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from paycore.audit.schemas import history_json  # one rendering of a history for every money object
 from paycore.audit.service import Event
 from paycore.kit.clock import to_rfc3339
-from paycore.kit.schemas import AmountMinor, Currency, Id, Metadata, StrictModel
-from paycore.payments.schemas import history_json  # one rendering of a history for every money object
 from paycore.payouts import states, windows
 from paycore.payouts.types import Adjustment, Payout
 from paycore.payouts.validation import mask
+from paycore.schemas import AmountMinor, Currency, Id, Metadata, StrictModel
 
 NOTE_LENGTH_MAX = 500
 

@@ -179,3 +179,20 @@ def apply_result(
     """What the bank said (a webhook, a report line), applied through the payout's lifecycle.
     Returns (payout now, outcome): applied | no_change | stale | mismatch | late."""
     return lifecycle.apply(connection, payout, result, cause=cause, actor=actor, now_us=now_us)
+
+
+def public_status(stored: str) -> str:
+    """The public name of a stored payout status, whichever spelling stored it."""
+    return states.public(states.normalize(stored))
+
+
+def working_since_us(connection: Connection) -> int | None:
+    return repository.working_since_us(connection)
+
+
+def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
+    return repository.in_doubt_summary(connection)
+
+
+def count_by_status(connection: Connection) -> dict[str, int]:
+    return repository.count_by_status(connection)

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from paycore.kit.money import AMOUNT_MINOR_MAX
-from paycore.kit.schemas import AmountMinor, Currency, StrictModel, TenantId
+from paycore.schemas import AmountMinor, Currency, StrictModel, TenantId
 
 
 class EventData(StrictModel):

@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import Field
 
+from paycore.audit.schemas import history_json
 from paycore.audit.service import Event
 from paycore.kit.clock import to_rfc3339
-from paycore.kit.schemas import AmountMinor, StrictModel
-from paycore.payments.schemas import history_json
 from paycore.refunds.types import Refund
+from paycore.schemas import AmountMinor, StrictModel
 
 REASON_LENGTH_MAX = 500
 

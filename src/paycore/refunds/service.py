@@ -187,3 +187,11 @@ def record_result(connection: Connection, tenant_id: str, refund_id: str, to_sta
     applied = lifecycle.move(connection, refund, to_state, cause=cause, actor=actor, now_us=refund.created_at_us)
     assert applied.changed and applied.item.status == to_state, applied
     return applied.item
+
+
+def working_since_us(connection: Connection) -> int | None:
+    return repository.working_since_us(connection)
+
+
+def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
+    return repository.in_doubt_summary(connection)

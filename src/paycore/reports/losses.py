@@ -35,7 +35,7 @@ from sqlalchemy import Connection, text
 
 from paycore.kit.errors import InvalidRequest, UnsupportedCurrency
 from paycore.kit.money import is_known_currency
-from paycore.payouts import states
+from paycore.payouts import service as payouts
 from paycore.reports.errors import InvalidDate, InvalidDateRange, InvalidStartingAfter
 
 PAGE_ROWS_MAX: Final = 100  # one API page
@@ -308,7 +308,7 @@ def _row(found: Any) -> LossRow:
     for column in _COLUMNS[4:]:
         if column != "status":
             values[column] = exact_int(values[column])
-    values["status"] = states.public(states.normalize(values["status"]))
+    values["status"] = payouts.public_status(values["status"])
     row = LossRow(**values)
     # Pair check of the statement: the signed sum it ranked on is the sum of the components
     # it summed again, and no return came back above the payout's amount.

@@ -27,8 +27,8 @@ from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.http.server import Server
 from paycore.processor.port import Processor
-from paycore.sandbox.service import Sandbox
 from paycore.workers.jobs import JOBS, WorkerContext
+from paycore_sandbox.service import Sandbox
 
 START_TIMEOUT_S = 30
 TIMEOUT_MS = 1_000
@@ -179,7 +179,7 @@ def build(transport: str) -> World:
     migrate.upgrade(database)
     processor: Processor
     if transport == "inprocess":
-        from paycore.processor.inprocess import InProcessTransport
+        from paycore_sandbox.inprocess import InProcessTransport
 
         sandbox = Sandbox.open(f"sqlite:///{workdir / 'sandbox.db'}", webhook_secret=settings.processor_webhook_secret)
         processor = InProcessTransport(sandbox, timeout_ms=TIMEOUT_MS)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from paycore.kit.money import AMOUNT_MINOR_MAX
-from paycore.kit.schemas import StrictModel
+from paycore.schemas import StrictModel
 from paycore.tenants.settings import TenantSettings
 
 ThresholdMinor = Annotated[int, Field(strict=True, ge=0, le=AMOUNT_MINOR_MAX)]

@@ -23,12 +23,12 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.processor.http_transport import HttpTransport
-from paycore.processor.inprocess import InProcessTransport
 from paycore.processor.port import Processor
-from paycore.sandbox.http import create_app as create_sandbox_app
-from paycore.sandbox.models import charges
-from paycore.sandbox.service import Sandbox
 from paycore.workers.jobs import WorkerContext, resolve_payments
+from paycore_sandbox.http import create_app as create_sandbox_app
+from paycore_sandbox.inprocess import InProcessTransport
+from paycore_sandbox.models import charges
+from paycore_sandbox.service import Sandbox
 from tests.support.servers import serve_in_thread
 
 TIMEOUT_MS = 2000  # generous: a loaded CI machine must not turn a slow answer into in_doubt

@@ -36,9 +36,9 @@ from paycore.kit.clock import now_us
 from paycore.ledger.verify import verify
 from paycore.payments import states
 from paycore.processor.models import processor_webhooks
-from paycore.sandbox import repository as sandbox_repository
-from paycore.sandbox.models import charges
 from paycore.workers.jobs import WorkerContext, resolve_payments
+from paycore_sandbox import repository as sandbox_repository
+from paycore_sandbox.models import charges
 from tests.integration.payments.conftest import TIMEOUT_MS, Env
 
 SEED: Final = int(os.environ.get("PAYCORE_CHAOS_SEED", "20261129"))

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import func, select
 
 from paycore.kit.clock import now_us
-from paycore.sandbox.models import bank_payouts
 from paycore.workers.jobs import WorkerContext, queue_payouts, resolve_payouts, send_payouts
+from paycore_sandbox.models import bank_payouts
 from tests.integration.payments.conftest import Env
 
 TENANT = "default"

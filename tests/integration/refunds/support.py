@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import func, select
 
 from paycore.ledger.verify import verify
-from paycore.sandbox.models import refunds as sandbox_refunds
 from paycore.workers.jobs import WorkerContext, resolve_refunds, send_refunds
+from paycore_sandbox.models import refunds as sandbox_refunds
 from tests.integration.payments.conftest import Env
 
 _keys = itertools.count(1)

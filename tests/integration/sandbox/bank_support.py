@@ -14,8 +14,8 @@ from sqlalchemy import func, select
 
 from paycore.kit import clock
 from paycore.processor.port import PayoutRequest
-from paycore.sandbox import Sandbox
-from paycore.sandbox.models import bank_batches, bank_payouts, webhooks
+from paycore_sandbox import Sandbox
+from paycore_sandbox.models import bank_batches, bank_payouts, webhooks
 
 ROUTING = "110000000"  # a valid ABA routing number (3*1 + 7*1 = 10)
 SETTLES_ACH = "000123456789"

@@ -18,11 +18,11 @@ from sqlalchemy import func, select
 from paycore.http.server import Server
 from paycore.kit import clock
 from paycore.processor.http_transport import HttpTransport
-from paycore.processor.inprocess import InProcessTransport
 from paycore.processor.port import Processor
-from paycore.sandbox import Sandbox, SandboxSettings
-from paycore.sandbox.http import create_app
-from paycore.sandbox.models import charges, refunds, webhooks
+from paycore_sandbox import Sandbox, SandboxSettings
+from paycore_sandbox.http import create_app
+from paycore_sandbox.inprocess import InProcessTransport
+from paycore_sandbox.models import charges, refunds, webhooks
 
 SECRET = "whsec_test_secret"
 TIMEOUT_MS = 5_000  # the transports' bound: generous, a loaded machine fsyncs slowly (see Harness.with_timeout)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from paycore.processor.port import ProcessorUnreachable
-from paycore.sandbox import FaultPlanError
+from paycore_sandbox import FaultPlanError
 from tests.integration.sandbox.bank_support import (
     RETURN_MS,
     SETTLE_MS,

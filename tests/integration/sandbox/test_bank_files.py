@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from paycore.kit.money import format_minor
-from paycore.sandbox import Sandbox, nacha
-from paycore.sandbox.bank_files import ORIGINATOR, SEPA_DEBTOR
+from paycore_sandbox import Sandbox, nacha
+from paycore_sandbox.bank_files import ORIGINATOR, SEPA_DEBTOR
 from tests.integration.sandbox.bank_support import CLOSE_MS, ach, at_ms, iban_ending, install_clock, sepa
 from tests.integration.sandbox.conftest import SECRET, SETTINGS, RecordingSink, StartServer
 from tests.integration.sandbox.test_http_api import call

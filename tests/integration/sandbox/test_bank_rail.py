@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from paycore.processor.port import PayoutRequest
-from paycore.sandbox import Sandbox, SandboxSettings
-from paycore.sandbox.service import SandboxSchemaOutdated
+from paycore_sandbox import Sandbox, SandboxSettings
+from paycore_sandbox.service import SandboxSchemaOutdated
 from tests.integration.sandbox.bank_support import (
     CLOSE_MS,
     LATE_RETURN_MS,

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Connection, RowMapping
 
 from paycore.processor.port import PayoutRequest, ProcessorRefused
-from paycore.sandbox import Sandbox, bank_repository
+from paycore_sandbox import Sandbox, bank_repository
 from tests.integration.sandbox.bank_support import (
     CLOSE_MS,
     SETTLE_MS,

@@ -11,7 +11,7 @@ from typing import TypeVar
 import pytest
 
 from paycore.processor.port import ChargeRequest, ProcessorRefused, RefundRequest
-from paycore.sandbox import Sandbox
+from paycore_sandbox import Sandbox
 from tests.integration.sandbox.conftest import Harness, count
 
 T = TypeVar("T")

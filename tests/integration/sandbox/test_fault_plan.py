@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from paycore.sandbox import FaultPlanError, SandboxSettings
-from paycore.sandbox.faults import FaultInjector, Op
+from paycore_sandbox import FaultPlanError, SandboxSettings
+from paycore_sandbox.faults import FaultInjector, Op
 
 
 def injector(plan: dict[str, Any]) -> FaultInjector:

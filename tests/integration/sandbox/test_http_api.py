@@ -12,7 +12,7 @@ import pytest
 
 from paycore.processor.http_transport import HttpTransport
 from paycore.processor.port import ChargeRequest, ProcessorUnreachable
-from paycore.sandbox import Sandbox
+from paycore_sandbox import Sandbox
 from tests.integration.sandbox.conftest import HOLD_MS, RecordingSink, StartServer
 
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from paycore.processor.port import ChargeRequest, ChargeResult, ProcessorRefused, RefundRequest, RefundResult
-from paycore.sandbox import Sandbox
+from paycore_sandbox import Sandbox
 from tests.integration.sandbox.conftest import Harness, count
 
 

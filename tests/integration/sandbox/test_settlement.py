@@ -10,8 +10,8 @@ import pytest
 
 from paycore.kit import clock
 from paycore.processor.port import ChargeRequest, ProcessorRefused, RefundRequest
-from paycore.sandbox import Sandbox, SandboxSettings
-from paycore.sandbox.settlement import COLUMNS, fee_minor
+from paycore_sandbox import Sandbox, SandboxSettings
+from paycore_sandbox.settlement import COLUMNS, fee_minor
 from tests.integration.sandbox.conftest import Harness
 
 

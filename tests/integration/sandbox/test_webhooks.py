@@ -14,10 +14,10 @@ from sqlalchemy import select
 
 from paycore.kit import clock
 from paycore.kit.signing import SIGNATURE_HEADER, verify
-from paycore.processor.inprocess import InProcessTransport
 from paycore.processor.port import ChargeRequest, RefundRequest
-from paycore.sandbox import Sandbox, SandboxSettings, http_sink
-from paycore.sandbox.models import webhook_attempts, webhooks
+from paycore_sandbox import Sandbox, SandboxSettings, http_sink
+from paycore_sandbox.inprocess import InProcessTransport
+from paycore_sandbox.models import webhook_attempts, webhooks
 from tests.integration.sandbox.conftest import HOUR_US, SECRET, SETTINGS, Harness, RecordingSink
 
 CHARGE = ChargeRequest("pay_1", "merchant_1", 1_999, "GBP", "tok_ok")

@@ -16,7 +16,7 @@ from paycore.http.context import authenticate_async, path_tenant
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
 from paycore.idempotency.service import check_key
-from paycore.kit.schemas import TENANT_ID_DOCUMENTED
+from paycore.schemas import TENANT_ID_DOCUMENTED
 
 # Authentication is a dependency so that it runs before body validation (401 before 400).
 # The credit endpoint is `async` (ADR 0012): validation and rendering on the event loop, the

@@ -38,7 +38,7 @@ from sqlalchemy import (
     text,
 )
 
-from paycore.sandbox.limits import (
+from paycore_sandbox.limits import (
     ACCOUNT_NUMBER_LENGTH_MAX,
     BENEFICIARY_NAME_LENGTH_MAX,
     BIC_LENGTH_MAX,

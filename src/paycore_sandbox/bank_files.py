@@ -17,8 +17,8 @@ from typing import Final
 from sepaxml import SepaTransfer  # type: ignore[import-untyped]
 from sqlalchemy import RowMapping
 
-from paycore.sandbox import nacha
-from paycore.sandbox.bank_accounts import compact_iban
+from paycore_sandbox import nacha
+from paycore_sandbox.bank_accounts import compact_iban
 
 # The sandbox's own accounts, as the sender of every file.
 ORIGINATOR: Final = nacha.Originator(

@@ -28,8 +28,8 @@ from typing import Final, Literal
 from schwifty import BIC, IBAN
 
 from paycore.processor.port import PayoutRequest, ProcessorRefused
-from paycore.sandbox.checks import check_money, check_text
-from paycore.sandbox.limits import (
+from paycore_sandbox.checks import check_money, check_text
+from paycore_sandbox.limits import (
     ACCOUNT_NUMBER_LENGTH_MAX,
     ACCOUNT_NUMBER_LENGTH_MIN,
     ACH_AMOUNT_MINOR_MAX,

@@ -10,7 +10,6 @@ from pydantic import StringConstraints
 from sqlalchemy import RowMapping
 
 from paycore.kit import clock
-from paycore.kit.schemas import AmountMinor, Currency, StrictModel
 from paycore.processor.port import (
     ChargeRequest,
     ChargeResult,
@@ -19,7 +18,8 @@ from paycore.processor.port import (
     RefundRequest,
     RefundResult,
 )
-from paycore.sandbox.limits import (
+from paycore.schemas import AmountMinor, Currency, StrictModel
+from paycore_sandbox.limits import (
     ACCOUNT_NUMBER_LENGTH_MAX,
     BENEFICIARY_NAME_LENGTH_MAX,
     BIC_LENGTH_MAX,

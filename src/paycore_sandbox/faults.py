@@ -31,7 +31,7 @@ from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from paycore.sandbox.limits import (
+from paycore_sandbox.limits import (
     DELAY_MS_MAX,
     HOLD_MS_MAX,
     NEXT_N_MAX,

@@ -28,11 +28,11 @@ from paycore.processor.port import (
     RefundRequest,
     RefundResult,
 )
-from paycore.sandbox import bank, bank_accounts, bank_repository, processing, repository, settlement
-from paycore.sandbox.bank_files import BatchFile, batch_file
-from paycore.sandbox.checks import check_money, check_text
-from paycore.sandbox.faults import NO_FAULTS, Decision, FaultInjector, FaultPlan, Op
-from paycore.sandbox.limits import (
+from paycore_sandbox import bank, bank_accounts, bank_repository, processing, repository, settlement
+from paycore_sandbox.bank_files import BatchFile, batch_file
+from paycore_sandbox.checks import check_money, check_text
+from paycore_sandbox.faults import NO_FAULTS, Decision, FaultInjector, FaultPlan, Op
+from paycore_sandbox.limits import (
     BANK_BATCH_MAX_MAX,
     DEFAULT_WEBHOOK_SECRET,
     DESCRIPTION_LENGTH_MAX,
@@ -40,9 +40,9 @@ from paycore.sandbox.limits import (
     REQUEST_ID_LENGTH_MAX,
     SandboxSettings,
 )
-from paycore.sandbox.models import bank_payouts, metadata, webhooks
-from paycore.sandbox.schemas import render_batch
-from paycore.sandbox.webhooks import Deliverer, WebhookSink
+from paycore_sandbox.models import bank_payouts, metadata, webhooks
+from paycore_sandbox.schemas import render_batch
+from paycore_sandbox.webhooks import Deliverer, WebhookSink
 
 log = logging.getLogger(__name__)
 TOKENS: Final = tuple(processing.TOKENS)

@@ -26,11 +26,11 @@ from sqlalchemy import Connection, RowMapping
 from paycore.db.engine import DatabaseBusy
 from paycore.kit.ids import new_ulid
 from paycore.processor.port import PayoutRequest, PayoutResult, ProcessorRefused
-from paycore.sandbox import bank_repository as repository
-from paycore.sandbox import webhooks
-from paycore.sandbox.bank_accounts import plan_for
-from paycore.sandbox.faults import Decision
-from paycore.sandbox.limits import ACH_BATCH_TOTAL_MINOR_MAX, SEPA_BATCH_TOTAL_MINOR_MAX, SandboxSettings
+from paycore_sandbox import bank_repository as repository
+from paycore_sandbox import webhooks
+from paycore_sandbox.bank_accounts import plan_for
+from paycore_sandbox.faults import Decision
+from paycore_sandbox.limits import ACH_BATCH_TOTAL_MINOR_MAX, SEPA_BATCH_TOTAL_MINOR_MAX, SandboxSettings
 
 PAYOUT_ID_PREFIX: Final = "bpo_"
 BATCH_ID_PREFIX: Final = "bb_"

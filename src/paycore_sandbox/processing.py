@@ -27,8 +27,8 @@ from sqlalchemy import Connection, RowMapping
 
 from paycore.kit.ids import new_ulid
 from paycore.processor.port import ChargeRequest, ChargeResult, ProcessorRefused, RefundRequest, RefundResult
-from paycore.sandbox import repository, webhooks
-from paycore.sandbox.faults import Decision
+from paycore_sandbox import repository, webhooks
+from paycore_sandbox.faults import Decision
 
 FinalStatus = Literal["succeeded", "failed"]
 CHARGE_ID_PREFIX: Final = "ch_"

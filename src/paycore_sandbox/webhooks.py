@@ -30,8 +30,8 @@ from paycore.db.engine import Database
 from paycore.kit import clock
 from paycore.kit.ids import new_ulid
 from paycore.kit.signing import SIGNATURE_HEADER, sign
-from paycore.sandbox import repository
-from paycore.sandbox.limits import SandboxSettings
+from paycore_sandbox import repository
+from paycore_sandbox.limits import SandboxSettings
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from sqlalchemy import RowMapping
 from paycore.db.engine import Database
 from paycore.kit import clock
 from paycore.processor.port import ProcessorRefused
-from paycore.sandbox import repository
+from paycore_sandbox import repository
 
 COLUMNS: Final = (
     "type",

@@ -9,7 +9,7 @@ from sqlalchemy import BigInteger, Connection, RowMapping, case, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from paycore.db.sql import insert_or_ignore
-from paycore.sandbox.models import bank_batches, bank_payouts
+from paycore_sandbox.models import bank_batches, bank_payouts
 
 # --- payouts -------------------------------------------------------------------------------
 

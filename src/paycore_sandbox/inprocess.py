@@ -27,8 +27,8 @@ from paycore.processor.port import (
     RefundRequest,
     RefundResult,
 )
-from paycore.sandbox.faults import Decision, Op
-from paycore.sandbox.service import Sandbox
+from paycore_sandbox.faults import Decision, Op
+from paycore_sandbox.service import Sandbox
 
 T = TypeVar("T")
 

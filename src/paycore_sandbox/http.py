@@ -26,12 +26,12 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from paycore.db.engine import DatabaseBusy
-from paycore.kit.routing import allowed_methods
+from paycore.http.routing import allowed_methods
 from paycore.processor.port import ProcessorRefused
-from paycore.sandbox.faults import Decision, FaultPlanError
-from paycore.sandbox.schemas import ChargeBody, PayoutBody, RefundBody, render
-from paycore.sandbox.service import Sandbox
-from paycore.sandbox.webhooks import WebhookSink
+from paycore_sandbox.faults import Decision, FaultPlanError
+from paycore_sandbox.schemas import ChargeBody, PayoutBody, RefundBody, render
+from paycore_sandbox.service import Sandbox
+from paycore_sandbox.webhooks import WebhookSink
 
 _BAD_REQUEST_CODES: Final = frozenset(
     {"invalid_request", "invalid_amount", "invalid_currency", "invalid_token", "invalid_day", "invalid_account"}

@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.sql import insert_or_ignore
-from paycore.sandbox.models import bank_payouts, charges, refunds, webhook_attempts, webhooks
+from paycore_sandbox.models import bank_payouts, charges, refunds, webhook_attempts, webhooks
 
 # --- charges -------------------------------------------------------------------------------
 
