@@ -192,6 +192,21 @@ def get_entries_of(connection: Connection, tenant_id: str, transfer_ids: Sequenc
     return list(connection.execute(query))
 
 
+def get_transfer_with_resolution(connection: Connection, tenant_id: str, transfer_id: str) -> Row[Any] | None:
+    """The transfer and, in `resolution_kind`, the kind of the transfer that resolved it
+    (post, void, expire) if it is a resolved pending transfer: one statement."""
+    resolution = transfers.alias("resolution")
+    resolved = (
+        select(resolution.c.kind)
+        .where(resolution.c.tenant_id == transfers.c.tenant_id, resolution.c.pending_id == transfers.c.id)
+        .scalar_subquery()
+    )
+    query = select(transfers, resolved.label("resolution_kind")).where(
+        transfers.c.tenant_id == tenant_id, transfers.c.id == transfer_id
+    )
+    return connection.execute(query).first()
+
+
 def get_resolution(connection: Connection, tenant_id: str, pending_id: str) -> Row[Any] | None:
     query = select(transfers).where(transfers.c.tenant_id == tenant_id, transfers.c.pending_id == pending_id)
     return connection.execute(query).first()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -246,6 +247,12 @@ def get_transfer(connection: Connection, tenant_id: str, transfer_id: str) -> Tr
             posted_minor = sum(e.amount_minor for e in posted_entries if e.direction == "debit")
     elif row.kind in ("void", "expire"):
         status = RESOLUTION_STATUS[row.kind]
+    return _transfer(row, entry_rows, status, resolved_by, posted_minor)
+
+
+def _transfer(
+    row: Any, entry_rows: Sequence[Any], status: str, resolved_by: str | None, posted_minor: int | None
+) -> Transfer:
     return Transfer(
         id=row.id,
         kind=row.kind,
@@ -286,7 +293,16 @@ def list_entries(
 
 
 def _unresolved_pending(connection: Connection, tenant_id: str, transfer_id: str) -> Transfer:
-    transfer = get_transfer(connection, tenant_id, transfer_id)
-    if transfer.kind != "pending" or transfer.status != "pending":
-        raise TransferNotPending(f"the transfer is {transfer.status}, not pending", status=transfer.status)
-    return transfer
+    """The pending transfer, read with whether it is resolved in one statement (then its
+    entries): what posting or voiding needs, no more."""
+    row = repository.get_transfer_with_resolution(connection, tenant_id, transfer_id)
+    if row is None:
+        raise TransferNotFound("no such transfer", param="id")
+    if row.kind == "pending":
+        status = "pending" if row.resolution_kind is None else RESOLUTION_STATUS[row.resolution_kind]
+    else:
+        status = RESOLUTION_STATUS.get(row.kind, "posted")
+    if status != "pending":
+        raise TransferNotPending(f"the transfer is {status}, not pending", status=status)
+    entry_rows = repository.get_entries_of(connection, tenant_id, [row.id])
+    return _transfer(row, entry_rows, "pending", None, None)

@@ -56,10 +56,12 @@ def claim_due(
     worker_id: str,
     lease_until_us: int,
     limit: int,
+    mark: bool = True,
 ) -> list[dict[str, Any]]:
     """Claim up to `limit` items in `statuses` whose next attempt is due and whose earlier
     claim (if any) has lapsed, oldest due first. Returns the rows as claimed (two statements
-    per batch: the locking read and one UPDATE)."""
+    per batch: the locking read and one UPDATE). `mark=False` leaves the UPDATE to the caller,
+    who changes each row in this transaction anyway (a send round's move to `sending`)."""
     query = (
         select(table)
         .where(
@@ -73,7 +75,7 @@ def claim_due(
     if connection.dialect.name == "postgresql":
         query = query.with_for_update(skip_locked=True)
     rows = [dict(row._mapping) for row in connection.execute(query)]
-    if rows:
+    if rows and mark:
         keys = [(row["tenant_id"], row["id"]) for row in rows]
         claim = {CLAIMED_BY: worker_id, CLAIMED_UNTIL_US: lease_until_us}
         connection.execute(update(table).where(tuple_(table.c.tenant_id, table.c.id).in_(keys)).values(**claim))

@@ -138,7 +138,13 @@ def resolve_due(
 
 
 def _claim(
-    connection: Connection, *, job: Job[T, Q], policy: Policy, worker: str, statuses: Collection[str]
+    connection: Connection,
+    *,
+    job: Job[T, Q],
+    policy: Policy,
+    worker: str,
+    statuses: Collection[str],
+    mark: bool = True,
 ) -> list[_Claimed[T, Q]]:
     now = clock_now_us()
     rows = store.claim_due(
@@ -149,6 +155,7 @@ def _claim(
         worker_id=worker,
         lease_until_us=now + policy.lease_ms * 1000,
         limit=policy.batch_max,
+        mark=mark,
     )
     items = [job.machine.from_row(row) for row in rows]
     return [_Claimed(item, job.build(connection, item)) for item in items]
@@ -159,7 +166,7 @@ def claim_and_start(
 ) -> tuple[int, list[_Claimed[T, Q]]]:
     """Claim, and move each claimed item to `sending` before any call is made."""
     now = clock_now_us()
-    claimed = _claim(connection, job=job, policy=policy, worker=worker, statuses=ready)
+    claimed = _claim(connection, job=job, policy=policy, worker=worker, statuses=ready, mark=False)
     lease_until_us = now + policy.lease_ms * 1000
     started = []
     for entry in claimed:
@@ -167,8 +174,9 @@ def claim_and_start(
             assert job.unsendable is not None, "only a job with an unsendable rule builds no request"
             job.unsendable(connection, entry.item, worker, now)
             continue
-        # Due again when the lease lapses: an ask round then takes a send its worker never finished.
-        values = {NEXT_ATTEMPT_AT_US: lease_until_us}
+        # The lease, set with the move; due again when it lapses: an ask round then takes a
+        # send its worker never finished.
+        values = {CLAIMED_BY: worker, CLAIMED_UNTIL_US: lease_until_us, NEXT_ATTEMPT_AT_US: lease_until_us}
         moved = move(
             connection,
             job.machine,

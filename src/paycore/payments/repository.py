@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Row, bindparam, select, update
 from paycore.lifecycle import store
 from paycore.payments import states
 from paycore.payments.models import payments
+from paycore.payments.types import Payment, payment_from_row
 
 _RESERVE = (
     update(payments)
@@ -27,6 +28,7 @@ _RESERVE = (
         payments.c.refunded_minor + bindparam("amount") <= payments.c.amount_minor,
     )
     .values(refunded_minor=payments.c.refunded_minor + bindparam("amount"))
+    .returning(*payments.c)
 )
 _RELEASE = (
     update(payments)
@@ -51,9 +53,11 @@ def list_payments(
     return list(connection.execute(query.order_by(payments.c.id.desc()).limit(limit)))
 
 
-def reserve_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> bool:
-    """Add `amount_minor` to the payment's refunded total if it stays within the payment."""
-    return connection.execute(_RESERVE, {"t": tenant_id, "p": payment_id, "amount": amount_minor}).rowcount == 1
+def reserve_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> Payment | None:
+    """Add `amount_minor` to a succeeded payment's refunded total if it stays within the
+    payment: the payment as reserved, or None (no such payment, not succeeded, or too much)."""
+    row = connection.execute(_RESERVE, {"t": tenant_id, "p": payment_id, "amount": amount_minor}).first()
+    return None if row is None else payment_from_row(row)
 
 
 def release_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> None:

@@ -296,8 +296,9 @@ def find(connection: Connection, tenant_id: str, payment_id: str, *, for_update:
     return lifecycle.MACHINE.find(connection, tenant_id, payment_id, for_update=for_update)
 
 
-def reserve_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> bool:
-    """Hold `amount_minor` of a succeeded payment for a refund, if it fits in what is left."""
+def reserve_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> Payment | None:
+    """Hold `amount_minor` of a succeeded payment for a refund, if it fits in what is left:
+    the payment as reserved (row-locked until the transaction ends), or None."""
     return repository.reserve_refund(connection, tenant_id, payment_id, amount_minor)
 
 

@@ -63,16 +63,15 @@ def create_refund(
     Refusals: PaymentNotFound, PaymentNotRefundable (not succeeded), OverRefund (nothing stored)."""
     if not is_amount_minor(new.amount_minor):
         raise InvalidAmount("amount_minor must be a positive integer up to 2^53 - 1", param="amount_minor")
-    payment = payments.find(connection, tenant_id, new.payment_id)
-    if payment is None:
-        raise PaymentNotFound("no such payment", param="payment_id")
-    if payment.status != "succeeded":
-        raise PaymentNotRefundable(
-            f"the payment is {payment.status}; only a succeeded payment can be refunded", status=payment.status
-        )
-    if not payments.reserve_refund(connection, tenant_id, new.payment_id, new.amount_minor):
+    payment = payments.reserve_refund(connection, tenant_id, new.payment_id, new.amount_minor)
+    if payment is None:  # why not: read it (nothing was written)
         current = payments.find(connection, tenant_id, new.payment_id)
-        assert current is not None
+        if current is None:
+            raise PaymentNotFound("no such payment", param="payment_id")
+        if current.status != "succeeded":
+            raise PaymentNotRefundable(
+                f"the payment is {current.status}; only a succeeded payment can be refunded", status=current.status
+            )
         refundable = current.amount_minor - current.refunded_minor
         raise OverRefund(
             f"the refunds of this payment would exceed what was paid: {refundable} minor units are refundable",

@@ -1,0 +1,111 @@
+"""What one payment, one refund and one payout cost in SQL, counted (never timed) on each
+database, so the count can only go down (issue 19).
+
+Counted on paycore's own engine (the sandbox keeps its own database): every statement the
+driver executes (`before_cursor_execute`, so a `Database.transaction`'s BEGIN IMMEDIATE on
+SQLite counts too) and every commit. Each flow is what a user runs: the HTTP API for the
+requests (authentication, idempotency key, the write, the response), the worker's jobs for the
+calls, the sandbox's webhooks delivered to paycore. `PAYCORE_PRINT_STATEMENTS=1` prints each
+statement (pytest -s) to see where the count comes from.
+
+The bounds are the counts measured when the test was written (after the one lifecycle); the
+code before it (be5a699), counted the same way: payment 34 and 32, refund 41 and 38, payout 64
+and 60 statements (SQLite and PostgreSQL), the same commits (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from tests.integration.payments.conftest import Env
+from tests.integration.payouts import support as payouts
+from tests.integration.refunds import support as refunds
+from tests.support.payouts import funded_source
+
+PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
+
+# (statements, commits) at most, per backend and flow.
+BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
+    ("sqlite", "payment"): (30, 3),
+    ("postgres", "payment"): (28, 4),
+    ("sqlite", "refund"): (34, 4),
+    ("postgres", "refund"): (31, 5),
+    ("sqlite", "payout"): (59, 5),
+    ("postgres", "payout"): (55, 6),
+}
+
+
+@dataclass
+class Count:
+    statements: list[str] = field(default_factory=list)
+    commits: int = 0
+
+
+@contextmanager
+def counting(env: Env) -> Iterator[Count]:
+    count = Count()
+    engine = env.database.engine
+
+    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
+        count.statements.append(" ".join(sql.split())[:160])
+
+    def commit(conn: Any) -> None:
+        count.commits += 1
+
+    event.listen(engine, "before_cursor_execute", statement)
+    event.listen(engine, "commit", commit)
+    try:
+        yield count
+    finally:
+        event.remove(engine, "before_cursor_execute", statement)
+        event.remove(engine, "commit", commit)
+    if PRINT:
+        print("\n".join(count.statements))
+
+
+def check(env: Env, flow: str, count: Count) -> None:
+    backend = env.database.engine.dialect.name
+    backend = "postgres" if backend == "postgresql" else backend
+    statements_max, commits_max = BOUNDS[(backend, flow)]
+    measured = f"{flow} on {backend}: {len(count.statements)} statements, {count.commits} commits"
+    print(measured)
+    assert len(count.statements) <= statements_max and count.commits <= commits_max, measured
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+def test_one_succeeded_payment(env: Env) -> None:
+    destination = env.account()
+    with counting(env) as count:
+        assert env.pay(destination).status_code == 201
+        env.deliver()  # the sandbox's webhook: the payment is already succeeded, nothing moves
+    check(env, "payment", count)
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+def test_one_succeeded_refund(env: Env) -> None:
+    _, payment_id = refunds.paid(env)
+    env.deliver()
+    with counting(env) as count:
+        refund = refunds.created(env, payment_id, 400)
+        assert refunds.send(env) == 1
+        env.deliver()
+    assert refunds.status_of(env, refund["id"]) == "succeeded"
+    check(env, "refund", count)
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+def test_one_settled_payout(env: Env) -> None:
+    source = funded_source(env.database, payouts.TENANT, 10_000)
+    with counting(env) as count:
+        payout = payouts.schedule(env, payouts.ach(source))
+        assert payouts.queue_and_send(env) == 1
+        payouts.bank_finishes(env)
+    assert payouts.get(env, payout["id"])["status"] == "settled"
+    check(env, "payout", count)
