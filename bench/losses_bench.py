@@ -23,7 +23,7 @@ read transaction and ONE statement per run, giving a page of 100 rows and the to
 whole set), median reported: tenant `bench` over all time (first page, and the second page
 by cursor) and over one month; every tenant (the CLI's form). Then `EXPLAIN (ANALYZE,
 BUFFERS)` (SQLite: EXPLAIN QUERY PLAN) of the all-time and one-month first pages. `--docs`
-writes the report into the "Loss report" section of docs/benchmarks.md.
+writes the report to docs/benchmarks-losses.md (the summary is in docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -47,8 +47,7 @@ from paycore.reports import losses
 from paycore.reports.losses import Cursor, LossFilters
 
 TENANT = "bench"
-DOCS = common.REPO / "docs" / "benchmarks.md"
-SECTION = "## Loss report (SPEC §11): `bench/losses_bench.py`"
+DOCS = common.REPO / "docs" / "benchmarks-losses.md"
 PAGE_ROWS = 100
 MONTH = ("2026-06-01", "2026-06-30")
 
@@ -241,20 +240,20 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[str]:
     return lines
 
 
-BEGIN = "<!-- losses_bench.py --docs: generated from here -->"
-END = "<!-- losses_bench.py --docs: generated up to here -->"
+HEADER = [
+    "# The loss report at a million payouts: the last `bench/losses_bench.py --docs` run",
+    "",
+    "Written by the script: `--docs` replaces this whole file. What the figures mean and what bounds",
+    "them: [benchmarks.md](benchmarks.md#loss-report-spec-11-benchlosses_benchpy).",
+    "",
+]
 
 
 def write_docs(report: list[str]) -> None:
-    """Replace the generated part of this benchmark's section of docs/benchmarks.md (between
-    its markers), leaving the written analysis above it and every other section alone."""
-    page = DOCS.read_text()
-    generated = "\n".join([BEGIN, "", *report, "", END])
-    if SECTION not in page:
-        DOCS.write_text(page.rstrip() + "\n\n" + SECTION + "\n\n" + generated + "\n")
-        return
-    start, end = page.index(BEGIN, page.index(SECTION)), page.index(END, page.index(SECTION))
-    DOCS.write_text(page[:start] + generated + page[end + len(END) :])
+    """Replace docs/benchmarks-losses.md with this run's report. It lives in a file of its own,
+    because its plans are longer than the whole reference page (docs/benchmarks.md), which
+    keeps the figures and what bounds them."""
+    DOCS.write_text("\n".join([*HEADER, *report]) + "\n")
 
 
 def main() -> None:
@@ -264,7 +263,7 @@ def main() -> None:
     parser.add_argument("--backends", default="postgres,sqlite")
     parser.add_argument("--postgres-url", default=common.DEFAULT_POSTGRES_URL)
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL database (bench_losses_*)")
-    parser.add_argument("--docs", action="store_true", help="write the report into docs/benchmarks.md")
+    parser.add_argument("--docs", action="store_true", help="write the report to docs/benchmarks-losses.md")
     args = parser.parse_args()
     began = time.monotonic()
     extra = common.postgres_facts(args.postgres_url) if "postgres" in args.backends else []

@@ -189,7 +189,7 @@ def check(database: Database, sandbox_db: Path, source: str, ids: list[str]) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--payouts", type=int, default=1000)
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--repeat", type=int, default=3)
