@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import xmlschema
 
 from paycore.kit.money import format_minor
 from paycore_sandbox import Sandbox, nacha
-from paycore_sandbox.bank_files import ORIGINATOR, SEPA_DEBTOR
+from paycore_sandbox.bank_files import ORIGINATOR, SEPA_DEBTOR, pain_001, pain_schema
 from tests.integration.sandbox.bank_support import CLOSE_MS, ach, at_ms, iban_ending, install_clock, sepa
 from tests.integration.sandbox.conftest import SECRET, SETTINGS, RecordingSink, StartServer
 from tests.integration.sandbox.test_http_api import call
@@ -122,6 +123,18 @@ def test_names_are_upper_case_ascii_cut_to_their_field() -> None:
 
     assert record[54:76] == "ZOE MULLER-LUDENSCHEID"
     assert record.isascii()
+
+
+def test_a_pain_001_is_checked_against_its_schema_which_is_built_once() -> None:
+    payout = {"beneficiary_name": "Zoe", "iban": "DE89370400440532013000", "amount_minor": 1, "bank_payout_id": "b1"}
+    text = pain_001([{**payout, "bic": None}], CREATED_AT.date()).decode()
+    broken = text.replace("<NbOfTxs>1</NbOfTxs>", "<NbOfTxs>one</NbOfTxs>", 1)
+    assert broken != text
+
+    assert pain_schema() is pain_schema()
+    pain_schema().validate(text)
+    with pytest.raises(xmlschema.XMLSchemaValidationError):
+        pain_schema().validate(broken)
 
 
 # --- the files of the sandbox's batches, over HTTP ------------------------------------------
