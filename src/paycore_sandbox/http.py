@@ -106,10 +106,12 @@ def _add_error_handlers(app: FastAPI) -> None:
         return response
 
 
-def _respond(decision: Decision, work: Callable[[], Answer], *, answer_lost: bool = False) -> Response:
+def _respond(
+    sandbox: Sandbox, decision: Decision, work: Callable[[], Answer], *, answer_lost: bool = False
+) -> Response:
     """Process (or not) and answer (or not), as `decision` says."""
     if decision.transport == "drop_request":
-        time.sleep(decision.hold_ms / 1000)
+        sandbox.hold(decision.hold_ms)
         return error_response(504, "gateway_timeout", "the request was lost (sandbox fault drop_request)")
     if decision.transport == "error_500":
         return error_response(500, "internal_error", "sandbox fault error_500: nothing was processed")
@@ -121,7 +123,7 @@ def _respond(decision: Decision, work: Callable[[], Answer], *, answer_lost: boo
     except DatabaseBusy as error:
         return error_response(503, "database_busy", str(error))
     if decision.transport == "drop_response" or answer_lost:
-        time.sleep(decision.hold_ms / 1000)
+        sandbox.hold(decision.hold_ms)
         return error_response(504, "gateway_timeout", "the answer was lost (the request was processed)")
     if decision.transport == "delay_ms":
         time.sleep(decision.delay_ms / 1000)
@@ -134,6 +136,7 @@ def _add_processor_routes(app: FastAPI, sandbox: Sandbox) -> None:
         request = body.to_request()
         decision = sandbox.decide("charge")
         return _respond(
+            sandbox,
             decision,
             lambda: (200, render(sandbox.charge(request, decision))),
             answer_lost=sandbox.answer_lost(request),
@@ -147,13 +150,13 @@ def _add_processor_routes(app: FastAPI, sandbox: Sandbox) -> None:
                 return 404, {"error": "not_found", "message": f"no charge with request id {request_id!r}"}
             return 200, render(result)
 
-        return _respond(sandbox.decide("get_charge"), work)
+        return _respond(sandbox, sandbox.decide("get_charge"), work)
 
     @app.post("/v1/refunds")
     def create_refund(body: RefundBody) -> Response:
         request = body.to_request()
         decision = sandbox.decide("refund")
-        return _respond(decision, lambda: (200, render(sandbox.refund(request, decision))))
+        return _respond(sandbox, decision, lambda: (200, render(sandbox.refund(request, decision))))
 
     @app.get("/v1/refunds/{request_id:path}")
     def get_refund(request_id: str) -> Response:
@@ -163,7 +166,7 @@ def _add_processor_routes(app: FastAPI, sandbox: Sandbox) -> None:
                 return 404, {"error": "not_found", "message": f"no refund with request id {request_id!r}"}
             return 200, render(result)
 
-        return _respond(sandbox.decide("get_refund"), work)
+        return _respond(sandbox, sandbox.decide("get_refund"), work)
 
     @app.get("/v1/settlements/{day}.csv")
     def settlement_report(day: str) -> Response:
@@ -179,7 +182,7 @@ def _add_bank_routes(app: FastAPI, sandbox: Sandbox) -> None:
     def create_payout(body: PayoutBody) -> Response:
         request = body.to_request()
         decision = sandbox.decide("payout")
-        return _respond(decision, lambda: (200, render(sandbox.send_payout(request, decision))))
+        return _respond(sandbox, decision, lambda: (200, render(sandbox.send_payout(request, decision))))
 
     @app.get("/v1/payouts/{request_id:path}")
     def get_payout(request_id: str) -> Response:
@@ -189,7 +192,7 @@ def _add_bank_routes(app: FastAPI, sandbox: Sandbox) -> None:
                 return 404, {"error": "not_found", "message": f"no payout with request id {request_id!r}"}
             return 200, render(result)
 
-        return _respond(sandbox.decide("get_payout"), work)
+        return _respond(sandbox, sandbox.decide("get_payout"), work)
 
     @app.get("/v1/batches/{batch_id}/file")
     def get_batch_file(batch_id: str) -> Response:

@@ -58,6 +58,7 @@ class Sandbox:
         self.settings = settings
         self.faults = FaultInjector(settings)
         self._deliverer = Deliverer(database, settings, webhook_secret)
+        self._released = threading.Event()
 
     @classmethod
     def open(
@@ -80,7 +81,19 @@ class Sandbox:
         return cls(database, settings or SandboxSettings(), webhook_secret)
 
     def close(self) -> None:
+        self.release_held()
         self.database.dispose()
+
+    def hold(self, hold_ms: int) -> None:
+        """Hold a dropped request or answer for `hold_ms`, as a network would, or until
+        `release_held`."""
+        self._released.wait(hold_ms / 1000)
+
+    def release_held(self) -> None:
+        """End every hold now, and hold nothing from here on: a server shutting down waits for
+        its requests, and a held one would keep it up to `hold_ms` for nobody (the caller has
+        timed out; the answer is the same 504)."""
+        self._released.set()
 
     # --- the fault plan ---------------------------------------------------------------
 

@@ -117,6 +117,7 @@ def processor(transport: str, sandbox: Sandbox) -> Iterator[Processor]:
         return
     with serve_in_thread(create_sandbox_app(sandbox)) as base_url:
         yield HttpTransport(base_url, timeout_ms=TIMEOUT_MS)
+        sandbox.release_held()  # else the server's shutdown waits out a held answer (4 s)
 
 
 @pytest.fixture

@@ -3,12 +3,15 @@ processor did (get_* afterwards, and the webhooks it sent)."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
+from paycore.processor.http_transport import HttpTransport
 from paycore.processor.port import ChargeRequest, ProcessorUnreachable, RefundRequest
-from tests.integration.sandbox.conftest import Harness, count
+from paycore_sandbox import Sandbox
+from tests.integration.sandbox.conftest import Harness, RecordingSink, StartServer, count
 
 CHARGE = ChargeRequest("pay_1", "merchant_1", 2_500, "USD", "tok_ok")
 
@@ -166,3 +169,25 @@ def test_percent_rules_follow_the_seed(harness: Harness) -> None:
     first = outcomes()
     assert outcomes() == first
     assert True in first and False in first
+
+
+def test_a_held_answer_ends_when_the_sandbox_releases_its_holds(
+    sandbox: Sandbox, sink: RecordingSink, serve_sandbox: StartServer
+) -> None:
+    """A server shutting down (or a closing sandbox) does not wait out `hold_ms` for a caller
+    that has given up: release_held answers every held call now, and holds nothing after. Only
+    the HTTP server holds a dropped call (in process it is unreachable at once)."""
+    processor = HttpTransport(serve_sandbox(sandbox, sink), timeout_ms=20_000)
+    sandbox.set_fault_plan(plan({"fault": "drop_response", "next_n": 1, "ops": ["charge"]}, hold_ms=30_000))
+    timer = threading.Timer(0.3, sandbox.release_held)
+    timer.start()
+    started = time.monotonic()
+
+    with pytest.raises(ProcessorUnreachable):
+        processor.charge(CHARGE)
+
+    assert time.monotonic() - started < 10, "answered at the release, not after the hold or the timeout"
+    timer.join()
+    started = time.monotonic()
+    sandbox.hold(30_000)
+    assert time.monotonic() - started < 1
