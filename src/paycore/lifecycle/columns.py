@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 from sqlalchemy import BigInteger, Column, Integer, String
@@ -34,6 +35,20 @@ def fresh(*, next_attempt_at_us: int | None = None) -> dict[str, Any]:
         CLAIMED_UNTIL_US: None,
         IN_DOUBT_SINCE_US: None,
     }
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkFields:
+    """The work columns as fields, with the two times the lifecycle keeps: the base of every
+    type it drives (`Payment`, `Refund`, `Payout` add their own fields)."""
+
+    attempts: int
+    next_attempt_at_us: int | None
+    claimed_by: str | None
+    claimed_until_us: int | None
+    in_doubt_since_us: int | None
+    created_at_us: int
+    updated_at_us: int
 
 
 def work_columns() -> list[Column[object]]:

@@ -10,9 +10,11 @@ from typing import Any
 
 from sqlalchemy import Row
 
+from paycore.lifecycle.columns import WorkFields
+
 
 @dataclass(frozen=True)
-class Payment:
+class Payment(WorkFields):
     tenant_id: str
     id: str
     idempotency_key: str
@@ -29,13 +31,6 @@ class Payment:
     processor_reference: str | None
     transfer_id: str
     refunded_minor: int
-    attempts: int
-    next_attempt_at_us: int | None
-    claimed_by: str | None
-    claimed_until_us: int | None
-    in_doubt_since_us: int | None
-    created_at_us: int
-    updated_at_us: int
 
 
 @dataclass(frozen=True)

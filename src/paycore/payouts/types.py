@@ -10,11 +10,12 @@ from typing import Any
 
 from sqlalchemy import Row
 
+from paycore.lifecycle.columns import WorkFields
 from paycore.payouts import states
 
 
 @dataclass(frozen=True)
-class Payout:
+class Payout(WorkFields):
     tenant_id: str
     id: str
     idempotency_key: str | None
@@ -35,16 +36,9 @@ class Payout:
     transfer_id: str
     bank_reference: str | None
     batch_id: str | None
-    attempts: int
-    next_attempt_at_us: int | None
-    claimed_by: str | None
-    claimed_until_us: int | None
-    in_doubt_since_us: int | None
     sent_at_us: int | None
     settled_at_us: int | None
     returned_at_us: int | None
-    created_at_us: int
-    updated_at_us: int
 
 
 def payout_from_row(row: Mapping[Any, Any] | Row[Any]) -> Payout:

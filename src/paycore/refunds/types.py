@@ -9,9 +9,11 @@ from typing import Any
 
 from sqlalchemy import Row
 
+from paycore.lifecycle.columns import WorkFields
+
 
 @dataclass(frozen=True)
-class Refund:
+class Refund(WorkFields):
     tenant_id: str
     id: str
     payment_id: str
@@ -24,13 +26,6 @@ class Refund:
     processor_request_id: str
     processor_reference: str | None
     transfer_id: str | None
-    attempts: int
-    next_attempt_at_us: int | None
-    claimed_by: str | None
-    claimed_until_us: int | None
-    in_doubt_since_us: int | None
-    created_at_us: int
-    updated_at_us: int
 
 
 @dataclass(frozen=True)
