@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from paycore.lifecycle import columns
 from paycore.lifecycle.evidence import Evidence
 from paycore.processor.port import RefundResult
 from paycore.refunds import states
@@ -20,25 +21,21 @@ def result(status: str, amount_minor: int = 5, failure_code: str | None = None) 
 
 def refund(status: str = "processing", amount_minor: int = 5) -> Refund:
     return Refund(
-        "t",
-        "rf_1",
-        "pay_1",
-        None,
-        amount_minor,
-        "USD",
-        None,
-        status,
-        None,
-        "rf_1",
-        None,
-        None,
-        0,
-        None,
-        None,
-        None,
-        None,
-        0,
-        0,
+        tenant_id="t",
+        id="rf_1",
+        payment_id="pay_1",
+        idempotency_key=None,
+        amount_minor=amount_minor,
+        currency="USD",
+        reason=None,
+        status=status,
+        failure_code=None,
+        processor_request_id="rf_1",
+        processor_reference=None,
+        transfer_id=None,
+        **columns.fresh(),
+        created_at_us=0,
+        updated_at_us=0,
     )
 
 
