@@ -25,6 +25,32 @@ def get(
     return connection.execute(query).first()
 
 
+def exists(connection: Connection, table: Table, tenant_id: str, item_id: str) -> bool:
+    query = select(table.c.id).where(table.c.tenant_id == tenant_id, table.c.id == item_id)
+    return connection.execute(query).first() is not None
+
+
+def page(
+    connection: Connection,
+    table: Table,
+    tenant_id: str,
+    *,
+    statuses: Collection[str] | None,
+    starting_after: str | None,
+    limit: int,
+    newest_first: bool = False,
+) -> list[Row[Any]]:
+    """One page of a tenant's items by id (ids are time-ordered), in `statuses` if given, after
+    the item `starting_after` in that order (the caller checks that it is the tenant's)."""
+    query = select(table).where(table.c.tenant_id == tenant_id)
+    if statuses is not None:
+        query = query.where(table.c.status.in_(list(statuses)))
+    if starting_after is not None:
+        query = query.where(table.c.id < starting_after if newest_first else table.c.id > starting_after)
+    order = table.c.id.desc() if newest_first else table.c.id
+    return list(connection.execute(query.order_by(order).limit(limit)))
+
+
 def change_status(
     connection: Connection,
     table: Table,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, select, update
+from sqlalchemy import Connection, Row, bindparam, update
 
 from paycore.lifecycle import store
 from paycore.payments import states
@@ -38,19 +38,22 @@ _RELEASE = (
 
 
 def exists(connection: Connection, tenant_id: str, payment_id: str) -> bool:
-    query = select(payments.c.id).where(payments.c.tenant_id == tenant_id, payments.c.id == payment_id)
-    return connection.execute(query).first() is not None
+    return store.exists(connection, payments, tenant_id, payment_id)
 
 
 def list_payments(
     connection: Connection, tenant_id: str, *, status: str | None, starting_after: str | None, limit: int
 ) -> list[Row[Any]]:
-    query = select(payments).where(payments.c.tenant_id == tenant_id)
-    if status is not None:
-        query = query.where(payments.c.status == status)
-    if starting_after is not None:
-        query = query.where(payments.c.id < starting_after)
-    return list(connection.execute(query.order_by(payments.c.id.desc()).limit(limit)))
+    statuses = None if status is None else (status,)
+    return store.page(
+        connection,
+        payments,
+        tenant_id,
+        statuses=statuses,
+        starting_after=starting_after,
+        limit=limit,
+        newest_first=True,
+    )
 
 
 def reserve_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> Payment | None:

@@ -24,19 +24,14 @@ def get(connection: Connection, tenant_id: str, payout_id: str, *, for_update: b
 
 
 def exists(connection: Connection, tenant_id: str, payout_id: str) -> bool:
-    query = select(payouts.c.id).where(payouts.c.tenant_id == tenant_id, payouts.c.id == payout_id)
-    return connection.execute(query).first() is not None
+    return store.exists(connection, payouts, tenant_id, payout_id)
 
 
 def page(
     connection: Connection, tenant_id: str, *, status: str | None, starting_after: str | None, limit: int
 ) -> list[Row[Any]]:
-    query = select(payouts).where(payouts.c.tenant_id == tenant_id)
-    if status is not None:
-        query = query.where(payouts.c.status.in_(states.spellings((status,))))
-    if starting_after is not None:
-        query = query.where(payouts.c.id > starting_after)
-    return list(connection.execute(query.order_by(payouts.c.id).limit(limit)))
+    statuses = None if status is None else states.spellings((status,))
+    return store.page(connection, payouts, tenant_id, statuses=statuses, starting_after=starting_after, limit=limit)
 
 
 def due(connection: Connection, *, status: str, execute_on_max: str, limit: int) -> list[Payout]:
