@@ -108,6 +108,7 @@ BODIES: dict[tuple[str, str], dict[str, JsonSchema]] = {
     ("/v1/payments/{payment_id}/events", "get"): {"200": _list(EVENT)},
     ("/v1/payments/{payment_id}/refunds", "post"): {"201": REFUND},
     ("/v1/payments/{payment_id}/refunds", "get"): {"200": _list(REFUND)},
+    ("/v1/refunds", "get"): {"200": _list(REFUND)},
     ("/v1/refunds/{refund_id}", "get"): {"200": REFUND},
     ("/v1/refunds/{refund_id}/approve", "post"): {"200": REFUND},
     ("/v1/refunds/{refund_id}/cancel", "post"): {"200": REFUND},

@@ -19,6 +19,14 @@ def payment_of(connection: Connection, tenant_id: str, refund_id: str) -> str | 
     return found
 
 
+def page(
+    connection: Connection, tenant_id: str, *, status: str | None, starting_after: str | None, limit: int
+) -> list[Row[Any]]:
+    """The tenant's refunds, oldest first."""
+    statuses = None if status is None else (status,)
+    return store.page(connection, refunds, tenant_id, statuses=statuses, starting_after=starting_after, limit=limit)
+
+
 def count(connection: Connection, tenant_id: str) -> int:
     query = select(func.count()).select_from(refunds).where(refunds.c.tenant_id == tenant_id)
     return int(connection.execute(query).scalar_one())

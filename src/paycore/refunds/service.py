@@ -149,6 +149,17 @@ def of_payment(
     return [refund_from_row(row._mapping) for row in rows]
 
 
+def page(
+    connection: Connection, tenant_id: str, *, status: str | None, starting_after: str | None, limit: int
+) -> list[Refund]:
+    """The tenant's refunds, oldest first, in `status` if given (`in_doubt`: the ones awaiting
+    the processor's word). `starting_after` is a refund of the tenant, whatever its status now."""
+    if starting_after is not None and repository.payment_of(connection, tenant_id, starting_after) is None:
+        raise InvalidStartingAfter("starting_after is not a refund of this tenant", param="starting_after")
+    rows = repository.page(connection, tenant_id, status=status, starting_after=starting_after, limit=limit)
+    return [refund_from_row(row._mapping) for row in rows]
+
+
 def totals(connection: Connection, tenant_id: str, payment_id: str) -> Totals:
     payment = payments.find(connection, tenant_id, payment_id)
     if payment is None:

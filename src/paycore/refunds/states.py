@@ -22,6 +22,7 @@ SUCCEEDED: Final = "succeeded"
 FAILED: Final = "failed"
 IN_DOUBT: Final = "in_doubt"
 CANCELED: Final = "canceled"
+STATUSES: Final = (REQUIRES_APPROVAL, PENDING, PROCESSING, SUCCEEDED, FAILED, IN_DOUBT, CANCELED)
 
 TRANSITIONS: Final[frozenset[tuple[str, str]]] = frozenset(
     {

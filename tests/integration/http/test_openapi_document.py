@@ -82,6 +82,7 @@ def test_the_tenant_in_a_path_is_documented_as_the_api_checks_it(client: TestCli
 LISTS = {
     "/v1/payments",
     "/v1/payouts",
+    "/v1/refunds",
     "/v1/events",
     "/v1/payments/{payment_id}/refunds",
     "/v1/accounts/{account_id}/entries",

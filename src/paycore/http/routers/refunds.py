@@ -16,8 +16,9 @@ from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
 from paycore.http.routers.events import event_json
+from paycore.kit.errors import InvalidRequest
 from paycore.payments import service as payments
-from paycore.refunds import schemas
+from paycore.refunds import schemas, states
 from paycore.refunds import service as refunds
 from paycore.refunds.service import NewRefund
 from paycore.refunds.types import Refund
@@ -77,6 +78,25 @@ def list_refunds(
     with request.app.state.database.read() as connection:
         payments.load(connection, tenant_id, payment_id)
         page = refunds.of_payment(connection, tenant_id, payment_id, starting_after=starting_after, limit=limit + 1)
+    data = [schemas.summary_json(refund) for refund in page[:limit]]
+    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+
+
+@router.get("/v1/refunds", responses=ERRORS)
+def list_all_refunds(
+    request: Request,
+    status: Annotated[str | None, Query(max_length=32, json_schema_extra={"enum": list(states.STATUSES)})] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    starting_after: StartingAfter = None,
+) -> Response:
+    """The tenant's refunds of every payment, oldest first; `?status=in_doubt` for the ones
+    awaiting the processor's word."""
+    tenant_id = caller(request).tenant_id
+    if status is not None and status not in states.STATUSES:
+        raise InvalidRequest(f"status must be one of {', '.join(states.STATUSES)}", param="status")
+    limit = min(limit, request.app.state.settings.page_limit_max)
+    with request.app.state.database.read() as connection:
+        page = refunds.page(connection, tenant_id, status=status, starting_after=starting_after, limit=limit + 1)
     data = [schemas.summary_json(refund) for refund in page[:limit]]
     return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
 
