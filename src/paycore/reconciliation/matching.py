@@ -1,0 +1,164 @@
+"""What one line of the settlement report says about the paycore object it names (ADR 0014):
+the one home of the break rules, without a database.
+
+`judge(line, known)` compares a report line with what paycore holds for the object (`known`,
+None when paycore has no such object) and returns a `Verdict`: the breaks it finds, the final
+status the line proves for an object still waiting on the processor (applied later through
+that object's machine, as any other evidence), and the fee to book. The rules:
+
+- a line moves money when it is a succeeded charge or refund, a settled payout or a payout
+  return; one that names nothing paycore knows and moves money is `missing_in_paycore`
+  (a failed or pending charge paycore never sent moved nothing: not a break);
+- another currency is `currency_mismatch`, another amount `amount_mismatch` (a return may
+  bring back less than was paid out, never more); either way nothing is proved;
+- a final status for an object still waiting (a payment or refund `processing` or `in_doubt`,
+  a payout `processing`, `in_doubt` or `sent`) is proved, and a return for a `settled` payout
+  (a return of a payout paycore does not hold as settled is a mismatch: the settlement line,
+  earlier in the same or an earlier report, comes first); a status that contradicts what paycore
+  already holds as final, or a line for an object paycore never sent, is `status_mismatch`
+  (paycore `failed`, the processor `succeeded` is the worst kind: money moved that paycore
+  gave back); a report never moves a state backwards;
+- a fee the processor took is booked once; a fee paycore booked before at another amount is
+  `fee_mismatch`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from paycore.reconciliation.report import Line
+
+BreakType = Literal[
+    "missing_in_paycore",
+    "missing_at_processor",
+    "amount_mismatch",
+    "currency_mismatch",
+    "status_mismatch",
+    "fee_mismatch",
+    "duplicate_line",
+    "malformed_line",
+]
+Kind = Literal["payment", "refund", "payout"]
+
+KIND_OF_LINE: Final[dict[str, Kind]] = {
+    "charge": "payment",
+    "refund": "refund",
+    "payout": "payout",
+    "payout_return": "payout",
+}
+# The statuses in which an object waits on the processor's or bank's word, by kind. A payout
+# `processing` or `in_doubt` that a report shows settled was sent: it is moved through `sent`.
+WAITING: Final[dict[Kind, frozenset[str]]] = {
+    "payment": frozenset({"processing", "in_doubt"}),
+    "refund": frozenset({"processing", "in_doubt"}),
+    "payout": frozenset({"processing", "in_doubt", "sent"}),
+}
+# What each line type proves, by the status it reports; None: nothing final yet.
+_PROVES: Final[dict[tuple[str, str], str | None]] = {
+    ("charge", "succeeded"): "succeeded",
+    ("charge", "failed"): "failed",
+    ("charge", "pending"): None,
+    ("refund", "succeeded"): "succeeded",
+    ("refund", "failed"): "failed",
+    ("refund", "pending"): None,
+    ("payout", "settled"): "settled",
+    ("payout_return", "returned"): "returned",
+}
+# Final statuses a line agrees with, beyond the one it proves: a payout settled one day and
+# returned on a later one is `returned` when its settlement line is read again.
+_AGREES: Final[dict[tuple[str, str], frozenset[str]]] = {
+    ("payout", "settled"): frozenset({"settled", "returned"}),
+}
+_MOVES_MONEY: Final = frozenset({("charge", "succeeded"), ("refund", "succeeded"), ("payout", "settled")})
+
+
+@dataclass(frozen=True)
+class Known:
+    """What paycore holds for the object a line names (statuses as the API shows them)."""
+
+    kind: Kind
+    id: str
+    status: str
+    amount_minor: int
+    currency: str
+    fee_minor: int | None = None  # the processor's fee booked for it before; None: none yet
+
+
+@dataclass(frozen=True)
+class Finding:
+    type: BreakType
+    detail: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    findings: tuple[Finding, ...] = ()
+    proves: str | None = None  # a final status to apply to a waiting object, as evidence
+    fee_to_book_minor: int = 0
+
+    @property
+    def matched(self) -> bool:
+        return not self.findings
+
+
+def moves_money(line: Line) -> bool:
+    return (line.type, line.status) in _MOVES_MONEY or line.type == "payout_return"
+
+
+def judge(line: Line, known: Known | None) -> Verdict:
+    """The breaks, the proof and the fee one line gives about `known` (see the module)."""
+    if known is None:
+        if not moves_money(line):
+            return Verdict()
+        return Verdict((Finding("missing_in_paycore", f"no {KIND_OF_LINE[line.type]} {line.request_id}"),))
+    assert known.kind == KIND_OF_LINE[line.type], "the caller looks the line up in its kind's table"
+    money = _money_findings(line, known)
+    if money:
+        return Verdict(money)  # a line that disagrees on the money proves nothing
+    findings, proves = _status(line, known)
+    fee, fee_finding = _fee(line, known)
+    return Verdict(findings + fee_finding, proves, fee)
+
+
+def _money_findings(line: Line, known: Known) -> tuple[Finding, ...]:
+    if line.currency != known.currency:
+        return (Finding("currency_mismatch", f"report {line.currency}, paycore {known.currency}"),)
+    if line.type == "payout_return":
+        wrong = line.amount_minor > known.amount_minor  # the returning bank may keep charges
+    else:
+        wrong = line.amount_minor != known.amount_minor
+    if wrong:
+        return (Finding("amount_mismatch", f"report {line.amount_minor}, paycore {known.amount_minor}"),)
+    return ()
+
+
+def _status(line: Line, known: Known) -> tuple[tuple[Finding, ...], str | None]:
+    reported = _PROVES[(line.type, line.status)]
+    if line.type == "payout_return":  # follows the settlement, which paycore must hold first
+        if known.status == "settled":
+            return (), reported
+        return (() if known.status == "returned" else _mismatch(line, known)), None
+    if known.status in WAITING[known.kind]:
+        if reported is None:
+            return (), None  # pending at the processor too: nothing to learn yet
+        return (), reported
+    agreeing = _AGREES.get((line.type, line.status), frozenset({reported}))
+    if known.status in agreeing:
+        return (), None
+    return _mismatch(line, known), None
+
+
+def _mismatch(line: Line, known: Known) -> tuple[Finding, ...]:
+    detail = f"report {line.type} {line.status}, paycore {known.kind} {known.status}"
+    return (Finding("status_mismatch", detail),)
+
+
+def _fee(line: Line, known: Known) -> tuple[int, tuple[Finding, ...]]:
+    if line.fee_minor == 0 and known.fee_minor is None:
+        return 0, ()
+    if known.fee_minor is None:
+        return line.fee_minor, ()
+    if known.fee_minor != line.fee_minor:
+        return 0, (Finding("fee_mismatch", f"report {line.fee_minor}, booked {known.fee_minor}"),)
+    return 0, ()
