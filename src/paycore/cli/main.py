@@ -14,6 +14,7 @@ from paycore.cli import (
     db_commands,
     ledger_commands,
     processor_commands,
+    reconcile_commands,
     report_commands,
     simulate_commands,
     tenant_commands,
@@ -37,6 +38,7 @@ app.add_typer(tenant_commands.app, name="tenants")
 app.add_typer(processor_commands.app, name="processor")
 app.add_typer(report_commands.app, name="report")
 app.command(name="simulate")(simulate_commands.simulate)
+app.command(name="reconcile")(reconcile_commands.reconcile)
 console = Console(stderr=True)
 log = logging.getLogger(__name__)
 _SANDBOX_INTERVAL_MS = 200

@@ -11,6 +11,7 @@ from paycore.ledger import models as _ledger  # noqa: F401
 from paycore.payments import models as _payments  # noqa: F401
 from paycore.payouts import models as _payouts  # noqa: F401
 from paycore.processor import models as _processor  # noqa: F401
+from paycore.reconciliation import models as _reconciliation  # noqa: F401
 from paycore.refunds import models as _refunds  # noqa: F401
 from paycore.tenants import models as _tenants  # noqa: F401
 

@@ -17,7 +17,9 @@ _lock = threading.Lock()
 _last_ms = 0
 _last_random = 0
 
-PREFIXES: Final = frozenset({"pay", "rf", "po", "acct", "txn", "evt", "ent", "cr", "key", "batch", "adj", "req"})
+PREFIXES: Final = frozenset(
+    {"pay", "rf", "po", "acct", "txn", "evt", "ent", "cr", "key", "batch", "adj", "req", "rcn", "brk"}
+)
 
 
 def _encode(value: int, length: int) -> str:

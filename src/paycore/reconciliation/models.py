@@ -1,0 +1,81 @@
+"""Reconciliation's tables (ADR 0014, docs/reconciliation.md).
+
+`reconciliation_runs`: one row per run of a day's report, with its counts. Not a tenant's data:
+a report covers every merchant, so its rows use the tenant id `*`, which no tenant can have
+(SPEC §3.2), to keep every table's key led by `tenant_id`.
+
+`reconciliation_breaks`: one row per finding, in the tenant the report line names, with the line
+as read, the object it concerns and that object's status when found. `finding_key` (the type,
+the line type and the object's id, or a malformed line's number and fingerprint) is unique per
+tenant and day: a finding met again, by a re-run or a second worker, is not stored twice.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Index,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+
+ALL_TENANTS: Final = "*"
+DAY_LENGTH: Final = 10  # YYYY-MM-DD
+FINDING_KEY_LENGTH: Final = 200
+BREAK_STATUSES: Final = ("open", "resolved")
+
+reconciliation_runs = Table(
+    "reconciliation_runs",
+    metadata,
+    tenant_id_column(),  # always ALL_TENANTS
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("day", String(DAY_LENGTH), nullable=False),
+    Column("source", String(16), nullable=False),  # file | processor
+    Column("report_sha256", String(64), nullable=True),  # set when the run ends
+    Column("status", String(16), nullable=False),  # running | completed
+    Column("lines_read", BigInteger, nullable=False),
+    Column("matched", BigInteger, nullable=False),
+    Column("breaks_found", BigInteger, nullable=False),  # new breaks stored by this run
+    Column("resolved", BigInteger, nullable=False),  # items moved by what the report proved
+    created_at_column(),
+    Column("finished_at_us", BigInteger, nullable=True),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    CheckConstraint("status IN ('running', 'completed')", name="status"),
+    Index("ix_reconciliation_runs_day", "day", "id"),
+)
+
+reconciliation_breaks = Table(
+    "reconciliation_breaks",
+    metadata,
+    tenant_id_column(),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("run_id", String(ID_LENGTH), nullable=False),
+    Column("day", String(DAY_LENGTH), nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("finding_key", String(FINDING_KEY_LENGTH), nullable=False),
+    Column("object_type", String(16), nullable=True),  # payment | refund | payout; NULL: none found
+    Column("object_id", String(ID_LENGTH), nullable=True),
+    Column("object_status", String(20), nullable=True),  # the object's status when the break was found
+    Column("line_number", BigInteger, nullable=True),
+    Column("line", Text, nullable=False),  # the report line as read: a JSON array of its fields
+    Column("detail", Text, nullable=False),
+    Column("resolution", String(32), nullable=True),  # set when a person resolves it
+    Column("note", Text, nullable=True),
+    Column("resolved_by", String(64), nullable=True),
+    Column("resolved_at_us", BigInteger, nullable=True),
+    created_at_column(),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    UniqueConstraint("tenant_id", "day", "finding_key"),
+    CheckConstraint("status IN ('open', 'resolved')", name="status"),
+    Index("ix_reconciliation_breaks_status", "tenant_id", "status", "id"),
+)
