@@ -269,3 +269,23 @@ def test_a_sandbox_database_from_before_the_report_faults_gets_their_table(tmp_p
         assert [row["request_id"] for row in report(reopened)] == ["pay_1"]
     finally:
         reopened.close()
+
+
+def test_the_faults_are_joined_on_both_backends(sandbox_on_backend: Sandbox) -> None:
+    sandbox = sandbox_on_backend
+    sandbox.set_fault_plan(
+        plan(
+            {"fault": "report_drop_line", "next_n": 1, "ops": ["charge"]},
+            {"fault": "report_unknown_charge", "next_n": 1, "ops": ["charge"]},
+            {"fault": "report_fee_delta", "fee_delta_minor": 1, "percent": 100, "ops": ["charge"]},
+            {"fault": "report_status", "percent": 100, "ops": ["charge"]},
+        )
+    )
+    sandbox.charge(ChargeRequest("pay_1", "merchant_1", 2_500, "USD", "tok_ok"), sandbox.decide("charge"))
+    sandbox.charge(ChargeRequest("pay_2", "merchant_1", 1_000, "USD", "tok_ok"), sandbox.decide("charge"))
+
+    rows = report(sandbox)
+
+    # pay_1's line is dropped; its unknown charge has no faults of its own (fee 103, succeeded)
+    lines = sorted((row["request_id"][:4], row["amount_minor"], row["fee_minor"], row["status"]) for row in rows)
+    assert lines == [("pay_", "1000", "60", "failed"), ("unkn", "2500", "103", "succeeded")]
