@@ -27,7 +27,7 @@ from paycore.db.engine import DatabaseBusy
 from paycore.kit.ids import new_ulid
 from paycore.processor.port import PayoutRequest, PayoutResult, ProcessorRefused
 from paycore_sandbox import bank_repository as repository
-from paycore_sandbox import webhooks
+from paycore_sandbox import report_faults, webhooks
 from paycore_sandbox.bank_accounts import plan_for
 from paycore_sandbox.faults import Decision
 from paycore_sandbox.limits import ACH_BATCH_TOTAL_MINOR_MAX, SEPA_BATCH_TOTAL_MINOR_MAX, SandboxSettings
@@ -81,6 +81,7 @@ def create_payout(
         assert existing is not None, "the insert conflicted with a committed row"
         raise Replayed(existing)  # undo the batch this call may have opened: it would stay empty
     repository.join_batch(connection, batch["batch_id"], request.amount_minor)
+    report_faults.record(connection, "payout", request.request_id, faults)
     if batch["count"] + 1 >= settings.bank_batch_max:
         _close(connection, batch["batch_id"], now_us, settings)
     return payout_result(values)

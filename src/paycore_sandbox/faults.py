@@ -17,8 +17,10 @@ Transport faults (`drop_request`, `drop_response`, `delay_ms`, `error_500`) are 
 the transport (in-process or the HTTP server); the others change what the sandbox stores
 for the object the call creates: `settle_late` makes it pending (a payout: the bank answers
 `settle_late_ms` later), `duplicate_webhook` and `reorder_webhooks` change how its webhooks
-are delivered. A rule without `ops` applies to `charge` and `refund`; payouts are hit only
-by rules that name `payout` or `get_payout`.
+are delivered, and the `report_*` faults make its lines of the settlement report wrong
+(recorded now, applied when the report is written: see settlement.py). When two rules
+with a delta fire on one call, the first one's delta is used. A rule without `ops` applies
+to `charge` and `refund`; payouts are hit only by rules that name `payout` or `get_payout`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from paycore_sandbox.limits import (
     DELAY_MS_MAX,
     HOLD_MS_MAX,
     NEXT_N_MAX,
+    REPORT_DELTA_MINOR_MAX,
     RULES_MAX,
     SETTLE_LATE_MS_MAX,
     SandboxSettings,
@@ -49,6 +52,11 @@ FaultName = Literal[
     "duplicate_webhook",
     "reorder_webhooks",
     "settle_late",
+    "report_drop_line",
+    "report_amount_delta",
+    "report_fee_delta",
+    "report_status",
+    "report_unknown_charge",
 ]
 TransportFault = Literal["drop_request", "drop_response", "delay_ms", "error_500"]
 
@@ -76,6 +84,8 @@ class Rule(_Strict):
     next_n: Annotated[int, Field(ge=1, le=NEXT_N_MAX)] | None = None
     ops: Annotated[list[Op], Field(min_length=1, max_length=len(OPS))] = Field(default_factory=_write_ops)
     delay_ms: Annotated[int, Field(ge=0, le=DELAY_MS_MAX)] | None = None
+    amount_delta_minor: Annotated[int, Field(ge=-REPORT_DELTA_MINOR_MAX, le=REPORT_DELTA_MINOR_MAX)] | None = None
+    fee_delta_minor: Annotated[int, Field(ge=-REPORT_DELTA_MINOR_MAX, le=REPORT_DELTA_MINOR_MAX)] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Rule:
@@ -83,10 +93,18 @@ class Rule(_Strict):
             raise ValueError("a rule needs exactly one of 'percent' (0-100) or 'next_n'")
         if (self.fault == "delay_ms") != (self.delay_ms is not None):
             raise ValueError("'delay_ms' is required for the delay_ms fault and allowed for no other")
+        for field, fault in (("amount_delta_minor", "report_amount_delta"), ("fee_delta_minor", "report_fee_delta")):
+            delta = getattr(self, field)
+            if (self.fault == fault) != (delta is not None):
+                raise ValueError(f"'{field}' is required for the {fault} fault and allowed for no other")
+            if delta == 0:
+                raise ValueError(f"'{field}' must not be 0: a delta of 0 leaves the report right")
         if len(set(self.ops)) != len(self.ops):
             raise ValueError("'ops' lists an operation twice")
         if self.fault not in _TRANSPORT_FAULTS and not WRITE_OPS.issuperset(self.ops):
             raise ValueError(f"{self.fault} applies to the write operations 'payout', 'charge' and 'refund' only")
+        if self.fault == "report_unknown_charge" and self.ops != ["charge"]:
+            raise ValueError('report_unknown_charge applies to \'charge\' only: set "ops": ["charge"]')
         return self
 
 
@@ -121,6 +139,11 @@ class Decision:
     duplicate_webhook: bool = False
     reorder_webhooks: bool = False
     settle_late: bool = False
+    report_drop_line: bool = False
+    report_amount_delta_minor: int = 0  # 0: the line's amount is right
+    report_fee_delta_minor: int = 0
+    report_status: bool = False
+    report_unknown_charge: bool = False
     hold_ms: int = SandboxSettings.hold_ms
     settle_late_ms: int = SandboxSettings.settle_late_ms
     rules_fired: tuple[int, ...] = ()
@@ -128,6 +151,8 @@ class Decision:
     def __post_init__(self) -> None:
         assert self.delay_ms == 0 or self.transport == "delay_ms"
         assert 0 <= self.hold_ms <= HOLD_MS_MAX and 0 <= self.delay_ms <= DELAY_MS_MAX
+        assert abs(self.report_amount_delta_minor) <= REPORT_DELTA_MINOR_MAX
+        assert abs(self.report_fee_delta_minor) <= REPORT_DELTA_MINOR_MAX
 
 
 NO_FAULTS: Final = Decision()
@@ -194,12 +219,19 @@ class FaultInjector:
     def _combine(self, plan: FaultPlan, rules: list[Rule], fired: tuple[int, ...]) -> Decision:
         transport = next((rule for rule in rules if rule.fault in _TRANSPORT_FAULTS), None)
         names = {rule.fault for rule in rules}
+        amount_delta = next((rule.amount_delta_minor for rule in rules if rule.amount_delta_minor is not None), 0)
+        fee_delta = next((rule.fee_delta_minor for rule in rules if rule.fee_delta_minor is not None), 0)
         return Decision(
             transport=_TRANSPORT_FAULTS[transport.fault] if transport is not None else None,
             delay_ms=(transport.delay_ms or 0) if transport is not None else 0,
             duplicate_webhook="duplicate_webhook" in names,
             reorder_webhooks="reorder_webhooks" in names,
             settle_late="settle_late" in names,
+            report_drop_line="report_drop_line" in names,
+            report_amount_delta_minor=amount_delta,
+            report_fee_delta_minor=fee_delta,
+            report_status="report_status" in names,
+            report_unknown_charge="report_unknown_charge" in names,
             hold_ms=self._hold_ms(plan),
             settle_late_ms=self._settle_late_ms(plan),
             rules_fired=fired,

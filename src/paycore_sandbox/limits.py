@@ -34,6 +34,8 @@ DELAY_MS_MAX: Final = 60_000
 SETTLE_LATE_MS_MAX: Final = 86_400_000
 RULES_MAX: Final = 50
 NEXT_N_MAX: Final = 1_000_000
+# How far a report_amount_delta or report_fee_delta fault moves a line, either way.
+REPORT_DELTA_MINOR_MAX: Final = 1_000_000_000
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,11 @@
   request as sent, its batch, what the test account planned for it (`planned_*`), what has
   happened so far (`status` and a time per step) and when the next step is due
   (`next_step_at_us`: NULL while its batch is open and once nothing more will happen).
+- `sandbox_report_faults`: the settlement-report faults decided for an object when the call
+  that created it was made, one row per (kind, request id, fault), applied when the report is
+  written: `value_minor` is the delta of report_amount_delta and report_fee_delta, and the
+  `unknown_*` ids name the extra line of report_unknown_charge. A table of its own, so that
+  sandbox databases made before these faults keep working (the sandbox has no migrations).
 """
 
 from __future__ import annotations
@@ -283,4 +288,34 @@ bank_payouts = Table(
     Index("ix_sandbox_bank_payouts_batch_id", "batch_id"),
     Index("ix_sandbox_bank_payouts_settled_at_us", "settled_at_us"),
     Index("ix_sandbox_bank_payouts_returned_at_us", "returned_at_us"),
+)
+
+report_faults = Table(
+    "sandbox_report_faults",
+    metadata,
+    Column("kind", String(8), nullable=False),
+    Column("request_id", String(REQUEST_ID_LENGTH_MAX), nullable=False),
+    Column("fault", String(32), nullable=False),
+    Column("value_minor", BigInteger, nullable=True),
+    Column("unknown_request_id", String(ID_LENGTH), nullable=True),
+    Column("unknown_processor_id", String(ID_LENGTH), nullable=True),
+    PrimaryKeyConstraint("kind", "request_id", "fault"),
+    CheckConstraint("kind IN ('charge', 'refund', 'payout')", name="kind"),
+    CheckConstraint(
+        "fault IN ('report_drop_line', 'report_amount_delta', 'report_fee_delta', 'report_status',"
+        " 'report_unknown_charge')",
+        name="fault",
+    ),
+    CheckConstraint(
+        "(fault IN ('report_amount_delta', 'report_fee_delta')) = (value_minor IS NOT NULL)"
+        " AND (value_minor IS NULL OR value_minor <> 0)",
+        name="value_of_fault",
+    ),
+    CheckConstraint(
+        "((fault = 'report_unknown_charge') = (unknown_request_id IS NOT NULL))"
+        " AND ((unknown_request_id IS NULL) = (unknown_processor_id IS NULL))"
+        " AND (fault <> 'report_unknown_charge' OR kind = 'charge')",
+        name="unknown_charge",
+    ),
+    Index("ix_sandbox_report_faults_fault", "fault"),
 )

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, RowMapping
 
 from paycore.kit.ids import new_ulid
 from paycore.processor.port import ChargeRequest, ChargeResult, ProcessorRefused, RefundRequest, RefundResult
-from paycore_sandbox import repository, webhooks
+from paycore_sandbox import report_faults, repository, webhooks
 from paycore_sandbox.faults import Decision
 
 FinalStatus = Literal["succeeded", "failed"]
@@ -83,6 +83,8 @@ def create_charge(connection: Connection, request: ChargeRequest, faults: Decisi
         _refuse_other_parameters(existing, request, _CHARGE_PARAMETERS)
         return charge_result(existing)
     webhooks.enqueue(connection, _charge_event(values, SEQUENCE_FIRST), now_us)
+    unknown_processor_id = CHARGE_ID_PREFIX + new_ulid() if faults.report_unknown_charge else None
+    report_faults.record(connection, "charge", request.request_id, faults, unknown_processor_id)
     return charge_result(values)
 
 
@@ -122,6 +124,7 @@ def create_refund(connection: Connection, request: RefundRequest, faults: Decisi
             f"its amount of {charge['amount_minor']} (already refunded or pending: {charge['refunded_minor']})",
         )
     webhooks.enqueue(connection, _refund_event(values, SEQUENCE_FIRST), now_us)
+    report_faults.record(connection, "refund", request.request_id, faults)
     return refund_result(values)
 
 

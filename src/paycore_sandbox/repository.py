@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.sql import insert_or_ignore
-from paycore_sandbox.models import bank_payouts, charges, refunds, webhook_attempts, webhooks
+from paycore_sandbox.models import bank_payouts, charges, refunds, report_faults, webhook_attempts, webhooks
 
 # --- charges -------------------------------------------------------------------------------
 
@@ -173,19 +173,84 @@ def attempts_of(connection: Connection, delivery_id: str) -> Sequence[RowMapping
 # --- the settlement report ------------------------------------------------------------------
 
 
+def insert_report_faults(connection: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    connection.execute(report_faults.insert(), [dict(row) for row in rows])
+
+
 def settlement_rows(connection: Connection, start_us: int, end_us: int, rows_per_fetch: int) -> Iterator[RowMapping]:
     """What happened in [start_us, end_us), in time order, fetched in pages: charges and
     refunds by creation, payouts by settlement (`payout`) and by return (`payout_return`).
-    `fee_minor` is NULL for charges and refunds (the report computes theirs)."""
+    `fee_minor` is NULL for charges and refunds (the report computes theirs).
+
+    The report faults are joined here, row by row on their primary key, so that memory stays
+    bounded: a dropped line is left out, the unknown charges are lines of their own, and each
+    row carries `amount_delta_minor`, `fee_delta_minor` (NULL: right) and `status_wrong`."""
     combined = union_all(
         _created_rows(charges, "charge", charges.c.processor_charge_id, start_us, end_us),
         _created_rows(refunds, "refund", refunds.c.processor_refund_id, start_us, end_us),
         _payout_rows("payout", start_us, end_us),
         _payout_rows("payout_return", start_us, end_us),
+        _unknown_charge_rows(start_us, end_us),
     ).subquery()
-    statement = select(combined).order_by(combined.c.at_us, combined.c.type, combined.c.request_id)
+    dropped, amount, fee, status = (
+        report_faults.alias(f"fault_{name}") for name in ("drop_line", "amount_delta", "fee_delta", "status")
+    )
+
+    def on(alias: Any, fault: str) -> Any:
+        return and_(
+            alias.c.kind == combined.c.kind, alias.c.request_id == combined.c.request_id, alias.c.fault == fault
+        )
+
+    joined = (
+        combined.outerjoin(dropped, on(dropped, "report_drop_line"))
+        .outerjoin(amount, on(amount, "report_amount_delta"))
+        .outerjoin(fee, on(fee, "report_fee_delta"))
+        .outerjoin(status, on(status, "report_status"))
+    )
+    statement = (
+        select(
+            combined,
+            amount.c.value_minor.label("amount_delta_minor"),
+            fee.c.value_minor.label("fee_delta_minor"),
+            status.c.fault.is_not(None).label("status_wrong"),
+        )
+        .select_from(joined)
+        .where(dropped.c.fault.is_(None))
+        .order_by(combined.c.at_us, combined.c.type, combined.c.request_id)
+    )
     result = connection.execution_options(yield_per=rows_per_fetch).execute(statement)
     yield from result.mappings()
+
+
+def _unknown_charge_rows(start_us: int, end_us: int) -> Select[Any]:
+    """The lines of report_unknown_charge: a succeeded charge like the one of the call, with
+    ids of its own. Their `kind` matches no fault, so no other fault touches them."""
+    return (
+        select(
+            literal("charge").label("type"),
+            report_faults.c.unknown_request_id.label("request_id"),
+            report_faults.c.unknown_processor_id.label("processor_id"),
+            charges.c.merchant_id,
+            charges.c.amount_minor,
+            cast(null(), BigInteger).label("fee_minor"),
+            charges.c.currency,
+            literal("succeeded").label("status"),
+            charges.c.created_at_us.label("at_us"),
+            cast(null(), String).label("batch_id"),
+            cast(null(), String).label("code"),
+            literal("unknown").label("kind"),
+        )
+        .select_from(
+            report_faults.join(
+                charges, and_(report_faults.c.kind == "charge", report_faults.c.request_id == charges.c.request_id)
+            )
+        )
+        .where(
+            report_faults.c.fault == "report_unknown_charge",
+            charges.c.created_at_us >= start_us,
+            charges.c.created_at_us < end_us,
+        )
+    )
 
 
 def _created_rows(table: Table, kind: str, processor_id: Any, start_us: int, end_us: int) -> Select[Any]:
@@ -201,6 +266,7 @@ def _created_rows(table: Table, kind: str, processor_id: Any, start_us: int, end
         table.c.created_at_us.label("at_us"),
         cast(null(), String).label("batch_id"),
         cast(null(), String).label("code"),
+        literal(kind).label("kind"),
     ).where(and_(table.c.created_at_us >= start_us, table.c.created_at_us < end_us))
 
 
@@ -219,4 +285,5 @@ def _payout_rows(kind: str, start_us: int, end_us: int) -> Select[Any]:
         at_us.label("at_us"),
         cast(bank_payouts.c.batch_id, String).label("batch_id"),
         cast(bank_payouts.c.return_code if returned else null(), String).label("code"),
+        literal("payout").label("kind"),
     ).where(and_(at_us >= start_us, at_us < end_us))

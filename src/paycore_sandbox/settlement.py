@@ -10,6 +10,10 @@ In time order, one line per:
 charge costs 2.9% (rounded up) plus 30 minor units; failed and pending charges and every
 refund cost 0; payout fees are the bank rail's (SandboxSettings). Rejected payouts moved no
 money and cost nothing, so they have no line.
+
+The `report_*` faults of the fault plan (stored per object in `sandbox_report_faults`) make
+lines wrong on purpose, as real processors' reports sometimes are: a line left out, an amount
+or a fee off by a delta, another status, an extra charge nobody was told of.
 """
 
 from __future__ import annotations
@@ -43,6 +47,16 @@ COLUMNS: Final = (
 )
 FEE_PER_MILLE: Final = 29
 FEE_FIXED_MINOR: Final = 30
+AMOUNT_REPORTED_MINOR_MIN: Final = 1  # report_amount_delta never reports a line of 0 or less
+# report_status: what a line reports instead of its status. A pending item is reported
+# succeeded (the report runs ahead of the answers); payout lines swap settled and returned.
+WRONG_STATUS: Final = {
+    "succeeded": "failed",
+    "failed": "succeeded",
+    "pending": "succeeded",
+    "settled": "returned",
+    "returned": "settled",
+}
 _DAY: Final = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
 _DAY_US: Final = 86_400 * 1_000_000
 
@@ -59,6 +73,20 @@ def _fee_of(row: RowMapping) -> int:
         fee: int = row["fee_minor"]
         return fee
     return fee_minor(row["type"], row["status"], row["amount_minor"])
+
+
+def _reported(row: RowMapping) -> tuple[int, int, str]:
+    """The amount, fee and status the line reports: the true ones, moved by the object's
+    report faults. The fee is computed from the true amount and status, then moved."""
+    amount, fee, status = row["amount_minor"], _fee_of(row), row["status"]
+    if row["amount_delta_minor"] is not None:
+        amount = max(AMOUNT_REPORTED_MINOR_MIN, amount + row["amount_delta_minor"])
+    if row["fee_delta_minor"] is not None:
+        fee = max(0, fee + row["fee_delta_minor"])
+    if row["status_wrong"]:
+        status = WRONG_STATUS[status]
+    assert type(amount) is int and amount >= AMOUNT_REPORTED_MINOR_MIN and type(fee) is int and fee >= 0
+    return amount, fee, status
 
 
 def day_bounds_us(day: str) -> tuple[int, int]:
@@ -93,16 +121,17 @@ def _lines(database: Database, start_us: int, end_us: int, rows_per_fetch: int) 
     yield line(COLUMNS)
     with database.read() as connection:
         for row in repository.settlement_rows(connection, start_us, end_us, rows_per_fetch):
+            amount_minor, fee, status = _reported(row)
             yield line(
                 (
                     row["type"],
                     row["request_id"],
                     row["processor_id"],
                     row["merchant_id"],
-                    row["amount_minor"],
-                    _fee_of(row),
+                    amount_minor,
+                    fee,
                     row["currency"],
-                    row["status"],
+                    status,
                     clock.to_rfc3339(row["at_us"]),
                     row["batch_id"] or "",
                     row["code"] or "",
