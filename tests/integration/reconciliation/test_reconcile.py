@@ -218,6 +218,26 @@ def test_a_payout_the_bank_settled_is_settled_by_the_report_with_its_fee(env: En
     assert books_ok(env.database)
 
 
+@pytest.mark.parametrize(
+    ("rule", "expected"),
+    [
+        ({"fault": "report_amount_delta", "amount_delta_minor": -100}, "amount_mismatch"),
+        ({"fault": "report_status"}, "status_mismatch"),
+        ({"fault": "report_unknown_charge"}, "missing_in_paycore"),
+    ],
+)
+def test_each_report_fault_of_the_sandbox_is_found_as_its_break(env: Env, rule: dict[str, Any], expected: str) -> None:
+    """End to end: the sandbox's report is wrong on purpose (its fault plan), paycore finds it."""
+    env.sandbox.set_fault_plan({"seed": 1, "rules": [{**rule, "next_n": 1, "ops": ["charge"]}]})
+    payment = paid(env)
+    assert payment["status"] == "succeeded"
+
+    summary = reconciliation.reconcile(env.database, report(env))
+
+    assert dict(summary.breaks) == {expected: 1} and summary.resolved == 0
+    assert env.client.get(f"/v1/payments/{payment['id']}").json()["status"] == "succeeded"
+
+
 # --- the command line -----------------------------------------------------------------------
 
 
