@@ -17,6 +17,7 @@ from paycore.kit.clock import now_us
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.payouts import states as payout_states
+from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -89,6 +90,36 @@ class InvariantsCollector(Collector):
         )
 
 
+class ReconciliationCollector(Collector):
+    """What reconciliation runs found and did (docs/reconciliation.md), read from the database."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        with self._database.read() as connection:
+            counts = reconciliation.breaks_by_type_and_status(connection)
+            resolved, finished_at_us = reconciliation.runs_summary(connection)
+        breaks = GaugeMetricFamily(
+            "paycore_reconciliation_breaks", "Reconciliation breaks by type and status", labels=["type", "status"]
+        )
+        for kind in reconciliation.BREAK_TYPES:
+            for status in reconciliation.BREAK_STATUSES:
+                breaks.add_metric([kind, status], counts.get((kind, status), 0))
+        yield breaks
+        yield CounterMetricFamily(
+            "paycore_reconciliation_items_resolved",
+            "Payments, refunds and payouts moved by what a settlement report proved",
+            value=resolved,
+        )
+        if finished_at_us is not None:
+            yield GaugeMetricFamily(
+                "paycore_reconciliation_last_run_age_seconds",
+                "Seconds since the newest reconciliation run finished (absent before the first)",
+                value=max(0, now_us() - finished_at_us) // 1_000_000,
+            )
+
+
 class Metrics:
     """One registry per application (tests build many apps in one process)."""
 
@@ -103,6 +134,7 @@ class Metrics:
         )
         self.registry.register(InDoubtCollector(database))
         self.registry.register(InvariantsCollector(database))
+        self.registry.register(ReconciliationCollector(database))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

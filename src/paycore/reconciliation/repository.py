@@ -43,3 +43,19 @@ def breaks(connection: Connection, tenant_id: str, *, limit: int) -> list[Row[An
 
 def count_breaks(connection: Connection) -> int:
     return int(connection.execute(select(func.count()).select_from(reconciliation_breaks)).scalar_one())
+
+
+def breaks_by_type_and_status(connection: Connection) -> dict[tuple[str, str], int]:
+    query = select(reconciliation_breaks.c.type, reconciliation_breaks.c.status, func.count()).group_by(
+        reconciliation_breaks.c.type, reconciliation_breaks.c.status
+    )
+    return {(kind, status): int(count) for kind, status, count in connection.execute(query)}
+
+
+def runs_summary(connection: Connection) -> tuple[int, int | None]:
+    """(items resolved by every completed run, when the newest one finished)."""
+    query = select(
+        func.coalesce(func.sum(reconciliation_runs.c.resolved), 0), func.max(reconciliation_runs.c.finished_at_us)
+    ).where(reconciliation_runs.c.status == "completed")
+    resolved, finished_at_us = connection.execute(query).one()
+    return int(resolved), finished_at_us

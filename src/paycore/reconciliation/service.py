@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from sqlalchemy import Connection
 
@@ -33,8 +33,8 @@ from paycore.lifecycle.evidence import Evidence
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
-from paycore.reconciliation import repository
-from paycore.reconciliation.matching import KIND_OF_LINE, Finding, Known, judge
+from paycore.reconciliation import models, repository
+from paycore.reconciliation.matching import KIND_OF_LINE, BreakType, Finding, Known, judge
 from paycore.reconciliation.models import ALL_TENANTS
 from paycore.reconciliation.report import Line, Malformed, NotAReport, read
 from paycore.refunds import service as refunds
@@ -43,6 +43,8 @@ CHUNK_LINES: Final = 500  # lines per transaction
 CAUSE: Final = "settlement_report"
 FAILED_CODE: Final = "failed_per_settlement_report"  # the report says failed, not why
 SOURCES: Final = ("file", "processor")
+BREAK_TYPES: Final[tuple[str, ...]] = get_args(BreakType)
+BREAK_STATUSES: Final = models.BREAK_STATUSES
 _TENANT_ID_CHARACTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 Progress = Callable[[int], None]
@@ -248,3 +250,13 @@ def run(connection: Connection, run_id: str) -> dict[str, Any] | None:
 
 def breaks_of(connection: Connection, tenant_id: str, *, limit: int = 100) -> list[dict[str, Any]]:
     return [dict(row._mapping) for row in repository.breaks(connection, tenant_id, limit=limit)]
+
+
+def breaks_by_type_and_status(connection: Connection) -> dict[tuple[str, str], int]:
+    """Breaks over every tenant by (type, status): the metric's series."""
+    return repository.breaks_by_type_and_status(connection)
+
+
+def runs_summary(connection: Connection) -> tuple[int, int | None]:
+    """(items the reports resolved, when the newest completed run finished)."""
+    return repository.runs_summary(connection)

@@ -238,6 +238,32 @@ def test_each_report_fault_of_the_sandbox_is_found_as_its_break(env: Env, rule: 
     assert env.client.get(f"/v1/payments/{payment['id']}").json()["status"] == "succeeded"
 
 
+def metric_lines(env: Env, name: str) -> list[str]:
+    text = env.client.get("/metrics").text
+    return [line for line in text.splitlines() if line.startswith(name)]
+
+
+def test_metrics_count_breaks_by_type_and_status_and_items_the_reports_resolved(env: Env) -> None:
+    assert 'paycore_reconciliation_breaks{status="open",type="status_mismatch"} 0.0' in metric_lines(
+        env, "paycore_reconciliation_breaks"
+    )
+    assert metric_lines(env, "paycore_reconciliation_last_run_age_seconds") == []
+    env.faults({"fault": "drop_response", "next_n": 1, "ops": ["charge"]})
+    paid(env)
+    declined = paid(env, token="tok_declined", amount_minor=700)
+
+    reconciliation.reconcile(env.database, changed(report(env), declined["id"], status="succeeded"))
+
+    breaks_now = metric_lines(env, "paycore_reconciliation_breaks{")
+    assert 'paycore_reconciliation_breaks{status="open",type="status_mismatch"} 1.0' in breaks_now
+    assert len(breaks_now) == 8 * 2  # every type and status, 0 where there is none
+    assert metric_lines(env, "paycore_reconciliation_items_resolved_total") == [
+        "paycore_reconciliation_items_resolved_total 1.0"
+    ]
+    (age,) = metric_lines(env, "paycore_reconciliation_last_run_age_seconds ")
+    assert float(age.split()[1]) >= 0
+
+
 # --- the command line -----------------------------------------------------------------------
 
 
