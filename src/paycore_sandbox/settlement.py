@@ -29,22 +29,10 @@ from sqlalchemy import RowMapping
 
 from paycore.db.engine import Database
 from paycore.kit import clock
-from paycore.processor.port import ProcessorRefused
+from paycore.processor.port import SETTLEMENT_REPORT_COLUMNS, ProcessorRefused
 from paycore_sandbox import repository
 
-COLUMNS: Final = (
-    "type",
-    "request_id",
-    "processor_id",
-    "merchant_id",
-    "amount_minor",
-    "fee_minor",
-    "currency",
-    "status",
-    "created_at",
-    "batch_id",
-    "code",
-)
+COLUMNS: Final = SETTLEMENT_REPORT_COLUMNS
 FEE_PER_MILLE: Final = 29
 FEE_FIXED_MINOR: Final = 30
 AMOUNT_REPORTED_MINOR_MIN: Final = 1  # report_amount_delta never reports a line of 0 or less

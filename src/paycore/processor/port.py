@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from paycore.lifecycle.errors import Refused, Unreachable
 
@@ -129,6 +129,23 @@ class ProcessorRefused(ProcessorError, Refused):
 
     def __init__(self, code: str, message: str) -> None:
         Refused.__init__(self, code, message)
+
+
+# The settlement report's columns, in order: its header line (docs/sandbox.md, "The settlement
+# report"). What the processor writes and what reconciliation reads.
+SETTLEMENT_REPORT_COLUMNS: Final = (
+    "type",
+    "request_id",
+    "processor_id",
+    "merchant_id",
+    "amount_minor",
+    "fee_minor",
+    "currency",
+    "status",
+    "created_at",
+    "batch_id",
+    "code",
+)
 
 
 class Processor(Protocol):

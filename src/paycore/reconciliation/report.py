@@ -17,20 +17,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from paycore.kit import clock
+from paycore.processor.port import SETTLEMENT_REPORT_COLUMNS
 
-HEADER: Final = (
-    "type",
-    "request_id",
-    "processor_id",
-    "merchant_id",
-    "amount_minor",
-    "fee_minor",
-    "currency",
-    "status",
-    "created_at",
-    "batch_id",
-    "code",
-)
+HEADER: Final = SETTLEMENT_REPORT_COLUMNS
 # The statuses each line type can have: charges and refunds as the processor saw them when the
 # report was read; payout lines are events (a settlement, a return).
 STATUSES_BY_TYPE: Final[dict[str, frozenset[str]]] = {
