@@ -36,6 +36,9 @@
 | PAYCORE_LOG_LEVEL                        | INFO                    |
 | PAYCORE_INVARIANTS_INTERVAL_MS           | 300000                  |
 | PAYCORE_INVARIANTS_ROWS_MAX              | 1000                    |
+| PAYCORE_RECONCILE_DELAY_MS               | 7200000                 |
+| PAYCORE_RECONCILE_GRACE_MS               | 3600000                 |
+| PAYCORE_RECONCILE_LOOKBACK_DAYS          | 7                       |
 
 The documentation of each lives in README.md ("Configuration").
 """
@@ -128,6 +131,12 @@ class Settings:
     # this many subjects (accounts, transfers, payments, payouts) per run.
     invariants_interval_ms: int = 300_000
     invariants_rows_max: int = 1_000
+    # Reconciliation (docs/reconciliation.md): the worker reconciles a closed UTC day this long
+    # after its end, looking back at most this many days; an item created in the last
+    # `reconcile_grace_ms` of a day waits for the next day's report (at most an hour).
+    reconcile_delay_ms: int = 7_200_000
+    reconcile_grace_ms: int = 3_600_000
+    reconcile_lookback_days: int = 7
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -167,6 +176,9 @@ class Settings:
             log_level=log_level,
             invariants_interval_ms=_int("PAYCORE_INVARIANTS_INTERVAL_MS", 300_000),
             invariants_rows_max=_int("PAYCORE_INVARIANTS_ROWS_MAX", 1_000),
+            reconcile_delay_ms=_int("PAYCORE_RECONCILE_DELAY_MS", 7_200_000, minimum=0),
+            reconcile_grace_ms=_int("PAYCORE_RECONCILE_GRACE_MS", 3_600_000, minimum=0),
+            reconcile_lookback_days=_int("PAYCORE_RECONCILE_LOOKBACK_DAYS", 7),
         )
 
     def with_database(self, database_url: str) -> Settings:
