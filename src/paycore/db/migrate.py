@@ -101,8 +101,10 @@ def check_sqlite_foreign_keys(connection: Connection) -> None:
 # from here to head it reads and writes correctly, so a rolling deploy can run the migrations
 # of an expand/backfill/contract chain while processes of this release serve. 0011: this
 # release's worker job and /metrics read the invariant tables of 0011, and its PostgreSQL
-# transfer path needs 0010's balance limit in `paycore_create_transfer`.
-OLDEST_COMPATIBLE_REVISION: Final = "0012"
+# transfer path needs 0010's balance limit in `paycore_create_transfer`; its /metrics and
+# worker read reconciliation's tables, and its reconciliation writes 0014's (0013's code was
+# wrong to declare 0012: its /metrics read 0013's tables).
+OLDEST_COMPATIBLE_REVISION: Final = "0014"
 
 
 def is_current(database: Database) -> bool:

@@ -7,7 +7,14 @@ a report covers every merchant, so its rows use the tenant id `*`, which no tena
 `reconciliation_breaks`: one row per finding, in the tenant the report line names, with the line
 as read, the object it concerns and that object's status when found. `finding_key` (the type,
 the line type and the object's id, or a malformed line's number and fingerprint) is unique per
-tenant and day: a finding met again, by a re-run or a second worker, is not stored twice.
+tenant and day among breaks not superseded: a finding met again, by a re-run or a second
+worker, is not stored twice (`seen_run_id` says which run met it last); one a corrected report
+dropped is superseded, and stored anew if a later report brings it back.
+
+`reconciliation_days`: the lease on a day (tenant id `*`), so that one run reconciles it at a time
+across processes. `reconciliation_seen`: the lines a run has read (staging: a second line with
+the same key is a `duplicate_line`; `missing_at_processor` is an anti-join against it).
+`reconciliation_fees`: the processor's fee per object, booked once.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    UniqueConstraint,
+    text,
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
@@ -31,7 +38,8 @@ from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_i
 ALL_TENANTS: Final = "*"
 DAY_LENGTH: Final = 10  # YYYY-MM-DD
 FINDING_KEY_LENGTH: Final = 200
-BREAK_STATUSES: Final = ("open", "resolved")
+BREAK_STATUSES: Final = ("open", "resolved", "superseded")
+_NOT_SUPERSEDED: Final = "status <> 'superseded'"
 
 reconciliation_runs = Table(
     "reconciliation_runs",
@@ -74,8 +82,54 @@ reconciliation_breaks = Table(
     Column("resolved_by", String(64), nullable=True),
     Column("resolved_at_us", BigInteger, nullable=True),
     created_at_column(),
+    Column("seen_run_id", String(ID_LENGTH), nullable=True),  # the last run that found it
     PrimaryKeyConstraint("tenant_id", "id"),
-    UniqueConstraint("tenant_id", "day", "finding_key"),
-    CheckConstraint("status IN ('open', 'resolved')", name="status"),
+    CheckConstraint("status IN ('open', 'resolved', 'superseded')", name="status"),
     Index("ix_reconciliation_breaks_status", "tenant_id", "status", "id"),
+    Index(
+        "uq_reconciliation_breaks_finding",
+        "tenant_id",
+        "day",
+        "finding_key",
+        unique=True,
+        sqlite_where=text(_NOT_SUPERSEDED),
+        postgresql_where=text(_NOT_SUPERSEDED),
+    ),
+)
+
+reconciliation_days = Table(
+    "reconciliation_days",
+    metadata,
+    tenant_id_column(),  # always ALL_TENANTS
+    Column("day", String(DAY_LENGTH), nullable=False),
+    Column("claimed_by", String(ID_LENGTH), nullable=True),  # the run holding the day
+    Column("claimed_until_us", BigInteger, nullable=True),
+    created_at_column(),
+    PrimaryKeyConstraint("tenant_id", "day"),
+)
+
+# Staging, not a tenant's data: keyed by run first, for the anti-join and the clean-up.
+reconciliation_seen = Table(
+    "reconciliation_seen",
+    metadata,
+    Column("run_id", String(ID_LENGTH), nullable=False),
+    Column("line_type", String(16), nullable=False),
+    tenant_id_column(),
+    Column("request_id", String(ID_LENGTH), nullable=False),
+    Column("line_number", BigInteger, nullable=False),
+    PrimaryKeyConstraint("run_id", "line_type", "tenant_id", "request_id"),
+)
+
+reconciliation_fees = Table(
+    "reconciliation_fees",
+    metadata,
+    tenant_id_column(),
+    Column("object_type", String(16), nullable=False),
+    Column("object_id", String(ID_LENGTH), nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("fee_minor", BigInteger, nullable=False),
+    Column("run_id", String(ID_LENGTH), nullable=False),
+    created_at_column(),
+    PrimaryKeyConstraint("tenant_id", "object_type", "object_id"),
+    CheckConstraint("fee_minor > 0", name="fee_minor"),
 )
