@@ -336,6 +336,7 @@ def test_a_break_shows_in_its_payments_events_opened_then_resolved(env: Env) -> 
     assert opened["data"]["break_id"] == found["id"] and opened["data"]["break_type"] == "status_mismatch"
     assert (opened["data"]["from"], opened["data"]["to"], opened["data"]["run_id"]) == (None, "open", made["run_id"])
     assert (resolved["cause"], resolved["actor"]) == ("adjusted", "api")
+    assert resolved["data"]["request_id"].startswith("req_")  # the request's access line
     assert {key: resolved["data"][key] for key in ("break_id", "from", "to", "resolution", "note")} == {
         "break_id": found["id"],
         "from": "open",
