@@ -24,6 +24,7 @@ from paycore.http.routers import (
     payments,
     payouts,
     processor_webhooks,
+    reconciliation,
     refunds,
     reports,
 )
@@ -70,6 +71,7 @@ def create_app(
         payments,
         refunds,
         payouts,
+        reconciliation,
         reports,
         events,
         tenant_settings,

@@ -71,6 +71,42 @@ REFUND = _resource("refund", "rf", "payment", "amount_minor", "currency", "statu
 PAYOUT = _resource("payout", "po", "amount_minor", "currency", "rail", "status", "created_at")
 ADJUSTMENT = _resource("payout_adjustment", "adj", "payout", "kind", "amount_minor", "currency", "created_at")
 EVENT = _resource("event", "evt", "created_at")
+_STRING: JsonSchema = {"type": "string"}
+RECONCILIATION_RUN = _resource(
+    "reconciliation_run",
+    "rcn",
+    "day",
+    "source",
+    "status",
+    "report_sha256",
+    "breaks",
+    "created_at",
+    "finished_at",
+    report_sha256=_nullable(_STRING),
+    breaks={"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
+    finished_at=_nullable(TIMESTAMP),
+)
+RECONCILIATION_BREAK = _resource(
+    "reconciliation_break",
+    "brk",
+    "type",
+    "status",
+    "day",
+    "run_id",
+    "object_type",
+    "object_id",
+    "object_status",
+    "line_number",
+    "line",
+    "detail",
+    "resolution",
+    "note",
+    "resolved_by",
+    "resolved_at",
+    "created_at",
+    line={"type": "array", "items": _STRING},
+    resolved_at=_nullable(TIMESTAMP),
+)
 LOSS_ROW = _resource("payout_loss", None, "payout_id", "currency", "amount_minor", "loss_minor", loss_minor=AMOUNT)
 LOSS_REPORT = _list(
     LOSS_ROW,
@@ -122,6 +158,11 @@ BODIES: dict[tuple[str, str], dict[str, JsonSchema]] = {
     ("/v1/payouts/{payout_id}/adjustments", "get"): {"200": _list(ADJUSTMENT)},
     ("/v1/reports/losses", "get"): {"200": LOSS_REPORT},
     ("/v1/events", "get"): {"200": _list(EVENT)},
+    ("/v1/reconciliation/runs", "get"): {"200": _list(RECONCILIATION_RUN)},
+    ("/v1/reconciliation/runs/{run_id}", "get"): {"200": RECONCILIATION_RUN},
+    ("/v1/reconciliation/breaks", "get"): {"200": _list(RECONCILIATION_BREAK)},
+    ("/v1/reconciliation/breaks/{break_id}", "get"): {"200": RECONCILIATION_BREAK},
+    ("/v1/reconciliation/breaks/{break_id}/resolve", "post"): {"200": RECONCILIATION_BREAK},
     ("/v1/settings", "get"): {"200": SETTINGS},
     ("/v1/settings", "put"): {"200": SETTINGS},
     ("/v1/webhooks/processor", "post"): {"200": WEBHOOK_RECEIPT},

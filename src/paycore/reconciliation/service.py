@@ -29,14 +29,17 @@ from sqlalchemy import Connection
 
 from paycore.db.engine import Database
 from paycore.kit import clock, ids
+from paycore.kit.errors import InvalidRequest, InvalidStartingAfter
 from paycore.lifecycle.evidence import Evidence
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
-from paycore.reconciliation import models, repository
+from paycore.reconciliation import models, repository, states
+from paycore.reconciliation.errors import BreakNotFound, RunNotFound, UnknownResolution
 from paycore.reconciliation.matching import KIND_OF_LINE, BreakType, Finding, Known, judge
 from paycore.reconciliation.models import ALL_TENANTS
 from paycore.reconciliation.report import Line, Malformed, NotAReport, read
+from paycore.reconciliation.types import Break, Run, break_from_row, run_from_row
 from paycore.refunds import service as refunds
 
 CHUNK_LINES: Final = 500  # lines per transaction
@@ -232,7 +235,10 @@ def _store(
         "resolved_at_us": None,
         "created_at_us": where.now_us,
     }
-    return int(repository.insert_break(connection, values))
+    stored = repository.insert_break(connection, values)
+    if stored:
+        states.record_opened(connection, values, where.now_us)
+    return int(stored)
 
 
 def _tenant_of(fields: tuple[str, ...]) -> str:
@@ -260,3 +266,79 @@ def breaks_by_type_and_status(connection: Connection) -> dict[tuple[str, str], i
 def runs_summary(connection: Connection) -> tuple[int, int | None]:
     """(items the reports resolved, when the newest completed run finished)."""
     return repository.runs_summary(connection)
+
+
+# --- the HTTP API: runs and breaks as a tenant sees them, resolving a break (issue 20) --------
+
+
+def list_runs(connection: Connection, tenant_id: str, *, starting_after: str | None, limit: int) -> list[Run]:
+    """Runs oldest first, each with the tenant's own break counts (one query for the page).
+    `starting_after` is a run; anything else is refused."""
+    if starting_after is not None and repository.get_run(connection, starting_after) is None:
+        raise InvalidStartingAfter("starting_after is not a reconciliation run", param="starting_after")
+    rows = [row._mapping for row in repository.run_page(connection, starting_after=starting_after, limit=limit)]
+    counts = repository.break_counts_of_runs(connection, tenant_id, {row["id"]: row["day"] for row in rows})
+    return [run_from_row(row, counts[row["id"]]) for row in rows]
+
+
+def get_run(connection: Connection, tenant_id: str, run_id: str) -> Run:
+    """The run with the tenant's own break counts, or RunNotFound."""
+    row = repository.get_run(connection, run_id)
+    if row is None:
+        raise RunNotFound("no such reconciliation run", param="id")
+    counts = repository.break_counts_of_runs(connection, tenant_id, {row.id: row.day})
+    return run_from_row(row._mapping, counts[row.id])
+
+
+def list_breaks(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    status: str | None,
+    break_type: str | None,
+    starting_after: str | None,
+    limit: int,
+) -> list[Break]:
+    """The tenant's breaks oldest first, in `status` and of `break_type` if given.
+    `starting_after` is a break of the tenant, whatever its status or type."""
+    if status is not None and status not in states.STATUSES:
+        raise InvalidRequest(f"status must be one of {', '.join(states.STATUSES)}", param="status")
+    if break_type is not None and break_type not in BREAK_TYPES:
+        raise InvalidRequest(f"type must be one of {', '.join(BREAK_TYPES)}", param="type")
+    if starting_after is not None and repository.get_break(connection, tenant_id, starting_after) is None:
+        raise InvalidStartingAfter("starting_after is not a break of this tenant", param="starting_after")
+    rows = repository.break_page(
+        connection, tenant_id, status=status, break_type=break_type, starting_after=starting_after, limit=limit
+    )
+    return [break_from_row(row._mapping) for row in rows]
+
+
+def get_break(connection: Connection, tenant_id: str, break_id: str) -> Break:
+    """The tenant's break, or BreakNotFound (also for another tenant's)."""
+    row = repository.get_break(connection, tenant_id, break_id)
+    if row is None:
+        raise BreakNotFound("no such break", param="id")
+    return break_from_row(row._mapping)
+
+
+def resolve_break(
+    connection: Connection,
+    tenant_id: str,
+    break_id: str,
+    *,
+    resolution: str,
+    note: str | None,
+    actor: str,
+    now_us: int,
+) -> Break:
+    """open -> resolved, with the resolution, the note, who and when; audited. A break that is
+    not open is BreakNotOpen (409), whoever resolved or superseded it."""
+    if resolution not in states.RESOLUTIONS:
+        raise UnknownResolution(f"resolution must be one of {', '.join(states.RESOLUTIONS)}", param="resolution")
+    if note is not None and not 0 < len(note) <= states.NOTE_CHARS_MAX:
+        raise InvalidRequest(f"note must be 1 to {states.NOTE_CHARS_MAX} characters", param="note")
+    current = get_break(connection, tenant_id, break_id)
+    values = {"resolution": resolution, "note": note, "resolved_by": actor, "resolved_at_us": now_us}
+    return states.move(
+        connection, current, states.RESOLVED, cause=resolution, actor=actor, now_us=now_us, values=values
+    )

@@ -87,6 +87,8 @@ LISTS = {
     "/v1/payments/{payment_id}/refunds",
     "/v1/accounts/{account_id}/entries",
     "/v1/reports/losses",
+    "/v1/reconciliation/runs",
+    "/v1/reconciliation/breaks",
 }
 
 
