@@ -7,7 +7,8 @@ code, with the normal balance given here.
 
 | code                        | normal | what it holds                                              |
 |-----------------------------|--------|------------------------------------------------------------|
-| `processor.clearing.CUR`    | debit  | money the processor owes paycore's tenants (payments in, refunds out) |
+| `processor.clearing.CUR`    | debit  | money the processor owes the tenant (payments in; refunds, fees out) |
+| `processor.fees.CUR`        | debit  | fees the processor took (kept out of what it collected)    |
 | `credits.balance.CUR`       | credit | credits issued to a tenant's users and not yet spent (no overdraft) |
 | `credits.issued.CUR`        | debit  | the other side of issued credits                           |
 | `payouts.in_transit.CUR`    | credit | promised to the bank, not yet paid out                      |
@@ -23,6 +24,7 @@ from typing import Final, Literal
 Normal = Literal["debit", "credit"]
 
 PROCESSOR_CLEARING: Final = "processor.clearing"
+PROCESSOR_FEES: Final = "processor.fees"
 CREDITS_BALANCE: Final = "credits.balance"
 CREDITS_ISSUED: Final = "credits.issued"
 PAYOUTS_IN_TRANSIT: Final = "payouts.in_transit"
@@ -32,6 +34,7 @@ PAYOUTS_LOSSES: Final = "payouts.losses"
 
 NORMAL_BALANCE: Final[dict[str, Normal]] = {
     PROCESSOR_CLEARING: "debit",
+    PROCESSOR_FEES: "debit",
     CREDITS_BALANCE: "credit",
     CREDITS_ISSUED: "debit",
     PAYOUTS_IN_TRANSIT: "credit",
@@ -49,3 +52,7 @@ def code(prefix: str, currency: str) -> str:
 
 def processor_clearing(currency: str) -> str:
     return code(PROCESSOR_CLEARING, currency)
+
+
+def processor_fees(currency: str) -> str:
+    return code(PROCESSOR_FEES, currency)

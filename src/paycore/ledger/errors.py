@@ -65,3 +65,10 @@ class TransferNotReversible(Conflict):
 
 class InvalidEntries(InvalidRequest):
     code = "invalid_entries"
+
+
+class FeeKeyTaken(Conflict):
+    """A processor fee's key names a transfer of the tenant that is not a processor fee
+    (a client chose that key for a transfer of its own): the fee cannot be booked under it."""
+
+    code = "fee_key_taken"

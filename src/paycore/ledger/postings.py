@@ -132,6 +132,37 @@ def write_entries(
     return rows
 
 
+def write_entries_of_transfers(
+    connection: Connection,
+    tenant_id: str,
+    transfers: Sequence[tuple[str, Sequence[EntrySpec]]],
+    account_rows: Mapping[str, Account],
+    now_us: int,
+) -> list[dict[str, Any]]:
+    """The entries of several posted transfers, (transfer id, entries) each, written at once:
+    each account's totals are updated once, by the sum of its entries in all of them (its
+    row lock taken once, in sorted order like every transfer), and its entries are numbered
+    in the order of `transfers`.
+
+    The flags and the balance limit are checked on the sums. That is the same as checking
+    each transfer in turn only when every account is moved one way (all its entries debits,
+    or all credits): then no transfer in between carries a figure further than the last one
+    does. So that is required here."""
+    specs = [spec for _, entries in transfers for spec in entries]
+    directions = {(spec.account_id, spec.direction) for spec in specs}
+    assert len(directions) == len({account_id for account_id, _ in directions}), "an account moved both ways"
+    deltas, added = entry_totals(specs, pending=False)
+    counts = _apply(connection, tenant_id, account_rows, deltas, added, "")
+    next_sequence = {account_id: counts[account_id] - added[account_id] + 1 for account_id in added}
+    rows = []
+    for transfer_id, entries in transfers:
+        for spec in entries:
+            rows.append(entry_row(tenant_id, transfer_id, spec, account_rows, next_sequence[spec.account_id], now_us))
+            next_sequence[spec.account_id] += 1
+    repository.insert_entries(connection, rows)
+    return rows
+
+
 def entry_row(
     tenant_id: str,
     transfer_id: str,

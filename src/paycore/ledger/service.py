@@ -28,6 +28,15 @@ from paycore.ledger.accounts import (
     load_account_facts,
 )
 from paycore.ledger.errors import TransferExpired, TransferNotFound, TransferNotPending, TransferNotReversible
+from paycore.ledger.fees import (
+    FEE_KEYS_PER_READ_MAX,
+    FEES_PER_CALL_MAX,
+    FeesBooked,
+    ProcessorFee,
+    book_processor_fee,
+    book_processor_fees,
+    booked_fees,
+)
 from paycore.ledger.postings import check_spec, insert_resolution, post_entries, transfer_values, write_entries
 from paycore.ledger.types import (
     DIRECTIONS,
@@ -46,13 +55,20 @@ from paycore.ledger.verify import recomputed_totals, verify
 
 __all__ = [
     "DIRECTIONS",
+    "FEES_PER_CALL_MAX",
+    "FEE_KEYS_PER_READ_MAX",
     "REFERENCE_TYPES",
     "Account",
     "AccountTemplate",
     "Entry",
     "EntrySpec",
+    "FeesBooked",
+    "ProcessorFee",
     "Transfer",
     "TransferSpec",
+    "book_processor_fee",
+    "book_processor_fees",
+    "booked_fees",
     "create_account",
     "create_batch",
     "create_transfer",
