@@ -5,7 +5,8 @@ from the processor at PAYCORE_PROCESSOR_URL.
 The report is read as it comes, with a progress bar on standard error
 and a summary at the end. Exit 0 when it ran: breaks are findings, not errors. Exit 1 with
 one line when the file cannot be read or is not a settlement report (nothing is written
-then), 2 for a bad option.
+then) or when another run (a worker, another CLI) is reconciling the same day, 2 for a bad
+option.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from paycore.db.engine import Database
 from paycore.processor.http_transport import HttpTransport
 from paycore.processor.port import ProcessorError
 from paycore.reconciliation import service as reconciliation
-from paycore.reconciliation.report import NotAReport
+from paycore.reconciliation.errors import DayBusy, NotAReport
 
 errors = Console(stderr=True)
 
@@ -46,7 +47,8 @@ def reconcile(
         except ValueError:
             errors.print(f"[red]--day: {day!r} is not a day (YYYY-MM-DD)[/red]")
             raise typer.Exit(2) from None
-    database = Database(Settings.from_env())
+    settings = Settings.from_env()
+    database = Database(settings)
     try:
         if not migrate.is_usable(database):
             errors.print("[red]the database schema is behind: run `paycore db upgrade` first[/red]")
@@ -54,7 +56,9 @@ def reconcile(
         name = report or f"the processor's report of {day}"
         try:
             with _opened(report, day) as (stream, source), _progress() as advance:
-                summary = reconciliation.reconcile(database, stream, source=source, day=day, progress=advance)
+                summary = reconciliation.reconcile(
+                    database, stream, source=source, day=day, progress=advance, grace_ms=settings.reconcile_grace_ms
+                )
         except OSError as error:
             errors.print(f"[red]cannot read {name}: {error.strerror or error}[/red]", soft_wrap=True)
             raise typer.Exit(1) from None
@@ -63,6 +67,9 @@ def reconcile(
             raise typer.Exit(1) from None
         except (NotAReport, UnicodeDecodeError) as error:
             errors.print(f"[red]{name} is not a settlement report: {error}[/red]", soft_wrap=True)
+            raise typer.Exit(1) from None
+        except DayBusy as error:
+            errors.print(f"[red]{error}[/red]", soft_wrap=True)
             raise typer.Exit(1) from None
     finally:
         database.dispose()
@@ -96,3 +103,7 @@ def _print_summary(summary: reconciliation.Summary) -> None:
     print(f"run {summary.run_id} for {summary.day}")
     print(f"lines read {summary.lines_read}, matched {summary.matched}, resolved {summary.resolved}")
     print(f"new breaks: {breaks}")
+    fees = ", ".join(f"{amount} {currency}" for currency, amount in sorted(summary.fees_minor.items())) or "none"
+    print(f"fees booked: {summary.fees_booked} ({fees} in minor units)")
+    if summary.superseded:
+        print(f"superseded: {summary.superseded} open breaks this corrected report no longer has")

@@ -103,6 +103,37 @@ class Machine(Generic[T]):
         row = store.get(connection, self.table, tenant_id, item_id, for_update=for_update)
         return None if row is None else self.from_row(row._mapping)
 
+    def find_many(
+        self, connection: Connection, keys: Collection[tuple[str, str]], *, for_update: bool = False
+    ) -> dict[tuple[str, str], T]:
+        """The items with these (tenant_id, id) keys that exist, in one statement."""
+        rows = store.get_many(connection, self.table, keys, for_update=for_update)
+        return {(row.tenant_id, row.id): self.from_row(row._mapping) for row in rows}
+
+    def between(
+        self,
+        connection: Connection,
+        *,
+        time_column: str,
+        statuses: Collection[str],
+        window_us: tuple[int, int],
+        after: tuple[str, str] | None,
+        limit: int,
+    ) -> list[T]:
+        """A page of the items in `statuses` (stored names) whose `time_column` falls in the
+        window, over every tenant, in key order after `after` (`store.page_between`)."""
+        rows = store.page_between(
+            connection,
+            self.table,
+            time_column=time_column,
+            statuses=self.spellings(statuses),
+            start_us=window_us[0],
+            end_us=window_us[1],
+            after=after,
+            limit=limit,
+        )
+        return [self.from_row(row._mapping) for row in rows]
+
     def load(self, connection: Connection, tenant_id: str, item_id: str, *, for_update: bool = False) -> T:
         item = self.find(connection, tenant_id, item_id, for_update=for_update)
         if item is None:

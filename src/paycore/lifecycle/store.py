@@ -25,6 +25,39 @@ def get(
     return connection.execute(query).first()
 
 
+def get_many(
+    connection: Connection, table: Table, keys: Collection[tuple[str, str]], *, for_update: bool = False
+) -> list[Row[Any]]:
+    """The items with these (tenant_id, id) keys, in key order (one statement; missing keys are
+    left out). Locked in that order when `for_update` on PostgreSQL."""
+    if not keys:
+        return []
+    query = select(table).where(tuple_(table.c.tenant_id, table.c.id).in_(list(keys)))
+    if for_update and connection.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return list(connection.execute(query.order_by(table.c.tenant_id, table.c.id)))
+
+
+def page_between(
+    connection: Connection,
+    table: Table,
+    *,
+    time_column: str,
+    statuses: Collection[str],
+    start_us: int,
+    end_us: int,
+    after: tuple[str, str] | None,
+    limit: int,
+) -> list[Row[Any]]:
+    """One page, over every tenant in key order after `after`, of the items in `statuses` whose
+    `time_column` is in [start_us, end_us). Successive pages walk the primary key once."""
+    moment = table.c[time_column]
+    query = select(table).where(table.c.status.in_(list(statuses)), moment >= start_us, moment < end_us)
+    if after is not None:
+        query = query.where(tuple_(table.c.tenant_id, table.c.id) > tuple_(*after))
+    return list(connection.execute(query.order_by(table.c.tenant_id, table.c.id).limit(limit)))
+
+
 def exists(connection: Connection, table: Table, tenant_id: str, item_id: str) -> bool:
     query = select(table.c.id).where(table.c.tenant_id == tenant_id, table.c.id == item_id)
     return connection.execute(query).first() is not None

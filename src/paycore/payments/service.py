@@ -16,7 +16,7 @@ A crash between 1 and 3 leaves a `processing` payment whose next attempt is due 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -294,6 +294,21 @@ def import_settled_payment(
 
 def find(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Payment | None:
     return lifecycle.MACHINE.find(connection, tenant_id, payment_id, for_update=for_update)
+
+
+def find_many(connection: Connection, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], Payment]:
+    """The payments with these (tenant_id, payment_id) keys that exist, in one statement."""
+    return lifecycle.MACHINE.find_many(connection, keys)
+
+
+def moved_between(
+    connection: Connection, window_us: tuple[int, int], *, after: tuple[str, str] | None, limit: int
+) -> list[Payment]:
+    """A page of the payments, over every tenant, that succeeded and were created in the window:
+    the money paycore believes the processor moved then (reconciliation's missing lines)."""
+    return lifecycle.MACHINE.between(
+        connection, time_column="created_at_us", statuses=("succeeded",), window_us=window_us, after=after, limit=limit
+    )
 
 
 def reserve_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> Payment | None:

@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, func, select
+from sqlalchemy import Connection, Row, bindparam, func, select, tuple_
 
 from paycore.db.sql import insert_or_ignore
 from paycore.lifecycle import store
@@ -81,6 +82,23 @@ def adjustment_by_key(connection: Connection, tenant_id: str, payout_id: str, de
         payout_adjustments.c.dedupe_key == dedupe_key,
     )
     return connection.execute(query).first()
+
+
+def bank_fees_of(connection: Connection, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str, str], int]:
+    """The bank's fees booked on these payouts, by (tenant, payout, kind `fee`|`return_fee`)."""
+    if not keys:
+        return {}
+    table = payout_adjustments.c
+    query = (
+        select(table.tenant_id, table.payout_id, table.kind, func.sum(table.amount_minor))
+        .where(
+            tuple_(table.tenant_id, table.payout_id).in_(list(keys)),
+            table.kind.in_(("fee", "return_fee")),
+            table.source == "bank",
+        )
+        .group_by(table.tenant_id, table.payout_id, table.kind)
+    )
+    return {(tenant, payout, kind): int(total) for tenant, payout, kind, total in connection.execute(query)}
 
 
 def adjustments_of(connection: Connection, tenant_id: str, payout_id: str) -> list[Row[Any]]:

@@ -9,7 +9,7 @@ under the account's row lock (SQLite: its one writer).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
@@ -171,6 +171,32 @@ def load(connection: Connection, tenant_id: str, payout_id: str, *, for_update: 
 
 def find(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Payout | None:
     return lifecycle.MACHINE.find(connection, tenant_id, payout_id, for_update=for_update)
+
+
+def find_many(connection: Connection, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], Payout]:
+    """The payouts with these (tenant_id, payout_id) keys that exist, in one statement."""
+    return lifecycle.MACHINE.find_many(connection, keys)
+
+
+def bank_fees_of(connection: Connection, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str, str], int]:
+    """The bank's fees booked on these (tenant_id, payout_id), by (tenant, payout, `fee` or
+    `return_fee`), in one statement; a payout with none is left out."""
+    return repository.bank_fees_of(connection, keys)
+
+
+def moved_between(
+    connection: Connection, window_us: tuple[int, int], *, after: tuple[str, str] | None, limit: int
+) -> list[Payout]:
+    """A page of the payouts, over every tenant, settled in the window (returned since or not):
+    the money paycore believes the bank paid out then (reconciliation's missing lines)."""
+    return lifecycle.MACHINE.between(
+        connection,
+        time_column="settled_at_us",
+        statuses=(states.SETTLED, states.RETURNED),
+        window_us=window_us,
+        after=after,
+        limit=limit,
+    )
 
 
 def apply_result(

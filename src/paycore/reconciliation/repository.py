@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, insert, select, update
+from sqlalchemy import Connection, Row, delete, func, insert, or_, select, tuple_, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from paycore.db.sql import insert_or_ignore
-from paycore.reconciliation.models import ALL_TENANTS, reconciliation_breaks, reconciliation_runs
+from paycore.reconciliation.models import (
+    ALL_TENANTS,
+    reconciliation_breaks,
+    reconciliation_days,
+    reconciliation_fees,
+    reconciliation_runs,
+    reconciliation_seen,
+)
+
+SeenKey = tuple[str, str, str]  # (line type, tenant id, request id)
+FeeKey = tuple[str, str, str]  # (tenant id, object type, object id)
 
 
 def insert_run(connection: Connection, run_id: str, *, day: str, source: str, now_us: int) -> None:
@@ -29,6 +40,140 @@ def get_run(connection: Connection, run_id: str) -> Row[Any] | None:
         reconciliation_runs.c.tenant_id == ALL_TENANTS, reconciliation_runs.c.id == run_id
     )
     return connection.execute(query).first()
+
+
+def claim_day(connection: Connection, day: str, holder: str, *, now_us: int, until_us: int) -> str | None:
+    """Compare-and-set the day's lease to `holder`; None when taken, else who holds it."""
+    row = {"tenant_id": ALL_TENANTS, "day": day, "claimed_by": None, "claimed_until_us": None, "created_at_us": now_us}
+    insert_or_ignore(connection, reconciliation_days, row, ("tenant_id", "day"))
+    table = reconciliation_days.c
+    free = or_(table.claimed_by.is_(None), table.claimed_until_us < now_us, table.claimed_by == holder)
+    statement = update(reconciliation_days).where(table.tenant_id == ALL_TENANTS, table.day == day, free)
+    if connection.execute(statement.values(claimed_by=holder, claimed_until_us=until_us)).rowcount == 1:
+        return None
+    query = select(table.claimed_by).where(table.tenant_id == ALL_TENANTS, table.day == day)
+    return str(connection.execute(query).scalar_one())
+
+
+def renew_day(connection: Connection, day: str, holder: str, *, until_us: int) -> bool:
+    table = reconciliation_days.c
+    statement = update(reconciliation_days).where(
+        table.tenant_id == ALL_TENANTS, table.day == day, table.claimed_by == holder
+    )
+    return connection.execute(statement.values(claimed_until_us=until_us)).rowcount == 1
+
+
+def release_day(connection: Connection, day: str, holder: str) -> None:
+    table = reconciliation_days.c
+    statement = update(reconciliation_days).where(
+        table.tenant_id == ALL_TENANTS, table.day == day, table.claimed_by == holder
+    )
+    connection.execute(statement.values(claimed_by=None, claimed_until_us=None))
+
+
+def _insert_ignoring_conflicts(connection: Connection) -> Any:
+    return postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+
+
+def insert_seen(
+    connection: Connection, run_id: str, lines: list[tuple[str, str, str, int]]
+) -> set[tuple[SeenKey, int]]:
+    """Record the lines (type, tenant, request id, line number) the run has read, in one
+    statement; returns the (key, line number) of those seen for the first time in this run."""
+    if not lines:
+        return set()
+    table = reconciliation_seen.c
+    rows = [
+        {"run_id": run_id, "line_type": kind, "tenant_id": tenant, "request_id": request, "line_number": number}
+        for kind, tenant, request, number in lines
+    ]
+    statement = (
+        _insert_ignoring_conflicts(connection)(reconciliation_seen)
+        .values(rows)
+        .on_conflict_do_nothing()
+        .returning(table.line_type, table.tenant_id, table.request_id, table.line_number)
+    )
+    return {((kind, tenant, request), number) for kind, tenant, request, number in connection.execute(statement)}
+
+
+def seen_among(
+    connection: Connection, run_ids: Collection[str], line_type: str, keys: Collection[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """Which of the (tenant, request id) keys these runs read a `line_type` line for."""
+    if not keys or not run_ids:
+        return set()
+    table = reconciliation_seen.c
+    query = select(table.tenant_id, table.request_id).where(
+        table.run_id.in_(list(run_ids)),
+        table.line_type == line_type,
+        tuple_(table.tenant_id, table.request_id).in_(list(keys)),
+    )
+    return {(tenant, request) for tenant, request in connection.execute(query)}
+
+
+def forget_seen_of_day(connection: Connection, day: str, *, keep_run_id: str) -> None:
+    """Delete the lines seen by the day's other runs: the latest complete run's are kept."""
+    runs = select(reconciliation_runs.c.id).where(
+        reconciliation_runs.c.day == day, reconciliation_runs.c.id != keep_run_id
+    )
+    connection.execute(delete(reconciliation_seen).where(reconciliation_seen.c.run_id.in_(runs)))
+
+
+def latest_completed_run(connection: Connection, day: str) -> str | None:
+    table = reconciliation_runs.c
+    query = (
+        select(table.id)
+        .where(table.tenant_id == ALL_TENANTS, table.day == day, table.status == "completed")
+        .order_by(table.finished_at_us.desc(), table.id.desc())
+        .limit(1)
+    )
+    found: str | None = connection.execute(query).scalar()
+    return found
+
+
+def fees_of(connection: Connection, keys: Collection[FeeKey]) -> dict[FeeKey, int]:
+    """The processor's fee booked for each of these objects that has one (one statement)."""
+    if not keys:
+        return {}
+    table = reconciliation_fees.c
+    query = select(table.tenant_id, table.object_type, table.object_id, table.fee_minor).where(
+        tuple_(table.tenant_id, table.object_type, table.object_id).in_(list(keys))
+    )
+    return {(tenant, kind, object_id): int(fee) for tenant, kind, object_id, fee in connection.execute(query)}
+
+
+def insert_fees(connection: Connection, rows: list[dict[str, Any]]) -> list[Row[Any]]:
+    """Record each object's fee unless one is recorded already; returns the rows recorded now."""
+    if not rows:
+        return []
+    table = reconciliation_fees.c
+    statement = (
+        _insert_ignoring_conflicts(connection)(reconciliation_fees)
+        .values(rows)
+        .on_conflict_do_nothing()
+        .returning(table.tenant_id, table.currency, table.fee_minor)
+    )
+    return list(connection.execute(statement))
+
+
+def mark_break_seen(connection: Connection, tenant_id: str, day: str, finding_key: str, run_id: str) -> None:
+    """The run met this (open) finding again: it is not superseded when the run ends."""
+    table = reconciliation_breaks.c
+    statement = update(reconciliation_breaks).where(
+        table.tenant_id == tenant_id, table.day == day, table.finding_key == finding_key, table.status == "open"
+    )
+    connection.execute(statement.values(seen_run_id=run_id))
+
+
+def open_breaks_not_seen_by(connection: Connection, day: str, run_id: str, *, limit: int) -> list[Row[Any]]:
+    """Open breaks of the day that the run did not find again (a corrected report dropped them)."""
+    table = reconciliation_breaks.c
+    query = select(reconciliation_breaks).where(
+        table.day == day,
+        table.status == "open",
+        func.coalesce(table.seen_run_id, table.run_id) != run_id,
+    )
+    return list(connection.execute(query.order_by(table.tenant_id, table.id).limit(limit)))
 
 
 def insert_break(connection: Connection, values: Mapping[str, Any]) -> bool:

@@ -1,24 +1,19 @@
 """Reconciling one day's settlement report (ADR 0014, docs/reconciliation.md).
 
-`reconcile(database, lines)` reads the report as it comes (`report.read`), in chunks of
-`CHUNK_LINES` lines, one transaction per chunk: each line is looked up in its kind's table (by
-the request id paycore sent, in the tenant the line names), judged (`matching.judge`), its
-breaks stored (a finding already stored for that tenant and day is not stored again), and what
-it proves about an item still waiting applied through that item's own lifecycle, with cause
-`settlement_report`, like any other evidence. A file that is not a report is refused before
-anything is written (`NotAReport`). Running the same report again stores nothing new and moves
-nothing.
-
-Not built yet (issue 20): booking the processor's fees, `missing_at_processor`,
-`duplicate_line`, applying a payout's return, the one-run-per-day lease, superseding the breaks
-of a corrected report.
+`reconcile(database, lines)` takes the day's lease (`days`: one run of a day at a time, across
+processes; `DayBusy` otherwise), reads the report as it comes (`report.read`), in chunks of
+`CHUNK_LINES` lines, one transaction per chunk (`chunks`: lines recorded, objects loaded in one
+statement per kind, judged, breaks stored, proofs applied through each object's lifecycle with
+cause `settlement_report`, fees booked once), then closes the run (`closing`: the money the
+report has no line for, the open breaks a corrected report no longer has, superseded). A file
+that is not a report is refused before anything is written (`NotAReport`). Running the same
+report again stores nothing new, books nothing and moves nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,25 +25,21 @@ from sqlalchemy import Connection
 from paycore.db.engine import Database
 from paycore.kit import clock, ids
 from paycore.kit.errors import InvalidRequest, InvalidStartingAfter
-from paycore.lifecycle.evidence import Evidence
-from paycore.payments import service as payments
-from paycore.payouts import service as payouts
-from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
-from paycore.reconciliation import models, repository, states
+from paycore.reconciliation import chunks, closing, days, models, repository, states
+from paycore.reconciliation.chunks import CAUSE, Context, Counts
 from paycore.reconciliation.errors import BreakNotFound, RunNotFound, UnknownResolution
-from paycore.reconciliation.matching import KIND_OF_LINE, BreakType, Finding, Known, judge
-from paycore.reconciliation.models import ALL_TENANTS
+from paycore.reconciliation.matching import BreakType, Kind
 from paycore.reconciliation.report import Line, Malformed, NotAReport, read
 from paycore.reconciliation.types import Break, Run, break_from_row, run_from_row
-from paycore.refunds import service as refunds
 
 CHUNK_LINES: Final = 500  # lines per transaction
-CAUSE: Final = "settlement_report"
-FAILED_CODE: Final = "failed_per_settlement_report"  # the report says failed, not why
+GRACE_MS_DEFAULT: Final = 3_600_000  # PAYCORE_RECONCILE_GRACE_MS's default
 SOURCES: Final = ("file", "processor")
 BREAK_TYPES: Final[tuple[str, ...]] = get_args(BreakType)
 BREAK_STATUSES: Final = models.BREAK_STATUSES
-_TENANT_ID_CHARACTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+_KINDS: Final[tuple[Kind, ...]] = ("payment", "refund", "payout")
+
+__all__ = ["CAUSE", "reconcile"]
 
 Progress = Callable[[int], None]
 
@@ -61,14 +52,9 @@ class Summary:
     matched: int = 0
     breaks: Counter[str] = field(default_factory=Counter)  # breaks stored by this run, by type
     resolved: int = 0  # items the report moved
-
-
-@dataclass
-class _Chunk:
-    lines: int = 0
-    matched: int = 0
-    breaks: Counter[str] = field(default_factory=Counter)
-    resolved: int = 0
+    fees_booked: int = 0  # objects whose processor fee this run booked
+    fees_minor: Counter[str] = field(default_factory=Counter)  # the fees booked, by currency
+    superseded: int = 0  # open breaks of the day a corrected report no longer has
 
 
 def reconcile(
@@ -79,6 +65,8 @@ def reconcile(
     day: str | None = None,
     progress: Progress | None = None,
     actor: str = "reconciliation",
+    grace_ms: int = GRACE_MS_DEFAULT,
+    lease_ms: int = days.DAY_LEASE_MS,
 ) -> Summary:
     """Reconcile the report in `lines` (text lines); the day is `day` or the first line's."""
     assert source in SOURCES
@@ -92,161 +80,86 @@ def reconcile(
             raise NotAReport(f"no line among the first {len(leading)} gives the day: give it (--day YYYY-MM-DD)")
         day = clock.utc_day(first.created_at_us).isoformat()
     run_id = ids.new_id("rcn")
-    database.transaction(partial(repository.insert_run, run_id=run_id, day=day, source=source, now_us=clock.now_us()))
-    summary = Summary(run_id, day)
-    remaining: Iterator[Line | Malformed] = itertools.chain(leading, items)
-    while chunk := list(itertools.islice(remaining, CHUNK_LINES)):
-        done = database.transaction(partial(_reconcile_chunk, chunk=chunk, run_id=run_id, day=day, actor=actor))
-        summary.lines_read += done.lines
-        summary.matched += done.matched
-        summary.breaks.update(+done.breaks)  # the types it stored some of
-        summary.resolved += done.resolved
-        if progress is not None:
-            progress(done.lines)
-    counts = {
-        "lines_read": summary.lines_read,
-        "matched": summary.matched,
-        "breaks_found": sum(summary.breaks.values()),
-        "resolved": summary.resolved,
-    }
-    values = {**counts, "report_sha256": digest.hexdigest(), "finished_at_us": clock.now_us()}
-    database.transaction(partial(repository.finish_run, run_id=run_id, values=values))
+    started_us = clock.now_us()
+    database.transaction(partial(_start, day=day, run_id=run_id, source=source, now_us=started_us, lease_ms=lease_ms))
+    try:
+        counts = Counts()
+        remaining: Iterator[Line | Malformed] = itertools.chain(leading, items)
+        for number, chunk in enumerate(iter(lambda: list(itertools.islice(remaining, CHUNK_LINES)), [])):
+            now_us = clock.now_us()
+            context = Context(run_id, day, actor, now_us, number)
+            done = database.transaction(partial(_chunk, chunk=chunk, context=context, lease_ms=lease_ms))
+            counts.add(done)
+            if progress is not None:
+                progress(done.lines)
+        summary = _close(
+            database,
+            counts,
+            digest.hexdigest(),
+            Context(run_id, day, actor, clock.now_us(), -1),
+            grace_ms=grace_ms,
+            started_us=started_us,
+        )
+    finally:
+        database.transaction(partial(days.release, day=day, holder=run_id))
     return summary
+
+
+def _start(connection: Connection, *, day: str, run_id: str, source: str, now_us: int, lease_ms: int) -> None:
+    days.claim(connection, day, run_id, now_us=now_us, lease_ms=lease_ms)
+    repository.insert_run(connection, run_id, day=day, source=source, now_us=now_us)
+
+
+def _chunk(connection: Connection, *, chunk: list[Line | Malformed], context: Context, lease_ms: int) -> Counts:
+    days.renew(connection, context.day, context.run_id, now_us=context.now_us, lease_ms=lease_ms)
+    return chunks.reconcile_chunk(connection, chunk, context)
+
+
+def _close(
+    database: Database, counts: Counts, sha256: str, context: Context, *, grace_ms: int, started_us: int
+) -> Summary:
+    """The missing lines, the superseded breaks, the run's counts (see `closing`)."""
+    day, run_id = context.day, context.run_id
+    previous = database.transaction(partial(repository.latest_completed_run, day=closing.previous_day(day)))
+    span = closing.window(day, grace_ms=grace_ms, started_us=started_us, previous_run_id=previous, run_id=run_id)
+    for kind in _KINDS:
+        after: tuple[str, str] | None = None
+        while True:
+            page = partial(closing.missing_page, kind=kind, after=after, span=span, context=context)
+            stored, after = database.transaction(page)
+            counts.breaks["missing_at_processor"] += stored
+            if after is None:
+                break
+    superseded = 0
+    while True:
+        batch = partial(closing.supersede_batch, day=day, run_id=run_id, actor=context.actor, now_us=clock.now_us())
+        found, moved = database.transaction(batch)
+        superseded += moved
+        if found < closing.SUPERSEDE_BATCH:
+            break
+    summary = Summary(run_id, day, counts.lines, counts.matched, +counts.breaks, counts.resolved)
+    summary.fees_booked, summary.fees_minor, summary.superseded = counts.fees_booked, counts.fees_minor, superseded
+    values = {
+        "lines_read": counts.lines,
+        "matched": counts.matched,
+        "breaks_found": sum(summary.breaks.values()),
+        "resolved": counts.resolved,
+        "report_sha256": sha256,
+        "finished_at_us": clock.now_us(),
+    }
+    database.transaction(partial(_finish, run_id=run_id, day=day, values=values))
+    return summary
+
+
+def _finish(connection: Connection, *, run_id: str, day: str, values: dict[str, Any]) -> None:
+    repository.finish_run(connection, run_id, values)
+    repository.forget_seen_of_day(connection, day, keep_run_id=run_id)
 
 
 def _hashed(lines: Iterable[str], digest: Any) -> Iterator[str]:
     for text in lines:
         digest.update(text.encode("utf-8"))
         yield text
-
-
-def _reconcile_chunk(
-    connection: Connection, *, chunk: list[Line | Malformed], run_id: str, day: str, actor: str
-) -> _Chunk:
-    done = _Chunk(lines=len(chunk))
-    now = clock.now_us()
-    for item in chunk:
-        if isinstance(item, Malformed):
-            finding = Finding("malformed_line", item.reason)
-            key = f"malformed_line:{item.number}:{hashlib.sha256(repr(item.fields).encode()).hexdigest()[:16]}"
-            tenant_id = _tenant_of(item.fields)
-            where = _Where(run_id, day, tenant_id, now)
-            done.breaks[finding.type] += _store(connection, where, key, finding, item.number, item.fields, None)
-            continue
-        found, known = _find(connection, item)
-        verdict = judge(item, known)
-        for finding in verdict.findings:
-            key = f"{finding.type}:{item.type}:{item.request_id}"
-            where = _Where(run_id, day, item.merchant_id, now)
-            done.breaks[finding.type] += _store(connection, where, key, finding, item.number, item.fields, known)
-        if verdict.matched:
-            done.matched += 1
-        if verdict.proves is not None and found is not None:
-            done.resolved += _apply(connection, item, found, verdict.proves, actor=actor, now_us=now)
-    return done
-
-
-def _find(connection: Connection, line: Line) -> tuple[Any, Known | None]:
-    """The object the line names, locked for this transaction, and what the rules need of it."""
-    kind = KIND_OF_LINE[line.type]
-    tenant_id, object_id = line.merchant_id, line.request_id
-    if kind == "payment":
-        found: Any = payments.find(connection, tenant_id, object_id, for_update=True)
-        status = None if found is None else found.status
-    elif kind == "refund":
-        found = refunds.find(connection, tenant_id, object_id, for_update=True)
-        status = None if found is None else found.status
-    else:
-        found = payouts.find(connection, tenant_id, object_id, for_update=True)
-        status = None if found is None else payouts.public_status(found.status)
-    if found is None or status is None:
-        return None, None
-    return found, Known(kind, found.id, status, found.amount_minor, found.currency)
-
-
-def _apply(connection: Connection, line: Line, found: Any, proves: str, *, actor: str, now_us: int) -> int:
-    """Apply what the line proves through the object's lifecycle; 1 when it moved it."""
-    failure = FAILED_CODE if proves == "failed" else None
-    if line.type == "charge":
-        charge = ChargeResult(line.request_id, proves, line.processor_id, line.amount_minor, line.currency, failure)  # type: ignore[arg-type]
-        applied = payments.apply_evidence(
-            connection, found, Evidence.of_result(charge), cause=CAUSE, actor=actor, now_us=now_us
-        )
-        return int(applied.changed)
-    if line.type == "refund":
-        refund = RefundResult(line.request_id, proves, line.processor_id, line.amount_minor, line.currency, failure)  # type: ignore[arg-type]
-        moved = refunds.apply_evidence(
-            connection, found, Evidence.of_result(refund), cause=CAUSE, actor=actor, now_us=now_us
-        )
-        return int(moved.changed)
-    if line.type == "payout":
-        result = PayoutResult(
-            request_id=line.request_id,
-            status="settled",
-            bank_payout_id=line.processor_id,
-            amount_minor=line.amount_minor,
-            currency=line.currency,
-            rail=found.rail,
-            batch_id=line.batch_id,
-            fee_minor=line.fee_minor,
-        )
-        _, outcome = payouts.apply_result(connection, found, result, cause=CAUSE, actor=actor, now_us=now_us)
-        return int(outcome == "applied")
-    return 0  # a payout's return: applied with its return code and adjustments, not built yet
-
-
-@dataclass(frozen=True)
-class _Where:
-    """The run, day and tenant a break is stored under, and when."""
-
-    run_id: str
-    day: str
-    tenant_id: str
-    now_us: int
-
-
-def _store(
-    connection: Connection,
-    where: _Where,
-    key: str,
-    finding: Finding,
-    number: int,
-    fields: tuple[str, ...],
-    known: Known | None,
-) -> int:
-    """Store the finding unless the tenant's day has it already; 1 when stored."""
-    values = {
-        "tenant_id": where.tenant_id,
-        "id": ids.new_id("brk"),
-        "run_id": where.run_id,
-        "day": where.day,
-        "type": finding.type,
-        "status": "open",
-        "finding_key": key,
-        "object_type": None if known is None else known.kind,
-        "object_id": None if known is None else known.id,
-        "object_status": None if known is None else known.status,
-        "line_number": number,
-        "line": json.dumps(list(fields), ensure_ascii=False),
-        "detail": finding.detail,
-        "resolution": None,
-        "note": None,
-        "resolved_by": None,
-        "resolved_at_us": None,
-        "created_at_us": where.now_us,
-    }
-    stored = repository.insert_break(connection, values)
-    if stored:
-        states.record_opened(connection, values, where.now_us)
-    return int(stored)
-
-
-def _tenant_of(fields: tuple[str, ...]) -> str:
-    """The tenant a malformed line names, if its merchant field reads as one; else `*`."""
-    merchant = fields[3] if len(fields) > 3 else ""
-    if 0 < len(merchant) <= 64 and set(merchant) <= _TENANT_ID_CHARACTERS:
-        return merchant
-    return ALL_TENANTS
 
 
 def run(connection: Connection, run_id: str) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ they differ only in how ids are made and how results are rendered.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +133,21 @@ def cancel(connection: Connection, tenant_id: str, refund_id: str, *, actor: str
 
 def find(connection: Connection, tenant_id: str, refund_id: str, *, for_update: bool = False) -> Refund | None:
     return lifecycle.MACHINE.find(connection, tenant_id, refund_id, for_update=for_update)
+
+
+def find_many(connection: Connection, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], Refund]:
+    """The refunds with these (tenant_id, refund_id) keys that exist, in one statement."""
+    return lifecycle.MACHINE.find_many(connection, keys)
+
+
+def moved_between(
+    connection: Connection, window_us: tuple[int, int], *, after: tuple[str, str] | None, limit: int
+) -> list[Refund]:
+    """A page of the refunds, over every tenant, that succeeded and were created in the window:
+    the money paycore believes the processor moved then (reconciliation's missing lines)."""
+    return lifecycle.MACHINE.between(
+        connection, time_column="created_at_us", statuses=("succeeded",), window_us=window_us, after=after, limit=limit
+    )
 
 
 def load(connection: Connection, tenant_id: str, refund_id: str, *, for_update: bool = False) -> Refund:

@@ -1,0 +1,295 @@
+"""One chunk of a report, in one transaction (ADR 0014): the lines are recorded as seen (a
+second line for one object in a run is a `duplicate_line`), their objects loaded with one
+statement per kind, each line judged (`matching.judge`), its breaks stored, what it proves
+applied through the object's own lifecycle (cause `settlement_report`), and the processor's
+fees of the chunk booked on the ledger, once per object.
+
+The queries per chunk do not grow with its lines: one to record them, one per kind of object,
+one for the fees already booked, one to record new fees and one ledger transfer per tenant and
+currency. Only a line that finds something (a break, an object to move) costs statements of
+its own, and such lines are few.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from sqlalchemy import Connection
+
+from paycore.kit import ids
+from paycore.ledger import service as ledger
+from paycore.lifecycle.evidence import Evidence
+from paycore.payments import service as payments
+from paycore.payouts import service as payouts
+from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
+from paycore.reconciliation import repository, states
+from paycore.reconciliation.matching import KIND_OF_LINE, Finding, Kind, Known, judge
+from paycore.reconciliation.models import ALL_TENANTS
+from paycore.reconciliation.report import Line, Malformed
+from paycore.refunds import service as refunds
+
+CAUSE: Final = "settlement_report"
+FAILED_CODE: Final = "failed_per_settlement_report"  # the report says failed, not why
+FEE_LINE_TYPES: Final = frozenset({"charge", "refund"})  # a payout's bank fee is booked by its settlement
+_LINE_OF_FEE: Final = {"payment": "charge", "refund": "refund"}
+_TENANT_ID_CHARACTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+@dataclass(frozen=True)
+class Context:
+    """The run, day and moment a chunk is reconciled under."""
+
+    run_id: str
+    day: str
+    actor: str
+    now_us: int
+    chunk_number: int
+
+
+@dataclass
+class Counts:
+    lines: int = 0
+    matched: int = 0
+    breaks: Counter[str] = field(default_factory=Counter)  # breaks stored, by type
+    resolved: int = 0  # items the report moved
+    fees_booked: int = 0  # objects whose fee was booked
+    fees_minor: Counter[str] = field(default_factory=Counter)  # by currency
+
+    def add(self, other: Counts) -> None:
+        self.lines += other.lines
+        self.matched += other.matched
+        self.breaks.update(+other.breaks)
+        self.resolved += other.resolved
+        self.fees_booked += other.fees_booked
+        self.fees_minor.update(+other.fees_minor)
+
+
+def reconcile_chunk(connection: Connection, chunk: list[Line | Malformed], context: Context) -> Counts:
+    counts = Counts(lines=len(chunk))
+    lines: list[Line] = []
+    for entry in chunk:
+        if isinstance(entry, Malformed):
+            key = f"malformed_line:{entry.number}:{hashlib.sha256(repr(entry.fields).encode()).hexdigest()[:16]}"
+            finding = Finding("malformed_line", entry.reason)
+            counts.breaks[finding.type] += store(connection, context, _tenant_of(entry.fields), key, finding, entry)
+        else:
+            lines.append(entry)
+    first, duplicates = _first_sightings(connection, context.run_id, lines)
+    for line in duplicates:
+        finding = Finding("duplicate_line", f"a second {line.type} line for {line.request_id} in this report")
+        key = f"duplicate_line:{line.type}:{line.request_id}:{line.number}"
+        counts.breaks[finding.type] += store(connection, context, line.merchant_id, key, finding, line)
+    found = _find_all(connection, first)
+    fees = _fees_booked(connection, first)
+    to_book: list[tuple[Line, Known]] = []
+    for line in first:
+        item: Any = found.get((KIND_OF_LINE[line.type], line.merchant_id, line.request_id))
+        known: Known | None = None if item is None else _known(item, line, fees)
+        verdict = judge(line, known)
+        if verdict.proves is not None and item is not None:  # judge again on the row, locked
+            item = _find_one(connection, line)
+            known = None if item is None else _known(item, line, fees)
+            verdict = judge(line, known)
+        for finding in verdict.findings:
+            key = f"{finding.type}:{line.type}:{line.request_id}"
+            counts.breaks[finding.type] += store(connection, context, line.merchant_id, key, finding, line, known)
+        if verdict.matched:
+            counts.matched += 1
+        if verdict.proves is not None and item is not None:
+            item, moved = _apply(connection, line, item, verdict.proves, context)
+            found[(KIND_OF_LINE[line.type], line.merchant_id, line.request_id)] = item  # a later line sees it
+            counts.resolved += int(moved)
+        if verdict.matched and verdict.fee_to_book_minor > 0 and line.type in FEE_LINE_TYPES and known is not None:
+            to_book.append((line, known))
+    _book_fees(connection, to_book, context, counts)
+    return counts
+
+
+def _first_sightings(connection: Connection, run_id: str, lines: list[Line]) -> tuple[list[Line], list[Line]]:
+    """(lines read for the first time in this run, lines for an object the run has read before)."""
+    sightings = [(line.type, line.merchant_id, line.request_id, line.number) for line in lines]
+    first_time = repository.insert_seen(connection, run_id, sightings)
+    first: list[Line] = []
+    duplicates: list[Line] = []
+    for line in lines:
+        key = (line.type, line.merchant_id, line.request_id)
+        (first if (key, line.number) in first_time else duplicates).append(line)
+    return first, duplicates
+
+
+def _find_all(connection: Connection, lines: list[Line]) -> dict[tuple[Kind, str, str], Any]:
+    """The objects the lines name, by (kind, tenant, id): one statement per kind."""
+    keys: dict[Kind, set[tuple[str, str]]] = defaultdict(set)
+    for line in lines:
+        keys[KIND_OF_LINE[line.type]].add((line.merchant_id, line.request_id))
+    finders: dict[Kind, Callable[[Connection, set[tuple[str, str]]], dict[tuple[str, str], Any]]] = {
+        "payment": payments.find_many,
+        "refund": refunds.find_many,
+        "payout": payouts.find_many,
+    }
+    found: dict[tuple[Kind, str, str], Any] = {}
+    for kind, wanted in keys.items():
+        for (tenant_id, object_id), item in finders[kind](connection, wanted).items():
+            found[(kind, tenant_id, object_id)] = item
+    return found
+
+
+def _find_one(connection: Connection, line: Line) -> Any:
+    """The object the line names, locked for this transaction (before it is moved)."""
+    kind = KIND_OF_LINE[line.type]
+    finder = {"payment": payments.find, "refund": refunds.find, "payout": payouts.find}[kind]
+    return finder(connection, line.merchant_id, line.request_id, for_update=True)
+
+
+def _fees_booked(connection: Connection, lines: list[Line]) -> dict[tuple[str, str, str], int]:
+    """The fees paycore booked for the lines' objects, by (tenant, line type, request id): the
+    processor's fee of a charge or refund (booked by reconciliation), the bank's fee of a
+    payout's settlement or return (booked by that transition). Two statements per chunk."""
+    booked = repository.fees_of(connection, [_fee_key(line) for line in lines if line.type in FEE_LINE_TYPES])
+    fees = {(tenant, _LINE_OF_FEE[kind], object_id): fee for (tenant, kind, object_id), fee in booked.items()}
+    payout_keys = {(line.merchant_id, line.request_id) for line in lines if line.type not in FEE_LINE_TYPES}
+    for (tenant, payout_id, kind), fee in payouts.bank_fees_of(connection, payout_keys).items():
+        fees[(tenant, "payout" if kind == "fee" else "payout_return", payout_id)] = fee
+    return fees
+
+
+def _known(item: Any, line: Line, fees: dict[tuple[str, str, str], int]) -> Known:
+    """What paycore holds for the line's object. A payout paycore holds as settled (or returned,
+    for a return line) had its bank fee booked by that transition: none booked is 0 then."""
+    kind = KIND_OF_LINE[line.type]
+    status = payouts.public_status(item.status) if kind == "payout" else item.status
+    fee = fees.get((line.merchant_id, line.type, line.request_id))
+    if fee is None and line.type == "payout" and status in ("settled", "returned"):
+        fee = 0
+    if fee is None and line.type == "payout_return" and status == "returned":
+        fee = 0
+    return Known(kind, item.id, status, item.amount_minor, item.currency, fee)
+
+
+def _fee_key(line: Line) -> repository.FeeKey:
+    return (line.merchant_id, KIND_OF_LINE[line.type], line.request_id)
+
+
+def _apply(connection: Connection, line: Line, item: Any, proves: str, context: Context) -> tuple[Any, bool]:
+    """Apply what the line proves through the object's lifecycle: (the object now, moved?)."""
+    failure = FAILED_CODE if proves == "failed" else None
+    actor, now_us = context.actor, context.now_us
+    if line.type in ("charge", "refund"):
+        result_type, domain = (ChargeResult, payments) if line.type == "charge" else (RefundResult, refunds)
+        result = result_type(line.request_id, proves, line.processor_id, line.amount_minor, line.currency, failure)  # type: ignore[arg-type]
+        evidence = Evidence.of_result(result)
+        applied = domain.apply_evidence(connection, item, evidence, cause=CAUSE, actor=actor, now_us=now_us)
+        return applied.item, applied.changed
+    moved, outcome = payouts.apply_result(
+        connection, item, _payout_result(line, item), cause=CAUSE, actor=actor, now_us=now_us
+    )
+    return moved, outcome == "applied"
+
+
+def _payout_result(line: Line, payout: Any) -> PayoutResult:
+    """A payout line as the bank's word: settled (with the bank's fee) or returned."""
+    if line.type == "payout":
+        return PayoutResult(
+            request_id=line.request_id,
+            status="settled",
+            bank_payout_id=line.processor_id,
+            amount_minor=line.amount_minor,
+            currency=line.currency,
+            rail=payout.rail,
+            batch_id=line.batch_id,
+            fee_minor=line.fee_minor,
+            settled_at_us=line.created_at_us,
+        )
+    return PayoutResult(
+        request_id=line.request_id,
+        status="returned",
+        bank_payout_id=line.processor_id,
+        amount_minor=payout.amount_minor,
+        currency=line.currency,
+        rail=payout.rail,
+        batch_id=line.batch_id,
+        return_code=line.code,
+        return_amount_minor=line.amount_minor,
+        return_fee_minor=line.fee_minor,
+        returned_at_us=line.created_at_us,
+    )
+
+
+def _book_fees(connection: Connection, to_book: list[tuple[Line, Known]], context: Context, counts: Counts) -> None:
+    """Record each object's fee once (its key in `reconciliation_fees`), then book the fees
+    recorded now on the ledger, one transfer per tenant and currency."""
+    rows = [
+        {
+            "tenant_id": line.merchant_id,
+            "object_type": known.kind,
+            "object_id": known.id,
+            "currency": line.currency,
+            "fee_minor": line.fee_minor,
+            "run_id": context.run_id,
+            "created_at_us": context.now_us,
+        }
+        for line, known in to_book
+    ]
+    totals: Counter[tuple[str, str]] = Counter()
+    for row in repository.insert_fees(connection, rows):
+        tenant_id, currency, fee_minor = row.tenant_id, row.currency, row.fee_minor
+        totals[(tenant_id, currency)] += int(fee_minor)
+        counts.fees_booked += 1
+    for (tenant_id, currency), fee_minor in sorted(totals.items()):
+        key = f"settlement-fees:{context.run_id}:{context.chunk_number}:{currency}"
+        ledger.book_processor_fee(
+            connection, tenant_id, key=key, currency=currency, fee_minor=fee_minor, now_us=context.now_us
+        )
+        counts.fees_minor[currency] += fee_minor
+
+
+def store(
+    connection: Connection,
+    context: Context,
+    tenant_id: str,
+    key: str,
+    finding: Finding,
+    where: Line | Malformed | None,
+    known: Known | None = None,
+) -> int:
+    """Store the finding unless the tenant's day has it already (then the run met it again);
+    1 when stored."""
+    values = {
+        "tenant_id": tenant_id,
+        "id": ids.new_id("brk"),
+        "run_id": context.run_id,
+        "day": context.day,
+        "type": finding.type,
+        "status": "open",
+        "finding_key": key,
+        "object_type": None if known is None else known.kind,
+        "object_id": None if known is None else known.id,
+        "object_status": None if known is None else known.status,
+        "line_number": None if where is None else where.number,
+        "line": json.dumps([] if where is None else list(where.fields), ensure_ascii=False),
+        "detail": finding.detail,
+        "resolution": None,
+        "note": None,
+        "resolved_by": None,
+        "resolved_at_us": None,
+        "created_at_us": context.now_us,
+        "seen_run_id": context.run_id,
+    }
+    if repository.insert_break(connection, values):
+        states.record_opened(connection, values, context.now_us, actor=context.actor)
+        return 1
+    repository.mark_break_seen(connection, tenant_id, context.day, key, context.run_id)
+    return 0
+
+
+def _tenant_of(fields: tuple[str, ...]) -> str:
+    """The tenant a malformed line names, if its merchant field reads as one; else `*`."""
+    merchant = fields[3] if len(fields) > 3 else ""
+    if 0 < len(merchant) <= 64 and set(merchant) <= _TENANT_ID_CHARACTERS:
+        return merchant
+    return ALL_TENANTS

@@ -1,0 +1,98 @@
+"""What a run does after its last chunk (ADR 0014): find the money paycore believes moved that
+the report has no line for (`missing_at_processor`), supersede the open breaks of the day that
+this run did not find again (the report they came from was replaced by a corrected one), and
+forget the lines the day's earlier runs read.
+
+`missing_at_processor` looks, page by page over each kind's table, at the objects whose money
+paycore believes moved in the day's window, and asks the lines this run (and the previous day's
+latest run) read which of them the report named: memory stays bounded whatever the day's size.
+The window is the day shifted back by the grace: an item created in the last `grace_ms` of the
+day (or of the time before the run, for a day not over yet) may be in the next day's report,
+and waits for it; the next day's window starts where this one ends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sqlalchemy import Connection
+
+from paycore.payments import service as payments
+from paycore.payouts import service as payouts
+from paycore.reconciliation import chunks, repository, states
+from paycore.reconciliation.errors import BreakNotOpen
+from paycore.reconciliation.matching import Finding, Kind, Known
+from paycore.reconciliation.types import break_from_row
+from paycore.refunds import service as refunds
+
+PAGE_ITEMS: Final = 1_000  # objects per page of the missing-line check, one transaction each
+SUPERSEDE_BATCH: Final = 500
+CAUSE: Final = "corrected_report"  # why a break is superseded
+_DAY_US: Final = 86_400_000_000
+
+# Per kind: the line that would name it, and the pages of objects whose money moved.
+_MOVED: Final[dict[Kind, tuple[str, Callable[..., list[Any]]]]] = {
+    "payment": ("charge", payments.moved_between),
+    "refund": ("refund", refunds.moved_between),
+    "payout": ("payout", payouts.moved_between),
+}
+
+
+@dataclass(frozen=True)
+class Window:
+    start_us: int
+    end_us: int
+    run_ids: tuple[str, ...]  # the runs whose lines count as the report's
+
+
+def window(day: str, *, grace_ms: int, started_us: int, previous_run_id: str | None, run_id: str) -> Window:
+    start = int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp()) * 1_000_000
+    end = min(start + _DAY_US, started_us)
+    runs = (run_id,) if previous_run_id is None else (run_id, previous_run_id)
+    return Window(start - grace_ms * 1000, end - grace_ms * 1000, runs)
+
+
+def previous_day(day: str) -> str:
+    return (dt.date.fromisoformat(day) - dt.timedelta(days=1)).isoformat()
+
+
+def missing_page(
+    connection: Connection, kind: Kind, after: tuple[str, str] | None, span: Window, context: chunks.Context
+) -> tuple[int, tuple[str, str] | None]:
+    """Store `missing_at_processor` for one page of `kind`; (breaks stored, where the next page
+    starts, None after the last)."""
+    line_type, moved = _MOVED[kind]
+    items = moved(connection, (span.start_us, span.end_us), after=after, limit=PAGE_ITEMS)
+    if not items:
+        return 0, None
+    named = repository.seen_among(connection, span.run_ids, line_type, [(item.tenant_id, item.id) for item in items])
+    stored = 0
+    for item in items:
+        if (item.tenant_id, item.id) in named:
+            continue
+        status = payouts.public_status(item.status) if kind == "payout" else item.status
+        known = Known(kind, item.id, status, item.amount_minor, item.currency)
+        finding = Finding("missing_at_processor", f"no {line_type} line for {kind} {item.id} ({status})")
+        key = f"missing_at_processor:{line_type}:{item.id}"
+        stored += chunks.store(connection, context, item.tenant_id, key, finding, None, known)
+    last = items[-1]
+    return stored, (None if len(items) < PAGE_ITEMS else (last.tenant_id, last.id))
+
+
+def supersede_batch(connection: Connection, day: str, run_id: str, *, actor: str, now_us: int) -> tuple[int, int]:
+    """Supersede up to SUPERSEDE_BATCH open breaks of the day this run did not meet:
+    (breaks found, breaks superseded)."""
+    rows = repository.open_breaks_not_seen_by(connection, day, run_id, limit=SUPERSEDE_BATCH)
+    moved = 0
+    for row in rows:
+        try:
+            states.move(
+                connection, break_from_row(row._mapping), states.SUPERSEDED, cause=CAUSE, actor=actor, now_us=now_us
+            )
+        except BreakNotOpen:
+            continue  # a person resolved it meanwhile
+        moved += 1
+    return len(rows), moved
