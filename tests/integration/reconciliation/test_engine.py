@@ -18,6 +18,7 @@ from paycore.reconciliation.report import HEADER
 from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support as payouts
 from tests.integration.reconciliation.test_reconcile import breaks, changed, paid, report, today
+from tests.integration.refunds import support as refunds
 from tests.support.payouts import books_ok, funded_source
 
 
@@ -182,3 +183,37 @@ def test_a_payout_settled_then_returned_is_moved_through_both_by_the_report(env:
     assert books_ok(env.database)
     again = reconciliation.reconcile(env.database, lines, day=today(), grace_ms=0)
     assert (again.resolved, sum(again.breaks.values())) == (0, 0)
+
+
+def test_an_in_doubt_refund_is_resolved_by_the_report(env: Env) -> None:
+    payment = paid(env)
+    env.faults({"fault": "drop_response", "next_n": 1, "ops": ["refund"]})
+    refund = refunds.created(env, payment["id"], 400)
+    refunds.send(env)
+    assert env.client.get(f"/v1/refunds/{refund['id']}").json()["status"] == "in_doubt"
+
+    summary = reconciliation.reconcile(env.database, report(env), grace_ms=0)
+
+    assert (summary.resolved, dict(summary.breaks)) == (1, {})
+    shown = env.client.get(f"/v1/refunds/{refund['id']}").json()
+    assert shown["status"] == "succeeded"
+    assert books_ok(env.database)
+
+
+def test_an_in_doubt_payout_is_resolved_by_the_report(env: Env) -> None:
+    """The send's answer was lost and the resolver never asked again: the report's settlement
+    line moves it through `sent` to `settled`."""
+    source = funded_source(env.database, payouts.TENANT, 10_000)
+    payout = payouts.schedule(env, payouts.ach(source))
+    env.faults({"fault": "drop_response", "next_n": 1, "ops": ["payout"]})
+    payouts.queue_and_send(env)
+    assert payouts.get(env, payout["id"])["status"] == "in_doubt"
+    payouts.bank_finishes(env, deliver=False)
+
+    summary = reconciliation.reconcile(env.database, report_of_days(env), day=today(), grace_ms=0)
+
+    assert (summary.resolved, dict(summary.breaks)) == (1, {})
+    settled = payouts.get(env, payout["id"])
+    assert settled["status"] == "settled"
+    assert [h["to"] for h in settled["history"]][-2:] == ["sent", "settled"]
+    assert books_ok(env.database)
