@@ -39,6 +39,7 @@
 | PAYCORE_RECONCILE_DELAY_MS               | 7200000                 |
 | PAYCORE_RECONCILE_GRACE_MS               | 3600000                 |
 | PAYCORE_RECONCILE_LOOKBACK_DAYS          | 7                       |
+| PAYCORE_RECONCILE_INTERVAL_MS            | 300000                  |
 
 The documentation of each lives in README.md ("Configuration").
 """
@@ -137,6 +138,8 @@ class Settings:
     reconcile_delay_ms: int = 7_200_000
     reconcile_grace_ms: int = 3_600_000
     reconcile_lookback_days: int = 7
+    # How often a worker looks for days to reconcile (at once again while some are due).
+    reconcile_interval_ms: int = 300_000
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -179,6 +182,7 @@ class Settings:
             reconcile_delay_ms=_int("PAYCORE_RECONCILE_DELAY_MS", 7_200_000, minimum=0),
             reconcile_grace_ms=_int("PAYCORE_RECONCILE_GRACE_MS", 3_600_000, minimum=0),
             reconcile_lookback_days=_int("PAYCORE_RECONCILE_LOOKBACK_DAYS", 7),
+            reconcile_interval_ms=_int("PAYCORE_RECONCILE_INTERVAL_MS", 300_000),
         )
 
     def with_database(self, database_url: str) -> Settings:

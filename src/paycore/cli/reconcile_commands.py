@@ -25,6 +25,7 @@ from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.processor.http_transport import HttpTransport
 from paycore.processor.port import ProcessorError
+from paycore.reconciliation import jobs as reconciliation_jobs
 from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.errors import DayBusy, NotAReport
 
@@ -55,10 +56,7 @@ def reconcile(
             raise typer.Exit(1)
         name = report or f"the processor's report of {day}"
         try:
-            with _opened(report, day) as (stream, source), _progress() as advance:
-                summary = reconciliation.reconcile(
-                    database, stream, source=source, day=day, progress=advance, grace_ms=settings.reconcile_grace_ms
-                )
+            summary = _reconciled(database, settings, report, day)
         except OSError as error:
             errors.print(f"[red]cannot read {name}: {error.strerror or error}[/red]", soft_wrap=True)
             raise typer.Exit(1) from None
@@ -76,18 +74,26 @@ def reconcile(
     _print_summary(summary)
 
 
-@contextmanager
-def _opened(report: str | None, day: str | None) -> Iterator[tuple[Iterable[str], str]]:
-    if report is None:
+def _reconciled(database: Database, settings: Settings, report: str | None, day: str | None) -> reconciliation.Summary:
+    grace_ms = settings.reconcile_grace_ms
+    if report is None:  # fetched from the processor, as the worker's scheduled job does
         assert day is not None
-        settings = Settings.from_env()
         processor = HttpTransport(settings.processor_url, timeout_ms=settings.processor_timeout_ms)
-        yield processor.settlement_report(day), "processor"
-    elif report == "-":
-        yield sys.stdin, "file"
+        with _progress() as advance:
+            return reconciliation_jobs.reconcile_from_processor(
+                database, processor, day, progress=advance, grace_ms=grace_ms
+            )
+    with _opened(report) as stream, _progress() as advance:
+        return reconciliation.reconcile(database, stream, source="file", day=day, progress=advance, grace_ms=grace_ms)
+
+
+@contextmanager
+def _opened(report: str) -> Iterator[Iterable[str]]:
+    if report == "-":
+        yield sys.stdin
     else:
         with open(report, encoding="utf-8", newline="") as stream:
-            yield stream, "file"
+            yield stream
 
 
 @contextmanager

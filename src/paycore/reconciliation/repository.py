@@ -285,3 +285,23 @@ def break_counts_of_runs(connection: Connection, tenant_id: str, runs: Mapping[s
     for run_id, kind, count in connection.execute(query):
         counts[run_id][kind] = int(count)
     return counts
+
+
+# --- The scheduled job (reconciliation/jobs.py): the days already reconciled ---------------
+
+
+def days_completed(connection: Connection, *, source: str, days: list[str]) -> set[str]:
+    """The days among `days` that have a completed run from `source`."""
+    if not days:
+        return set()
+    query = (
+        select(reconciliation_runs.c.day)
+        .where(
+            reconciliation_runs.c.tenant_id == ALL_TENANTS,
+            reconciliation_runs.c.day.in_(days),
+            reconciliation_runs.c.source == source,
+            reconciliation_runs.c.status == "completed",
+        )
+        .distinct()
+    )
+    return {str(day) for day in connection.execute(query).scalars()}

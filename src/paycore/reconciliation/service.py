@@ -255,3 +255,24 @@ def resolve_break(
     return states.move(
         connection, current, states.RESOLVED, cause=resolution, actor=actor, now_us=now_us, values=values
     )
+
+
+# --- The scheduled job (reconciliation/jobs.py): the closed days still to reconcile -------
+
+_DAY_US: Final = 86_400_000_000  # a UTC day in Unix time (which has no leap seconds)
+
+
+def due_days(connection: Connection, *, now_us: int, delay_ms: int, lookback_days: int) -> list[str]:
+    """The UTC days, oldest first, among the `lookback_days` before today's, that ended at
+    least `delay_ms` before `now_us` and have no completed run from the processor's report."""
+    assert now_us > 0 and delay_ms >= 0 and lookback_days >= 0
+    today_start_us = now_us - now_us % _DAY_US
+    closed = []
+    for back in range(lookback_days, 0, -1):
+        start_us = today_start_us - back * _DAY_US
+        if start_us + _DAY_US + delay_ms * 1_000 <= now_us:
+            closed.append(clock.utc_day(start_us).isoformat())
+    done = repository.days_completed(connection, source="processor", days=closed)
+    due = [day for day in closed if day not in done]
+    assert due == sorted(due) and len(due) <= lookback_days
+    return due

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from paycore.config import Settings
 from paycore.db.engine import Database
@@ -21,6 +21,7 @@ from paycore.payments import jobs as payments_jobs
 from paycore.payouts import jobs as payouts_jobs
 from paycore.processor import inbound as processor_inbound
 from paycore.processor.port import Processor
+from paycore.reconciliation import jobs as reconciliation_jobs
 from paycore.refunds import jobs as refunds_jobs
 
 
@@ -30,6 +31,9 @@ class WorkerContext:
     settings: Settings
     processor: Processor
     worker_id: str
+    # When this worker may next look for work of a job that runs on an interval, by job name:
+    # how often it looks, in memory; what it takes is still claimed in the database.
+    next_look_us: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def create(cls, database: Database, settings: Settings, processor: Processor) -> WorkerContext:
@@ -107,6 +111,31 @@ def check_invariants(context: WorkerContext) -> int:
     return invariants.run_due(context.database, budget, context.worker_id).subjects_checked
 
 
+RECONCILE_DAYS = "reconcile_days"
+
+
+def reconcile_days(context: WorkerContext) -> int:
+    """Each closed UTC day once it is PAYCORE_RECONCILE_DELAY_MS past its end, from the processor's
+    report (docs/reconciliation.md, "The scheduled job"). This worker looks at most every
+    PAYCORE_RECONCILE_INTERVAL_MS, and at once again while days are due; it returns the days
+    reconciled, at most `reconciliation_jobs.DAYS_PER_RUN_MAX` per call."""
+    settings = context.settings
+    now = now_us()
+    if context.next_look_us.get(RECONCILE_DAYS, 0) > now:
+        return 0
+    # Set before the work: a call that fails waits an interval too, it does not retry every round.
+    context.next_look_us[RECONCILE_DAYS] = now + settings.reconcile_interval_ms * 1_000
+    schedule = reconciliation_jobs.Schedule(
+        delay_ms=settings.reconcile_delay_ms,
+        lookback_days=settings.reconcile_lookback_days,
+        grace_ms=settings.reconcile_grace_ms,
+    )
+    done = reconciliation_jobs.reconcile_due(context.database, context.processor, schedule, now_us=now)
+    if done.more:
+        context.next_look_us[RECONCILE_DAYS] = now
+    return done.reconciled
+
+
 Job = Callable[[WorkerContext], int]
 # (name, job, its batch bound: a round returning less has drained the backlog)
 JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
@@ -120,4 +149,5 @@ JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
     ("resolve_payouts", resolve_payouts, lambda s: s.resolver_batch_max),
     ("rematch_webhooks", rematch_webhooks, lambda s: s.worker_batch_max),
     ("check_invariants", check_invariants, lambda s: s.invariants_rows_max),
+    (RECONCILE_DAYS, reconcile_days, lambda s: reconciliation_jobs.DAYS_PER_RUN_MAX),
 )

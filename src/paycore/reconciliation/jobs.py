@@ -1,0 +1,133 @@
+"""The processor's own report of a day, reconciled (ADR 0014, docs/reconciliation.md, "The
+scheduled job").
+
+`reconcile_from_processor` fetches a day's settlement report from the processor and reconciles
+it as it arrives: what `paycore reconcile --day` does, and what the worker does for each due day.
+
+`reconcile_due` is the worker's part: the closed UTC days, oldest first, among the last
+PAYCORE_RECONCILE_LOOKBACK_DAYS, that are PAYCORE_RECONCILE_DELAY_MS past their end and have no
+completed run from the processor's report (`service.due_days`), at most `DAYS_PER_RUN_MAX` of
+them per call. A day another run holds (`DayBusy`) is skipped; a processor that does not answer
+ends the call, and the days wait for the next one. Nothing here raises for either: a worker
+must outlive its processor. A run that dies half-way leaves no completed run, so its day stays
+due and is reconciled again whole (re-running a report stores nothing twice).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from paycore.db.engine import Database
+from paycore.processor.port import Processor, ProcessorError
+from paycore.reconciliation import service
+from paycore.reconciliation.errors import DayBusy, NotAReport
+
+DAYS_PER_RUN_MAX: Final = 1  # a day's report can be a million lines: one day, then the other jobs
+ACTOR: Final = "worker"
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["reconciled", "skipped", "processor_down"]
+
+
+@dataclass(frozen=True)
+class Done:
+    reconciled: int  # days reconciled by this call
+    more: bool  # days still due after them: the caller may look again at once
+
+
+def reconcile_from_processor(
+    database: Database,
+    processor: Processor,
+    day: str,
+    *,
+    progress: service.Progress | None = None,
+    actor: str = "reconciliation",
+    grace_ms: int = service.GRACE_MS_DEFAULT,
+) -> service.Summary:
+    """Fetch `day`'s settlement report (YYYY-MM-DD, UTC) from the processor and reconcile it.
+    Raises what the processor's call raises (`ProcessorError`) and what `service.reconcile` does
+    (`DayBusy`, `NotAReport`)."""
+    lines = processor.settlement_report(day)
+    return service.reconcile(
+        database, lines, source="processor", day=day, progress=progress, actor=actor, grace_ms=grace_ms
+    )
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When a day is due and how it is reconciled (PAYCORE_RECONCILE_*)."""
+
+    delay_ms: int
+    lookback_days: int
+    grace_ms: int
+
+
+def reconcile_due(database: Database, processor: Processor, schedule: Schedule, *, now_us: int) -> Done:
+    """Reconcile at most `DAYS_PER_RUN_MAX` of the days due at `now_us`, oldest first."""
+    with database.read() as connection:
+        days = service.due_days(
+            connection, now_us=now_us, delay_ms=schedule.delay_ms, lookback_days=schedule.lookback_days
+        )
+    reconciled = 0
+    for index, day in enumerate(days):  # at most lookback_days
+        outcome = _reconcile_day(database, processor, day, grace_ms=schedule.grace_ms)
+        if outcome == "processor_down":
+            return Done(reconciled, more=False)
+        reconciled += outcome == "reconciled"
+        if reconciled == DAYS_PER_RUN_MAX:
+            return Done(reconciled, more=index + 1 < len(days))
+    return Done(reconciled, more=False)
+
+
+def _reconcile_day(database: Database, processor: Processor, day: str, *, grace_ms: int) -> Outcome:
+    try:
+        summary = reconcile_from_processor(database, processor, day, actor=ACTOR, grace_ms=grace_ms)
+    except DayBusy as busy:
+        log.info(
+            "reconciliation of %s skipped: another run holds the day",
+            day,
+            extra={"event": "reconciliation_day_busy", "day": day, "holder": busy.holder},
+        )
+        return "skipped"
+    except ProcessorError as error:
+        # The error's type only: its message may quote whatever the processor sent back.
+        log.warning(
+            "no settlement report of %s from the processor (%s); tried again later",
+            day,
+            type(error).__name__,
+            extra={"event": "reconciliation_report_unavailable", "day": day, "error_type": type(error).__name__},
+        )
+        return "processor_down"
+    except (NotAReport, UnicodeDecodeError) as error:
+        log.error(
+            "the processor's report of %s is not a settlement report (%s); tried again later",
+            day,
+            error,
+            extra={"event": "reconciliation_report_refused", "day": day, "error_type": type(error).__name__},
+        )
+        return "skipped"
+    breaks = dict(sorted(summary.breaks.items()))
+    log.info(
+        "reconciled %s from the processor's report: %d lines, %d matched, %d resolved, new breaks %s",
+        day,
+        summary.lines_read,
+        summary.matched,
+        summary.resolved,
+        ", ".join(f"{kind} {count}" for kind, count in breaks.items()) or "none",
+        extra={
+            "event": "reconciliation_day_reconciled",
+            "day": day,
+            "run_id": summary.run_id,
+            "lines_read": summary.lines_read,
+            "matched": summary.matched,
+            "resolved": summary.resolved,
+            "breaks_found": sum(breaks.values()),
+            "breaks": breaks,
+            "fees_booked": summary.fees_booked,
+            "superseded": summary.superseded,
+        },
+    )
+    return "reconciled"
