@@ -1,4 +1,5 @@
-"""`paycore simulate`: the refund flow across the two services, scenario by scenario (SPEC §8)."""
+"""`paycore simulate`: the refund flow across the two services, scenario by scenario (SPEC §8),
+and payments, refunds and payouts left in doubt that the day's settlement report resolves."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def simulate(
     ops: int = typer.Option(200, help="Operations of the chaos scenario.", min=1, max=100_000),
     quiet: bool = typer.Option(False, "--quiet", help="Print only the verdicts, not the timelines."),
 ) -> None:
-    """Run the refund scenarios end to end, print each timeline, check the invariants; exit 1 if any fails."""
+    """Run the scenarios end to end, print each timeline, check the invariants; exit 1 if any fails."""
     from paycore.simulate.driver import ALL, Outcome, run_all
 
     names = list(scenarios) if scenarios else list(ALL)

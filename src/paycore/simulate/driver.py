@@ -10,12 +10,16 @@ from sqlalchemy import select
 
 from paycore.audit import service as audit
 from paycore.kit.clock import to_rfc3339
+from paycore.payments.models import payments
+from paycore.payouts.models import payouts
 from paycore.refunds.models import refunds
 from paycore.simulate import invariants, world
 from paycore.simulate.chaos import chaos
 from paycore.simulate.scenarios import SCENARIOS, Story
 
 ALL = (*SCENARIOS, "chaos")
+KINDS = (("payment", payments), ("refund", refunds), ("payout", payouts))
+EVENTS_MAX = 100  # audit events shown per object
 
 
 @dataclass
@@ -50,24 +54,40 @@ def run(name: str, transport: str, *, seed: int, ops: int) -> Outcome:
 
 
 def _timeline(built: world.World) -> list[str]:
+    """What the world said, then each payment, refund and payout with its audit trail."""
     lines = [f"  +{line.at_ms:>6} ms  {line.actor:<9} {line.text}" for line in built.lines]
     with built.database.read() as connection:
-        rows = list(connection.execute(select(refunds.c.tenant_id, refunds.c.id).order_by(refunds.c.created_at_us)))
-        trails = {row.id: audit.events_of(connection, row.tenant_id, row.id, limit=100) for row in rows}
-    for refund_id, events in trails.items():
-        at_processor = built.processor_refund(refund_id)
+        found = sorted(
+            (row.created_at_us, kind, row.tenant_id, row.id)
+            for kind, table in KINDS
+            for row in connection.execute(select(table.c.created_at_us, table.c.tenant_id, table.c.id))
+        )
+        trails = {
+            (kind, object_id): audit.events_of(connection, tenant_id, object_id, limit=EVENTS_MAX)
+            for _, kind, tenant_id, object_id in found
+        }
+    for (kind, object_id), events in trails.items():
+        at_processor = built.at_processor(kind, object_id)
         theirs = "unknown to the processor" if at_processor is None else f"processor: {at_processor['status']}"
-        lines.append(f"  {refund_id} ({theirs})")
-        for event in events:
-            if event.kind == "state_change":
-                what = f"{event.from_state or '-'} -> {event.to_state} ({event.cause}, by {event.actor.split(':')[0]})"
-            else:
-                response = event.data.get("response", {})
-                said = response.get("status") or response.get("message") or ""
-                what = f"paycore -> processor {event.type.removeprefix('processor.')}: "
-                what += f"{response.get('outcome', event.cause)} {said}".rstrip()
-            lines.append(f"      {to_rfc3339(event.created_at_us)[11:23]}  {what}")
+        lines.append(f"  {object_id} ({theirs})")
+        lines.extend(f"      {to_rfc3339(event.created_at_us)[11:23]}  {_described(event)}" for event in events)
     return lines
+
+
+def _described(event: audit.Event) -> str:
+    """One audit event, for a person following the timeline."""
+    if event.kind == "state_change":
+        return f"{event.from_state or '-'} -> {event.to_state} ({event.cause}, by {event.actor.split(':')[0]})"
+    if event.kind == "processor_call":
+        response = event.data.get("response", {})
+        said = response.get("status") or response.get("message") or ""
+        what = f"paycore -> processor {event.type.removeprefix('processor.')}: "
+        return what + f"{response.get('outcome', event.cause)} {said}".rstrip()
+    if event.kind == "webhook":
+        return f"processor -> paycore {event.type}: {event.cause}"
+    if event.kind == "adjustment":
+        return f"{event.type} {event.data.get('amount_minor')} (from the {event.cause})"
+    return f"{event.type}: {event.cause}"
 
 
 def run_all(names: list[str], transport: str, *, seed: int, ops: int, show: Callable[[Outcome], None]) -> bool:

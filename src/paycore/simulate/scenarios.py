@@ -1,5 +1,8 @@
-"""The scenarios of SPEC §8. Each drives paycore (the order side) and the sandbox processor
-(the payment side) through one story; `invariants.check` then judges the world it leaves."""
+"""The scenarios of SPEC §8, and three (`*-stuck-in-doubt-reconciled`) where a refund, a payment
+or a payout stays `in_doubt` through every resolver attempt and the day's settlement report,
+through the real reconciliation, resolves it. Each drives paycore (the order side) and the
+sandbox processor (the payment side) through one story; `invariants.check` then judges the
+world it leaves."""
 
 from __future__ import annotations
 
@@ -13,6 +16,10 @@ from paycore.simulate.world import TIMEOUT_MS, World
 
 REFUND_OPS = ["refund"]
 CALLBACK_LATE_MS = 1_500
+ROUTING_NUMBER = "110000000"  # passes the ABA check
+SETTLES = "000123456789"  # the sandbox bank settles it (docs/sandbox.md, "Test accounts")
+ACH_FEE_MINOR = 25  # the sandbox bank's fee for an ACH payout
+SETTLEMENT_REPORT = "settlement_report"  # the cause of a change the report proved
 
 
 @dataclass
@@ -34,11 +41,36 @@ class Story:
     def refund(self, payment_id: str, amount_minor: int, key: str) -> tuple[int, dict[str, Any]]:
         return self.world.post(f"/v1/payments/{payment_id}/refunds", {"amount_minor": amount_minor}, key=key)
 
+    def payout(self, amount_minor: int) -> str:
+        """An ACH payout from the merchant's account, due today, to an account that settles."""
+        body = {
+            "amount_minor": amount_minor,
+            "currency": "USD",
+            "source_account": self.merchant,
+            "rail": "ach",
+            "beneficiary": {"name": "Ada Lovelace", "routing_number": ROUTING_NUMBER, "account_number": SETTLES},
+        }
+        status, payout = self.world.post("/v1/payouts", body, key=f"po-{random.getrandbits(40)}")
+        assert status == 201, payout
+        return str(payout["id"])
+
     def refund_status(self, refund_id: str) -> str:
-        return str(self.world.get(f"/v1/refunds/{refund_id}")["status"])
+        return self.status("refund", refund_id)
+
+    def status(self, kind: str, object_id: str) -> str:
+        return str(self.world.get(f"/v1/{kind}s/{object_id}")["status"])
+
+    def history(self, kind: str, object_id: str) -> list[tuple[str | None, str, str]]:
+        """The object's state changes: (from, to, cause)."""
+        history = self.world.get(f"/v1/{kind}s/{object_id}")["history"]
+        return [(step["from"], step["to"], step["cause"]) for step in history]
 
     def steps(self, refund_id: str) -> list[tuple[str | None, str]]:
-        return [(step["from"], step["to"]) for step in self.world.get(f"/v1/refunds/{refund_id}")["history"]]
+        return [(before, after) for before, after, _ in self.history("refund", refund_id)]
+
+    def at_bank(self, payout_id: str) -> str | None:
+        found = self.world.at_processor("payout", payout_id)
+        return None if found is None else str(found["status"])
 
     def expect(self, what: str, actual: object, expected: object) -> None:
         self.world.say("check", f"{what}: {actual!r}" + ("" if actual == expected else f" (expected {expected!r})"))
@@ -146,6 +178,8 @@ def callback_confirmation(story: Story) -> None:
 
 
 def stuck_in_doubt_reconciled(story: Story) -> None:
+    """A refund the processor made, whose answer and every status query after it are lost:
+    the resolver gives up, and the day's settlement report proves it succeeded."""
     world = story.world
     payment = story.pay(1000)
     _, refund = story.refund(payment, 400, "r1")
@@ -157,11 +191,61 @@ def stuck_in_doubt_reconciled(story: Story) -> None:
     world.run_workers(rounds=world.settings.resolver_attempts_max + 2)
     story.expect("out of attempts, left for a person", story.refund_status(refund["id"]), "in_doubt")
     world.faults()
-    changed = world.reconcile_refunds()
-    story.expect("refunds the settlement report resolved", changed, 1)
-    story.expect("after the settlement report", story.refund_status(refund["id"]), "succeeded")
+    _reconciled(story, "refund", refund["id"], "succeeded", lines=2)
+
+
+def payment_stuck_in_doubt_reconciled(story: Story) -> None:
+    """A charge the processor took, whose answer and every status query after it are lost."""
+    world = story.world
+    world.webhooks(up=False)
+    world.faults(
+        {"fault": "drop_response", "next_n": 1, "ops": ["charge"]},
+        {"fault": "error_500", "percent": 100, "ops": ["get_charge", "charge"]},
+    )
+    payment = story.pay(1000)
+    story.expect("no answer to the charge", story.status("payment", payment), "in_doubt")
+    world.run_workers(rounds=world.settings.resolver_attempts_max + 2)
+    story.expect("out of attempts, left for a person", story.status("payment", payment), "in_doubt")
+    world.faults()
+    _reconciled(story, "payment", payment, "succeeded", lines=1)
+
+
+def payout_stuck_in_doubt_reconciled(story: Story) -> None:
+    """A payout the bank took and settled, whose answer and every status query are lost."""
+    world = story.world
+    story.pay(1000)  # the merchant's balance the payout is paid from
+    world.webhooks(up=False)
+    world.faults(
+        {"fault": "drop_response", "next_n": 1, "ops": ["payout"]},
+        {"fault": "error_500", "percent": 100, "ops": ["get_payout"]},
+    )
+    payout = story.payout(600)
+    world.run_workers(rounds=world.settings.resolver_attempts_max + 2)
+    story.expect("out of attempts, left for a person", story.status("payout", payout), "in_doubt")
+    world.faults()  # the resolver has given up on it: only the driver asks the bank now
+    world.wait_for(lambda: story.at_bank(payout) == "settled", "the bank settled the payout")
+    steps = _reconciled(story, "payout", payout, "settled", lines=2)
+    story.expect("settled through sent", steps[-2:], [("in_doubt", "sent"), ("sent", "settled")])
+    fees = [item["amount_minor"] for item in world.get(f"/v1/payouts/{payout}")["adjustments"]]
+    story.expect("the bank's fee, from the report's line", fees, [ACH_FEE_MINOR])
+
+
+def _reconciled(story: Story, kind: str, object_id: str, status: str, *, lines: int) -> list[tuple[str | None, str]]:
+    """Today's report, through the real reconciliation, resolves the item and breaks nothing;
+    then paycore's webhook endpoint comes back, and what the processor delivers to it changes
+    nothing. Returns the item's steps (from, to)."""
+    world = story.world
+    summary = world.reconcile()
+    counts = (summary.lines_read, summary.matched, summary.resolved)
+    story.expect("report lines read, matched, resolved", counts, (lines, lines, 1))
+    story.expect("new breaks", dict(summary.breaks), {})
+    story.expect("after the settlement report", story.status(kind, object_id), status)
+    steps = story.history(kind, object_id)
+    story.expect("moved by the report", [step[2] for step in steps[-1:]], [SETTLEMENT_REPORT])
     world.webhooks(up=True)
     world.settle_and_deliver()
+    story.expect("after the webhooks", story.status(kind, object_id), status)
+    return [(step[0], step[1]) for step in steps]
 
 
 def approval_required(story: Story) -> None:
@@ -189,5 +273,7 @@ SCENARIOS: dict[str, Scenario] = {
     "concurrent-refunds": concurrent_refunds,
     "callback-confirmation": callback_confirmation,
     "stuck-in-doubt-reconciled": stuck_in_doubt_reconciled,
+    "payment-stuck-in-doubt-reconciled": payment_stuck_in_doubt_reconciled,
+    "payout-stuck-in-doubt-reconciled": payout_stuck_in_doubt_reconciled,
     "approval-required": approval_required,
 }

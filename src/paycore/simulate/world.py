@@ -26,12 +26,17 @@ from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.http.server import Server
+from paycore.kit import clock
 from paycore.processor.port import Processor
+from paycore.reconciliation import jobs as reconciliation_jobs
+from paycore.reconciliation import service as reconciliation
 from paycore.workers.jobs import JOBS, WorkerContext
 from paycore_sandbox.service import Sandbox
 
 START_TIMEOUT_S = 30
 TIMEOUT_MS = 1_000
+DAY_MS = 86_400_000
+PROCESSOR_PATHS = {"payment": "/v1/charges/", "refund": "/v1/refunds/", "payout": "/v1/payouts/"}
 
 
 @dataclass
@@ -53,6 +58,7 @@ class World:
     sandbox_url: str | None  # http only
     sandbox_process: subprocess.Popen[bytes] | None
     server: Server | None = None
+    worker: WorkerContext | None = None  # one worker for the world's life, as `paycore worker`
     webhooks_up: bool = True
     started: float = field(default_factory=time.monotonic)
     lines: list[Line] = field(default_factory=list)
@@ -87,7 +93,9 @@ class World:
 
     def run_workers(self, rounds: int = 1) -> None:
         """Run every worker job `rounds` times, as `paycore worker` would."""
-        context = WorkerContext.create(self.database, self.settings, self.processor)
+        if self.worker is None:
+            self.worker = WorkerContext.create(self.database, self.settings, self.processor)
+        context = self.worker
         for _ in range(rounds):
             time.sleep(0.005)  # past the tiny backoff of the simulation's settings
             for name, job, _batch in JOBS:
@@ -103,14 +111,18 @@ class World:
             self.sandbox.set_fault_plan(plan)
         else:
             _http(self.sandbox_url, "PUT", "/v1/sandbox/faults", plan)
-        self.say("driver", "processor fault plan: " + ", ".join(_describe(rule) for rule in rules))
+        self.say("driver", "processor fault plan: " + (", ".join(_describe(rule) for rule in rules) or "none"))
 
-    def processor_refund(self, refund_id: str) -> dict[str, Any] | None:
+    def at_processor(self, kind: str, request_id: str) -> dict[str, Any] | None:
+        """The processor's own record of a payment (its charge), refund or payout, by request id."""
         if self.sandbox is not None:
-            found = self.sandbox.get_refund(refund_id)
+            ask = {"payment": self.sandbox.get_charge, "refund": self.sandbox.get_refund}.get(kind)
+            found = (ask or self.sandbox.get_payout)(request_id)
             return None if found is None else found.__dict__
-        status, body = _http(self.sandbox_url, "GET", f"/v1/refunds/{refund_id}")
-        return None if status == 404 else body
+        status, body = _http(self.sandbox_url, "GET", PROCESSOR_PATHS[kind] + request_id)
+        if status == 200:
+            return dict(body)
+        return None if status == 404 else {"status": f"not said (HTTP {status}: {body.get('error')})"}
 
     def settle_and_deliver(self) -> None:
         """The processor's background work: finish late items, deliver webhooks to paycore."""
@@ -134,15 +146,20 @@ class World:
         self.webhooks_up = up
         self.say("driver", f"paycore's webhook endpoint {'up' if up else 'down (503)'}")
 
-    def reconcile_refunds(self) -> int:
-        """Fetch today's settlement report from the processor and resolve refunds from it."""
-        from paycore.kit.clock import now_us, to_rfc3339
-        from paycore.refunds.reconcile import resolve_from_report
-
-        day = to_rfc3339(now_us())[:10]
-        changed = resolve_from_report(self.database, self.processor.settlement_report(day))
-        self.say("paycore", f"settlement report of {day}: {changed} refund(s) resolved")
-        return changed
+    def reconcile(self) -> reconciliation.Summary:
+        """Fetch today's settlement report from the processor and reconcile it, as
+        `paycore reconcile --day` does (the worker's job only takes days long closed)."""
+        day = clock.utc_day(clock.now_us()).isoformat()
+        summary = reconciliation_jobs.reconcile_from_processor(
+            self.database, self.processor, day, grace_ms=self.settings.reconcile_grace_ms
+        )
+        breaks = ", ".join(f"{kind} {count}" for kind, count in sorted(summary.breaks.items())) or "none"
+        self.say(
+            "paycore",
+            f"settlement report of {day}: {summary.lines_read} line(s), {summary.matched} matched, "
+            f"{summary.resolved} resolved, new breaks: {breaks}",
+        )
+        return summary
 
     def wait_for(self, done: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
         """Poll until `done()` (over HTTP the processor's webhooks arrive on their own schedule)."""
@@ -174,6 +191,10 @@ def build(transport: str) -> World:
         resolver_backoff_ms=1,
         resolver_backoff_max_ms=2,
         resolver_attempts_max=3,
+        # A world lives within one day: the scenarios reconcile today's report themselves, and
+        # the worker's scheduled job, which takes only days closed this long, finds none due.
+        reconcile_delay_ms=DAY_MS,
+        reconcile_lookback_days=1,
     )
     database = Database(settings)
     migrate.upgrade(database)

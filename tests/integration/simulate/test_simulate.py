@@ -1,13 +1,18 @@
-"""`paycore simulate`: every scenario of SPEC §8 on both transports, chaos with a fixed seed,
-and proof that the invariant check can fail."""
+"""`paycore simulate`: every scenario of SPEC §8 (refunds, and payments and payouts the day's
+settlement report resolves) on both transports, chaos with a fixed seed, and proof that the
+invariant check can fail."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
 from typer.testing import CliRunner
 
 from paycore.cli.main import app
+from paycore.reconciliation import service as reconciliation
+from paycore.reconciliation.models import reconciliation_runs
 from paycore.simulate import driver, invariants, world
 from paycore.simulate.scenarios import SCENARIOS, Story
 
@@ -44,6 +49,51 @@ def test_the_invariants_catch_a_disagreement() -> None:
         assert any("the processor says succeeded 1" in problem for problem in problems), problems
     finally:
         built.close()
+
+
+def test_the_invariants_catch_a_payment_or_a_payout_the_sides_disagree_on_and_an_open_break() -> None:
+    built = world.build("inprocess")
+    try:
+        story = Story(built)
+        story.merchant = built.merchant()
+        SCENARIOS["payout-stuck-in-doubt-reconciled"](story)
+        assert invariants.check(built) == []
+        engine = create_engine(f"sqlite:///{built.workdir / 'sandbox.db'}")
+        with engine.begin() as connection:
+            connection.execute(text("UPDATE sandbox_charges SET amount_minor = 999"))
+            connection.execute(text("UPDATE sandbox_bank_payouts SET amount_minor = 599"))
+        engine.dispose()
+        # The day's report now says other amounts than paycore: breaks, left open.
+        summary = reconciliation.reconcile(built.database, built.processor.settlement_report(today()))
+        assert dict(summary.breaks) == {"amount_mismatch": 2}
+
+        problems = invariants.check(built)
+
+        assert any("the processor says succeeded 999" in problem for problem in problems), problems
+        assert any("paycore paid out 600, the bank 599" in problem for problem in problems), problems
+        assert any("(amount_mismatch) left open" in problem for problem in problems), problems
+    finally:
+        built.close()
+
+
+@pytest.mark.parametrize("name", ["stuck-in-doubt-reconciled", "payment-stuck-in-doubt-reconciled"])
+def test_a_reconciled_scenario_goes_through_the_real_reconciliation_once(name: str) -> None:
+    """The report is reconciled by `paycore.reconciliation` (one run of today, from the
+    processor), and the worker's scheduled job, run in every round, finds no closed day due."""
+    built = world.build("inprocess")
+    try:
+        story = Story(built)
+        story.merchant = built.merchant()
+        SCENARIOS[name](story)
+        with built.database.read() as connection:
+            runs = connection.execute(select(reconciliation_runs.c.day, reconciliation_runs.c.source)).all()
+        assert [tuple(run) for run in runs] == [(today(), "processor")]
+    finally:
+        built.close()
+
+
+def today() -> str:
+    return dt.datetime.now(dt.UTC).date().isoformat()
 
 
 def test_cli_runs_scenarios_and_exits_non_zero_on_unknown_names() -> None:
