@@ -18,9 +18,11 @@ the transport (in-process or the HTTP server); the others change what the sandbo
 for the object the call creates: `settle_late` makes it pending (a payout: the bank answers
 `settle_late_ms` later), `duplicate_webhook` and `reorder_webhooks` change how its webhooks
 are delivered, and the `report_*` faults make its lines of the settlement report wrong
-(recorded now, applied when the report is written: see settlement.py). When two rules
-with a delta fire on one call, the first one's delta is used. A rule without `ops` applies
-to `charge` and `refund`; payouts are hit only by rules that name `payout` or `get_payout`.
+(recorded now, applied when the report is written: see settlement.py): left out, an amount,
+fee, status or currency changed, written twice, an amount written as a decimal, or an extra
+charge nobody was told of. When two rules with a delta fire on one call, the first one's
+delta is used. A rule without `ops` applies to `charge` and `refund`; payouts are hit only
+by rules that name `payout` or `get_payout`.
 """
 
 from __future__ import annotations
@@ -44,23 +46,22 @@ from paycore_sandbox.limits import (
 )
 
 Op = Literal["charge", "refund", "payout", "get_charge", "get_refund", "get_payout"]
-FaultName = Literal[
-    "drop_request",
-    "drop_response",
-    "delay_ms",
-    "error_500",
-    "duplicate_webhook",
-    "reorder_webhooks",
-    "settle_late",
+TransportFault = Literal["drop_request", "drop_response", "delay_ms", "error_500"]
+# The faults kept per object in `sandbox_report_faults` (whose CHECK lists these names).
+ReportFault = Literal[
     "report_drop_line",
     "report_amount_delta",
     "report_fee_delta",
     "report_status",
     "report_unknown_charge",
+    "report_currency",
+    "report_duplicate_line",
+    "report_malformed_line",
 ]
-TransportFault = Literal["drop_request", "drop_response", "delay_ms", "error_500"]
+FaultName = Literal[TransportFault, "duplicate_webhook", "reorder_webhooks", "settle_late", ReportFault]
 
 OPS: Final[tuple[Op, ...]] = get_args(Op)
+REPORT_FAULTS: Final[tuple[ReportFault, ...]] = get_args(ReportFault)
 _TRANSPORT_FAULTS: Final[dict[str, TransportFault]] = {name: name for name in get_args(TransportFault)}
 WRITE_OPS: Final[frozenset[str]] = frozenset({"charge", "refund", "payout"})
 PERCENT_DRAW: Final = 100  # percent rules draw an integer in [0, 100): no floats
@@ -144,6 +145,9 @@ class Decision:
     report_fee_delta_minor: int = 0
     report_status: bool = False
     report_unknown_charge: bool = False
+    report_currency: bool = False
+    report_duplicate_line: bool = False
+    report_malformed_line: bool = False
     hold_ms: int = SandboxSettings.hold_ms
     settle_late_ms: int = SandboxSettings.settle_late_ms
     rules_fired: tuple[int, ...] = ()
@@ -232,6 +236,9 @@ class FaultInjector:
             report_fee_delta_minor=fee_delta,
             report_status="report_status" in names,
             report_unknown_charge="report_unknown_charge" in names,
+            report_currency="report_currency" in names,
+            report_duplicate_line="report_duplicate_line" in names,
+            report_malformed_line="report_malformed_line" in names,
             hold_ms=self._hold_ms(plan),
             settle_late_ms=self._settle_late_ms(plan),
             rules_fired=fired,

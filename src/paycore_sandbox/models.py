@@ -21,6 +21,8 @@
   written: `value_minor` is the delta of report_amount_delta and report_fee_delta, and the
   `unknown_*` ids name the extra line of report_unknown_charge. A table of its own, so that
   sandbox databases made before these faults keep working (the sandbox has no migrations).
+  Its CHECK lists the fault names (`faults.REPORT_FAULTS`); `create_all` does not change an
+  existing table, so a database whose CHECK lacks a name is refused at open (service.py).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from sqlalchemy import (
     text,
 )
 
+from paycore_sandbox.faults import REPORT_FAULTS
 from paycore_sandbox.limits import (
     ACCOUNT_NUMBER_LENGTH_MAX,
     BENEFICIARY_NAME_LENGTH_MAX,
@@ -290,6 +293,9 @@ bank_payouts = Table(
     Index("ix_sandbox_bank_payouts_returned_at_us", "returned_at_us"),
 )
 
+_REPORT_FAULTS_SQL: Final = ", ".join(f"'{name}'" for name in REPORT_FAULTS)
+REPORT_FAULTS_CHECK: Final = "ck_sandbox_report_faults_fault"  # its name, by the naming convention
+
 report_faults = Table(
     "sandbox_report_faults",
     metadata,
@@ -301,11 +307,7 @@ report_faults = Table(
     Column("unknown_processor_id", String(ID_LENGTH), nullable=True),
     PrimaryKeyConstraint("kind", "request_id", "fault"),
     CheckConstraint("kind IN ('charge', 'refund', 'payout')", name="kind"),
-    CheckConstraint(
-        "fault IN ('report_drop_line', 'report_amount_delta', 'report_fee_delta', 'report_status',"
-        " 'report_unknown_charge')",
-        name="fault",
-    ),
+    CheckConstraint(f"fault IN ({_REPORT_FAULTS_SQL})", name="fault"),
     CheckConstraint(
         "(fault IN ('report_amount_delta', 'report_fee_delta')) = (value_minor IS NOT NULL)"
         " AND (value_minor IS NULL OR value_minor <> 0)",

@@ -44,6 +44,12 @@ def _rows(faults: Decision, unknown_processor_id: str | None) -> list[dict[str, 
         rows.append({**none, "fault": "report_fee_delta", "value_minor": faults.report_fee_delta_minor})
     if faults.report_status:
         rows.append({**none, "fault": "report_status"})
+    if faults.report_currency:
+        rows.append({**none, "fault": "report_currency"})
+    if faults.report_duplicate_line:
+        rows.append({**none, "fault": "report_duplicate_line"})
+    if faults.report_malformed_line:
+        rows.append({**none, "fault": "report_malformed_line"})
     if unknown_processor_id is not None:
         unknown = {
             "unknown_request_id": UNKNOWN_REQUEST_ID_PREFIX + new_ulid(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import (
     BigInteger,
@@ -15,13 +15,16 @@ from sqlalchemy import (
     and_,
     cast,
     literal,
+    literal_column,
     null,
+    or_,
     select,
     union_all,
     update,
 )
 
 from paycore.db.sql import insert_or_ignore
+from paycore_sandbox.faults import REPORT_FAULTS
 from paycore_sandbox.models import bank_payouts, charges, refunds, report_faults, webhook_attempts, webhooks
 
 # --- charges -------------------------------------------------------------------------------
@@ -183,8 +186,10 @@ def settlement_rows(connection: Connection, start_us: int, end_us: int, rows_per
     `fee_minor` is NULL for charges and refunds (the report computes theirs).
 
     The report faults are joined here, row by row on their primary key, so that memory stays
-    bounded: a dropped line is left out, the unknown charges are lines of their own, and each
-    row carries `amount_delta_minor`, `fee_delta_minor` (NULL: right) and `status_wrong`."""
+    bounded: a dropped line is left out, a duplicated one comes twice in a row (`copy_number`
+    1 and 2, joined from a two-row table), the unknown charges are lines of their own, and each
+    row carries `amount_delta_minor`, `fee_delta_minor` (NULL: right), `status_wrong`,
+    `currency_wrong` and `amount_decimal` for the writer to apply."""
     combined = union_all(
         _created_rows(charges, "charge", charges.c.processor_charge_id, start_us, end_us),
         _created_rows(refunds, "refund", refunds.c.processor_refund_id, start_us, end_us),
@@ -192,34 +197,41 @@ def settlement_rows(connection: Connection, start_us: int, end_us: int, rows_per
         _payout_rows("payout_return", start_us, end_us),
         _unknown_charge_rows(start_us, end_us),
     ).subquery()
-    dropped, amount, fee, status = (
-        report_faults.alias(f"fault_{name}") for name in ("drop_line", "amount_delta", "fee_delta", "status")
-    )
-
-    def on(alias: Any, fault: str) -> Any:
-        return and_(
-            alias.c.kind == combined.c.kind, alias.c.request_id == combined.c.request_id, alias.c.fault == fault
+    joined: Any = combined
+    fault: dict[str, Any] = {}
+    for name in _JOINED_FAULTS:
+        fault[name] = report_faults.alias(f"fault_{name.removeprefix('report_')}")
+        joined = joined.outerjoin(
+            fault[name],
+            and_(
+                fault[name].c.kind == combined.c.kind,
+                fault[name].c.request_id == combined.c.request_id,
+                fault[name].c.fault == name,
+            ),
         )
-
-    joined = (
-        combined.outerjoin(dropped, on(dropped, "report_drop_line"))
-        .outerjoin(amount, on(amount, "report_amount_delta"))
-        .outerjoin(fee, on(fee, "report_fee_delta"))
-        .outerjoin(status, on(status, "report_status"))
-    )
+    copies = union_all(select(literal_column("1").label("copy_number")), select(literal_column("2"))).subquery()
+    duplicated = fault["report_duplicate_line"].c.fault.is_not(None)
+    joined = joined.join(copies, or_(copies.c.copy_number == 1, duplicated))
     statement = (
         select(
             combined,
-            amount.c.value_minor.label("amount_delta_minor"),
-            fee.c.value_minor.label("fee_delta_minor"),
-            status.c.fault.is_not(None).label("status_wrong"),
+            fault["report_amount_delta"].c.value_minor.label("amount_delta_minor"),
+            fault["report_fee_delta"].c.value_minor.label("fee_delta_minor"),
+            fault["report_status"].c.fault.is_not(None).label("status_wrong"),
+            fault["report_currency"].c.fault.is_not(None).label("currency_wrong"),
+            fault["report_malformed_line"].c.fault.is_not(None).label("amount_decimal"),
+            copies.c.copy_number,
         )
         .select_from(joined)
-        .where(dropped.c.fault.is_(None))
-        .order_by(combined.c.at_us, combined.c.type, combined.c.request_id)
+        .where(fault["report_drop_line"].c.fault.is_(None))
+        .order_by(combined.c.at_us, combined.c.type, combined.c.request_id, copies.c.copy_number)
     )
     result = connection.execution_options(yield_per=rows_per_fetch).execute(statement)
     yield from result.mappings()
+
+
+# The faults joined to each line (report_unknown_charge makes lines of its own instead).
+_JOINED_FAULTS: Final = tuple(name for name in REPORT_FAULTS if name != "report_unknown_charge")
 
 
 def _unknown_charge_rows(start_us: int, end_us: int) -> Select[Any]:

@@ -31,7 +31,7 @@ from paycore.processor.port import (
 from paycore_sandbox import bank, bank_accounts, bank_repository, processing, repository, settlement
 from paycore_sandbox.bank_files import BatchFile, batch_file
 from paycore_sandbox.checks import check_money, check_text
-from paycore_sandbox.faults import NO_FAULTS, Decision, FaultInjector, FaultPlan, Op
+from paycore_sandbox.faults import NO_FAULTS, REPORT_FAULTS, Decision, FaultInjector, FaultPlan, Op
 from paycore_sandbox.limits import (
     BANK_BATCH_MAX_MAX,
     DEFAULT_WEBHOOK_SECRET,
@@ -40,7 +40,7 @@ from paycore_sandbox.limits import (
     REQUEST_ID_LENGTH_MAX,
     SandboxSettings,
 )
-from paycore_sandbox.models import bank_payouts, metadata, webhooks
+from paycore_sandbox.models import REPORT_FAULTS_CHECK, bank_payouts, metadata, report_faults, webhooks
 from paycore_sandbox.schemas import render_batch
 from paycore_sandbox.webhooks import Deliverer, WebhookSink
 
@@ -50,6 +50,22 @@ TOKENS: Final = tuple(processing.TOKENS)
 
 class SandboxSchemaOutdated(RuntimeError):
     """The sandbox database was made by an older paycore: the sandbox has no migrations."""
+
+
+def _predates(database: Database) -> str | None:
+    """What a sandbox database made by an older paycore lacks, that `create_all` (which only adds
+    missing tables) cannot add; None when it has everything or is empty."""
+    inspector = inspect(database.engine)
+    tables = set(inspector.get_table_names())
+    if webhooks.name in tables and bank_payouts.name not in tables:
+        return "the bank rail"
+    if report_faults.name in tables:
+        checks = {check["name"]: check["sqltext"] for check in inspector.get_check_constraints(report_faults.name)}
+        allowed = str(checks.get(REPORT_FAULTS_CHECK, ""))
+        missing = [name for name in REPORT_FAULTS if f"'{name}'" not in allowed]
+        if missing:
+            return f"the report faults {', '.join(missing)}"
+    return None
 
 
 class Sandbox:
@@ -70,11 +86,11 @@ class Sandbox:
     ) -> Sandbox:
         """Connect to the sandbox's own database and create its tables if missing."""
         database = Database(Settings(database_url=database_url))
-        tables = set(inspect(database.engine).get_table_names())
-        if webhooks.name in tables and bank_payouts.name not in tables:
+        outdated = _predates(database)
+        if outdated is not None:
             database.dispose()
             raise SandboxSchemaOutdated(
-                f"the sandbox database {database_url!r} predates the bank rail and the sandbox has no "
+                f"the sandbox database {database_url!r} predates {outdated} and the sandbox has no "
                 "migrations: its state is test state, delete it (or its sandbox_* tables) and start again"
             )
         metadata.create_all(database.engine, checkfirst=True)

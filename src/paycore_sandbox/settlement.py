@@ -13,7 +13,8 @@ money and cost nothing, so they have no line.
 
 The `report_*` faults of the fault plan (stored per object in `sandbox_report_faults`) make
 lines wrong on purpose, as real processors' reports sometimes are: a line left out, an amount
-or a fee off by a delta, another status, an extra charge nobody was told of.
+or a fee off by a delta, another status, another currency, a line written twice, an amount
+written in major units (`25.00`), an extra charge nobody was told of.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sqlalchemy import RowMapping
 
 from paycore.db.engine import Database
 from paycore.kit import clock
+from paycore.kit.money import CURRENCY_EXPONENTS, format_minor, is_known_currency
 from paycore.processor.port import SETTLEMENT_REPORT_COLUMNS, ProcessorRefused
 from paycore_sandbox import repository
 
@@ -45,6 +47,10 @@ WRONG_STATUS: Final = {
     "settled": "returned",
     "returned": "settled",
 }
+# report_currency: the one currency a line reports instead of its own, fixed so that a test
+# knows it: euros for dollars, dollars for anything else.
+OTHER_CURRENCY: Final = "USD"
+OTHER_CURRENCY_OF: Final = {"USD": "EUR"}
 _DAY: Final = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
 _DAY_US: Final = 86_400 * 1_000_000
 
@@ -63,10 +69,30 @@ def _fee_of(row: RowMapping) -> int:
     return fee_minor(row["type"], row["status"], row["amount_minor"])
 
 
-def _reported(row: RowMapping) -> tuple[int, int, str]:
-    """The amount, fee and status the line reports: the true ones, moved by the object's
-    report faults. The fee is computed from the true amount and status, then moved."""
-    amount, fee, status = row["amount_minor"], _fee_of(row), row["status"]
+def other_currency(currency: str) -> str:
+    """What report_currency writes instead of `currency`: always another code."""
+    other = OTHER_CURRENCY_OF.get(currency, OTHER_CURRENCY)
+    assert other != currency and is_known_currency(other)
+    return other
+
+
+def decimal_amount(amount_minor: int, currency: str) -> str:
+    """report_malformed_line: the amount in major units, as a processor that switched from
+    minor units would write it (2500 USD: `25.00`; 2500 BHD: `2.500`). A currency without
+    minor units (JPY, KRW) gets `.00` too, so that the field is never a whole number."""
+    assert type(amount_minor) is int and amount_minor > 0
+    if CURRENCY_EXPONENTS[currency] == 0:
+        return f"{amount_minor}.00"
+    written = format_minor(amount_minor, currency)
+    assert "." in written
+    return written
+
+
+def _reported(row: RowMapping) -> tuple[str, int, str, str]:
+    """The amount (as written), fee, currency and status the line reports: the true ones,
+    changed by the object's report faults. The fee is computed from the true amount and
+    status, then moved; a decimal amount is the (moved) amount in the true currency's units."""
+    amount, fee, currency, status = row["amount_minor"], _fee_of(row), row["currency"], row["status"]
     if row["amount_delta_minor"] is not None:
         amount = max(AMOUNT_REPORTED_MINOR_MIN, amount + row["amount_delta_minor"])
     if row["fee_delta_minor"] is not None:
@@ -74,7 +100,10 @@ def _reported(row: RowMapping) -> tuple[int, int, str]:
     if row["status_wrong"]:
         status = WRONG_STATUS[status]
     assert type(amount) is int and amount >= AMOUNT_REPORTED_MINOR_MIN and type(fee) is int and fee >= 0
-    return amount, fee, status
+    written = decimal_amount(amount, currency) if row["amount_decimal"] else str(amount)
+    if row["currency_wrong"]:
+        currency = other_currency(currency)
+    return written, fee, currency, status
 
 
 def day_bounds_us(day: str) -> tuple[int, int]:
@@ -109,16 +138,16 @@ def _lines(database: Database, start_us: int, end_us: int, rows_per_fetch: int) 
     yield line(COLUMNS)
     with database.read() as connection:
         for row in repository.settlement_rows(connection, start_us, end_us, rows_per_fetch):
-            amount_minor, fee, status = _reported(row)
+            amount, fee, currency, status = _reported(row)
             yield line(
                 (
                     row["type"],
                     row["request_id"],
                     row["processor_id"],
                     row["merchant_id"],
-                    amount_minor,
+                    amount,
                     fee,
-                    row["currency"],
+                    currency,
                     status,
                     clock.to_rfc3339(row["at_us"]),
                     row["batch_id"] or "",
