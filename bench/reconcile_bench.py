@@ -18,9 +18,11 @@ pseudo-terminal so that the progress bar draws as on a terminal (--no-tty: a fil
   included: what the user waits for); lines/s is N over it;
 - the process's peak RSS (`ru_maxrss` of its own `wait4`), and its RSS sampled every 0.25 s,
   to show whether memory grows during the run (growth from 25% to 90% of the run);
-- the process's CPU (user + system) and, when the server runs on this machine, PostgreSQL's
-  CPU over the run (every `postgres` process, exited backends included): with the wall time,
-  which side is busy and how much is waiting (round trips, fsync);
+- the process's CPU (user + system) and, when the server runs on this machine, the CPU of the
+  PostgreSQL backend serving it (found by its process title, which names the run's database,
+  so other work on the same server is not counted): with the wall time, which side is busy
+  and how long both wait (round trips, fsync, other work on the machine: the load average at
+  the start and end of each run is shown beside it);
 - the engine's own time, from its run row (`created_at_us` to `finished_at_us`).
 
 Checked after every run (a run that fails a check is not a figure; the exit status is then 1):
@@ -77,6 +79,7 @@ TARGET_WALL_S: Final = 30.0
 TARGET_RSS_MB: Final = 300.0
 TERMINAL_COLUMNS, TERMINAL_ROWS = 120, 40
 STDERR_TAIL_BYTES: Final = 4_096
+BACKEND_RESCAN_TICKS: Final = 4  # look for the run's PostgreSQL backends every 4 samples (1 s)
 
 
 # ---------------------------------------------------------------------------- databases
@@ -184,7 +187,8 @@ class Run:
     peak_rss_mb: float
     rss_growth_mb: float | None  # RSS at 90% of the run minus RSS at 25%
     cpu_s: float  # the process's user + system
-    postgres_cpu_s: float | None
+    postgres_backend_cpu_s: float | None  # the backend(s) serving the run
+    load_average: str  # at the start, then at the end (1 min)
     engine_s: float | None  # the run row's finished_at_us - created_at_us
     profiled: str | None
     problems: list[str] = field(default_factory=list)
@@ -196,7 +200,9 @@ class Run:
         return self.lines / self.wall_s
 
 
-def reconcile(args: argparse.Namespace, url: str, report: Path, profile_path: Path | None) -> dict[str, Any]:
+def reconcile(
+    args: argparse.Namespace, url: str, report: Path, profile_path: Path | None, database_name: str | None
+) -> dict[str, Any]:
     """Run `paycore reconcile --report FILE` once; the wall time, exit, rusage, RSS samples."""
     command = [str(PAYCORE), "reconcile", "--report", str(report)]
     if args.profile == "cprofile":
@@ -211,7 +217,7 @@ def reconcile(args: argparse.Namespace, url: str, report: Path, profile_path: Pa
     with tempfile.TemporaryFile() as stdout, _stderr(args.no_tty) as (stderr, tail):
         began = time.perf_counter()
         process = subprocess.Popen(command, env=environment, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
-        sampler = _RssSampler(process.pid)
+        sampler = _Sampler(process.pid, database_name)
         sampler.start()
         _, status, usage = _wait(process)
         wall_s = time.perf_counter() - began
@@ -224,6 +230,7 @@ def reconcile(args: argparse.Namespace, url: str, report: Path, profile_path: Pa
         "peak_rss_mb": usage.ru_maxrss / 1024,  # Linux: KiB
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "rss_growth_mb": sampler.growth_mb(wall_s),
+        "postgres_backend_cpu_s": sampler.backend_cpu_s(),
         "stdout": printed,
         "stderr_tail": tail.text(),
     }
@@ -242,17 +249,27 @@ def _wait(process: subprocess.Popen[bytes]) -> tuple[int, int, Any]:
         time.sleep(0.01)
 
 
-class _RssSampler(threading.Thread):
-    def __init__(self, pid: int) -> None:
+class _Sampler(threading.Thread):
+    """Every RSS_SAMPLE_S: the child's RSS and, on PostgreSQL, the CPU of the server's backends
+    serving the run's database (found by their process title, which names the database), so
+    that the other work on the same server is not counted."""
+
+    def __init__(self, pid: int, database_name: str | None) -> None:
         super().__init__(daemon=True)
         self.pid = pid
+        self.database_name = database_name
         self.began = time.perf_counter()
         self.samples: list[tuple[float, float]] = []  # (seconds since start, RSS MB)
+        self.backend_ticks: dict[int, int] = {}  # backend pid -> its utime + stime, last seen
         self._done = threading.Event()
 
     def run(self) -> None:
         status = Path(f"/proc/{self.pid}/status")
+        ticks = 0
         while not self._done.wait(RSS_SAMPLE_S):
+            if self.database_name is not None:
+                self._backends(rescan=ticks % BACKEND_RESCAN_TICKS == 0)
+            ticks += 1
             try:
                 for line in status.read_text().splitlines():
                     if line.startswith("VmRSS:"):
@@ -260,9 +277,23 @@ class _RssSampler(threading.Thread):
             except (OSError, ValueError):
                 return
 
+    def _backends(self, *, rescan: bool) -> None:
+        if rescan:
+            for pid in _postgres_backends(str(self.database_name)):
+                self.backend_ticks.setdefault(pid, 0)
+        for pid in list(self.backend_ticks):
+            cpu = _cpu_ticks(pid)
+            if cpu is not None:
+                self.backend_ticks[pid] = max(self.backend_ticks[pid], cpu)
+
     def stop(self) -> None:
         self._done.set()
         self.join()
+
+    def backend_cpu_s(self) -> float | None:
+        if self.database_name is None or not self.backend_ticks:
+            return None
+        return sum(self.backend_ticks.values()) / os.sysconf("SC_CLK_TCK")
 
     def growth_mb(self, wall_s: float) -> float | None:
         early = [rss for at, rss in self.samples if at >= 0.25 * wall_s]
@@ -270,6 +301,31 @@ class _RssSampler(threading.Thread):
         if not early or not late or wall_s < 4:
             return None
         return round(late[-1] - early[0], 1)
+
+
+def _postgres_backends(database_name: str) -> list[int]:
+    """The pids of this machine's PostgreSQL backends connected to `database_name`: their
+    title is `postgres: USER DATABASE HOST(PORT) STATE`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if title.startswith("postgres: ") and f" {database_name} " in title:
+            found.append(int(entry.name))
+    return found
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
 
 
 class _Tail:
@@ -316,32 +372,6 @@ def _stderr(no_tty: bool) -> Iterator[tuple[Any, _Tail]]:
         os.close(follower)
         reader.join(timeout=5)
         os.close(leader)
-
-
-# ---------------------------------------------------------------------------- PostgreSQL's CPU
-
-
-def postgres_cpu_s() -> float | None:
-    """CPU seconds of every `postgres` process of this machine, exited children included (the
-    postmaster's cutime/cstime); None when there is none here (a remote server)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total, found = 0, False
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if (entry / "comm").read_text().strip() != "postgres":
-                continue
-            stat = (entry / "stat").read_text()
-            parent_comm = Path(f"/proc/{stat[stat.rfind(')') + 2 :].split()[1]}/comm").read_text().strip()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-        if parent_comm != "postgres":  # the postmaster: its reaped children's CPU too
-            total += int(fields[13]) + int(fields[14])
-        found = True
-    return total / ticks if found else None
 
 
 # ---------------------------------------------------------------------------- checks
@@ -425,15 +455,14 @@ def measure(args: argparse.Namespace, target: Target, scratch: Path, round_index
         suffix = "prof" if args.profile == "cprofile" else "txt"
         profile_path = args.out / f"reconcile-{target.kind}-{target.lines}-{args.stamp}.{suffix}"
     try:
-        cpu_before = postgres_cpu_s() if target.kind == "postgres" else None
-        measured = reconcile(args, url, target.report, profile_path)
-        time.sleep(0.5)  # the server reaps the backend that served the run
-        cpu_after = postgres_cpu_s() if target.kind == "postgres" else None
+        load_before = common.load_average().split()[0]
+        measured = reconcile(args, url, target.report, profile_path, name if target.kind == "postgres" else None)
+        load_after = common.load_average().split()[0]
         problems, engine_s = check(url, target.lines, measured)
     finally:
         if not args.keep:
             remove(args, target.kind, name)
-    server_s = None if cpu_before is None or cpu_after is None else round(cpu_after - cpu_before, 2)
+    server_s = measured["postgres_backend_cpu_s"]
     run = Run(
         kind=target.kind,
         lines=target.lines,
@@ -443,7 +472,8 @@ def measure(args: argparse.Namespace, target: Target, scratch: Path, round_index
         peak_rss_mb=round(measured["peak_rss_mb"], 1),
         rss_growth_mb=measured["rss_growth_mb"],
         cpu_s=round(measured["cpu_s"], 2),
-        postgres_cpu_s=server_s,
+        postgres_backend_cpu_s=None if server_s is None else round(server_s, 2),
+        load_average=f"{load_before} → {load_after}",
         engine_s=None if engine_s is None else round(engine_s, 3),
         profiled=args.profile if args.profile != "none" else None,
         problems=problems,
@@ -453,7 +483,8 @@ def measure(args: argparse.Namespace, target: Target, scratch: Path, round_index
     verdict = "ok" if not problems else "FAILED: " + "; ".join(problems)
     print(
         f"  {run.kind} {run.lines:,} round {round_index}: {run.wall_s:.1f} s, {run.lines_per_s:,.0f} lines/s, "
-        f"peak RSS {run.peak_rss_mb:.0f} MB, CPU {run.cpu_s:.1f} s, PostgreSQL CPU {fmt(server_s, 1)} s; {verdict}",
+        f"peak RSS {run.peak_rss_mb:.0f} MB, CPU {run.cpu_s:.1f} s, PostgreSQL backend CPU {fmt(server_s, 1)} s, "
+        f"load {run.load_average}; {verdict}",
         file=sys.stderr,
         flush=True,
     )
@@ -491,9 +522,10 @@ def render(runs: list[Run], targets: list[Target], facts: list[tuple[str, str]],
         "lines/s (median)",
         "peak RSS MB (each run)",
         "RSS growth 25→90% MB",
-        "CPU s: process / PostgreSQL",
+        "CPU s: process / PostgreSQL backend",
         "engine s (run row)",
-        "µs per line",
+        "µs per line: wall / process CPU",
+        "load (1 min) at start → end",
         "checks",
     ]
     rows = []
@@ -519,7 +551,7 @@ def render(runs: list[Run], targets: list[Target], facts: list[tuple[str, str]],
 def _row(kind: str, size: int, group: list[Run]) -> list[str]:
     wall = statistics.median(run.wall_s for run in group)
     engine = [run.engine_s for run in group if run.engine_s is not None]
-    server = [run.postgres_cpu_s for run in group if run.postgres_cpu_s is not None]
+    server = [run.postgres_backend_cpu_s for run in group if run.postgres_backend_cpu_s is not None]
     growth = [run.rss_growth_mb for run in group if run.rss_growth_mb is not None]
     return [
         kind,
@@ -532,7 +564,8 @@ def _row(kind: str, size: int, group: list[Run]) -> list[str]:
         f"{statistics.median(run.cpu_s for run in group):,.1f} / "
         f"{fmt(statistics.median(server) if server else None, 1)}",
         fmt(statistics.median(engine) if engine else None, 1),
-        f"{wall / size * 1e6:,.0f}",
+        f"{wall / size * 1e6:,.0f} / {statistics.median(run.cpu_s for run in group) / size * 1e6:,.0f}",
+        "; ".join(run.load_average for run in group),
         "ok" if not any(run.problems for run in group) else "**FAILED**",
     ]
 
