@@ -32,7 +32,8 @@ and resolved counts, the stored breaks by type, every in-doubt object moved as i
 
 --profile cprofile|py-spy runs each configuration once under the profiler instead (not a
 figure: the profiler's cost is in it) and writes the profile next to the results; cProfile's
-top functions are printed. py-spy is a local tool (`.venv/bin/pip install py-spy`).
+top functions are printed, py-spy's samples summed by engine function and by what the innermost
+frame does. py-spy is a local tool (`.venv/bin/pip install py-spy`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ import tempfile
 import termios
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -79,6 +81,7 @@ TARGET_WALL_S: Final = 30.0
 TARGET_RSS_MB: Final = 300.0
 TERMINAL_COLUMNS, TERMINAL_ROWS = 120, 40
 STDERR_TAIL_BYTES: Final = 4_096
+SPY_RATE_HZ: Final = 200  # py-spy samples per second
 BACKEND_RESCAN_TICKS: Final = 4  # look for the run's PostgreSQL backends every 4 samples (1 s)
 
 
@@ -209,7 +212,19 @@ def reconcile(
         command = [sys.executable, "-m", "cProfile", "-o", str(profile_path), *command]
     elif args.profile == "py-spy":
         spy = Path(sys.executable).parent / "py-spy"
-        command = [str(spy), "record", "--rate", "200", "--format", "raw", "-o", str(profile_path), "--", *command]
+        command = [
+            str(spy),
+            "record",
+            "--idle",
+            "--rate",
+            "200",
+            "--format",
+            "raw",
+            "-o",
+            str(profile_path),
+            "--",
+            *command,
+        ]
     environment = {**os.environ, "PAYCORE_DATABASE_URL": url}
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(common.REPO / "src"), os.environ.get("PYTHONPATH")]))
     if not args.no_tty and environment.get("TERM", "dumb") in ("dumb", "unknown", ""):
@@ -488,8 +503,11 @@ def measure(args: argparse.Namespace, target: Target, scratch: Path, round_index
         file=sys.stderr,
         flush=True,
     )
-    if profile_path is not None and args.profile == "cprofile" and profile_path.exists():
-        print_profile(profile_path, args.top)
+    if profile_path is not None and profile_path.exists():
+        if args.profile == "cprofile":
+            print_profile(profile_path, args.top)
+        else:
+            print(summarize_samples(profile_path), file=sys.stderr, flush=True)
     return run
 
 
@@ -499,6 +517,47 @@ def print_profile(path: Path, top: int) -> None:
         stats = pstats.Stats(str(path), stream=sys.stderr)
         stats.strip_dirs().sort_stats(order).print_stats(top)
         print("```", file=sys.stderr, flush=True)
+
+
+def summarize_samples(path: Path) -> str:
+    """py-spy's raw samples (`frame;frame;... count`, idle included) of the main thread, two
+    ways: the innermost engine function (`paycore/reconciliation/`) each sample is in, and what
+    the innermost frame is doing (waiting for the server, the driver, SQLAlchemy, paycore)."""
+    by_function: Counter[str] = Counter()
+    by_activity: Counter[str] = Counter()
+    other_threads = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        frames, count = stack.split(";"), int(count_text)
+        if frames[0].startswith("Thread._bootstrap"):
+            other_threads += count  # the progress bar's refresh thread, asleep nearly always
+            continue
+        engine = [frame for frame in frames if "paycore/reconciliation/" in frame]
+        by_function[engine[-1].split(" (")[0] if engine else "outside the engine: start, imports, CLI"] += count
+        by_activity[_activity(frames[-1])] += count
+    total = sum(by_function.values()) or 1
+    out = [f"\n### py-spy samples of {path.name}: main thread {total / SPY_RATE_HZ:.1f} s ({total} samples)\n"]
+    for title, counts in (("innermost engine function", by_function), ("innermost frame", by_activity)):
+        rows = [(name, f"{count / SPY_RATE_HZ:.1f}", f"{count / total:.1%}") for name, count in counts.most_common()]
+        out += [common.markdown_table([title, "s", "share"], rows), ""]
+    out.append(f"Other threads (the progress bar's refresh, mostly asleep): {other_threads} samples.")
+    return "\n".join(out)
+
+
+def _activity(frame: str) -> str:
+    if frame.startswith("Connection.wait (psycopg"):
+        return "PostgreSQL: waiting for the server's answer"
+    if frame.startswith("BaseCursor._send_query") or frame.startswith("BaseCursor._send_prepare"):
+        return "PostgreSQL: sending the query (libpq, socket write)"
+    if "psycopg" in frame:
+        return "psycopg's Python (prepare, adapt, result columns)"
+    if "do_execute (sqlalchemy" in frame or "do_commit (sqlalchemy" in frame:
+        return "the driver's call (SQLite: the statement itself)"
+    if "sqlalchemy" in frame:
+        return "SQLAlchemy (statement build, cache key, result rows)"
+    if "paycore/" in frame:
+        return "paycore's Python"
+    return "other (standard library, rich, typer, csv)"
 
 
 def fmt(value: float | None, digits: int = 0) -> str:
