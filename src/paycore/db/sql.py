@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Connection, Integer, SmallInteger, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Connection, Integer, SmallInteger, String, Table, Text, and_, or_
 
 from paycore.db import driver
 
@@ -74,3 +74,19 @@ def _partial_index_predicate(table: Table, conflict_columns: tuple[str, ...]) ->
                     raise TypeError(f"{index.name}: its predicate must be the same on both databases")
                 return f" WHERE {predicate}"
     return ""
+
+
+def keys_in(columns: Sequence[Any], keys: Collection[tuple[Any, ...]]) -> Any:
+    """`(c1, ..., cn) IN keys` as PostgreSQL plans well: grouped by all but the last column,
+    `c1 = :a AND ... AND cn = ANY(:ids)` per group, OR-ed (a row-value IN list of hundreds of
+    keys is planned as a filter over a scan; this is an index scan per group)."""
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for key in keys:
+        groups.setdefault(tuple(key[:-1]), []).append(key[-1])
+    *leading, last = columns
+    return or_(
+        *(
+            and_(*(column == value for column, value in zip(leading, prefix, strict=True)), last.in_(ids))
+            for prefix, ids in groups.items()
+        )
+    )

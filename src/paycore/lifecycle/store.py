@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, Table, and_, func, or_, select, tuple_, update
 
+from paycore.db.sql import keys_in
 from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US
 
 
@@ -32,7 +33,7 @@ def get_many(
     left out). Locked in that order when `for_update` on PostgreSQL."""
     if not keys:
         return []
-    query = select(table).where(tuple_(table.c.tenant_id, table.c.id).in_(list(keys)))
+    query = select(table).where(keys_in((table.c.tenant_id, table.c.id), keys))
     if for_update and connection.dialect.name == "postgresql":
         query = query.with_for_update()
     return list(connection.execute(query.order_by(table.c.tenant_id, table.c.id)))

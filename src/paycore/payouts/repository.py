@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, func, select, tuple_
+from sqlalchemy import Connection, Row, bindparam, func, select
 
-from paycore.db.sql import insert_or_ignore
+from paycore.db.sql import insert_or_ignore, keys_in
 from paycore.lifecycle import store
 from paycore.payouts import states
 from paycore.payouts.models import payout_adjustments, payouts
@@ -92,7 +92,7 @@ def bank_fees_of(connection: Connection, keys: Collection[tuple[str, str]]) -> d
     query = (
         select(table.tenant_id, table.payout_id, table.kind, func.sum(table.amount_minor))
         .where(
-            tuple_(table.tenant_id, table.payout_id).in_(list(keys)),
+            keys_in((table.tenant_id, table.payout_id), keys),
             table.kind.in_(("fee", "return_fee")),
             table.source == "bank",
         )

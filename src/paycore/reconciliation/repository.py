@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, func, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, Row, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from paycore.db.sql import insert_or_ignore
+from paycore.db.sql import insert_or_ignore, keys_in
 from paycore.reconciliation.models import (
     ALL_TENANTS,
     reconciliation_breaks,
@@ -89,11 +89,13 @@ def insert_seen(
     ]
     statement = (
         _insert_ignoring_conflicts(connection)(reconciliation_seen)
-        .values(rows)
         .on_conflict_do_nothing()
         .returning(table.line_type, table.tenant_id, table.request_id, table.line_number)
     )
-    return {((kind, tenant, request), number) for kind, tenant, request, number in connection.execute(statement)}
+    # executemany with RETURNING: SQLAlchemy batches the rows into multi-row INSERTs and
+    # caches the statement (a `.values(rows)` statement is compiled again for every chunk).
+    returned = connection.execute(statement, rows)
+    return {((kind, tenant, request), number) for kind, tenant, request, number in returned}
 
 
 def seen_among(
@@ -106,7 +108,7 @@ def seen_among(
     query = select(table.tenant_id, table.request_id).where(
         table.run_id.in_(list(run_ids)),
         table.line_type == line_type,
-        tuple_(table.tenant_id, table.request_id).in_(list(keys)),
+        keys_in((table.tenant_id, table.request_id), keys),
     )
     return {(tenant, request) for tenant, request in connection.execute(query)}
 
@@ -137,7 +139,7 @@ def fees_of(connection: Connection, keys: Collection[FeeKey]) -> dict[FeeKey, in
         return {}
     table = reconciliation_fees.c
     query = select(table.tenant_id, table.object_type, table.object_id, table.fee_minor).where(
-        tuple_(table.tenant_id, table.object_type, table.object_id).in_(list(keys))
+        keys_in((table.tenant_id, table.object_type, table.object_id), keys)
     )
     return {(tenant, kind, object_id): int(fee) for tenant, kind, object_id, fee in connection.execute(query)}
 
@@ -149,11 +151,10 @@ def insert_fees(connection: Connection, rows: list[dict[str, Any]]) -> list[Row[
     table = reconciliation_fees.c
     statement = (
         _insert_ignoring_conflicts(connection)(reconciliation_fees)
-        .values(rows)
         .on_conflict_do_nothing()
         .returning(table.tenant_id, table.currency, table.fee_minor)
     )
-    return list(connection.execute(statement))
+    return list(connection.execute(statement, rows))
 
 
 def mark_break_seen(connection: Connection, tenant_id: str, day: str, finding_key: str, run_id: str) -> None:
