@@ -17,8 +17,8 @@ Line `n` (0-based) of the report is decided by `n % 1000` (its `slot`), so every
 
 | slot | line | paycore holds | the engine |
 |---|---|---|---|
-| 0-99 | `refund` succeeded | the refund, succeeded, of a payment created the day before | matched |
-| 100-149 | `payout` settled | the payout, settled | matched |
+| 0-99 | `refund` succeeded | the refund, succeeded, of a payment made 2 h before the day | matched |
+| 100-149 | `payout` settled, fee 0 | the payout, settled (no bank fee booked) | matched |
 | 150-199 | `charge` failed | the payment, failed | matched |
 | 200 | `charge` succeeded, amount 1 less | the payment, succeeded | `amount_mismatch` |
 | 201 | `charge` succeeded, `unknown_...` | nothing | `missing_in_paycore` |
@@ -185,7 +185,7 @@ SELECT {tenant}, 'pay_' || {pad}, 'bench:' || {pad}, {amount}, {currency}, 'card
     'pay_' || {pad}, 'ch_' || {pad}, 'txn_bench_' || {pad},
     CASE WHEN slot < {refunds_end} THEN {amount} / 2 ELSE 0 END,
     1, NULL, NULL, NULL, NULL,
-    CASE WHEN slot < {refunds_end} THEN :day_start_us - 3600000000 ELSE {created} END, {created}
+    CASE WHEN slot < {refunds_end} THEN :day_start_us - 7200000000 ELSE {created} END, {created}
 FROM (SELECT n, n % 1000 AS slot FROM {numbers}) AS line
 WHERE {payment_slots}
 """
@@ -502,8 +502,9 @@ def report_line(n: int, at_us: int, in_doubt: InDoubt) -> tuple[str | int, ...]:
     if slot < REFUNDS_END:
         return ("refund", f"rf_{number}", f"re_{number}", tenant, amount // 2, 0, currency, "succeeded", when, "", "")
     if slot < PAYOUTS_END:
-        fee, batch = payout_fee_minor(currency), f"bb_{n // 100}"
-        return ("payout", f"po_{number}", f"bpo_{number}", tenant, amount, fee, currency, "settled", when, batch, "")
+        # The bulk-inserted payouts carry no bank fee adjustment: the report says the bank took none.
+        batch = f"bb_{n // 100}"
+        return ("payout", f"po_{number}", f"bpo_{number}", tenant, amount, 0, currency, "settled", when, batch, "")
     if slot < FAILED_END:
         return ("charge", f"pay_{number}", f"ch_{number}", tenant, amount, 0, currency, "failed", when, "", "")
     fee = charge_fee_minor(amount)
