@@ -88,6 +88,8 @@ def reconcile(
         for number, chunk in enumerate(iter(lambda: list(itertools.islice(remaining, CHUNK_LINES)), [])):
             now_us = clock.now_us()
             context = Context(run_id, day, actor, now_us, number)
+            if number and number & (number + 1) == 0:  # after 1, 3, 7, 15, ... chunks: log2 of the lines
+                database.transaction(repository.analyze_staging)
             done = database.transaction(partial(_chunk, chunk=chunk, context=context, lease_ms=lease_ms))
             counts.add(done)
             if progress is not None:
@@ -120,6 +122,7 @@ def _close(
 ) -> Summary:
     """The missing lines, the superseded breaks, the run's counts (see `closing`)."""
     day, run_id = context.day, context.run_id
+    database.transaction(repository.analyze_staging)
     previous = database.transaction(partial(repository.latest_completed_run, day=closing.previous_day(day)))
     span = closing.window(day, grace_ms=grace_ms, started_us=started_us, previous_run_id=previous, run_id=run_id)
     for kind in _KINDS:
