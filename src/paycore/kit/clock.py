@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from typing import Final
+
+DAY_US: Final = 86_400_000_000  # a UTC day in Unix time (which has no leap seconds)
 
 
 def now_us() -> int:
@@ -28,3 +31,8 @@ def parse_rfc3339(text: str) -> int:
 def utc_day(timestamp_us: int) -> dt.date:
     """The UTC calendar day of an epoch-microseconds time."""
     return dt.datetime.fromtimestamp(timestamp_us // 1_000_000, tz=dt.UTC).date()
+
+
+def day_start_us(day: dt.date) -> int:
+    """The first microsecond of a UTC calendar day (the inverse of `utc_day` at its start)."""
+    return (day - dt.date(1970, 1, 1)).days * DAY_US

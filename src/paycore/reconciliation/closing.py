@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from sqlalchemy import Connection
 
+from paycore.kit import clock
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.reconciliation import chunks, repository, states
@@ -31,7 +32,6 @@ from paycore.refunds import service as refunds
 PAGE_ITEMS: Final = 1_000  # objects per page of the missing-line check, one transaction each
 SUPERSEDE_BATCH: Final = 500
 CAUSE: Final = "corrected_report"  # why a break is superseded
-_DAY_US: Final = 86_400_000_000
 
 # Per kind: the line that would name it, and the pages of objects whose money moved.
 _MOVED: Final[dict[Kind, tuple[str, Callable[..., list[Any]]]]] = {
@@ -49,8 +49,8 @@ class Window:
 
 
 def window(day: str, *, grace_ms: int, started_us: int, previous_run_id: str | None, run_id: str) -> Window:
-    start = int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp()) * 1_000_000
-    end = min(start + _DAY_US, started_us)
+    start = clock.day_start_us(dt.date.fromisoformat(day))
+    end = min(start + clock.DAY_US, started_us)
     runs = (run_id,) if previous_run_id is None else (run_id, previous_run_id)
     return Window(start - grace_ms * 1000, end - grace_ms * 1000, runs)
 

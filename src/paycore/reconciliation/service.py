@@ -262,18 +262,16 @@ def resolve_break(
 
 # --- The scheduled job (reconciliation/jobs.py): the closed days still to reconcile -------
 
-_DAY_US: Final = 86_400_000_000  # a UTC day in Unix time (which has no leap seconds)
-
 
 def due_days(connection: Connection, *, now_us: int, delay_ms: int, lookback_days: int) -> list[str]:
     """The UTC days, oldest first, among the `lookback_days` before today's, that ended at
     least `delay_ms` before `now_us` and have no completed run from the processor's report."""
     assert now_us > 0 and delay_ms >= 0 and lookback_days >= 0
-    today_start_us = now_us - now_us % _DAY_US
+    today_start_us = now_us - now_us % clock.DAY_US
     closed = []
     for back in range(lookback_days, 0, -1):
-        start_us = today_start_us - back * _DAY_US
-        if start_us + _DAY_US + delay_ms * 1_000 <= now_us:
+        start_us = today_start_us - back * clock.DAY_US
+        if start_us + clock.DAY_US + delay_ms * 1_000 <= now_us:
             closed.append(clock.utc_day(start_us).isoformat())
     done = repository.days_completed(connection, source="processor", days=closed)
     due = [day for day in closed if day not in done]

@@ -5,7 +5,6 @@ resolving a break under an Idempotency-Key, and a break in its payment's events.
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import re
 from typing import Any
@@ -19,6 +18,7 @@ from paycore.reconciliation import states
 from paycore.reconciliation.errors import BreakNotOpen
 from paycore.reconciliation.report import HEADER
 from tests.integration.payments.conftest import Env
+from tests.integration.reconciliation.test_reconcile import changed, today
 
 TENANT = "default"
 OTHER = "other"
@@ -34,23 +34,6 @@ _keys = itertools.count(1)
 @pytest.fixture
 def transport() -> str:
     return "inprocess"
-
-
-def today() -> str:
-    return dt.datetime.now(dt.UTC).date().isoformat()
-
-
-def changed(lines: list[str], request_id: str, **values: str) -> list[str]:
-    """The report with the fields of `request_id`'s line replaced (a wrong report)."""
-    out = []
-    for text in lines:
-        fields = text.rstrip("\r\n").split(",")
-        if fields[1] == request_id:
-            for name, value in values.items():
-                fields[HEADER.index(name)] = value
-            text = ",".join(fields) + "\r\n"
-        out.append(text)
-    return out
 
 
 def pay(env: Env, tenant: str, *, token: str = "tok_ok", amount_minor: int = 2500) -> dict[str, Any]:
