@@ -14,9 +14,37 @@ def now_us() -> int:
 
 
 def to_rfc3339(timestamp_us: int) -> str:
+    """`2026-12-04T09:00:00.000000Z`. A time past year 9999 (the replay entry point accepts
+    times up to the 64-bit column's end) has RFC 3339's shape with a longer year, from integer
+    arithmetic: rendering a stored time never fails."""
     seconds, micros = divmod(timestamp_us, 1_000_000)
-    moment = dt.datetime.fromtimestamp(seconds, tz=dt.UTC).replace(microsecond=micros)
+    try:
+        moment = dt.datetime.fromtimestamp(seconds, tz=dt.UTC).replace(microsecond=micros)
+    except (ValueError, OverflowError, OSError):
+        return _far_rfc3339(seconds, micros)
     return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _far_rfc3339(seconds: int, micros: int) -> str:
+    days, second_of_day = divmod(seconds, 86_400)
+    year, month, day = _civil_from_days(days)
+    hour, rest = divmod(second_of_day, 3_600)
+    minute, second = divmod(rest, 60)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{micros:06d}Z"
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    """The proleptic Gregorian (year, month, day) of a day count since 1970-01-01 (H. Hinnant's
+    algorithm, exact for any integer)."""
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1_460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (1 if month <= 2 else 0), month, day
 
 
 def parse_rfc3339(text: str) -> int:
