@@ -1,0 +1,1 @@
+"""Outgoing webhooks (SPEC §10.1, docs/webhooks.md)."""
