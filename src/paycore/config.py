@@ -40,6 +40,16 @@
 | PAYCORE_RECONCILE_GRACE_MS               | 3600000                 |
 | PAYCORE_RECONCILE_LOOKBACK_DAYS          | 7                       |
 | PAYCORE_RECONCILE_INTERVAL_MS            | 300000                  |
+| PAYCORE_WEBHOOK_TIMEOUT_MS               | 10000                   |
+| PAYCORE_WEBHOOK_CONCURRENCY_MAX          | 4                       |
+| PAYCORE_WEBHOOK_BATCH_MAX                | 50                      |
+| PAYCORE_WEBHOOK_LEASE_MS                 | 60000                   |
+| PAYCORE_WEBHOOK_POLL_MS                  | 250                     |
+| PAYCORE_WEBHOOK_BACKOFF_MS               | 20000                   |
+| PAYCORE_WEBHOOK_BACKOFF_MAX_MS           | 3600000                 |
+| PAYCORE_WEBHOOK_RETRY_WINDOW_MS          | 259200000               |
+| PAYCORE_WEBHOOK_DISABLE_AFTER_MS         | 259200000               |
+| PAYCORE_WEBHOOK_SECRET_OVERLAP_MS        | 86400000                |
 
 The documentation of each lives in README.md ("Configuration").
 """
@@ -140,6 +150,21 @@ class Settings:
     reconcile_lookback_days: int = 7
     # How often a worker looks for days to reconcile (at once again while some are due).
     reconcile_interval_ms: int = 300_000
+    # Outgoing webhooks (docs/webhooks.md): one POST's bound; delivery threads per worker
+    # process; deliveries per endpoint per turn; a worker's hold on an endpoint; how often an
+    # idle delivery thread looks for work; the first retry's delay (with jitter: half to all of
+    # it) and the cap; how long a delivery is retried; how long an endpoint may fail before it
+    # is disabled; how long a rotated secret keeps signing beside the new one.
+    webhook_timeout_ms: int = 10_000
+    webhook_concurrency_max: int = 4
+    webhook_batch_max: int = 50
+    webhook_lease_ms: int = 60_000
+    webhook_poll_ms: int = 250
+    webhook_backoff_ms: int = 20_000
+    webhook_backoff_max_ms: int = 3_600_000
+    webhook_retry_window_ms: int = 259_200_000
+    webhook_disable_after_ms: int = 259_200_000
+    webhook_secret_overlap_ms: int = 86_400_000
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -183,7 +208,27 @@ class Settings:
             reconcile_grace_ms=_int("PAYCORE_RECONCILE_GRACE_MS", 3_600_000, minimum=0),
             reconcile_lookback_days=_int("PAYCORE_RECONCILE_LOOKBACK_DAYS", 7),
             reconcile_interval_ms=_int("PAYCORE_RECONCILE_INTERVAL_MS", 300_000),
-        )
+            webhook_timeout_ms=_int("PAYCORE_WEBHOOK_TIMEOUT_MS", 10_000),
+            webhook_concurrency_max=_int("PAYCORE_WEBHOOK_CONCURRENCY_MAX", 4),
+            webhook_batch_max=_int("PAYCORE_WEBHOOK_BATCH_MAX", 50),
+            webhook_lease_ms=_int("PAYCORE_WEBHOOK_LEASE_MS", 60_000),
+            webhook_poll_ms=_int("PAYCORE_WEBHOOK_POLL_MS", 250),
+            webhook_backoff_ms=_int("PAYCORE_WEBHOOK_BACKOFF_MS", 20_000),
+            webhook_backoff_max_ms=_int("PAYCORE_WEBHOOK_BACKOFF_MAX_MS", 3_600_000),
+            webhook_retry_window_ms=_int("PAYCORE_WEBHOOK_RETRY_WINDOW_MS", 259_200_000),
+            webhook_disable_after_ms=_int("PAYCORE_WEBHOOK_DISABLE_AFTER_MS", 259_200_000),
+            webhook_secret_overlap_ms=_int("PAYCORE_WEBHOOK_SECRET_OVERLAP_MS", 86_400_000, minimum=0),
+        )._checked()
+
+    def _checked(self) -> Settings:
+        # A delivery thread makes a call only while its lease on the endpoint has room for the
+        # call's whole exchange (twice the timeout, and a second): else it would never send.
+        if self.webhook_lease_ms <= 2 * self.webhook_timeout_ms + 1_000:
+            raise SystemExit(
+                "PAYCORE_WEBHOOK_LEASE_MS must exceed twice PAYCORE_WEBHOOK_TIMEOUT_MS plus 1000, "
+                f"got {self.webhook_lease_ms} with a timeout of {self.webhook_timeout_ms}"
+            )
+        return self
 
     def with_database(self, database_url: str) -> Settings:
         return replace(self, database_url=database_url)

@@ -5,11 +5,16 @@ processor (request, response or error, latency) is a row here, written in the sa
 transaction as the change it records. Rows are never updated or deleted (database triggers
 refuse it, migration 0002). The `state_change` rows are also the outbox of events for the
 tenant (§10.1): delivery state lives elsewhere, so this table stays append-only.
+
+A row the tenant hears about (a state change of a payment, refund or payout; a break's
+opening, resolution or supersession) is *published*: it carries `object_sequence` (1, 2, ...
+per object: receivers order by it) and `snapshot` (the object as it was after the change,
+JSON): what `GET /v1/events` lists and webhooks deliver (ADR 0015).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import CheckConstraint, Column, Index, PrimaryKeyConstraint, String, Table, Text
+from sqlalchemy import CheckConstraint, Column, Index, Integer, PrimaryKeyConstraint, String, Table, Text
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
 
@@ -29,6 +34,8 @@ events = Table(
     Column("cause", String(64), nullable=False),
     Column("actor", String(64), nullable=False),
     Column("data", Text, nullable=False),  # JSON
+    Column("object_sequence", Integer, nullable=True),  # published rows only
+    Column("snapshot", Text, nullable=True),  # JSON, published rows only
     created_at_column(),
     PrimaryKeyConstraint("tenant_id", "id"),
     CheckConstraint(
@@ -36,4 +43,5 @@ events = Table(
     ),
     Index("ix_events_object", "tenant_id", "object_id", "id"),
     Index("ix_events_kind", "tenant_id", "kind", "id"),
+    Index("ix_events_type", "tenant_id", "type", "id"),
 )

@@ -4,25 +4,77 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, insert, select
+from sqlalchemy import Connection, Row, bindparam, func, insert, or_, select
 
 from paycore.audit.models import events
 
 _INSERT = insert(events)
+# An object's audit log (its history) reads the columns every revision has: not the published
+# event's sequence and snapshot (migration 0015), which `GET /v1/events` reads.
+_AUDITED = [column for column in events.c if column.name not in ("object_sequence", "snapshot")]
 _OF_OBJECT = (
-    select(events)
+    select(*_AUDITED)
     .where(events.c.tenant_id == bindparam("t"), events.c.object_id == bindparam("o"))
     .order_by(events.c.created_at_us, events.c.id)
     .limit(bindparam("n"))
 )
 
 
+# A published state change numbered in its own INSERT: one more than the object's last
+# published state change (no statement of its own on the money path). Two changes of one
+# object never race here: the second waits on the first's compare-and-set row lock.
+_LAST = (
+    select(func.coalesce(func.max(events.c.object_sequence), 0) + 1)
+    .where(events.c.tenant_id == bindparam("seq_t"), events.c.object_id == bindparam("seq_o"))
+    .where(events.c.kind == "state_change")
+    .scalar_subquery()
+)
+_INSERT_NEXT = insert(events).values(object_sequence=_LAST)
+
+
 def add(connection: Connection, values: dict[str, Any]) -> None:
     connection.execute(_INSERT, values)
 
 
+def add_next(connection: Connection, values: dict[str, Any]) -> None:
+    """Insert a published state change numbered after the object's last one."""
+    connection.execute(_INSERT_NEXT, {**values, "seq_t": values["tenant_id"], "seq_o": values["object_id"]})
+
+
 def events_of(connection: Connection, tenant_id: str, object_id: str, limit: int) -> list[Row[Any]]:
     return list(connection.execute(_OF_OBJECT, {"t": tenant_id, "o": object_id, "n": limit}))
+
+
+def published(connection: Connection, tenant_id: str, event_id: str) -> Row[Any] | None:
+    """A published event of the tenant (or an unpublished state change of an older row)."""
+    query = select(events).where(events.c.tenant_id == tenant_id, events.c.id == event_id, _PUBLISHED)
+    return connection.execute(query).first()
+
+
+def list_published(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    type: str | None,
+    object_type: str | None,
+    object_id: str | None,
+    starting_after: str | None,
+    limit: int,
+) -> list[Row[Any]]:
+    query = select(events).where(events.c.tenant_id == tenant_id, _PUBLISHED)
+    if type is not None:
+        query = query.where(events.c.type == type)
+    if object_type is not None:
+        query = query.where(events.c.object_type == object_type)
+    if object_id is not None:
+        query = query.where(events.c.object_id == object_id)
+    if starting_after is not None:
+        query = query.where(events.c.id > starting_after)
+    return list(connection.execute(query.order_by(events.c.id).limit(limit)))
+
+
+# Published: carries a sequence (migration 0015 on), or a state change written before it.
+_PUBLISHED = or_(events.c.object_sequence.is_not(None), events.c.kind == "state_change")
 
 
 def event_kind(connection: Connection, tenant_id: str, event_id: str) -> str | None:
@@ -40,3 +92,9 @@ def list_events(
     if starting_after is not None:
         query = query.where(events.c.id > starting_after)
     return list(connection.execute(query.order_by(events.c.id).limit(limit)))
+
+
+def get_many(connection: Connection, tenant_id: str, event_ids: list[str]) -> list[Row[Any]]:
+    if not event_ids:
+        return []
+    return list(connection.execute(select(events).where(events.c.tenant_id == tenant_id, events.c.id.in_(event_ids))))

@@ -31,6 +31,8 @@ class Event:
     actor: str
     data: dict[str, Any]
     created_at_us: int
+    sequence: int | None = None  # published events only (ADR 0015)
+    snapshot: dict[str, Any] | None = None  # the object after the change; published events only
 
 
 def record_state_change(
@@ -45,8 +47,14 @@ def record_state_change(
     actor: str,
     now_us: int,
     data: dict[str, Any] | None = None,
+    snapshot: dict[str, Any] | None = None,
 ) -> str:
-    """One transition of a money object; its type (`payment.succeeded`) is the tenant's event."""
+    """One transition of a money object; its type (`payment.succeeded`) is the tenant's event.
+    With `snapshot` (the object after the change) it is published: numbered 1 at the object's
+    birth (no `from_state`), one more than the object's last published change otherwise, and
+    queued for the tenant's webhook endpoints, all by the one INSERT."""
+    # Numbered 1 at birth; else by the INSERT itself (repository.add_next).
+    sequence = None if snapshot is None or from_state is not None else 1
     return _insert(
         connection,
         tenant_id,
@@ -60,6 +68,8 @@ def record_state_change(
         actor=actor,
         now_us=now_us,
         data=data or {},
+        snapshot=snapshot,
+        sequence=sequence,
     )
 
 
@@ -167,9 +177,11 @@ def record_other(
     actor: str,
     now_us: int,
     data: dict[str, Any] | None = None,
+    published: tuple[int, dict[str, Any]] | None = None,
 ) -> str:
     """An `adjustment` (money moved for an object, its state unchanged) or a `note` (a
-    decision recorded without a change)."""
+    decision recorded without a change). `published`: (sequence, snapshot) of a note the
+    tenant hears about (a reconciliation break's events, numbered by the break)."""
     assert kind in ("adjustment", "note"), kind
     return _insert(
         connection,
@@ -184,6 +196,8 @@ def record_other(
         actor=actor,
         now_us=now_us,
         data=data or {},
+        sequence=None if published is None else published[0],
+        snapshot=None if published is None else published[1],
     )
 
 
@@ -203,7 +217,52 @@ def list_events(
     return [_event(row) for row in repository.list_events(connection, tenant_id, kind, starting_after, limit)]
 
 
-def _insert(connection: Connection, tenant_id: str, *, data: dict[str, Any], now_us: int, **values: Any) -> str:
+def get_published(connection: Connection, tenant_id: str, event_id: str) -> Event | None:
+    row = repository.published(connection, tenant_id, event_id)
+    return None if row is None else _event(row)
+
+
+def get_many(connection: Connection, tenant_id: str, event_ids: list[str]) -> dict[str, Event]:
+    """The tenant's events with these ids that exist, by id (one statement)."""
+    return {row.id: _event(row) for row in repository.get_many(connection, tenant_id, event_ids)}
+
+
+def list_published(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    type: str | None = None,
+    object_type: str | None = None,
+    object_id: str | None = None,
+    starting_after: str | None,
+    limit: int,
+) -> list[Event]:
+    """The tenant's published events (`GET /v1/events`), oldest first. `starting_after` is one
+    of them; anything else is refused."""
+    if starting_after is not None and repository.published(connection, tenant_id, starting_after) is None:
+        raise InvalidStartingAfter("starting_after is not an event of this list", param="starting_after")
+    rows = repository.list_published(
+        connection,
+        tenant_id,
+        type=type,
+        object_type=object_type,
+        object_id=object_id,
+        starting_after=starting_after,
+        limit=limit,
+    )
+    return [_event(row) for row in rows]
+
+
+def _insert(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    data: dict[str, Any],
+    now_us: int,
+    snapshot: dict[str, Any] | None = None,
+    sequence: int | None = None,
+    **values: Any,
+) -> str:
     event_id = ids.new_id("evt")
     request_id = logs.request_id()  # the request (or worker job run) that caused the event
     if request_id is not None and "request_id" not in data:
@@ -211,10 +270,17 @@ def _insert(connection: Connection, tenant_id: str, *, data: dict[str, Any], now
     encoded = json.dumps(data, sort_keys=True, separators=(",", ":"))
     if len(encoded) > DATA_BYTES_MAX:
         encoded = json.dumps({"truncated": True, "prefix": encoded[: DATA_BYTES_MAX // 2]})
-    repository.add(
-        connection,
-        {"tenant_id": tenant_id, "id": event_id, "data": encoded, "created_at_us": now_us, **values},
-    )
+    row = {"tenant_id": tenant_id, "id": event_id, "data": encoded, "created_at_us": now_us, **values}
+    if snapshot is None:  # unpublished: only the columns every revision has
+        repository.add(connection, row)
+        return event_id
+    # Published: the database's trigger (migration 0015) queues it for the tenant's webhook
+    # endpoints that take its type, in this INSERT (docs/adr/0015-outgoing-webhooks.md).
+    row["snapshot"] = json.dumps(snapshot, sort_keys=True, separators=(",", ":"))
+    if sequence is None:
+        repository.add_next(connection, row)
+    else:
+        repository.add(connection, {**row, "object_sequence": sequence})
     return event_id
 
 
@@ -231,4 +297,6 @@ def _event(row: Any) -> Event:
         actor=row.actor,
         data=json.loads(row.data),
         created_at_us=row.created_at_us,
+        sequence=row._mapping.get("object_sequence"),
+        snapshot=None if row._mapping.get("snapshot") is None else json.loads(row._mapping["snapshot"]),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import urllib.parse
 from typing import TYPE_CHECKING
@@ -199,6 +200,9 @@ def worker(
             raise typer.Exit(1)
         return
     stop = threading.Event()
+    # SIGTERM (a deploy, a restart) stops the worker as Ctrl-C does: the delivery threads record
+    # the call in flight and let go of their endpoint first, so nothing waits out a lease.
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     log.info(
         "paycore worker %s (database %s, processor %s)",
         context.worker_id,

@@ -14,5 +14,6 @@ from paycore.processor import models as _processor  # noqa: F401
 from paycore.reconciliation import models as _reconciliation  # noqa: F401
 from paycore.refunds import models as _refunds  # noqa: F401
 from paycore.tenants import models as _tenants  # noqa: F401
+from paycore.webhooks import models as _webhooks  # noqa: F401
 
 __all__ = ["metadata"]

@@ -27,6 +27,7 @@ from paycore.http.routers import (
     reconciliation,
     refunds,
     reports,
+    webhooks,
 )
 from paycore.http.routers import settings as tenant_settings
 from paycore.processor.port import Processor
@@ -74,6 +75,7 @@ def create_app(
         reconciliation,
         reports,
         events,
+        webhooks,
         tenant_settings,
         processor_webhooks,
     ):

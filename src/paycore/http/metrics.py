@@ -19,6 +19,7 @@ from paycore.payouts import service as payouts
 from paycore.payouts import states as payout_states
 from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
+from paycore.webhooks import service as webhooks
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -120,6 +121,40 @@ class ReconciliationCollector(Collector):
             )
 
 
+class WebhooksCollector(Collector):
+    """Outgoing webhooks (docs/webhooks.md), read from the database: the delivery threads run
+    in worker processes, not the one scraped."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        with self._database.read() as connection:
+            health = webhooks.health(connection)
+        attempts = CounterMetricFamily(
+            "paycore_webhook_deliveries",
+            "Webhook delivery attempts by outcome (delivered: 2xx; failed: another answer, a timeout, no connection)",
+            labels=["outcome"],
+        )
+        for outcome in ("delivered", "failed"):
+            attempts.add_metric([outcome], health.attempts_by_outcome.get(outcome, 0))
+        yield attempts
+        oldest = GaugeMetricFamily(
+            "paycore_webhook_oldest_undelivered_age_seconds",
+            "Age of the oldest event not yet delivered, per endpoint with one pending",
+            labels=["tenant_id", "endpoint_id"],
+        )
+        now = now_us()
+        for tenant_id, endpoint_id, oldest_us in health.oldest_pending_us:
+            oldest.add_metric([tenant_id, endpoint_id], max(0, now - oldest_us) // 1_000_000)
+        yield oldest
+        yield GaugeMetricFamily(
+            "paycore_webhook_endpoints_disabled",
+            "Webhook endpoints disabled (by paycore or their tenant)",
+            value=health.disabled_endpoints,
+        )
+
+
 class Metrics:
     """One registry per application (tests build many apps in one process)."""
 
@@ -135,6 +170,7 @@ class Metrics:
         self.registry.register(InDoubtCollector(database))
         self.registry.register(InvariantsCollector(database))
         self.registry.register(ReconciliationCollector(database))
+        self.registry.register(WebhooksCollector(database))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -118,6 +118,40 @@ SETTINGS = _resource(
     "refund_approval_threshold_minor",
     refund_approval_threshold_minor=_nullable({"type": "integer", "minimum": 0, "maximum": AMOUNT_MINOR_MAX}),
 )
+PUBLISHED_EVENT = _resource(
+    "event",
+    "evt",
+    "type",
+    "created_at",
+    "sequence",
+    "object_type",
+    "object_id",
+    "data",
+    sequence=_nullable({"type": "integer", "minimum": 1}),
+    data={"type": "object", "required": ["id", "object"]},
+)
+WEBHOOK_ENDPOINT = _resource("webhook_endpoint", "we", "url", "events", "status", "created_at")
+WEBHOOK_ENDPOINT_WITH_SECRET = _resource(
+    "webhook_endpoint",
+    "we",
+    "url",
+    "events",
+    "status",
+    "secret",
+    "created_at",
+    secret={"type": "string", "pattern": "^whsec_"},
+)
+_WEBHOOK_ATTEMPT = _resource(None, "wha", "attempt", "outcome", "status_code", "latency_ms", "error")
+WEBHOOK_DELIVERY = _resource(
+    "webhook_delivery",
+    "whd",
+    "event_id",
+    "endpoint_id",
+    "status",
+    "attempts",
+    "created_at",
+    attempts={"type": "array", "items": _WEBHOOK_ATTEMPT},
+)
 WEBHOOK_RECEIPT = _resource(None, None, "received", "event_id", "result", received={"const": True})
 HEALTH = _resource(None, None, "status", status={"const": "ok"})
 NOT_READY = _resource(None, None, "status", status={"const": "unavailable"})
@@ -157,7 +191,16 @@ BODIES: dict[tuple[str, str], dict[str, JsonSchema]] = {
     ("/v1/payouts/{payout_id}/adjustments", "post"): {"201": ADJUSTMENT},
     ("/v1/payouts/{payout_id}/adjustments", "get"): {"200": _list(ADJUSTMENT)},
     ("/v1/reports/losses", "get"): {"200": LOSS_REPORT},
-    ("/v1/events", "get"): {"200": _list(EVENT)},
+    ("/v1/events", "get"): {"200": _list(PUBLISHED_EVENT)},
+    ("/v1/events/{event_id}", "get"): {"200": PUBLISHED_EVENT},
+    ("/v1/events/{event_id}/deliveries", "get"): {"200": _list(WEBHOOK_DELIVERY)},
+    ("/v1/events/{event_id}/redeliver", "post"): {"200": _list(WEBHOOK_DELIVERY)},
+    ("/v1/webhook_endpoints", "post"): {"201": WEBHOOK_ENDPOINT_WITH_SECRET},
+    ("/v1/webhook_endpoints", "get"): {"200": _list(WEBHOOK_ENDPOINT)},
+    ("/v1/webhook_endpoints/{endpoint_id}", "get"): {"200": WEBHOOK_ENDPOINT},
+    ("/v1/webhook_endpoints/{endpoint_id}", "patch"): {"200": WEBHOOK_ENDPOINT},
+    ("/v1/webhook_endpoints/{endpoint_id}", "delete"): {"200": WEBHOOK_ENDPOINT},
+    ("/v1/webhook_endpoints/{endpoint_id}/rotate_secret", "post"): {"200": WEBHOOK_ENDPOINT_WITH_SECRET},
     ("/v1/reconciliation/runs", "get"): {"200": _list(RECONCILIATION_RUN)},
     ("/v1/reconciliation/runs/{run_id}", "get"): {"200": RECONCILIATION_RUN},
     ("/v1/reconciliation/breaks", "get"): {"200": _list(RECONCILIATION_BREAK)},

@@ -18,7 +18,25 @@ _last_ms = 0
 _last_random = 0
 
 PREFIXES: Final = frozenset(
-    {"pay", "rf", "po", "acct", "txn", "evt", "ent", "cr", "key", "batch", "adj", "req", "rcn", "brk"}
+    {
+        "pay",
+        "rf",
+        "po",
+        "acct",
+        "txn",
+        "evt",
+        "ent",
+        "cr",
+        "key",
+        "batch",
+        "adj",
+        "req",
+        "rcn",
+        "brk",
+        "we",
+        "whd",
+        "wha",
+    }
 )
 
 

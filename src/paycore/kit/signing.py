@@ -24,6 +24,12 @@ def sign(secret: str, timestamp_s: int, body: bytes) -> str:
     return f"t={timestamp_s},v1={digest}"
 
 
+def sign_all(secrets: tuple[str, ...], timestamp_s: int, body: bytes) -> str:
+    """One `t=` and a `v1=` per secret (a rotation's overlap signs with the new and the old)."""
+    digests = [sign(secret, timestamp_s, body).split("v1=", 1)[1] for secret in secrets]
+    return ",".join([f"t={timestamp_s}", *(f"v1={digest}" for digest in digests)])
+
+
 def verify(secret: str, header: str | None, body: bytes, *, now_s: int, tolerance_s: int = TOLERANCE_S) -> int:
     """Return the signed timestamp, or raise SignatureError."""
     if not header:

@@ -95,6 +95,9 @@ class Machine(Generic[T]):
     in_doubt: str = "in_doubt"
     counterparty: str = "processor"  # whose answer an in-doubt item waits for
     log_ids: Callable[[T], Mapping[str, str]] | None = None  # extra ids on the in-doubt line
+    # The object as the tenant sees it (its API JSON): each change is published with it, as
+    # an event the tenant's webhook endpoints receive (ADR 0015). None: not published.
+    snapshot: Callable[[T], dict[str, Any]] | None = None
 
     def allowed(self, from_state: str, to_state: str) -> bool:
         return (from_state, to_state) in self.transitions
@@ -153,18 +156,7 @@ def create(
     """Store a new item in its first state, with the audit event of its birth (from no state),
     in the caller's transaction. Returns `item`: what was inserted, no re-read."""
     connection.execute(insert(machine.table), machine.to_row(item))
-    audit.record_state_change(
-        connection,
-        item.tenant_id,
-        object_type=machine.object_type,
-        object_id=item.id,
-        from_state=None,
-        to_state=machine.public(item.status),
-        cause=cause,
-        actor=actor,
-        now_us=item.updated_at_us,
-        data=data,
-    )
+    _record(connection, machine, item, None, cause=cause, actor=actor, now_us=item.updated_at_us, data=data)
     return item
 
 
@@ -197,22 +189,40 @@ def move(
     ):
         return Applied(machine.load(connection, item.tenant_id, item.id), False, "lost_race")
     machine.effect(connection, item, to_state, now_us)
+    moved = replaced(item, changes)  # what the UPDATE wrote: no re-read
+    _record(connection, machine, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
+    if to_state == machine.in_doubt:
+        # Written once the change has committed: never for a change rolled back, once if retried.
+        after_commit(partial(_log_in_doubt, machine, item, cause))
+    return Applied(moved, True, "applied")
+
+
+def _record(
+    connection: Connection,
+    machine: Machine[T],
+    item: T,
+    from_state: str | None,
+    *,
+    cause: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None,
+) -> None:
+    """The audit event of `item`'s change (as it is after it), in the change's transaction;
+    published to the tenant's webhook endpoints when the machine renders a snapshot."""
     audit.record_state_change(
         connection,
         item.tenant_id,
         object_type=machine.object_type,
         object_id=item.id,
-        from_state=machine.public(item.status),
-        to_state=machine.public(to_state),
+        from_state=None if from_state is None else machine.public(from_state),
+        to_state=machine.public(item.status),
         cause=cause,
         actor=actor,
         now_us=now_us,
         data=data,
+        snapshot=None if machine.snapshot is None else machine.snapshot(item),
     )
-    if to_state == machine.in_doubt:
-        # Written once the change has committed: never for a change rolled back, once if retried.
-        after_commit(partial(_log_in_doubt, machine, item, cause))
-    return Applied(replaced(item, changes), True, "applied")  # what the UPDATE wrote: no re-read
 
 
 def apply_evidence(

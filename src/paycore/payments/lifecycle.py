@@ -31,7 +31,7 @@ from paycore.lifecycle.machine import Machine, apply_evidence
 from paycore.payments import states
 from paycore.payments.errors import PaymentNotFound
 from paycore.payments.models import payments
-from paycore.payments.schemas import HISTORY_LENGTH_MAX, creation_outcome
+from paycore.payments.schemas import HISTORY_LENGTH_MAX, creation_outcome, payment_object
 from paycore.payments.types import Payment, payment_from_row, payment_row
 from paycore.processor.port import ChargeResult
 
@@ -90,6 +90,7 @@ MACHINE: Machine[Payment] = Machine(
     effect=_effect,
     decide=decide,
     matches=matches,
+    snapshot=payment_object,
 )
 
 

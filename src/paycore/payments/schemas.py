@@ -68,6 +68,13 @@ def payment_json(payment: Payment, history: list[Event]) -> dict[str, Any]:
     }
 
 
+def payment_object(payment: Payment) -> dict[str, Any]:
+    """The payment without its history: the snapshot its published events carry."""
+    body = payment_json(payment, [])
+    del body["history"]
+    return body
+
+
 def creation_outcome(payment: Payment, history: list[Event]) -> Outcome:
     """201 succeeded, 402 failed (a decline: the payment plus the error fields), 202 otherwise."""
     body = payment_json(payment, history)

@@ -27,6 +27,7 @@ from paycore.lifecycle.machine import Machine
 from paycore.payouts import adjustments, money, states, windows
 from paycore.payouts.errors import PayoutNotFound
 from paycore.payouts.models import payouts
+from paycore.payouts.schemas import payout_json
 from paycore.payouts.types import Payout, payout_from_row, payout_row
 from paycore.processor.port import PayoutResult
 
@@ -129,6 +130,7 @@ MACHINE: Machine[Payout] = Machine(
     public=states.public,
     spellings=states.spellings,
     counterparty="bank",
+    snapshot=payout_json,
 )
 
 

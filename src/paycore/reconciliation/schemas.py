@@ -3,44 +3,22 @@ and of a run as a tenant sees it (docs/reconciliation.md, "HTTP API")."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import Field
 
 from paycore.kit.clock import to_rfc3339
+from paycore.reconciliation.rendering import break_json
 from paycore.reconciliation.states import NOTE_CHARS_MAX, Resolution
-from paycore.reconciliation.types import Break, Run
+from paycore.reconciliation.types import Run
 from paycore.schemas import StrictModel
+
+__all__ = ["BreakResolve", "break_json", "run_json"]
 
 
 class BreakResolve(StrictModel):
     resolution: Resolution
     note: str | None = Field(default=None, min_length=1, max_length=NOTE_CHARS_MAX)
-
-
-def break_json(break_: Break) -> dict[str, Any]:
-    """`line` is the report line as read, the list of its fields; `object_status` is the
-    object's status when the break was found."""
-    return {
-        "id": break_.id,
-        "object": "reconciliation_break",
-        "type": break_.type,
-        "status": break_.status,
-        "day": break_.day,
-        "run_id": break_.run_id,
-        "object_type": break_.object_type,
-        "object_id": break_.object_id,
-        "object_status": break_.object_status,
-        "line_number": break_.line_number,
-        "line": json.loads(break_.line),
-        "detail": break_.detail,
-        "resolution": break_.resolution,
-        "note": break_.note,
-        "resolved_by": break_.resolved_by,
-        "resolved_at": None if break_.resolved_at_us is None else to_rfc3339(break_.resolved_at_us),
-        "created_at": to_rfc3339(break_.created_at_us),
-    }
 
 
 def run_json(run: Run) -> dict[str, Any]:

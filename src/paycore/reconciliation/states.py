@@ -15,6 +15,8 @@ it names none (`missing_in_paycore`, `malformed_line`). They are `note` events, 
 the object and not a change of its state (an object's `history` stays its own state changes),
 typed `reconciliation.break_opened`, `reconciliation.break_resolved` and
 `reconciliation.break_superseded`, with the break's id, type, from and to in their data.
+They are published (ADR 0015): the tenant's webhook endpoints receive them with the break as
+it is after the change, numbered by the break (1 when opened, 2 when resolved or superseded).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.reconciliation import repository
 from paycore.reconciliation.errors import BreakNotOpen
+from paycore.reconciliation.rendering import break_json
 from paycore.reconciliation.types import Break
 
 OPEN: Final = "open"
@@ -112,6 +115,7 @@ def _record(
     object_type, object_id = OBJECT_TYPE, break_.id
     if break_.object_type is not None and break_.object_id is not None:
         object_type, object_id = break_.object_type, break_.object_id
+    sequence = 1 if from_status is None else 2  # a break changes once at most after its opening
     return audit.record_other(
         connection,
         break_.tenant_id,
@@ -131,4 +135,5 @@ def _record(
             "run_id": break_.run_id,
             **data,
         },
+        published=(sequence, break_json(break_)),
     )

@@ -32,6 +32,7 @@ from paycore.processor.port import RefundResult
 from paycore.refunds import states
 from paycore.refunds.errors import RefundNotFound
 from paycore.refunds.models import refunds
+from paycore.refunds.schemas import summary_json
 from paycore.refunds.types import Refund, refund_from_row, refund_row
 
 # Refusal codes that do not prove the processor did nothing under this request id.
@@ -106,6 +107,7 @@ MACHINE: Machine[Refund] = Machine(
     decide=decide,
     matches=matches,
     log_ids=_log_ids,
+    snapshot=summary_json,
 )
 
 

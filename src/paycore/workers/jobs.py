@@ -23,6 +23,7 @@ from paycore.processor import inbound as processor_inbound
 from paycore.processor.port import Processor
 from paycore.reconciliation import jobs as reconciliation_jobs
 from paycore.refunds import jobs as refunds_jobs
+from paycore.webhooks import jobs as webhooks_jobs
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,33 @@ def reconcile_days(context: WorkerContext) -> int:
     return done.reconciled
 
 
+def webhook_config(settings: Settings) -> webhooks_jobs.Config:
+    return webhooks_jobs.Config(
+        timeout_ms=settings.webhook_timeout_ms,
+        lease_ms=settings.webhook_lease_ms,
+        batch_max=settings.webhook_batch_max,
+        backoff_ms=settings.webhook_backoff_ms,
+        backoff_max_ms=settings.webhook_backoff_max_ms,
+        retry_window_ms=settings.webhook_retry_window_ms,
+        disable_after_ms=settings.webhook_disable_after_ms,
+    )
+
+
+DELIVER_WEBHOOKS = "deliver_webhooks"
+
+
+def deliver_webhooks(context: WorkerContext, worker_id: str | None = None) -> int:
+    """One round of webhook delivery over up to PAYCORE_WEBHOOK_CONCURRENCY_MAX endpoints, one
+    after another. `paycore worker` runs it in that many threads of their own instead
+    (paycore.workers.dispatch), so a slow endpoint never holds up the other jobs."""
+    return webhooks_jobs.deliver_due(
+        context.database,
+        webhook_config(context.settings),
+        worker_id or context.worker_id,
+        endpoints_max=context.settings.webhook_concurrency_max,
+    )
+
+
 Job = Callable[[WorkerContext], int]
 # (name, job, its batch bound: a round returning less has drained the backlog)
 JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
@@ -150,4 +178,5 @@ JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
     ("rematch_webhooks", rematch_webhooks, lambda s: s.worker_batch_max),
     ("check_invariants", check_invariants, lambda s: s.invariants_rows_max),
     (RECONCILE_DAYS, reconcile_days, lambda s: reconciliation_jobs.DAYS_PER_RUN_MAX),
+    (DELIVER_WEBHOOKS, deliver_webhooks, lambda s: s.webhook_concurrency_max * s.webhook_batch_max),
 )

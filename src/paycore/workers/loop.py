@@ -12,7 +12,8 @@ import threading
 from dataclasses import dataclass, field
 
 from paycore.kit import ids, logs
-from paycore.workers.jobs import JOBS, Job, WorkerContext
+from paycore.workers import dispatch
+from paycore.workers.jobs import DELIVER_WEBHOOKS, JOBS, Job, WorkerContext
 
 log = logging.getLogger(__name__)
 _ROUNDS_PER_WAKE_MAX = 100  # a backlog is drained in bounded rounds, then the loop yields
@@ -24,9 +25,11 @@ class Round:
     failed: list[str] = field(default_factory=list)  # the jobs that raised
 
 
-def run_once(context: WorkerContext) -> Round:
+def run_once(context: WorkerContext, *, skip: frozenset[str] = frozenset()) -> Round:
     result = Round()
     for name, job, full_batch in JOBS:
+        if name in skip:
+            continue
         token = logs.set_request_id(f"job_{ids.new_ulid()}")
         try:
             result.done[name] = _drain(context, job, full_batch(context.settings))
@@ -58,11 +61,19 @@ def _drain(context: WorkerContext, job: Job, full_batch: int) -> int:
 
 
 def run_forever(context: WorkerContext, stop: threading.Event) -> None:
-    while not stop.is_set():
-        try:
-            result = run_once(context)
-            if any(result.done.values()):
-                log.info("worker round: %s", result.done, extra={"event": "worker_round", "done": result.done})
-        except Exception:  # run_once logs each job's failure; this is for anything else
-            log.exception("worker round failed", extra={"event": "worker_round_failed"})
-        stop.wait(context.settings.worker_interval_ms / 1000)
+    """The jobs in this thread; webhook deliveries in threads of their own (`dispatch`). Once
+    `stop` is set, the delivery threads finish the call in flight, record it and let go of their
+    endpoint before this returns (bounded by one call's time)."""
+    threads = dispatch.start(context, stop)
+    try:
+        while not stop.is_set():
+            try:
+                result = run_once(context, skip=frozenset({DELIVER_WEBHOOKS}))
+                if any(result.done.values()):
+                    log.info("worker round: %s", result.done, extra={"event": "worker_round", "done": result.done})
+            except Exception:  # run_once logs each job's failure; this is for anything else
+                log.exception("worker round failed", extra={"event": "worker_round_failed"})
+            stop.wait(context.settings.worker_interval_ms / 1000)
+    finally:
+        stop.set()
+        dispatch.join(threads, context.settings)

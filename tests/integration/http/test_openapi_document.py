@@ -89,6 +89,7 @@ LISTS = {
     "/v1/reports/losses",
     "/v1/reconciliation/runs",
     "/v1/reconciliation/breaks",
+    "/v1/webhook_endpoints",
 }
 
 

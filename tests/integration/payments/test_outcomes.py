@@ -226,3 +226,27 @@ def test_badly_signed_webhooks_are_400_and_store_nothing(env: Env, signature: st
     response = env.client.post("/v1/webhooks/processor", content=body, headers=headers)
     assert response.status_code == 400
     assert response.json()["error"] in ("invalid_signature", "signature_timestamp_out_of_tolerance")
+
+
+def test_each_change_is_published_with_the_payment_after_it_in_sequence(env: Env) -> None:
+    """Issue 21: `GET /v1/events` (what webhooks deliver) holds each state change with the
+    payment as it was after it, numbered per payment."""
+    destination = env.account()
+    paid = env.pay(destination, amount_minor=1999).json()
+    declined = env.pay(destination, token="tok_declined").json()
+
+    def published(payment_id: str) -> list[tuple[str, int, str, Any]]:
+        events = env.client.get("/v1/events", params={"object_id": payment_id}).json()["data"]
+        return [(e["type"], e["sequence"], e["data"]["status"], e["data"]["failure_code"]) for e in events]
+
+    assert published(paid["id"]) == [
+        ("payment.processing", 1, "processing", None),
+        ("payment.succeeded", 2, "succeeded", None),
+    ]
+    assert published(declined["id"]) == [
+        ("payment.processing", 1, "processing", None),
+        ("payment.failed", 2, "failed", "card_declined"),
+    ]
+    last = env.client.get("/v1/events", params={"object_id": paid["id"], "type": "payment.succeeded"}).json()["data"]
+    snapshot = {key: value for key, value in paid.items() if key != "history"}
+    assert last[0]["data"] == snapshot  # the API's payment, as the creating request answered it

@@ -328,6 +328,13 @@ def test_a_break_shows_in_its_payments_events_opened_then_resolved(env: Env) -> 
         "note": "booked by hand",
     }
     assert get(env, f"/v1/payments/{payment_id}").json()["history"] == history_before  # its own changes only
+    published = get(env, "/v1/events", object_id=payment_id, limit=100).json()["data"]  # what webhooks deliver
+    ours = [event for event in published if event["type"].startswith("reconciliation.")]
+    assert [(e["type"], e["sequence"], e["data"]["id"], e["data"]["status"]) for e in ours] == [
+        ("reconciliation.break_opened", 1, found["id"], "open"),
+        ("reconciliation.break_resolved", 2, found["id"], "resolved"),
+    ]
+    assert ours[1]["data"]["resolution"] == "adjusted"
 
 
 def test_a_break_that_names_nothing_is_recorded_on_itself(env: Env) -> None:

@@ -1,0 +1,167 @@
+"""SQL for outgoing webhooks: endpoints, deliveries, attempts. Nothing here decides anything.
+
+Claims lock endpoints with FOR UPDATE SKIP LOCKED on PostgreSQL (SQLite has one writer, whose
+write transaction is already exclusive), as the lifecycle's claims do (paycore.lifecycle.store)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Row, exists, func, insert, or_, select, update
+
+from paycore.webhooks.models import webhook_attempts, webhook_deliveries, webhook_endpoints
+from paycore.webhooks.states import DISABLED, ENABLED, PENDING
+
+E, D, A = webhook_endpoints, webhook_deliveries, webhook_attempts
+
+
+def insert_endpoint(connection: Connection, values: Mapping[str, Any]) -> None:
+    connection.execute(insert(E), dict(values))
+
+
+def get_endpoint(
+    connection: Connection, tenant_id: str, endpoint_id: str, *, for_update: bool = False
+) -> Row[Any] | None:
+    query = select(E).where(E.c.tenant_id == tenant_id, E.c.id == endpoint_id)
+    if for_update and connection.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return connection.execute(query).first()
+
+
+def list_endpoints(
+    connection: Connection, tenant_id: str, *, statuses: Sequence[str], starting_after: str | None, limit: int
+) -> list[Row[Any]]:
+    query = select(E).where(E.c.tenant_id == tenant_id, E.c.status.in_(list(statuses)))
+    if starting_after is not None:
+        query = query.where(E.c.id > starting_after)
+    return list(connection.execute(query.order_by(E.c.id).limit(limit)))
+
+
+def enabled_endpoints(connection: Connection, tenant_id: str) -> list[Row[Any]]:
+    query = select(E.c.id, E.c.events).where(E.c.tenant_id == tenant_id, E.c.status == ENABLED)
+    return list(connection.execute(query))
+
+
+def update_endpoint(
+    connection: Connection,
+    tenant_id: str,
+    endpoint_id: str,
+    values: Mapping[str, Any],
+    *,
+    claimed_by: str | None = None,
+) -> bool:
+    """Change an endpoint; with `claimed_by`, only while that worker still holds its lease."""
+    statement = update(E).where(E.c.tenant_id == tenant_id, E.c.id == endpoint_id)
+    if claimed_by is not None:
+        statement = statement.where(E.c.claimed_by == claimed_by)
+    return connection.execute(statement.values(**values)).rowcount == 1
+
+
+def claim_endpoints(
+    connection: Connection, *, now_us: int, worker_id: str, lease_until_us: int, limit: int
+) -> list[Row[Any]]:
+    """Up to `limit` enabled endpoints with a due delivery, not blocked by their own backoff and
+    not held by another worker, least recently served first (fair across endpoints, hence
+    across tenants); each leased to `worker_id` in this transaction."""
+    due = exists().where(
+        D.c.tenant_id == E.c.tenant_id,
+        D.c.endpoint_id == E.c.id,
+        D.c.status == PENDING,
+        D.c.next_attempt_at_us <= now_us,
+    )
+    query = (
+        select(E.c.tenant_id, E.c.id)
+        .where(
+            E.c.status == ENABLED,
+            or_(E.c.blocked_until_us.is_(None), E.c.blocked_until_us <= now_us),
+            or_(E.c.claimed_until_us.is_(None), E.c.claimed_until_us < now_us),
+            due,
+        )
+        .order_by(E.c.served_at_us.is_not(None), E.c.served_at_us, E.c.tenant_id, E.c.id)
+        .limit(limit)
+    )
+    if connection.dialect.name == "postgresql":
+        query = query.with_for_update(of=E, skip_locked=True)
+    keys = [(row.tenant_id, row.id) for row in connection.execute(query)]
+    claimed = []
+    for tenant_id, endpoint_id in keys:
+        values = {"claimed_by": worker_id, "claimed_until_us": lease_until_us, "served_at_us": now_us}
+        update_endpoint(connection, tenant_id, endpoint_id, values)
+        row = get_endpoint(connection, tenant_id, endpoint_id)
+        assert row is not None
+        claimed.append(row)
+    return claimed
+
+
+def due_deliveries(
+    connection: Connection, tenant_id: str, endpoint_id: str, *, now_us: int, limit: int
+) -> list[Row[Any]]:
+    """An endpoint's due deliveries, oldest due first (event order among the first attempts)."""
+    query = (
+        select(D)
+        .where(
+            D.c.tenant_id == tenant_id,
+            D.c.endpoint_id == endpoint_id,
+            D.c.status == PENDING,
+            D.c.next_attempt_at_us <= now_us,
+        )
+        .order_by(D.c.next_attempt_at_us, D.c.event_id, D.c.id)
+        .limit(limit)
+    )
+    return list(connection.execute(query))
+
+
+def insert_deliveries(connection: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    if rows:
+        connection.execute(insert(D), [dict(row) for row in rows])
+
+
+def get_delivery(connection: Connection, tenant_id: str, delivery_id: str) -> Row[Any] | None:
+    return connection.execute(select(D).where(D.c.tenant_id == tenant_id, D.c.id == delivery_id)).first()
+
+
+def change_delivery(
+    connection: Connection, tenant_id: str, delivery_id: str, from_status: str, values: Mapping[str, Any]
+) -> bool:
+    """Compare-and-set on the delivery's status."""
+    statement = update(D).where(D.c.tenant_id == tenant_id, D.c.id == delivery_id, D.c.status == from_status)
+    return connection.execute(statement.values(**values)).rowcount == 1
+
+
+def cancel_pending(connection: Connection, tenant_id: str, endpoint_id: str, values: Mapping[str, Any]) -> int:
+    statement = update(D).where(D.c.tenant_id == tenant_id, D.c.endpoint_id == endpoint_id, D.c.status == PENDING)
+    return int(connection.execute(statement.values(**values)).rowcount)
+
+
+def deliveries_of_event(connection: Connection, tenant_id: str, event_id: str) -> list[Row[Any]]:
+    query = select(D).where(D.c.tenant_id == tenant_id, D.c.event_id == event_id).order_by(D.c.id)
+    return list(connection.execute(query))
+
+
+def insert_attempt(connection: Connection, values: Mapping[str, Any]) -> None:
+    connection.execute(insert(A), dict(values))
+
+
+def attempts_of_event(connection: Connection, tenant_id: str, event_id: str, limit: int) -> list[Row[Any]]:
+    query = select(A).where(A.c.tenant_id == tenant_id, A.c.event_id == event_id).order_by(A.c.id).limit(limit)
+    return list(connection.execute(query))
+
+
+def attempts_by_outcome(connection: Connection) -> dict[str, int]:
+    query = select(A.c.outcome, func.count()).group_by(A.c.outcome)
+    return {str(outcome): int(count) for outcome, count in connection.execute(query)}
+
+
+def oldest_pending(connection: Connection) -> list[Row[Any]]:
+    """Per endpoint with pending deliveries (every tenant): its oldest pending delivery's birth."""
+    query = (
+        select(D.c.tenant_id, D.c.endpoint_id, func.min(D.c.created_at_us).label("oldest_us"))
+        .where(D.c.status == PENDING)
+        .group_by(D.c.tenant_id, D.c.endpoint_id)
+    )
+    return list(connection.execute(query))
+
+
+def count_disabled(connection: Connection) -> int:
+    return int(connection.execute(select(func.count()).select_from(E).where(E.c.status == DISABLED)).scalar_one())

@@ -1,0 +1,3 @@
+from tests.integration.webhooks.support import env
+
+__all__ = ["env"]
