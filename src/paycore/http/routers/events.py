@@ -17,6 +17,7 @@ from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
 from paycore.kit.clock import to_rfc3339
+from paycore.kit.errors import InvalidRequest
 from paycore.webhooks import schemas
 from paycore.webhooks import service as webhooks
 from paycore.webhooks.events import EVENT_TYPES
@@ -60,6 +61,10 @@ def list_events(
     """The tenant's published events, oldest first, filtered by `type` and by the object they
     are filed under (`object_type`, `object_id`). `data` is the object after the change."""
     tenant_id = caller(request).tenant_id
+    if event_type is not None and event_type not in EVENT_TYPES:
+        raise InvalidRequest("type must be an event type (docs/webhooks.md, \"Event types\")", param="type")
+    if object_type is not None and object_type not in _OBJECT_TYPES:
+        raise InvalidRequest(f"object_type must be one of {', '.join(_OBJECT_TYPES)}", param="object_type")
     limit = min(limit, request.app.state.settings.page_limit_max)
     with request.app.state.database.read() as connection:
         page = audit.list_published(

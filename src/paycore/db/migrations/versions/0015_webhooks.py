@@ -33,7 +33,8 @@ depends_on = None
 def upgrade() -> None:
     op.add_column("events", sa.Column("object_sequence", sa.Integer(), nullable=True))
     op.add_column("events", sa.Column("snapshot", sa.Text(), nullable=True))
-    op.create_index(op.f("ix_events_type"), "events", ["tenant_id", "type", "id"])
+    # IF NOT EXISTS: on a large `events` an operator builds it first, CONCURRENTLY (docs/migrations.md).
+    op.create_index(op.f("ix_events_type"), "events", ["tenant_id", "type", "id"], if_not_exists=True)
     op.create_table(
         "webhook_endpoints",
         sa.Column("tenant_id", sa.String(64), nullable=False),
