@@ -148,6 +148,22 @@ def drop_postgres_database(admin_url: str, name: str) -> None:
         connection.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+def postgres_backends(database_name: str) -> list[int]:
+    """The pids of this machine's PostgreSQL backends connected to `database_name`: their
+    title is `postgres: USER DATABASE HOST(PORT) STATE`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if title.startswith("postgres: ") and f" {database_name} " in title:
+            found.append(int(entry.name))
+    return found
+
+
 def postgres_facts(admin_url: str) -> list[tuple[str, str]]:
     import psycopg
 

@@ -294,7 +294,7 @@ class _Sampler(threading.Thread):
 
     def _backends(self, *, rescan: bool) -> None:
         if rescan:
-            for pid in _postgres_backends(str(self.database_name)):
+            for pid in common.postgres_backends(str(self.database_name)):
                 self.backend_ticks.setdefault(pid, 0)
         for pid in list(self.backend_ticks):
             cpu = _cpu_ticks(pid)
@@ -316,22 +316,6 @@ class _Sampler(threading.Thread):
         if not early or not late or wall_s < 4:
             return None
         return round(late[-1] - early[0], 1)
-
-
-def _postgres_backends(database_name: str) -> list[int]:
-    """The pids of this machine's PostgreSQL backends connected to `database_name`: their
-    title is `postgres: USER DATABASE HOST(PORT) STATE`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        if title.startswith("postgres: ") and f" {database_name} " in title:
-            found.append(int(entry.name))
-    return found
 
 
 def _cpu_ticks(pid: int) -> int | None:

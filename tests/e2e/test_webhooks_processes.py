@@ -24,7 +24,6 @@ import json
 import signal
 import statistics
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -42,8 +41,11 @@ from paycore.webhooks.verify import verify_event
 from tests.e2e.payments_support import CliProcess, clean_env, wait_for
 from tests.e2e.support import SERVER_POOL_SIZE, free_port
 from tests.e2e.test_payments_worker_crash import start_worker
+from tests.e2e.test_payout_worker_crash import workers
 from tests.support.payouts import ACH, funded_source
 from tests.support.receiver import Received, Receiver
+
+__all__ = ["workers"]  # the fixture: worker processes stopped, and their logs printed, at the end
 
 pytestmark = [
     pytest.mark.slow,
@@ -54,17 +56,6 @@ pytestmark = [
 AMOUNT_MINOR = 100
 WAIT_S = 30
 _keys = itertools.count(1)
-
-
-@pytest.fixture
-def workers() -> Iterator[list[CliProcess]]:
-    """The worker processes a test starts; stopped (if still alive) and their logs printed."""
-    started: list[CliProcess] = []
-    yield started
-    for worker in started:
-        worker.stop()
-    for index, worker in enumerate(started):
-        print(f"--- worker {index + 1} (pid {worker.process.pid if worker.process else '-'}):\n{worker.log()}")
 
 
 def worker_env(database_url: str, **webhook: str) -> dict[str, str]:

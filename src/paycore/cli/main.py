@@ -182,7 +182,9 @@ def worker(
     once: bool = typer.Option(False, "--once", help="Run one round of every job and exit."),
 ) -> None:
     """Run the background jobs: in-doubt resolution, webhook re-matching, hold expiry, key pruning,
-    the money invariant checks.
+    the money invariant checks, reconciliation of closed days, and outgoing webhook delivery (in
+    PAYCORE_WEBHOOK_CONCURRENCY_MAX threads of its own). SIGTERM or Ctrl-C stops it once the
+    webhook calls in flight are recorded.
     The processor is reached over HTTP at PAYCORE_PROCESSOR_URL."""
     from paycore.workers.jobs import WorkerContext
     from paycore.workers.loop import run_forever, run_once

@@ -83,6 +83,9 @@ def deliver_due(
     the attempts made. Before each call `keep_going()` is asked: False (the worker is stopping)
     ends the turn, the endpoint let go of, and what was not sent stays due."""
     now = clock_now_us()
+    with database.read() as connection:
+        if not repository.any_claimable(connection, now_us=now):
+            return 0  # an idle poll: one read, no write transaction
     turns, local_mode = database.transaction(
         partial(_claim, config=config, worker_id=worker_id, now_us=now, endpoints_max=endpoints_max)
     )
@@ -250,7 +253,9 @@ def _endpoint_failed(
     if now - failing_since >= config.disable_after_ms * 1000 and endpoint.status == states.ENABLED:
         since = to_rfc3339(failing_since)
         values.update(status=states.DISABLED, disabled_reason=f"failing since {since}: {error}"[:ERROR_LENGTH])
-        service.record_endpoint_change(connection, endpoint, states.DISABLED, cause="failing", now_us=now)
+        service.record_endpoint_change(
+            connection, endpoint, states.DISABLED, cause="failing", actor="worker", now_us=now
+        )
         log.warning(
             "webhook endpoint %s disabled: failing since %s",
             endpoint.id,

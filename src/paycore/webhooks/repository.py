@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, exists, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, Select, exists, func, insert, or_, select, update
 
 from paycore.webhooks.models import webhook_attempts, webhook_deliveries, webhook_endpoints
 from paycore.webhooks.states import DISABLED, ENABLED, PENDING
@@ -58,19 +58,16 @@ def update_endpoint(
     return connection.execute(statement.values(**values)).rowcount == 1
 
 
-def claim_endpoints(
-    connection: Connection, *, now_us: int, worker_id: str, lease_until_us: int, limit: int
-) -> list[Row[Any]]:
-    """Up to `limit` enabled endpoints with a due delivery, not blocked by their own backoff and
-    not held by another worker, least recently served first (fair across endpoints, hence
-    across tenants); each leased to `worker_id` in this transaction."""
+def _claimable(now_us: int) -> Select[Any]:
+    """Enabled endpoints with a due delivery, not blocked by their own backoff and not held by
+    another worker, least recently served first (fair across endpoints, hence across tenants)."""
     due = exists().where(
         D.c.tenant_id == E.c.tenant_id,
         D.c.endpoint_id == E.c.id,
         D.c.status == PENDING,
         D.c.next_attempt_at_us <= now_us,
     )
-    query = (
+    return (
         select(E.c.tenant_id, E.c.id)
         .where(
             E.c.status == ENABLED,
@@ -79,8 +76,21 @@ def claim_endpoints(
             due,
         )
         .order_by(E.c.served_at_us.is_not(None), E.c.served_at_us, E.c.tenant_id, E.c.id)
-        .limit(limit)
     )
+
+
+def any_claimable(connection: Connection, *, now_us: int) -> bool:
+    """Whether a claim would find work: a read, so that an idle delivery thread's poll takes no
+    write lock (SQLite's single writer is the API's too)."""
+    return connection.execute(_claimable(now_us).limit(1)).first() is not None
+
+
+def claim_endpoints(
+    connection: Connection, *, now_us: int, worker_id: str, lease_until_us: int, limit: int
+) -> list[Row[Any]]:
+    """Up to `limit` claimable endpoints (`_claimable`), each leased to `worker_id` in this
+    transaction (FOR UPDATE SKIP LOCKED on PostgreSQL: concurrent claims take disjoint sets)."""
+    query = _claimable(now_us).limit(limit)
     if connection.dialect.name == "postgresql":
         query = query.with_for_update(of=E, skip_locked=True)
     keys = [(row.tenant_id, row.id) for row in connection.execute(query)]

@@ -11,6 +11,7 @@ Every function runs in the caller's transaction."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from collections.abc import Sequence
@@ -133,10 +134,10 @@ def update_endpoint(
     if disabled is True and current.status == states.ENABLED:
         values.update(status=states.DISABLED, disabled_reason="disabled by the tenant")
     elif disabled is False and current.status == states.DISABLED:
-        values.update(_healthy(), status=states.ENABLED, disabled_reason=None)
+        values.update(healthy_values(), status=states.ENABLED, disabled_reason=None)
     repository.update_endpoint(connection, tenant_id, endpoint_id, values)
     if "status" in values:
-        _record_endpoint_change(connection, current, values["status"], cause="tenant", now_us=now_us)
+        record_endpoint_change(connection, current, values["status"], cause="tenant", actor="api", now_us=now_us)
     return get_endpoint(connection, tenant_id, endpoint_id)
 
 
@@ -150,8 +151,8 @@ def delete_endpoint(connection: Connection, tenant_id: str, endpoint_id: str, *,
         endpoint_id,
         {"status": states.CANCELED, "next_attempt_at_us": None, "updated_at_us": now_us},
     )
-    _record_endpoint_change(connection, current, states.DELETED, cause="tenant", now_us=now_us)
-    return endpoint_from_row({**_as_values(current), "status": states.DELETED, "updated_at_us": now_us})
+    record_endpoint_change(connection, current, states.DELETED, cause="tenant", actor="api", now_us=now_us)
+    return dataclasses.replace(current, status=states.DELETED, updated_at_us=now_us)
 
 
 def rotate_secret(
@@ -159,8 +160,7 @@ def rotate_secret(
 ) -> NewEndpoint:
     """A new signing secret; the current one keeps signing beside it for `overlap_ms` (every
     delivery in the overlap carries two `v1=` signatures), then only the new one signs."""
-    get_endpoint(connection, tenant_id, endpoint_id, for_update=True)
-    current = get_endpoint(connection, tenant_id, endpoint_id)
+    current = get_endpoint(connection, tenant_id, endpoint_id, for_update=True)
     secret = _new_secret()
     values = {
         "secret": secret,
@@ -227,12 +227,6 @@ def delivery_from_row(row: Any) -> Delivery:
     return Delivery(**dict(row))
 
 
-def _as_values(endpoint: Endpoint) -> dict[str, Any]:
-    values = dict(endpoint.__dict__)
-    values["events"] = json.dumps(list(endpoint.events))
-    return values
-
-
 def _takes(events_json: str, event_type: str) -> bool:
     """Whether an endpoint's stored `events` (JSON) take a type: the trigger's rule."""
     events = json.loads(events_json)
@@ -256,20 +250,17 @@ def _delivery_values(tenant_id: str, event_id: str, endpoint_id: str, now_us: in
     }
 
 
-def _healthy() -> dict[str, Any]:
+def healthy_values() -> dict[str, Any]:
     """An endpoint's failure record cleared (a 2xx answer, or the tenant enabling it)."""
     return {"failures": 0, "failing_since_us": None, "last_error": None, "blocked_until_us": None}
-
-
-healthy_values = _healthy
 
 
 def _new_secret() -> str:
     return SECRET_PREFIX + secrets.token_urlsafe(32)
 
 
-def _record_endpoint_change(
-    connection: Connection, endpoint: Endpoint, to_status: str, *, cause: str, now_us: int, actor: str = "api"
+def record_endpoint_change(
+    connection: Connection, endpoint: Endpoint, to_status: str, *, cause: str, actor: str, now_us: int
 ) -> None:
     """An endpoint's status change, on its audit log (a `note`: endpoints are not published)."""
     audit.record_other(
@@ -284,9 +275,3 @@ def _record_endpoint_change(
         now_us=now_us,
         data={"from": endpoint.status, "to": to_status},
     )
-
-
-def record_endpoint_change(
-    connection: Connection, endpoint: Endpoint, to_status: str, *, cause: str, now_us: int
-) -> None:
-    _record_endpoint_change(connection, endpoint, to_status, cause=cause, now_us=now_us, actor="worker")

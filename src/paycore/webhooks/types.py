@@ -27,9 +27,6 @@ class Endpoint:
     created_at_us: int
     updated_at_us: int
 
-    def takes(self, event_type: str) -> bool:
-        return "*" in self.events or event_type in self.events
-
     def secrets(self, now_us: int) -> tuple[str, ...]:
         """The secrets a delivery is signed with now: the current one, and the previous one
         while a rotation's overlap lasts."""

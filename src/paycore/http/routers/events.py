@@ -62,7 +62,7 @@ def list_events(
     are filed under (`object_type`, `object_id`). `data` is the object after the change."""
     tenant_id = caller(request).tenant_id
     if event_type is not None and event_type not in EVENT_TYPES:
-        raise InvalidRequest("type must be an event type (docs/webhooks.md, \"Event types\")", param="type")
+        raise InvalidRequest('type must be an event type (docs/webhooks.md, "Event types")', param="type")
     if object_type is not None and object_type not in _OBJECT_TYPES:
         raise InvalidRequest(f"object_type must be one of {', '.join(_OBJECT_TYPES)}", param="object_type")
     limit = min(limit, request.app.state.settings.page_limit_max)
