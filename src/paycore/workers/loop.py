@@ -64,7 +64,7 @@ def run_forever(context: WorkerContext, stop: threading.Event) -> None:
     """The jobs in this thread; webhook deliveries in threads of their own (`dispatch`). Once
     `stop` is set, the delivery threads finish the call in flight, record it and let go of their
     endpoint before this returns (bounded by one call's time)."""
-    threads = dispatch.start(context, stop)
+    dispatchers = dispatch.start(context, stop)
     try:
         while not stop.is_set():
             try:
@@ -76,4 +76,4 @@ def run_forever(context: WorkerContext, stop: threading.Event) -> None:
             stop.wait(context.settings.worker_interval_ms / 1000)
     finally:
         stop.set()
-        dispatch.join(threads, context.settings)
+        dispatch.join(dispatchers, context.settings)
