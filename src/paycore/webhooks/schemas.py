@@ -18,17 +18,26 @@ from paycore.webhooks.urls import URL_LENGTH_MAX
 EventType = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
+URL_RULES = (
+    "Where paycore POSTs the events. Outside local mode: https only, no user name or password, no "
+    "fragment, only characters RFC 3986 allows, and a host that is neither a loopback, private, "
+    "link-local or otherwise internal address nor an internal name (docs/webhooks.md, the SSRF "
+    "guard); in local mode http and loopback addresses are accepted. Refused: 400 invalid_webhook_url."
+)
+EVENTS_RULE = (
+    f'["*"] (every type), or event types among: {", ".join(EVENT_TYPES)}. Another type: 400 invalid_event_types.'
+)
+
+
 class EndpointCreate(StrictModel):
-    url: str = Field(min_length=1, max_length=URL_LENGTH_MAX)
-    events: list[EventType] = Field(
-        min_length=1, max_length=EVENTS_MAX, description=f'["*"], or some of: {", ".join(EVENT_TYPES)}'
-    )
+    url: str = Field(min_length=1, max_length=URL_LENGTH_MAX, description=URL_RULES)
+    events: list[EventType] = Field(min_length=1, max_length=EVENTS_MAX, description=EVENTS_RULE)
     description: str | None = Field(default=None, max_length=DESCRIPTION_LENGTH_MAX)
 
 
 class EndpointUpdate(StrictModel):
-    url: str | None = Field(default=None, min_length=1, max_length=URL_LENGTH_MAX)
-    events: list[EventType] | None = Field(default=None, min_length=1, max_length=EVENTS_MAX)
+    url: str | None = Field(default=None, min_length=1, max_length=URL_LENGTH_MAX, description=URL_RULES)
+    events: list[EventType] | None = Field(default=None, min_length=1, max_length=EVENTS_MAX, description=EVENTS_RULE)
     description: str | None = Field(default=None, max_length=DESCRIPTION_LENGTH_MAX)
     disabled: bool | None = None
 
