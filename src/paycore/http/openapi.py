@@ -169,6 +169,10 @@ _LINKS: dict[tuple[str, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {
             "/v1/payouts/{payout_id}/adjustments",
         ),
     ),
+    ("/v1/webhook_endpoints", ("201",)): (
+        "endpoint_id",
+        ("/v1/webhook_endpoints/{endpoint_id}", "/v1/webhook_endpoints/{endpoint_id}/rotate_secret"),
+    ),
 }
 
 
