@@ -77,23 +77,6 @@ def list_published(
 _PUBLISHED = or_(events.c.object_sequence.is_not(None), events.c.kind == "state_change")
 
 
-def event_kind(connection: Connection, tenant_id: str, event_id: str) -> str | None:
-    query = select(events.c.kind).where(events.c.tenant_id == tenant_id, events.c.id == event_id)
-    found = connection.execute(query).scalar_one_or_none()
-    return None if found is None else str(found)
-
-
-def list_events(
-    connection: Connection, tenant_id: str, kind: str | None, starting_after: str | None, limit: int
-) -> list[Row[Any]]:
-    query = select(events).where(events.c.tenant_id == tenant_id)
-    if kind is not None:
-        query = query.where(events.c.kind == kind)
-    if starting_after is not None:
-        query = query.where(events.c.id > starting_after)
-    return list(connection.execute(query.order_by(events.c.id).limit(limit)))
-
-
 def get_many(connection: Connection, tenant_id: str, event_ids: list[str]) -> list[Row[Any]]:
     if not event_ids:
         return []

@@ -205,18 +205,6 @@ def events_of(connection: Connection, tenant_id: str, object_id: str, *, limit: 
     return [_event(row) for row in repository.events_of(connection, tenant_id, object_id, limit)]
 
 
-def list_events(
-    connection: Connection, tenant_id: str, *, kind: str | None, starting_after: str | None, limit: int
-) -> list[Event]:
-    """Oldest first. `starting_after` is an event of the tenant of this `kind`; anything else
-    is refused."""
-    if starting_after is not None:
-        after_kind = repository.event_kind(connection, tenant_id, starting_after)
-        if after_kind is None or (kind is not None and after_kind != kind):
-            raise InvalidStartingAfter("starting_after is not an event of this list", param="starting_after")
-    return [_event(row) for row in repository.list_events(connection, tenant_id, kind, starting_after, limit)]
-
-
 def get_published(connection: Connection, tenant_id: str, event_id: str) -> Event | None:
     row = repository.published(connection, tenant_id, event_id)
     return None if row is None else _event(row)

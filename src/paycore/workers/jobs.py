@@ -152,14 +152,14 @@ def webhook_config(settings: Settings) -> webhooks_jobs.Config:
 DELIVER_WEBHOOKS = "deliver_webhooks"
 
 
-def deliver_webhooks(context: WorkerContext, worker_id: str | None = None) -> int:
+def deliver_webhooks(context: WorkerContext) -> int:
     """One round of webhook delivery over up to PAYCORE_WEBHOOK_CONCURRENCY_MAX endpoints, one
     after another. `paycore worker` runs it in that many threads of their own instead
     (paycore.workers.dispatch), so a slow endpoint never holds up the other jobs."""
     return webhooks_jobs.deliver_due(
         context.database,
         webhook_config(context.settings),
-        worker_id or context.worker_id,
+        context.worker_id,
         endpoints_max=context.settings.webhook_concurrency_max,
     )
 
