@@ -389,9 +389,9 @@ def _make_in_doubt(
     parents = _made(database, "payment", "doubt-parent", blocks)
     database.transaction(lambda connection: _refund_each(connection, parents))
     database.transaction(lambda connection: _schedule_payouts(connection, accounts, blocks))
-    _drain(lambda: refund_jobs.send_due(database, silent, _POLICY, "bench"))
-    _drain(lambda: payout_jobs.queue_due(database, SERVICE_BATCH_MAX))
-    _drain(lambda: payout_jobs.send_due(database, silent, _POLICY, "bench"))
+    _drain(lambda: refund_jobs.send_due(database, silent, _POLICY, "bench", actor="worker:send_refunds"))
+    _drain(lambda: payout_jobs.queue_due(database, SERVICE_BATCH_MAX, actor="worker:queue_payouts"))
+    _drain(lambda: payout_jobs.send_due(database, silent, _POLICY, "bench", actor="worker:send_payouts"))
     made = InDoubt(
         payments=_made(database, "payment", "doubt-payment", blocks),
         refunds=_made(database, "refund", "doubt-refund", blocks),
@@ -404,7 +404,7 @@ def _make_in_doubt(
 
 def _pay(database: Database, processor: Unanswered, accounts: Accounts, n: int, key_prefix: str) -> None:
     tenant, currency = tenant_of(n), currency_of(n)
-    new = NewPayment(amount_of(n), currency, "card", "tok_ok", accounts.merchant[(tenant, currency)], None, {})
+    new = NewPayment(amount_of(n), currency, "card", "tok_ok", accounts.merchant[(tenant, currency)], None, {}, "local")
     scope = KeyScope(tenant, f"{key_prefix}-{padded(n // BLOCK_LINES)}", "bench", clock_now_us(), None)
     payments.create_payment(database, processor, scope, new, timings=_TIMINGS, render_refusal=render_refusal)
 
@@ -412,7 +412,7 @@ def _pay(database: Database, processor: Unanswered, accounts: Accounts, n: int, 
 def _refund_each(connection: Connection, parents: list[Made]) -> None:
     for block, parent in enumerate(parents):
         new = NewRefund(parent.id, parent.amount_minor // 2, idempotency_key=f"doubt-refund-{padded(block)}")
-        refunds.create_refund(connection, parent.tenant_id, new, now_us=clock_now_us())
+        refunds.create_refund(connection, parent.tenant_id, new, actor="local", now_us=clock_now_us())
 
 
 def _schedule_payouts(connection: Connection, accounts: Accounts, blocks: int) -> None:
@@ -424,7 +424,7 @@ def _schedule_payouts(connection: Connection, accounts: Accounts, blocks: int) -
         new = NewPayout(
             amount_of(n), currency, source, rail, beneficiary, idempotency_key=f"doubt-payout-{padded(block)}"
         )
-        payouts.schedule(connection, tenant, new, now_us=clock_now_us())
+        payouts.schedule(connection, tenant, new, actor="local", now_us=clock_now_us())
 
 
 def _drain(round_of_work: Callable[[], int]) -> None:

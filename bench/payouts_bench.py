@@ -79,7 +79,7 @@ def setup(database: Database, count: int) -> tuple[str, list[str]]:
         spec = TransferSpec(entries=(EntrySpec(funding, "debit", total), EntrySpec(source, "credit", total)))
         ledger.create_transfer(connection, TENANT, spec, now_us=now)
         new = NewPayout(AMOUNT_MINOR, "USD", source, "ach", beneficiary)
-        return source, [payouts.schedule(connection, TENANT, new, now_us=now).id for _ in range(count)]
+        return source, [payouts.schedule(connection, TENANT, new, actor="local", now_us=now).id for _ in range(count)]
 
     return database.transaction(work)
 

@@ -54,7 +54,7 @@ def main() -> None:
         )
     ).id
     timings = payments.PaymentTimings(processing_stale_ms=60_000, wait_ms=10_000, first_retry_ms=1_000)
-    new = NewPayment(1000, "USD", "card", "tok_ok", account, None, {})
+    new = NewPayment(1000, "USD", "card", "tok_ok", account, None, {}, "local")
 
     def pay(index: int) -> None:
         scope = KeyScope("t", f"key-{index}", "fingerprint", now_us(), None)

@@ -72,7 +72,7 @@ def measure(database: Database, payment_ids: list[str], clients: int, seconds: i
             target = payment_ids[next(done) % len(payment_ids)]  # one payment: every client on it
             database.transaction(
                 lambda connection, target=target: refunds.create_refund(
-                    connection, TENANT, NewRefund(target, 1), now_us=time.time_ns() // 1000
+                    connection, TENANT, NewRefund(target, 1), actor="local", now_us=time.time_ns() // 1000
                 )
             )
             counts[index] += 1

@@ -207,7 +207,7 @@ def schedule(scratch: Scratch, tenant: str, count: int) -> None:
     def work(connection: Connection) -> None:
         now = now_us()
         for _ in range(count):
-            payouts.schedule(connection, tenant, new, now_us=now)
+            payouts.schedule(connection, tenant, new, actor="local", now_us=now)
 
     scratch.database.transaction(work)
 

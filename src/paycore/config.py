@@ -50,6 +50,10 @@
 | PAYCORE_WEBHOOK_RETRY_WINDOW_MS          | 259200000               |
 | PAYCORE_WEBHOOK_DISABLE_AFTER_MS         | 259200000               |
 | PAYCORE_WEBHOOK_SECRET_OVERLAP_MS        | 86400000                |
+| PAYCORE_OPS_SESSION_IDLE_MS              | 1800000                 |
+| PAYCORE_OPS_SESSION_MAX_MS               | 43200000                |
+| PAYCORE_OPS_SIGN_IN_FAILURES_MAX         | 5                       |
+| PAYCORE_OPS_SIGN_IN_WINDOW_MS            | 60000                   |
 
 The documentation of each lives in README.md ("Configuration").
 """
@@ -165,6 +169,13 @@ class Settings:
     webhook_retry_window_ms: int = 259_200_000
     webhook_disable_after_ms: int = 259_200_000
     webhook_secret_overlap_ms: int = 86_400_000
+    # The operations console (/ops, docs/operations-console.md): a session ends after this long
+    # without a request, or this long after it began; this many failed sign-ins from one
+    # address within the window block that address for the window.
+    ops_session_idle_ms: int = 1_800_000
+    ops_session_max_ms: int = 43_200_000
+    ops_sign_in_failures_max: int = 5
+    ops_sign_in_window_ms: int = 60_000
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -218,6 +229,10 @@ class Settings:
             webhook_retry_window_ms=_int("PAYCORE_WEBHOOK_RETRY_WINDOW_MS", 259_200_000),
             webhook_disable_after_ms=_int("PAYCORE_WEBHOOK_DISABLE_AFTER_MS", 259_200_000),
             webhook_secret_overlap_ms=_int("PAYCORE_WEBHOOK_SECRET_OVERLAP_MS", 86_400_000, minimum=0),
+            ops_session_idle_ms=_int("PAYCORE_OPS_SESSION_IDLE_MS", 1_800_000),
+            ops_session_max_ms=_int("PAYCORE_OPS_SESSION_MAX_MS", 43_200_000),
+            ops_sign_in_failures_max=_int("PAYCORE_OPS_SIGN_IN_FAILURES_MAX", 5),
+            ops_sign_in_window_ms=_int("PAYCORE_OPS_SIGN_IN_WINDOW_MS", 60_000),
         )._checked()
 
     def _checked(self) -> Settings:

@@ -45,7 +45,7 @@ def cancel_all(database: Database, tenant_id: str, payout_ids: list[str]) -> dic
     won, lost = [], {}
     for payout_id in payout_ids:
         try:
-            database.transaction(lambda c, p=payout_id: service.cancel(c, tenant_id, p, now_us=now_us()))
+            database.transaction(lambda c, p=payout_id: service.cancel(c, tenant_id, p, actor="local", now_us=now_us()))
             won.append(payout_id)
         except PayoutNotCancelable as refused:
             lost[payout_id] = refused.details["status"]
@@ -55,7 +55,9 @@ def cancel_all(database: Database, tenant_id: str, payout_ids: list[str]) -> dic
 def claim_all(database: Database) -> dict[str, Any]:
     won: list[str] = []
     for _ in range(CLAIM_ROUNDS_MAX):
-        claimed = database.transaction(lambda c: jobs.claim_queued(c, policy=POLICY, worker_id="racer"))
+        claimed = database.transaction(
+            lambda c: jobs.claim_queued(c, policy=POLICY, worker_id="racer", actor="worker:send_payouts")
+        )
         if not claimed:
             break
         won.extend(payout.id for payout in claimed)

@@ -46,14 +46,14 @@ def wait_for_all(ready_dir: Path, index: int, workers: int) -> None:
 def create(database: Database, tenant_id: str, payment_id: str, amount_minor: int) -> str:
     new = service.NewRefund(payment_id=payment_id, amount_minor=amount_minor)
     return database.transaction(
-        lambda connection: service.create_refund(connection, tenant_id, new, now_us=now_us(), actor="refunder").id
+        lambda connection: service.create_refund(connection, tenant_id, new, now_us=now_us(), actor="local").id
     )
 
 
 def answer(database: Database, tenant_id: str, refund_id: str, to_state: str) -> None:
     def work(connection: Any) -> None:
         refund = service.load(connection, tenant_id, refund_id, for_update=True)
-        applied = lifecycle.move(connection, refund, to_state, cause="test", actor="refunder", now_us=now_us())
+        applied = lifecycle.move(connection, refund, to_state, cause="test", actor="local", now_us=now_us())
         assert applied.changed, applied  # only this worker answers its own refunds
 
     database.transaction(work)

@@ -239,6 +239,11 @@ def processor_calls_over_http(port: int, payment_id: str) -> list[tuple[str, str
     return [(e["type"], e["cause"], e["actor"]) for e in reply.body["data"] if e["kind"] == "processor_call"]
 
 
+def worker_of(event: dict[str, Any]) -> str:
+    """The worker process an event's data names (the actor names its job, `worker:JOB`)."""
+    return str(event["data"].get("worker_id", ""))
+
+
 def assert_charged_once_each(sandbox: SandboxProcess, expected: dict[str, str]) -> None:
     """The processor holds exactly one charge per payment id (its request id), with this status."""
     rows = sandbox.charge_rows()
@@ -252,7 +257,7 @@ def assert_single_resolution(port: int, payment_id: str, status: str) -> None:
     assert [step[:2] for step in steps] == [(None, "processing"), ("processing", status)], steps
     assert steps[1][2] in ("processor_answer", "webhook"), steps
     calls = processor_calls_over_http(port, payment_id)
-    assert calls == [("processor.charge", "answered", "api")], calls  # the duplicates called nobody
+    assert calls == [("processor.charge", "answered", "local")], calls  # the duplicates called nobody
 
 
 def send_keys_at_once(ports: Sequence[int], merchant_id: str) -> tuple[dict[str, str], int]:
@@ -397,12 +402,18 @@ def assert_resolved_once(
         ("processing", "in_doubt", "processor_answer"),
         ("in_doubt", expected, "resolver"),
     ], steps
-    actor = steps[-1][3]
-    [pid] = [pid for pid in pids if f":{pid}:" in actor]
+    assert steps[-1][3] == "worker:resolve_payments", steps
     assert (body["status"], body["failure_code"]) == (expected, None if token == "tok_ok" else "card_declined")
     events = client.get(f"/v1/payments/{payment_id}/events", headers={"Paycore-Tenant": TENANT}).json()["data"]
+    [resolved] = [e for e in events if e["kind"] == "state_change" and e["from"] == "in_doubt"]
+    [pid] = [pid for pid in pids if f":{pid}:" in worker_of(resolved)]
     calls = [(e["type"], e["cause"], e["actor"]) for e in events if e["kind"] == "processor_call"]
-    assert calls == [("processor.charge", "unreachable", "api"), ("processor.get_charge", "answered", actor)], calls
+    assert calls == [
+        ("processor.charge", "unreachable", "local"),
+        ("processor.get_charge", "answered", "worker:resolve_payments"),
+    ], calls
+    [asked] = [e for e in events if e["type"] == "processor.get_charge"]
+    assert worker_of(asked) == worker_of(resolved), (asked, resolved)  # one worker asked and moved it
     row = payment_row(database, payment_id)
     assert (row["attempts"], row["claimed_by"], row["next_attempt_at_us"]) == (1, None, None), row
     return pid

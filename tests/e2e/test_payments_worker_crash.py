@@ -159,7 +159,7 @@ def test_worker_killed_mid_resolution_then_another_resolves_it_exactly_once(
         assert (row["status"], row["claimed_by"], row["attempts"]) == ("in_doubt", claim, 0)
         assert row["claimed_until_us"] is not None
         calls = processor_calls(client, payment_id)
-        assert [(c["type"], c["cause"], c["actor"]) for c in calls] == [("processor.charge", "unreachable", "api")]
+        assert [(c["type"], c["cause"], c["actor"]) for c in calls] == [("processor.charge", "unreachable", "local")]
         assert client.get(f"/v1/accounts/{merchant_id}/balance").json()["available_minor"] == 0
 
         # 3. A second worker takes the payment once the lease lapses, and resolves it.

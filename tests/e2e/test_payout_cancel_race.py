@@ -70,7 +70,9 @@ def test_cancel_racing_the_claim_across_processes_has_exactly_one_winner(
 ) -> None:
     source = funded_source(database, TENANT, PAYOUTS * AMOUNT_MINOR)
     scheduled = [schedule(database, TENANT, source, AMOUNT_MINOR) for _ in range(PAYOUTS)]
-    assert jobs.queue_due(database, batch_max=PAYOUTS) == PAYOUTS  # as a worker queues them
+    assert (
+        jobs.queue_due(database, batch_max=PAYOUTS, actor="worker:queue_payouts") == PAYOUTS
+    )  # as a worker queues them
     queued = [load(database, payout) for payout in scheduled]
     assert {payout.status for payout in queued} == {states.QUEUED}
     # The claim takes the oldest due first (next_attempt_at_us, id): the canceler walks the same order.

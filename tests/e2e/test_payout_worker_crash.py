@@ -78,7 +78,11 @@ def calls_of(database: Database, payout_id: str) -> list[tuple[str, str]]:
 
     with database.read() as connection:
         found = audit.events_of(connection, TENANT, payout_id, limit=100)
-    return [(event.type, event.actor) for event in found if event.kind == "processor_call"]
+    return [
+        (event.type, f"{event.actor} {event.data.get('worker_id', '')}")
+        for event in found
+        if event.kind == "processor_call"
+    ]
 
 
 @pytest.mark.slow
@@ -121,7 +125,7 @@ def test_worker_killed_mid_send_then_another_finishes_it_without_sending_twice(
     assert at_bank["request_id"] == payout.id
     calls = calls_of(database, payout.id)
     assert calls and all(kind == "processor.get_payout" for kind, _ in calls), calls  # asked, never re-sent
-    assert all(f":{second.pid}:" in actor for _, actor in calls)
+    assert all(f":{second.pid}:" in actor and actor.startswith("worker:resolve_payouts ") for _, actor in calls)
     row = payout_row(database, payout.id)
     assert row["claimed_by"] is None and row["bank_reference"]
     assert balance(database, TENANT, source) == (10_000 - AMOUNT_MINOR, 0, 10_000 - AMOUNT_MINOR)

@@ -91,7 +91,7 @@ def schedule_payouts(database: Database, tenant: str, source_id: str, count: int
     def work(connection: Connection) -> None:
         now = now_us()
         for _ in range(count):
-            payouts.schedule(connection, tenant, new, now_us=now)
+            payouts.schedule(connection, tenant, new, actor="local", now_us=now)
 
     database.transaction(work)
 

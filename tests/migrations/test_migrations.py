@@ -146,7 +146,7 @@ def one_transfer(database: Database) -> str:
             from_state=None,
             to_state="processing",
             cause="test",
-            actor="test",
+            actor="local",
             now_us=now,
         )
         connection.execute(  # and one payout adjustment: append-only like the ledger

@@ -117,7 +117,7 @@ def settle_as_0004_code(database: Database, payout: Payout) -> None:
             from_state="sent",
             to_state="settled",
             cause="bank_settled",
-            actor="bank",
+            actor="processor",
             now_us=at_us,
         )
 
@@ -136,7 +136,7 @@ def schedule_with_key(database: Database, tenant_id: str, source_id: str, amount
     scope = idempotency.KeyScope(tenant_id, key, idempotency.fingerprint("POST", "/v1/payouts", request), at_us, None)
 
     def effect(connection: Connection) -> idempotency.Outcome:
-        payout = service.schedule(connection, tenant_id, new, now_us=at_us)
+        payout = service.schedule(connection, tenant_id, new, actor="local", now_us=at_us)
         return idempotency.Outcome(201, json.dumps(schemas.payout_json(payout), sort_keys=True))
 
     def refusal(error: DomainError) -> idempotency.Outcome:
@@ -173,7 +173,7 @@ def bank_news(connection: Connection, seen: Payout, returned: bool) -> None:
     payout = service.load(connection, seen.tenant_id, seen.id, for_update=True)
     at_us = now_us()
     if not returned:
-        lifecycle.record_bank_fee(connection, payout, 25, charged_at_us=at_us, now_us=at_us)
+        lifecycle.record_bank_fee(connection, payout, 25, charged_at_us=at_us, actor="processor", now_us=at_us)
         return
     result = lifecycle.record_bank_return(
         connection,
@@ -183,6 +183,7 @@ def bank_news(connection: Connection, seen: Payout, returned: bool) -> None:
         return_fee_minor=150,
         returned_at_us=at_us,
         cause="bank_returned",
+        actor="processor",
         now_us=at_us,
     )
     assert result == "applied"
@@ -267,7 +268,7 @@ def payments_and_refunds(database: Database, tenant_id: str) -> None:
     def succeed(connection: Connection) -> None:
         refund = refunds.load(connection, tenant_id, refund_id, for_update=True)
         assert refund_lifecycle.move(
-            connection, refund, "succeeded", cause="test", actor="test", now_us=now_us()
+            connection, refund, "succeeded", cause="test", actor="local", now_us=now_us()
         ).changed
 
     database.transaction(succeed)
@@ -508,7 +509,7 @@ def test_code_at_head_moves_a_legacy_settled_row_exactly_once(empty_database: Da
 
     def return_it(connection: Connection) -> bool:  # each caller holds the same, now stale, view
         return lifecycle.move(
-            connection, legacy, states.RETURNED, cause="bank_returned", actor="bank", now_us=now_us()
+            connection, legacy, states.RETURNED, cause="bank_returned", actor="processor", now_us=now_us()
         ).changed
 
     assert [database.transaction(return_it) for _ in range(3)] == [True, False, False]

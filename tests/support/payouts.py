@@ -79,7 +79,9 @@ def schedule(
         execute_on=execute_on,
         idempotency_key=key,
     )
-    return database.transaction(lambda connection: service.schedule(connection, tenant_id, new, now_us=now_us()))
+    return database.transaction(
+        lambda connection: service.schedule(connection, tenant_id, new, actor="local", now_us=now_us())
+    )
 
 
 def move(database: Database, payout: Payout, *path: str, **values: Any) -> Payout:
@@ -89,7 +91,7 @@ def move(database: Database, payout: Payout, *path: str, **values: Any) -> Payou
         current = service.load(connection, payout.tenant_id, payout.id, for_update=True)
         for step in path:
             moved = lifecycle.move(
-                connection, current, step, cause="test", actor="test", now_us=now_us(), values=values or None
+                connection, current, step, cause="test", actor="local", now_us=now_us(), values=values or None
             )
             assert moved.changed, (current.status, step)
             current = moved.item

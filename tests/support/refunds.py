@@ -65,7 +65,7 @@ def create_refund(database: Database, tenant_id: str, payment_id: str, amount_mi
     """paycore's own refund creation, in its own transaction; raises OverRefund when refused."""
     new = refunds.NewRefund(payment_id=payment_id, amount_minor=amount_minor)
     return database.transaction(
-        lambda connection: refunds.create_refund(connection, tenant_id, new, now_us=now_us, actor="test").id
+        lambda connection: refunds.create_refund(connection, tenant_id, new, now_us=now_us, actor="local").id
     )
 
 
@@ -75,7 +75,7 @@ def fail_refund(database: Database, tenant_id: str, refund_id: str, *, now_us: i
     def work(connection: Connection) -> bool:
         refund = refunds.load(connection, tenant_id, refund_id, for_update=True)
         return refund_lifecycle.move(
-            connection, refund, "failed", cause="test_failed", actor="test", now_us=now_us
+            connection, refund, "failed", cause="test_failed", actor="local", now_us=now_us
         ).changed
 
     return database.transaction(work)

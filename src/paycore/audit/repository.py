@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Row, bindparam, func, insert, or_, select
 
 from paycore.audit.models import events
+from paycore.db.sql import keys_in
 
 _INSERT = insert(events)
 # An object's audit log (its history) reads the columns every revision has: not the published
@@ -45,6 +48,27 @@ def events_of(connection: Connection, tenant_id: str, object_id: str, limit: int
     return list(connection.execute(_OF_OBJECT, {"t": tenant_id, "o": object_id, "n": limit}))
 
 
+def first_state_change(connection: Connection, tenant_id: str, object_id: str) -> Row[Any] | None:
+    query = (
+        select(*_AUDITED)
+        .where(events.c.tenant_id == tenant_id, events.c.object_id == object_id, events.c.kind == "state_change")
+        .order_by(events.c.created_at_us, events.c.id)
+        .limit(1)
+    )
+    return connection.execute(query).first()
+
+
+def changed_by_cause(connection: Connection, keys: list[tuple[str, str]], cause: str) -> set[tuple[str, str]]:
+    if not keys:
+        return set()
+    query = select(events.c.tenant_id, events.c.object_id).where(
+        keys_in((events.c.tenant_id, events.c.object_id), keys),
+        events.c.kind == "state_change",
+        events.c.cause == cause,
+    )
+    return {(row.tenant_id, row.object_id) for row in connection.execute(query)}
+
+
 def published(connection: Connection, tenant_id: str, event_id: str) -> Row[Any] | None:
     """A published event of the tenant (or an unpublished state change of an older row)."""
     query = select(events).where(events.c.tenant_id == tenant_id, events.c.id == event_id, _PUBLISHED)
@@ -81,3 +105,52 @@ def get_many(connection: Connection, tenant_id: str, event_ids: list[str]) -> li
     if not event_ids:
         return []
     return list(connection.execute(select(events).where(events.c.tenant_id == tenant_id, events.c.id.in_(event_ids))))
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """What `GET /v1/audit_events` and the console's audit page filter on; None: any."""
+
+    tenant_id: str | None = None  # None: every tenant (the platform's staff), `*` rows included
+    type: str | None = None
+    object_id: str | None = None
+    actor: str | None = None
+    outcome: str | None = None  # an API call's, a processor call's, a webhook's result (`cause`)
+    created_gte_us: int | None = None
+    created_lt_us: int | None = None
+    idempotency_key: str | None = None  # an API call's (a refused request's too)
+
+
+_OUTCOME_KINDS = ("api_call", "processor_call", "webhook")
+
+
+def audit_page(connection: Connection, where: AuditFilter, *, starting_after: str | None, limit: int) -> list[Row[Any]]:
+    """Audit events newest first (the audit log is read from the latest), after `starting_after`."""
+    table = events.c
+    query = select(*_AUDITED)
+    if where.tenant_id is not None:
+        query = query.where(table.tenant_id == where.tenant_id)
+    for column, value in ((table.type, where.type), (table.object_id, where.object_id), (table.actor, where.actor)):
+        if value is not None:
+            query = query.where(column == value)
+    if where.outcome is not None:
+        query = query.where(table.kind.in_(_OUTCOME_KINDS), table.cause == where.outcome)
+    if where.created_gte_us is not None:
+        query = query.where(table.created_at_us >= where.created_gte_us)
+    if where.created_lt_us is not None:
+        query = query.where(table.created_at_us < where.created_lt_us)
+    if where.idempotency_key is not None:
+        # The data is JSON written with sorted keys and no spaces: the key's member is this text.
+        member = '"idempotency_key":' + json.dumps(where.idempotency_key)
+        escaped = member.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = query.where(table.data.like(f"%{escaped}%", escape="\\"))
+    if starting_after is not None:
+        query = query.where(table.id < starting_after)
+    return list(connection.execute(query.order_by(table.id.desc()).limit(limit)))
+
+
+def audit_event(connection: Connection, tenant_id: str | None, event_id: str) -> Row[Any] | None:
+    query = select(*_AUDITED).where(events.c.id == event_id)
+    if tenant_id is not None:
+        query = query.where(events.c.tenant_id == tenant_id)
+    return connection.execute(query).first()

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from paycore.audit import repository
-from paycore.kit import ids, logs
+from paycore.kit import actors, ids, logs
 from paycore.kit.errors import InvalidStartingAfter
 
 # Bounded so that one huge processor answer cannot bloat the log.
@@ -165,6 +165,37 @@ def record_api_call(
     )
 
 
+def record_access(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    type: str,
+    object_type: str,
+    object_id: str,
+    outcome: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None = None,
+) -> str:
+    """A person's access to the console (`operator.login`, `operator.login_failed`,
+    `operator.logout`) or a change of who may use it (`operator.created`, `operator.disabled`):
+    an `api_call` event whose cause is its outcome."""
+    return _insert(
+        connection,
+        tenant_id,
+        kind="api_call",
+        type=type,
+        object_type=object_type,
+        object_id=object_id,
+        from_state=None,
+        to_state=None,
+        cause=outcome,
+        actor=actor,
+        now_us=now_us,
+        data=data or {},
+    )
+
+
 def record_other(
     connection: Connection,
     tenant_id: str,
@@ -205,6 +236,18 @@ def events_of(connection: Connection, tenant_id: str, object_id: str, *, limit: 
     return [_event(row) for row in repository.events_of(connection, tenant_id, object_id, limit)]
 
 
+def first_state_change(connection: Connection, tenant_id: str, object_id: str) -> Event | None:
+    """The object's birth event (its first state change): who made it, when, why."""
+    row = repository.first_state_change(connection, tenant_id, object_id)
+    return None if row is None else _event(row)
+
+
+def resolved_by_cause(connection: Connection, keys: list[tuple[str, str]], cause: str) -> set[tuple[str, str]]:
+    """The (tenant_id, object_id) among `keys` with a state change of this cause (e.g. the
+    items a person resolved by hand: `manual_resolution`)."""
+    return repository.changed_by_cause(connection, keys, cause)
+
+
 def get_published(connection: Connection, tenant_id: str, event_id: str) -> Event | None:
     row = repository.published(connection, tenant_id, event_id)
     return None if row is None else _event(row)
@@ -241,6 +284,18 @@ def list_published(
     return [_event(row) for row in rows]
 
 
+AuditFilter = repository.AuditFilter
+
+
+def audit_page(connection: Connection, where: AuditFilter, *, starting_after: str | None, limit: int) -> list[Event]:
+    """The audit log, newest first: every state change, call, webhook, API result (refused
+    requests too), person's action and sign-in, filtered by `where`. `starting_after` is an
+    event of the same scope; anything else is refused."""
+    if starting_after is not None and repository.audit_event(connection, where.tenant_id, starting_after) is None:
+        raise InvalidStartingAfter("starting_after is not an audit event of this list", param="starting_after")
+    return [_event(row) for row in repository.audit_page(connection, where, starting_after=starting_after, limit=limit)]
+
+
 def _insert(
     connection: Connection,
     tenant_id: str,
@@ -251,10 +306,14 @@ def _insert(
     sequence: int | None = None,
     **values: Any,
 ) -> str:
+    assert actors.is_actor(values["actor"]), f"not an actor of paycore.kit.actors: {values['actor']!r}"
     event_id = ids.new_id("evt")
     request_id = logs.request_id()  # the request (or worker job run) that caused the event
     if request_id is not None and "request_id" not in data:
         data = {**data, "request_id": request_id}
+    worker_id = logs.worker_id()  # which worker process, beside the job the actor names
+    if worker_id is not None and "worker_id" not in data:
+        data = {**data, "worker_id": worker_id}
     encoded = json.dumps(data, sort_keys=True, separators=(",", ":"))
     if len(encoded) > DATA_BYTES_MAX:
         encoded = json.dumps({"truncated": True, "prefix": encoded[: DATA_BYTES_MAX // 2]})

@@ -6,6 +6,8 @@ on both databases.
 
 from __future__ import annotations
 
+from typing import Final
+
 from sqlalchemy import BigInteger, Column, MetaData, String
 
 metadata = MetaData(
@@ -20,6 +22,9 @@ metadata = MetaData(
 
 TENANT_ID_LENGTH = 64
 ID_LENGTH = 64
+# The tenant id of a row that belongs to no one tenant (a reconciliation run, a platform
+# operator): no tenant can have it (SPEC §3.2), and every table's key still leads with it.
+ALL_TENANTS: Final = "*"
 
 
 def tenant_id_column() -> Column[str]:

@@ -104,8 +104,9 @@ def check_sqlite_foreign_keys(connection: Connection) -> None:
 # transfer path needs 0010's balance limit in `paycore_create_transfer`; its /metrics and
 # worker read reconciliation's tables, and its reconciliation writes 0014's (0013's code was
 # wrong to declare 0012: its /metrics read 0013's tables). 0015: every state change writes
-# its published event's sequence and snapshot, and fans out into the webhook tables.
-OLDEST_COMPATIBLE_REVISION: Final = "0015"
+# its published event's sequence and snapshot, and fans out into the webhook tables. 0016:
+# every tenant's settings are read with 0016's manual window.
+OLDEST_COMPATIBLE_REVISION: Final = "0016"
 
 
 def is_current(database: Database) -> bool:

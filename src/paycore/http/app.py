@@ -17,6 +17,7 @@ from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
 from paycore.http.request_id import RequestContext
 from paycore.http.routers import (
+    audit,
     credits,
     events,
     health,
@@ -75,6 +76,7 @@ def create_app(
         reconciliation,
         reports,
         events,
+        audit,
         webhooks,
         tenant_settings,
         processor_webhooks,

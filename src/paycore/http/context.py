@@ -10,8 +10,10 @@ import anyio.to_thread
 from fastapi import Request
 
 from paycore.db.engine import Database
+from paycore.kit import actors
 from paycore.tenants import service as tenants
 from paycore.tenants.errors import Forbidden, Unauthorized
+from paycore.tenants.service import KeyOwner
 
 _KEY_CACHE_TTL_S = 5.0  # a revoked key stops working within this many seconds
 _KEY_CACHE_SIZE_MAX = 10_000
@@ -24,7 +26,7 @@ class AuthState:
 
     database: Database
     auth_required: bool = False
-    _keys: dict[str, tuple[str | None, float]] = field(default_factory=dict)
+    _keys: dict[str, tuple[KeyOwner | None, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def is_auth_required(self) -> bool:
@@ -32,24 +34,25 @@ class AuthState:
             self.auth_required = tenants.auth_required_now(self.database)
         return self.auth_required
 
-    def tenant_for_key(self, api_key: str) -> str | None:
+    def owner_of_key(self, api_key: str) -> KeyOwner | None:
         now = time.monotonic()
         cached = self._keys.get(api_key)
         if cached is not None and cached[1] > now:
             return cached[0]
         with self.database.read() as connection:
-            tenant_id = tenants.tenant_for_key(connection, api_key)
+            owner = tenants.owner_of_key(connection, api_key)
         with self._lock:
             if len(self._keys) >= _KEY_CACHE_SIZE_MAX:
                 self._keys.clear()
-            self._keys[api_key] = (tenant_id, now + _KEY_CACHE_TTL_S)
-        return tenant_id
+            self._keys[api_key] = (owner, now + _KEY_CACHE_TTL_S)
+        return owner
 
 
 @dataclass(frozen=True)
 class Caller:
     tenant_id: str
     authenticated: bool
+    actor: str  # api_key:KEY_ID, or local (paycore.kit.actors)
 
 
 def authenticate(request: Request) -> Caller:
@@ -81,12 +84,13 @@ def caller(request: Request) -> Caller:
         scheme, _, api_key = header.partition(" ")
         if scheme.lower() != "bearer" or not api_key:
             raise Unauthorized("send 'Authorization: Bearer <api key>'")
-        tenant_id = auth.tenant_for_key(api_key.strip())
-        if tenant_id is None:
+        owner = auth.owner_of_key(api_key.strip())
+        if owner is None:
             raise Unauthorized("the API key is not valid")
-        return Caller(tenant_id=tenant_id, authenticated=True)
+        return Caller(tenant_id=owner.tenant_id, authenticated=True, actor=actors.api_key(owner.key_id))
     named = request.headers.get("paycore-tenant", tenants.DEFAULT_TENANT)
-    return Caller(tenant_id=tenants.check_tenant_id(named, param="Paycore-Tenant"), authenticated=False)
+    tenant_id = tenants.check_tenant_id(named, param="Paycore-Tenant")
+    return Caller(tenant_id=tenant_id, authenticated=False, actor=actors.LOCAL)
 
 
 def path_tenant(request: Request, tenant_id: str) -> str:

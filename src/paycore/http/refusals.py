@@ -48,7 +48,7 @@ def audit_refusal(request: Request, error: DomainError | None, *, status: int | 
                 operation=operation,
                 status=status or 400,
                 outcome="refused",
-                actor="api",
+                actor=known.actor,
                 now_us=now_us(),
                 data=data,
             )

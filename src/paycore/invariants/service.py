@@ -26,9 +26,11 @@ from paycore.db.engine import Database
 from paycore.invariants import repository
 from paycore.invariants.checks import CHECKS, DUPLICATE_MOVEMENTS, NAMES, Check
 from paycore.invariants.repository import START
+from paycore.kit import actors
 from paycore.kit.clock import now_us as clock_now_us
 
 log = logging.getLogger(__name__)
+_ACTOR = actors.worker("check_invariants")  # the one job that runs the checks
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ def _record(connection: Connection, check: Check, row: Sequence[Any], worker_id:
         object_type=check.subject_type,
         object_id=subject_id,
         cause=check.name,
-        actor=worker_id,
+        actor=_ACTOR,
         now_us=now,
         data={"check": check.name, "detail": detail},
     )

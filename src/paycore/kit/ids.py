@@ -36,6 +36,9 @@ PREFIXES: Final = frozenset(
         "we",
         "whd",
         "wha",
+        "op",
+        "ses",
+        "mr",
     }
 )
 

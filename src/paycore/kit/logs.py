@@ -29,6 +29,7 @@ REQUEST_ID_HEADER: Final = "X-Request-Id"
 UVICORN_LOGGERS: Final = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
 
 _request_id: ContextVar[str | None] = ContextVar("paycore_request_id", default=None)
+_worker_id: ContextVar[str | None] = ContextVar("paycore_worker_id", default=None)
 
 # The attributes every LogRecord has: anything else on a record came from `extra=`.
 _RECORD_ATTRIBUTES: Final = frozenset(
@@ -50,6 +51,19 @@ def set_request_id(value: str | None) -> Token[str | None]:
 
 def reset_request_id(token: Token[str | None]) -> None:
     _request_id.reset(token)
+
+
+def worker_id() -> str | None:
+    """The worker process and thread this code runs in (`host:pid:random`), if a worker's."""
+    return _worker_id.get()
+
+
+def set_worker_id(value: str | None) -> Token[str | None]:
+    return _worker_id.set(value)
+
+
+def reset_worker_id(token: Token[str | None]) -> None:
+    _worker_id.reset(token)
 
 
 _second_cache: tuple[int, str] = (-1, "")

@@ -98,6 +98,9 @@ class Machine(Generic[T]):
     # The object as the tenant sees it (its API JSON): each change is published with it, as
     # an event the tenant's webhook endpoints receive (ADR 0015). None: not published.
     snapshot: Callable[[T], dict[str, Any]] | None = None
+    # False for a table without the work columns (nothing sent, nothing scheduled: a manual
+    # resolution's proposal): its moves set only the status and what `values` say.
+    scheduled: bool = True
 
     def allowed(self, from_state: str, to_state: str) -> bool:
         return (from_state, to_state) in self.transitions
@@ -179,9 +182,9 @@ def move(
     # `now_us` may predate a lock wait: never record a change as earlier than the one it follows.
     now_us = max(now_us, item.updated_at_us + 1)
     changes: dict[str, Any] = {"status": to_state, "updated_at_us": now_us, **(values or {})}
-    if to_state == machine.in_doubt:
+    if to_state == machine.in_doubt and machine.scheduled:
         changes[IN_DOUBT_SINCE_US] = now_us
-    if to_state in machine.terminal:
+    if to_state in machine.terminal and machine.scheduled:
         changes.update(UNSCHEDULED)
     changes.update(machine.columns_of(to_state, now_us))
     if not store.change_status(
@@ -235,9 +238,11 @@ def apply_evidence(
     actor: str,
     now_us: int,
     values: Mapping[str, Any] | None = None,
+    data: Mapping[str, Any] | None = None,
 ) -> Applied[T]:
     """Move `item` (as loaded, row-locked, in this transaction) as far as `evidence` proves.
-    `values` (e.g. the worker's schedule) are written with every move. A late answer can prove
+    `values` (e.g. the worker's schedule) are written with every move; `data` is added to each
+    move's audit data (e.g. a manual resolution's people and note). A late answer can prove
     several steps at once: each is applied and recorded in order, with its cause."""
     decision = machine.decide(item.status, evidence)
     if not decision.path:
@@ -257,7 +262,7 @@ def apply_evidence(
             actor=actor,
             now_us=now_us,
             values={**decision.values, **(values or {})},
-            data=decision.data,
+            data={**(decision.data or {}), **data} if data else decision.data,
         )
         if not moved.changed:
             return Applied(moved.item, changed, "applied" if changed else moved.reason)

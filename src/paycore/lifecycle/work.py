@@ -88,10 +88,13 @@ class _Claimed(Generic[T, Q]):
     request: Q | None
 
 
-def send_due(database: Database, job: Job[T, Q], policy: Policy, worker_id: str, *, ready: Collection[str]) -> int:
-    """One bounded send round over items in `ready`. Returns how many were claimed."""
+def send_due(
+    database: Database, job: Job[T, Q], policy: Policy, worker_id: str, *, actor: str, ready: Collection[str]
+) -> int:
+    """One bounded send round over items in `ready`. Returns how many were claimed. `worker_id`
+    holds the leases; `actor` (`worker:JOB`) is who the audit log says acted."""
     claimed, started = database.transaction(
-        partial(claim_and_start, job=job, policy=policy, worker=worker_id, ready=ready)
+        partial(claim_and_start, job=job, policy=policy, worker=worker_id, actor=actor, ready=ready)
     )
     rng = random.Random()
     for item in started:
@@ -105,6 +108,7 @@ def send_due(database: Database, job: Job[T, Q], policy: Policy, worker_id: str,
                 made=made,
                 policy=policy,
                 worker=worker_id,
+                actor=actor,
                 rng=rng,
                 cause=job.answer_cause,
             )
@@ -113,7 +117,7 @@ def send_due(database: Database, job: Job[T, Q], policy: Policy, worker_id: str,
 
 
 def resolve_due(
-    database: Database, job: Job[T, Q], policy: Policy, worker_id: str, *, statuses: Collection[str]
+    database: Database, job: Job[T, Q], policy: Policy, worker_id: str, *, actor: str, statuses: Collection[str]
 ) -> int:
     """One bounded ask round over items in `statuses`. Returns how many were claimed."""
     claimed = database.transaction(partial(_claim, job=job, policy=policy, worker=worker_id, statuses=statuses))
@@ -130,6 +134,7 @@ def resolve_due(
                 made=made,
                 policy=policy,
                 worker=worker_id,
+                actor=actor,
                 rng=rng,
                 cause=job.ask_cause,
             )
@@ -162,7 +167,7 @@ def _claim(
 
 
 def claim_and_start(
-    connection: Connection, *, job: Job[T, Q], policy: Policy, worker: str, ready: Collection[str]
+    connection: Connection, *, job: Job[T, Q], policy: Policy, worker: str, actor: str, ready: Collection[str]
 ) -> tuple[int, list[_Claimed[T, Q]]]:
     """Claim, and move each claimed item to `sending` before any call is made."""
     now = clock_now_us()
@@ -172,7 +177,7 @@ def claim_and_start(
     for entry in claimed:
         if entry.request is None:
             assert job.unsendable is not None, "only a job with an unsendable rule builds no request"
-            job.unsendable(connection, entry.item, worker, now)
+            job.unsendable(connection, entry.item, actor, now)
             continue
         # The lease, set with the move; due again when it lapses: an ask round then takes a
         # send its worker never finished.
@@ -183,7 +188,7 @@ def claim_and_start(
             entry.item,
             job.sending,
             cause=job.send_cause,
-            actor=worker,
+            actor=actor,
             now_us=now,
             values=values,
         )
@@ -200,6 +205,7 @@ def _finish(
     made: list[calls.Call[Any]],
     policy: Policy,
     worker: str,
+    actor: str,
     rng: random.Random,
     cause: str,
 ) -> None:
@@ -215,14 +221,14 @@ def _finish(
             object_id=current.id,
             call=call,
             attempt=attempt,
-            actor=worker,
+            actor=actor,
             now_us=now,
         )
     evidence = made[-1].evidence
     if getattr(current, CLAIMED_BY) != worker:
         # Our lease lapsed and another worker holds the item (or evidence settled it): apply
         # what we learned, leave the schedule to the holder.
-        job.applied(connection, current, evidence, cause=cause, actor=worker, now_us=now)
+        job.applied(connection, current, evidence, cause=cause, actor=actor, now_us=now)
         return
     asked = attempt - (1 if job.sends_first else 0)  # rounds that asked; 0: this was the send
     if asked == 0:
@@ -230,7 +236,7 @@ def _finish(
     else:
         due = next_attempt_at_us(asked, policy, rng, now_us=now, give_up=current.status not in job.polled)
     schedule = {ATTEMPTS: attempt, NEXT_ATTEMPT_AT_US: due, CLAIMED_BY: None, CLAIMED_UNTIL_US: None}
-    applied = job.applied(connection, current, evidence, cause=cause, actor=worker, now_us=now, values=schedule)
+    applied = job.applied(connection, current, evidence, cause=cause, actor=actor, now_us=now, values=schedule)
     if applied.changed or applied.item.status not in job.resend_in | job.polled:
         return  # moved (its schedule written with the move), or no longer the worker's
     store.set_values(connection, machine.table, current.tenant_id, current.id, schedule)
@@ -243,6 +249,6 @@ def _finish(
             replaced(applied.item, schedule),
             machine.in_doubt,
             cause="attempts_exhausted",
-            actor=worker,
+            actor=actor,
             now_us=now,
         )

@@ -60,9 +60,9 @@ def job(processor: Processor) -> work.Job[Payment, ChargeRequest]:
     )
 
 
-def resolve_due(database: Database, processor: Processor, policy: Policy, worker_id: str) -> int:
+def resolve_due(database: Database, processor: Processor, policy: Policy, worker_id: str, *, actor: str) -> int:
     """One bounded round: claim due unresolved payments, resolve each. Returns how many were claimed."""
-    return work.resolve_due(database, job(processor), policy, worker_id, statuses=states.UNRESOLVED)
+    return work.resolve_due(database, job(processor), policy, worker_id, actor=actor, statuses=states.UNRESOLVED)
 
 
 def _build(connection: Connection, payment: Payment) -> ChargeRequest:

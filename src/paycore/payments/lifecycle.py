@@ -26,7 +26,7 @@ from paycore.audit import service as audit
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import Outcome
 from paycore.ledger import service as ledger
-from paycore.lifecycle.evidence import Applied, Decision, Evidence
+from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence
 from paycore.lifecycle.machine import Machine, apply_evidence
 from paycore.payments import states
 from paycore.payments.errors import PaymentNotFound
@@ -38,6 +38,8 @@ from paycore.processor.port import ChargeResult
 
 def target_of(current: str, evidence: Evidence[Any]) -> tuple[str | None, str | None]:
     """(target state or None to stay, failure_code)."""
+    if evidence.kind == "manual":
+        return (states.SUCCEEDED, None) if evidence.outcome == "succeeded" else (states.FAILED, MANUAL_FAILURE_CODE)
     if evidence.kind == "result":
         assert evidence.result is not None
         if evidence.result.status == "succeeded":
@@ -103,11 +105,12 @@ def apply(
     actor: str,
     now_us: int,
     values: dict[str, Any] | None = None,
+    data: dict[str, Any] | None = None,
 ) -> Applied[Payment]:
     """Move `payment` (as loaded in this transaction) to what `evidence` proves, if anything;
     a payment leaving `processing` settles its creating request's answer."""
     applied = apply_evidence(
-        connection, MACHINE, payment, evidence, cause=cause, actor=actor, now_us=now_us, values=values
+        connection, MACHINE, payment, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
     )
     if applied.changed and payment.status == states.PROCESSING:
         settle_creation_response(connection, applied.item)

@@ -26,7 +26,7 @@ from paycore.audit import service as audit
 from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome, RefusalToRecord
-from paycore.kit import ids
+from paycore.kit import actors, ids
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.errors import DomainError, InvalidStartingAfter
 from paycore.ledger import chart
@@ -90,7 +90,7 @@ def create_payment(
             object_id=payment.id,
             call=call,
             attempt=None,
-            actor="api",
+            actor=new.actor,
             now_us=now,
         )
         # No answer (in_doubt) or `pending`: the resolver asks soon; a webhook may come first.
@@ -101,7 +101,7 @@ def create_payment(
             payment,
             call.evidence,
             cause="processor_answer",
-            actor="api",
+            actor=new.actor,
             now_us=now,
             values=due,
         )
@@ -194,7 +194,7 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
         created_at_us=now,
         updated_at_us=now,
     )
-    machine.create(connection, lifecycle.MACHINE, payment, cause="api_request", actor="api")
+    machine.create(connection, lifecycle.MACHINE, payment, cause="api_request", actor=new.actor)
     return payment  # what was inserted: no re-read
 
 
@@ -285,7 +285,7 @@ def import_settled_payment(
         created_at_us=now_us,
         updated_at_us=now_us,
     )
-    machine.create(connection, lifecycle.MACHINE, payment, cause="imported_settled", actor="import")
+    machine.create(connection, lifecycle.MACHINE, payment, cause="imported_settled", actor=actors.LOCAL)
     return payment
 
 
@@ -354,7 +354,15 @@ def load(connection: Connection, tenant_id: str, payment_id: str, *, for_update:
 
 
 def apply_evidence(
-    connection: Connection, payment: Payment, evidence: Evidence[Any], *, cause: str, actor: str, now_us: int
+    connection: Connection,
+    payment: Payment,
+    evidence: Evidence[Any],
+    *,
+    cause: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None = None,
 ) -> Applied[Payment]:
-    """What the processor said (a webhook, a report line), applied through the payment's lifecycle."""
-    return lifecycle.apply(connection, payment, evidence, cause=cause, actor=actor, now_us=now_us)
+    """What the processor said (a webhook, a report line), or a person (a confirmed manual
+    resolution), applied through the payment's lifecycle."""
+    return lifecycle.apply(connection, payment, evidence, cause=cause, actor=actor, now_us=now_us, data=data)

@@ -44,6 +44,7 @@ class NewPayment:
     destination_account_id: str
     description: str | None
     metadata: dict[str, str]
+    actor: str  # who asked (paycore.kit.actors): the actor of the payment's events
 
 
 def payment_from_row(row: Mapping[Any, Any] | Row[Any]) -> Payment:

@@ -90,7 +90,7 @@ def record(
 
 
 def record_from_api(
-    connection: Connection, tenant_id: str, payout_id: str, new: NewAdjustment, *, key: str, now_us: int
+    connection: Connection, tenant_id: str, payout_id: str, new: NewAdjustment, *, key: str, actor: str, now_us: int
 ) -> tuple[Adjustment, bool]:
     """A person's adjustment (one of API_KINDS), bounded by what it corrects."""
     if new.kind not in API_KINDS:
@@ -114,7 +114,7 @@ def record_from_api(
             param="amount_minor",
             status=states.public(payout.status),
         )
-    return record(connection, payout, new, source="api", dedupe_key=f"key:{key}", actor="api", now_us=now_us)
+    return record(connection, payout, new, source="api", dedupe_key=f"key:{key}", actor=actor, now_us=now_us)
 
 
 def _check_effective_on(raw: str | None, *, today: dt.date) -> None:

@@ -79,7 +79,7 @@ def job(processor: Processor) -> work.Job[Payout, PayoutRequest]:
     )
 
 
-def queue_due(database: Database, batch_max: int) -> int:
+def queue_due(database: Database, batch_max: int, *, actor: str) -> int:
     """scheduled -> queued for up to `batch_max` payouts whose day (UTC) has come."""
 
     def queue(connection: Connection) -> int:
@@ -89,27 +89,27 @@ def queue_due(database: Database, batch_max: int) -> int:
         )
         for payout in due:
             values = {"next_attempt_at_us": now}
-            lifecycle.move(connection, payout, states.QUEUED, cause="due", actor="worker", now_us=now, values=values)
+            lifecycle.move(connection, payout, states.QUEUED, cause="due", actor=actor, now_us=now, values=values)
         return len(due)
 
     return database.transaction(queue)
 
 
-def send_due(database: Database, processor: Processor, policy: Policy, worker_id: str) -> int:
+def send_due(database: Database, processor: Processor, policy: Policy, worker_id: str, *, actor: str) -> int:
     """One bounded round: claim queued payouts and send each. Returns how many were claimed."""
-    return work.send_due(database, job(processor), policy, worker_id, ready=(states.QUEUED,))
+    return work.send_due(database, job(processor), policy, worker_id, actor=actor, ready=(states.QUEUED,))
 
 
-def resolve_due(database: Database, processor: Processor, policy: Policy, worker_id: str) -> int:
+def resolve_due(database: Database, processor: Processor, policy: Policy, worker_id: str, *, actor: str) -> int:
     """One bounded round: ask the bank about payouts without a final answer."""
-    return work.resolve_due(database, job(processor), policy, worker_id, statuses=_AWAITING_BANK)
+    return work.resolve_due(database, job(processor), policy, worker_id, actor=actor, statuses=_AWAITING_BANK)
 
 
-def claim_queued(connection: Connection, *, policy: Policy, worker_id: str) -> list[Payout]:
+def claim_queued(connection: Connection, *, policy: Policy, worker_id: str, actor: str) -> list[Payout]:
     """The send round's claim alone, in the caller's transaction: queued -> processing (the
     compare-and-set a cancel races). It makes no call: the job needs no processor."""
     _, started = work.claim_and_start(
-        connection, job=job(cast(Processor, None)), policy=policy, worker=worker_id, ready=(states.QUEUED,)
+        connection, job=job(cast(Processor, None)), policy=policy, worker=worker_id, actor=actor, ready=(states.QUEUED,)
     )
     return [entry.item for entry in started]
 

@@ -22,7 +22,7 @@ from paycore.audit import service as audit
 from paycore.kit.clock import utc_day
 from paycore.lifecycle import machine
 from paycore.lifecycle.columns import IN_DOUBT_SINCE_US, UNSCHEDULED
-from paycore.lifecycle.evidence import Applied, Decision, Evidence, Reason
+from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence, Reason
 from paycore.lifecycle.machine import Machine
 from paycore.payouts import adjustments, money, states, windows
 from paycore.payouts.errors import PayoutNotFound
@@ -61,6 +61,10 @@ _FINAL = {"accepted": states.SENT, "rejected": states.FAILED, "settled": states.
 
 
 def decide(current: str, evidence: Evidence[Any]) -> Decision:
+    if evidence.kind == "manual":  # a person's word: paid (through sent), or never paid
+        if evidence.outcome == "failed":
+            return Decision((states.FAILED,), {"failure_code": MANUAL_FAILURE_CODE})
+        return Decision(_PATHS["settled"].get(current, ()))
     result = evidence.result
     if isinstance(result, PayoutResult):
         values: dict[str, Any] = {"bank_reference": result.bank_payout_id, "batch_id": result.batch_id}
@@ -170,22 +174,26 @@ def apply_evidence(
     actor: str,
     now_us: int,
     values: dict[str, Any] | None = None,
+    data: dict[str, Any] | None = None,
 ) -> Applied[Payout]:
-    """What a call, a webhook or a report established, applied through the machine; then the
-    bank's fee at settlement and a return inside its window."""
+    """What a call, a webhook or a report established (or a person, `Evidence.manual`),
+    applied through the machine; then the bank's fee at settlement and a return inside its
+    window."""
     if evidence.kind == "refused":
         cause = "bank_refused"
     elif evidence.kind == "unreachable":
         cause = "no_answer"
     applied = machine.apply_evidence(
-        connection, MACHINE, payout, evidence, cause=cause, actor=actor, now_us=now_us, values=values
+        connection, MACHINE, payout, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
     )
     reason = "no_change" if applied.reason == "lost_race" else applied.reason
     current, result = applied.item, evidence.result
     if not isinstance(result, PayoutResult) or reason not in ("applied", "no_change"):
         return Applied(current, applied.changed, reason)
     if applied.changed and current.status == states.SETTLED:
-        record_bank_fee(connection, current, result.fee_minor, charged_at_us=result.settled_at_us, now_us=now_us)
+        record_bank_fee(
+            connection, current, result.fee_minor, charged_at_us=result.settled_at_us, actor=actor, now_us=now_us
+        )
     if result.status == "returned" and current.status == states.SETTLED:
         if not applied.changed and not matches(current, result):
             return Applied(current, False, "mismatch")
@@ -197,6 +205,7 @@ def apply_evidence(
             return_fee_minor=result.return_fee_minor,
             returned_at_us=result.returned_at_us or now_us,
             cause=cause,
+            actor=actor,
             now_us=now_us,
         )
         if returned != "no_change":
@@ -206,12 +215,13 @@ def apply_evidence(
 
 
 def record_bank_fee(
-    connection: Connection, payout: Payout, fee_minor: int, *, charged_at_us: int | None, now_us: int
+    connection: Connection, payout: Payout, fee_minor: int, *, charged_at_us: int | None, actor: str, now_us: int
 ) -> None:
-    """The bank's fee for sending, booked on the day the bank says it settled (else today)."""
+    """The bank's fee for sending, booked on the day the bank says it settled (else today), by
+    whoever brought the bank's word (`actor`: a webhook's `processor`, a worker, a run)."""
     if fee_minor > 0:
         new = adjustments.NewAdjustment("fee", fee_minor, effective_on=utc_day(charged_at_us or now_us).isoformat())
-        adjustments.record(connection, payout, new, source="bank", dedupe_key="bank:fee", actor="bank", now_us=now_us)
+        adjustments.record(connection, payout, new, source="bank", dedupe_key="bank:fee", actor=actor, now_us=now_us)
 
 
 def record_bank_return(
@@ -223,6 +233,7 @@ def record_bank_return(
     return_fee_minor: int,
     returned_at_us: int,
     cause: str,
+    actor: str,
     now_us: int,
 ) -> str:
     """settled -> returned with its return (and return fee) adjustments, if the return came
@@ -239,13 +250,13 @@ def record_bank_return(
             object_type="payout",
             object_id=payout.id,
             cause="return_window_closed",
-            actor="paycore",
+            actor=actor,
             now_us=now_us,
             data={"return_code": code, "window_closed_at_us": closes_at_us},
         )
         return "late"
     moved = move(
-        connection, payout, states.RETURNED, cause=cause, actor="bank", now_us=now_us, values={"return_code": code}
+        connection, payout, states.RETURNED, cause=cause, actor=actor, now_us=now_us, values={"return_code": code}
     )
     if not moved.changed:
         return "no_change"
@@ -253,11 +264,11 @@ def record_bank_return(
     day = utc_day(returned_at_us).isoformat()  # the day the bank says the money came back
     returned = adjustments.NewAdjustment("return", received_minor, effective_on=day, code=code)
     adjustments.record(
-        connection, moved.item, returned, source="bank", dedupe_key="bank:return", actor="bank", now_us=now_us
+        connection, moved.item, returned, source="bank", dedupe_key="bank:return", actor=actor, now_us=now_us
     )
     if return_fee_minor > 0:
         fee = adjustments.NewAdjustment("return_fee", return_fee_minor, effective_on=day, code=code)
         adjustments.record(
-            connection, moved.item, fee, source="bank", dedupe_key="bank:return_fee", actor="bank", now_us=now_us
+            connection, moved.item, fee, source="bank", dedupe_key="bank:return_fee", actor=actor, now_us=now_us
         )
     return "applied"

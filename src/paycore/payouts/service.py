@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -22,6 +23,7 @@ from paycore.kit.money import is_amount_minor
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound, CurrencyMismatch
 from paycore.lifecycle import columns, machine
+from paycore.lifecycle.evidence import Applied, Evidence
 from paycore.payouts import lifecycle, money, repository, states, validation
 from paycore.payouts.errors import PayoutNotCancelable
 from paycore.payouts.types import Adjustment, Payout, adjustment_from_row, payout_from_row
@@ -53,7 +55,7 @@ def schedule(
     new: NewPayout,
     *,
     now_us: int,
-    actor: str = "api",
+    actor: str,
     new_id: Callable[[], str] = new_payout_id,
 ) -> Payout:
     """Validate, hold the amount on the source account, store the payout in `scheduled`.
@@ -125,7 +127,7 @@ def _new_payout(
     )
 
 
-def cancel(connection: Connection, tenant_id: str, payout_id: str, *, now_us: int, actor: str = "api") -> Payout:
+def cancel(connection: Connection, tenant_id: str, payout_id: str, *, now_us: int, actor: str) -> Payout:
     """scheduled|queued -> canceled, the hold voided. One compare-and-set on the status decides
     a race with a worker's claim; canceling a canceled payout answers it unchanged."""
     payout = lifecycle.MACHINE.load(connection, tenant_id, payout_id, for_update=True)
@@ -197,6 +199,21 @@ def moved_between(
         after=after,
         limit=limit,
     )
+
+
+def apply_evidence(
+    connection: Connection,
+    payout: Payout,
+    evidence: Evidence[Any],
+    *,
+    cause: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None = None,
+) -> Applied[Payout]:
+    """Evidence of any kind (a person's confirmed manual resolution too), applied through the
+    payout's lifecycle, its ledger effects and the bank's fee and return."""
+    return lifecycle.apply_evidence(connection, payout, evidence, cause=cause, actor=actor, now_us=now_us, data=data)
 
 
 def apply_result(

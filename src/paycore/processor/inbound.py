@@ -25,7 +25,7 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore
-from paycore.kit import signing
+from paycore.kit import actors, signing
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle.evidence import Applied, Evidence
@@ -42,6 +42,7 @@ from paycore.processor.port import (
     ResultStatus,
 )
 from paycore.processor.schemas import ProcessorEvent
+from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) ->
         failure_code=data.failure_code,
     )
     applied = payments.apply_evidence(
-        connection, payment, Evidence.of_result(result), cause="webhook", actor="processor", now_us=now_us
+        connection, payment, Evidence.of_result(result), cause="webhook", actor=actors.PROCESSOR, now_us=now_us
     )
     return _judged(connection, event, "payment", payment.status, applied, now_us)
 
@@ -146,7 +147,7 @@ def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) ->
         failure_code=data.failure_code,
     )
     applied = refunds.apply_evidence(
-        connection, refund, Evidence.of_result(result), cause="webhook", actor="processor", now_us=now_us
+        connection, refund, Evidence.of_result(result), cause="webhook", actor=actors.PROCESSOR, now_us=now_us
     )
     return _judged(connection, event, "refund", refund.status, applied, now_us)
 
@@ -161,8 +162,28 @@ def _judged(
         # A final answer that contradicts a final state: never applied, flagged for a person.
         outcome = "conflict"
         log.warning("webhook %s says %s for %s %s, which is %s", event.id, status, kind, applied.item.id, was)
+        _contradiction(connection, event, kind, applied.item, was, now_us)
     _record(connection, event, kind, applied.item.id, outcome, now_us)
     return outcome
+
+
+def _contradiction(
+    connection: Connection, event: ProcessorEvent, kind: str, item: Any, status: str, now_us: int
+) -> None:
+    """A final answer that contradicts what a person confirmed by hand opens a break (ADR 0016)."""
+    payload = {"event_id": event.id, "type": event.type, "status": event.data.status}
+    reconciliation.record_contradiction(
+        connection,
+        event.data.merchant_id,
+        kind,  # type: ignore[arg-type]
+        item,
+        status=status,
+        reported=event.data.status,
+        evidence=payload,
+        source_id=event.id,
+        actor=actors.PROCESSOR,
+        now_us=now_us,
+    )
 
 
 def _apply_payout(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
@@ -185,7 +206,11 @@ def _apply_payout(connection: Connection, event: ProcessorEvent, now_us: int) ->
         return_amount_minor=data.return_amount_minor,
         return_fee_minor=data.return_fee_minor or 0,
     )
-    _, outcome = payouts.apply_result(connection, payout, result, cause="webhook", actor="bank", now_us=now_us)
+    moved, outcome = payouts.apply_result(
+        connection, payout, result, cause="webhook", actor=actors.PROCESSOR, now_us=now_us
+    )
+    if outcome in ("stale", "no_change"):  # settled may not be terminal, yet a rejection contradicts it
+        _contradiction(connection, event, "payout", moved, payouts.public_status(moved.status), now_us)
     _record(connection, event, "payout", payout.id, outcome, now_us)
     return outcome if outcome in ("applied", "mismatch") else "stale"  # no_change, stale, late: kept, not applied
 

@@ -21,9 +21,10 @@ from typing import Any, Final
 
 from sqlalchemy import Connection
 
+from paycore.audit import service as audit
 from paycore.kit import ids
 from paycore.ledger import service as ledger
-from paycore.lifecycle.evidence import Evidence
+from paycore.lifecycle.evidence import MANUAL_CAUSE, Evidence
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
@@ -95,7 +96,8 @@ def reconcile_chunk(connection: Connection, chunk: list[Line | Malformed], conte
             item = _find_one(connection, line)
             known = None if item is None else _known(item, line, fees)
             verdict = judge(line, known)
-        for finding in verdict.findings:
+        for found_now in verdict.findings:
+            finding = _manual_or(connection, line, known, found_now)
             key = f"{finding.type}:{line.type}:{line.request_id}"
             counts.breaks[finding.type] += store(connection, context, line.merchant_id, key, finding, line, known)
         if verdict.matched:
@@ -108,6 +110,17 @@ def reconcile_chunk(connection: Connection, chunk: list[Line | Malformed], conte
             to_book.append((line, known))
     _book_fees(connection, to_book, context, counts)
     return counts
+
+
+def _manual_or(connection: Connection, line: Line, known: Known | None, finding: Finding) -> Finding:
+    """A status mismatch on an item a person resolved by hand is that resolution contradicted
+    (ADR 0016): an escaped money defect of its own type. One statement, for such lines only."""
+    if finding.type != "status_mismatch" or known is None:
+        return finding
+    if not audit.resolved_by_cause(connection, [(line.merchant_id, known.id)], MANUAL_CAUSE):
+        return finding
+    detail = f"a person resolved it by hand as {known.status}; the report says {line.type} {line.status}"
+    return Finding("manual_resolution_contradicted", detail)
 
 
 def _first_sightings(connection: Connection, run_id: str, lines: list[Line]) -> tuple[list[Line], list[Line]]:
@@ -256,9 +269,11 @@ def store(
     finding: Finding,
     where: Line | Malformed | None,
     known: Known | None = None,
+    evidence: list[Any] | dict[str, Any] | None = None,
 ) -> int:
     """Store the finding unless the tenant's day has it already (then the run met it again);
-    1 when stored."""
+    1 when stored. `evidence`: what a break that no report line brought is stored with (the
+    webhook that contradicts a manual resolution)."""
     values = {
         "tenant_id": tenant_id,
         "id": ids.new_id("brk"),
@@ -271,7 +286,7 @@ def store(
         "object_id": None if known is None else known.id,
         "object_status": None if known is None else known.status,
         "line_number": None if where is None else where.number,
-        "line": json.dumps([] if where is None else list(where.fields), ensure_ascii=False),
+        "line": json.dumps((evidence or []) if where is None else list(where.fields), ensure_ascii=False),
         "detail": finding.detail,
         "resolution": None,
         "note": None,

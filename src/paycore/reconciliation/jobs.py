@@ -25,7 +25,6 @@ from paycore.reconciliation import service
 from paycore.reconciliation.errors import DayBusy, NotAReport
 
 DAYS_PER_RUN_MAX: Final = 1  # a day's report can be a million lines: one day, then the other jobs
-ACTOR: Final = "worker"
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +43,13 @@ def reconcile_from_processor(
     day: str,
     *,
     progress: service.Progress | None = None,
-    actor: str = "reconciliation",
     grace_ms: int = service.GRACE_MS_DEFAULT,
 ) -> service.Summary:
     """Fetch `day`'s settlement report (YYYY-MM-DD, UTC) from the processor and reconcile it.
     Raises what the processor's call raises (`ProcessorError`) and what `service.reconcile` does
     (`DayBusy`, `NotAReport`)."""
     lines = processor.settlement_report(day)
-    return service.reconcile(
-        database, lines, source="processor", day=day, progress=progress, actor=actor, grace_ms=grace_ms
-    )
+    return service.reconcile(database, lines, source="processor", day=day, progress=progress, grace_ms=grace_ms)
 
 
 @dataclass(frozen=True)
@@ -84,7 +80,7 @@ def reconcile_due(database: Database, processor: Processor, schedule: Schedule, 
 
 def _reconcile_day(database: Database, processor: Processor, day: str, *, grace_ms: int) -> Outcome:
     try:
-        summary = reconcile_from_processor(database, processor, day, actor=ACTOR, grace_ms=grace_ms)
+        summary = reconcile_from_processor(database, processor, day, grace_ms=grace_ms)
     except DayBusy as busy:
         log.info(
             "reconciliation of %s skipped: another run holds the day",

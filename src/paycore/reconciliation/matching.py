@@ -38,6 +38,7 @@ BreakType = Literal[
     "fee_mismatch",
     "duplicate_line",
     "malformed_line",
+    "manual_resolution_contradicted",
 ]
 Kind = Literal["payment", "refund", "payout"]
 
@@ -100,6 +101,16 @@ class Verdict:
     @property
     def matched(self) -> bool:
         return not self.findings
+
+
+def contradicts(kind: Kind, status: str, reported: str) -> bool:
+    """Whether the processor's final word `reported` (a charge or refund `succeeded`/`failed`;
+    a payout `accepted`, `rejected`, `settled` or `returned`) contradicts an item paycore holds
+    as final in `status` (public name): what a manual resolution must never have got wrong."""
+    if kind != "payout":
+        return reported in ("succeeded", "failed") and status in ("succeeded", "failed") and reported != status
+    paid = status in ("sent", "settled", "returned")
+    return (status == "failed" and reported in ("accepted", "settled", "returned")) or (paid and reported == "rejected")
 
 
 def moves_money(line: Line) -> bool:

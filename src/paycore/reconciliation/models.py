@@ -33,10 +33,11 @@ from sqlalchemy import (
     text,
 )
 
-from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+from paycore.db.metadata import ALL_TENANTS, ID_LENGTH, created_at_column, metadata, tenant_id_column
 
-ALL_TENANTS: Final = "*"
+__all__ = ["ALL_TENANTS"]  # re-exported: reconciliation's rows of every tenant
 DAY_LENGTH: Final = 10  # YYYY-MM-DD
+RUN_ID_PREFIX: Final = "rcn_"  # a break a report run stored names its run; one a webhook stored, the webhook
 FINDING_KEY_LENGTH: Final = 200
 BREAK_STATUSES: Final = ("open", "resolved", "superseded")
 _NOT_SUPERSEDED: Final = "status <> 'superseded'"
@@ -86,6 +87,7 @@ reconciliation_breaks = Table(
     PrimaryKeyConstraint("tenant_id", "id"),
     CheckConstraint("status IN ('open', 'resolved', 'superseded')", name="status"),
     Index("ix_reconciliation_breaks_status", "tenant_id", "status", "id"),
+    Index("ix_reconciliation_breaks_object", "tenant_id", "object_id"),  # migration 0016
     Index(
         "uq_reconciliation_breaks_finding",
         "tenant_id",

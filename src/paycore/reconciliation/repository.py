@@ -11,6 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from paycore.db.sql import insert_or_ignore, keys_in
 from paycore.reconciliation.models import (
     ALL_TENANTS,
+    RUN_ID_PREFIX,
     reconciliation_breaks,
     reconciliation_days,
     reconciliation_fees,
@@ -182,8 +183,17 @@ def open_breaks_not_seen_by(connection: Connection, day: str, run_id: str, *, li
         table.day == day,
         table.status == "open",
         func.coalesce(table.seen_run_id, table.run_id) != run_id,
+        table.run_id.like(f"{RUN_ID_PREFIX}%"),  # a report's findings, not a webhook's (ADR 0016)
     )
     return list(connection.execute(query.order_by(table.tenant_id, table.id).limit(limit)))
+
+
+def open_breaks_naming(connection: Connection, tenant_id: str, object_id: str, *, limit: int) -> list[Row[Any]]:
+    table = reconciliation_breaks.c
+    query = select(reconciliation_breaks).where(
+        table.tenant_id == tenant_id, table.object_id == object_id, table.status == "open"
+    )
+    return list(connection.execute(query.order_by(table.id).limit(limit)))
 
 
 def insert_break(connection: Connection, values: Mapping[str, Any]) -> bool:

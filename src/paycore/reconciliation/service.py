@@ -22,13 +22,15 @@ from typing import Any, Final, get_args
 
 from sqlalchemy import Connection
 
+from paycore.audit import service as audit
 from paycore.db.engine import Database
-from paycore.kit import clock, ids
+from paycore.kit import actors, clock, ids
 from paycore.kit.errors import InvalidRequest, InvalidStartingAfter
-from paycore.reconciliation import chunks, closing, days, models, repository, states
+from paycore.lifecycle.evidence import MANUAL_CAUSE
+from paycore.reconciliation import chunks, closing, days, matching, models, repository, states
 from paycore.reconciliation.chunks import CAUSE, Context, Counts
 from paycore.reconciliation.errors import BreakNotFound, RunNotFound, UnknownResolution
-from paycore.reconciliation.matching import BreakType, Kind
+from paycore.reconciliation.matching import BreakType, Finding, Kind, Known
 from paycore.reconciliation.report import Line, Malformed, NotAReport, read
 from paycore.reconciliation.types import Break, Run, break_from_row, run_from_row
 
@@ -64,7 +66,6 @@ def reconcile(
     source: str = "file",
     day: str | None = None,
     progress: Progress | None = None,
-    actor: str = "reconciliation",
     grace_ms: int = GRACE_MS_DEFAULT,
     lease_ms: int = days.DAY_LEASE_MS,
 ) -> Summary:
@@ -80,6 +81,7 @@ def reconcile(
             raise NotAReport(f"no line among the first {len(leading)} gives the day: give it (--day YYYY-MM-DD)")
         day = clock.utc_day(first.created_at_us).isoformat()
     run_id = ids.new_id("rcn")
+    actor = actors.reconcile(run_id)  # who the audit log says acted: the run
     started_us = clock.now_us()
     database.transaction(partial(_start, day=day, run_id=run_id, source=source, now_us=started_us, lease_ms=lease_ms))
     try:
@@ -258,6 +260,49 @@ def resolve_break(
     return states.move(
         connection, current, states.RESOLVED, cause=resolution, actor=actor, now_us=now_us, values=values
     )
+
+
+# --- Manual resolutions (ADR 0016): the breaks that leave an item to a person, and the ones
+# that show a person's outcome was wrong --------------------------------------------------------
+
+WAITING: Final = matching.WAITING  # the statuses (public names) in which an item waits, by kind
+CONTRADICTED: Final = "manual_resolution_contradicted"
+_BREAKS_NAMING_MAX: Final = 100
+
+
+def open_breaks_naming(connection: Connection, tenant_id: str, object_id: str) -> list[Break]:
+    """The open breaks that name the item, oldest first."""
+    rows = repository.open_breaks_naming(connection, tenant_id, object_id, limit=_BREAKS_NAMING_MAX)
+    return [break_from_row(row._mapping) for row in rows]
+
+
+def record_contradiction(
+    connection: Connection,
+    tenant_id: str,
+    kind: Kind,
+    item: Any,
+    *,
+    status: str,
+    reported: str,
+    evidence: dict[str, Any],
+    source_id: str,
+    actor: str,
+    now_us: int,
+) -> bool:
+    """When the processor's final word `reported` (a webhook's) contradicts what a person
+    confirmed by hand for `item` (a payment, refund or payout, in `status`, public name), open
+    a `manual_resolution_contradicted` break under the webhook's id (`source_id`) with the
+    webhook as its evidence; nothing moves. True when one was stored (a second webhook the same
+    day finds it stored)."""
+    if not matching.contradicts(kind, status, reported):
+        return False
+    if not audit.resolved_by_cause(connection, [(tenant_id, item.id)], MANUAL_CAUSE):
+        return False
+    detail = f"a person resolved it by hand as {status}; the processor now says {reported}"
+    context = Context(source_id, clock.utc_day(now_us).isoformat(), actor, now_us, -1)
+    key = f"{CONTRADICTED}:{kind}:{item.id}"
+    known = Known(kind, item.id, status, item.amount_minor, item.currency)
+    return chunks.store(connection, context, tenant_id, key, Finding(CONTRADICTED, detail), None, known, evidence) == 1
 
 
 # --- The scheduled job (reconciliation/jobs.py): the closed days still to reconcile -------

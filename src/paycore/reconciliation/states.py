@@ -91,9 +91,7 @@ def move(
     return moved
 
 
-def record_opened(
-    connection: Connection, values: Mapping[str, Any], now_us: int, *, actor: str = "reconciliation"
-) -> str:
+def record_opened(connection: Connection, values: Mapping[str, Any], now_us: int, *, actor: str) -> str:
     """The event of a break just stored (`values`: the row inserted), on the object it names.
     Called by the engine in the transaction that stored the break, only when it was stored."""
     assert values["status"] == OPEN, values["status"]

@@ -64,14 +64,14 @@ def job(processor: Processor) -> work.Job[Refund, RefundRequest]:
     )
 
 
-def send_due(database: Database, processor: Processor, policy: Policy, worker_id: str) -> int:
+def send_due(database: Database, processor: Processor, policy: Policy, worker_id: str, *, actor: str) -> int:
     """One bounded round: claim due `pending` refunds and send each. Returns how many were claimed."""
-    return work.send_due(database, job(processor), policy, worker_id, ready=(states.PENDING,))
+    return work.send_due(database, job(processor), policy, worker_id, actor=actor, ready=(states.PENDING,))
 
 
-def resolve_due(database: Database, processor: Processor, policy: Policy, worker_id: str) -> int:
+def resolve_due(database: Database, processor: Processor, policy: Policy, worker_id: str, *, actor: str) -> int:
     """One bounded round: claim due unresolved refunds, resolve each. Returns how many were claimed."""
-    return work.resolve_due(database, job(processor), policy, worker_id, statuses=states.UNRESOLVED)
+    return work.resolve_due(database, job(processor), policy, worker_id, actor=actor, statuses=states.UNRESOLVED)
 
 
 def _build(connection: Connection, item: Refund) -> RefundRequest | None:
@@ -81,13 +81,13 @@ def _build(connection: Connection, item: Refund) -> RefundRequest | None:
     return refund_request(item, reference) if reference else None
 
 
-def _unsendable(connection: Connection, item: Refund, worker_id: str, now_us: int) -> None:
+def _unsendable(connection: Connection, item: Refund, actor: str, now_us: int) -> None:
     lifecycle.move(
         connection,
         item,
         states.FAILED,
         cause="not_sendable",
-        actor=worker_id,
+        actor=actor,
         now_us=now_us,
         failure_code=NOT_SENDABLE_CODE,
     )

@@ -25,7 +25,7 @@ from sqlalchemy import Connection
 
 from paycore.ledger import service as ledger
 from paycore.lifecycle import machine
-from paycore.lifecycle.evidence import Applied, Decision, Evidence
+from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence
 from paycore.lifecycle.machine import Machine
 from paycore.payments import service as payments
 from paycore.processor.port import RefundResult
@@ -42,6 +42,8 @@ DEFAULT_FAILURE_CODE = "refund_failed"
 
 def target_of(current: str, evidence: Evidence[Any]) -> tuple[str | None, str | None]:
     """(target state, or None to stay; failure_code)."""
+    if evidence.kind == "manual":
+        return (states.SUCCEEDED, None) if evidence.outcome == "succeeded" else (states.FAILED, MANUAL_FAILURE_CODE)
     if evidence.kind == "result":
         assert evidence.result is not None
         if evidence.result.status == "succeeded":

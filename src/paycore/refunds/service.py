@@ -27,6 +27,7 @@ from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
 from paycore.lifecycle import columns, machine
 from paycore.lifecycle.evidence import Applied, Evidence
+from paycore.operators import service as operators
 from paycore.payments import service as payments
 from paycore.payments.errors import PaymentNotFound
 from paycore.refunds import lifecycle, repository, states
@@ -56,8 +57,8 @@ def create_refund(
     new: NewRefund,
     *,
     now_us: int,
+    actor: str,
     new_id: Callable[[], str] = new_refund_id,
-    actor: str = "api",
 ) -> Refund:
     """Reserve the amount on the payment, then store the refund and its pending transfer.
     Refusals: PaymentNotFound, PaymentNotRefundable (not succeeded), OverRefund (nothing stored)."""
@@ -104,10 +105,14 @@ def create_refund(
 
 
 def approve(connection: Connection, tenant_id: str, refund_id: str, *, actor: str, now_us: int) -> Refund:
-    """requires_approval -> pending (due for the worker at once). From any other status this
-    is a RefundStateConflict carrying the current status: a refund that never needed approval,
-    or has moved on since (sent, settled, canceled), was not approved by this request."""
+    """requires_approval -> pending (due for the worker at once), by a person (four eyes):
+    `actor` is an operator (the console checks their role) other than the one who asked for
+    the refund, or local mode's one developer. OperatorRequired for anyone else (an API key, a
+    worker), SamePerson for the requester. From any other status this is a RefundStateConflict
+    carrying the current status: a refund that never needed approval, or has moved on since
+    (sent, settled, canceled), was not approved by this request."""
     refund = lifecycle.MACHINE.load(connection, tenant_id, refund_id, for_update=True)
+    operators.four_eyes(actor, requested_by(connection, refund), what="approving a refund")
     if refund.status != states.REQUIRES_APPROVAL:
         raise RefundStateConflict(
             f"the refund is {refund.status}; only a refund awaiting approval can be approved", status=refund.status
@@ -129,6 +134,13 @@ def cancel(connection: Connection, tenant_id: str, refund_id: str, *, actor: str
     raise RefundStateConflict(
         f"the refund is {refund.status}; only a refund awaiting approval can be canceled", status=refund.status
     )
+
+
+def requested_by(connection: Connection, refund: Refund) -> str:
+    """Who asked for the refund: the actor of its birth event."""
+    birth = audit.first_state_change(connection, refund.tenant_id, refund.id)
+    assert birth is not None, "a refund is stored with its birth event"
+    return birth.actor
 
 
 def find(connection: Connection, tenant_id: str, refund_id: str, *, for_update: bool = False) -> Refund | None:
@@ -193,11 +205,19 @@ def history(connection: Connection, refund: Refund) -> list[audit.Event]:
 
 
 def apply_evidence(
-    connection: Connection, refund: Refund, evidence: Evidence[Any], *, cause: str, actor: str, now_us: int
+    connection: Connection,
+    refund: Refund,
+    evidence: Evidence[Any],
+    *,
+    cause: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None = None,
 ) -> Applied[Refund]:
-    """What the processor said (a webhook, a report line), applied through the refund's lifecycle."""
+    """What the processor said (a webhook, a report line), or a person (a confirmed manual
+    resolution), applied through the refund's lifecycle."""
     return machine.apply_evidence(
-        connection, lifecycle.MACHINE, refund, evidence, cause=cause, actor=actor, now_us=now_us
+        connection, lifecycle.MACHINE, refund, evidence, cause=cause, actor=actor, now_us=now_us, data=data
     )
 
 

@@ -44,6 +44,7 @@ from paycore.config import Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.db.metadata import ID_LENGTH
+from paycore.kit import actors
 from paycore.kit.errors import DomainError
 from paycore.kit.money import AMOUNT_MINOR_MAX, is_amount_minor
 from paycore.ledger import service as ledger
@@ -214,7 +215,7 @@ class _Controller:
         tenant_id = self.tenants.get(charge_id, TENANT_ID)
         refund = self.database.transaction(
             lambda connection: service.create_refund(
-                connection, tenant_id, new, now_us=at * US_PER_S, new_id=lambda: refund_id, actor="replay"
+                connection, tenant_id, new, now_us=at * US_PER_S, new_id=lambda: refund_id, actor=actors.LOCAL
             )
         )
         self.refund_tenants[refund_id] = tenant_id
@@ -253,7 +254,7 @@ class _Controller:
 def record_processor_result(connection: Connection, tenant_id: str, refund_id: str, to_state: str) -> Refund:
     """The processor's result for a pending refund: pending -> succeeded | failed, recorded one
     microsecond after the refund's own time."""
-    return service.record_result(connection, tenant_id, refund_id, to_state, actor="replay")
+    return service.record_result(connection, tenant_id, refund_id, to_state, actor=actors.LOCAL)
 
 
 def render(refund: Refund) -> Response:

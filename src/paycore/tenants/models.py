@@ -35,6 +35,8 @@ tenant_settings = Table(
     tenant_id_column(),
     # Refunds above this amount wait in requires_approval for a person; NULL: never.
     Column("refund_approval_threshold_minor", BigInteger, nullable=True),
+    # An item in doubt this long may be resolved by hand; NULL: the default (72 h). Migration 0016.
+    Column("manual_resolution_after_seconds", BigInteger, nullable=True),
     Column("updated_at_us", BigInteger, nullable=False),
     PrimaryKeyConstraint("tenant_id"),
 )

@@ -36,6 +36,13 @@ def find_key(connection: Connection, key_hash: str) -> Row[Any] | None:
     return connection.execute(query).first()
 
 
+def existing_tenants(connection: Connection, wanted: list[str]) -> set[str]:
+    if not wanted:
+        return set()
+    query = select(tenants.c.tenant_id).where(tenants.c.tenant_id.in_(wanted))
+    return {row.tenant_id for row in connection.execute(query)}
+
+
 def list_tenants(connection: Connection) -> list[Row[Any]]:
     return list(connection.execute(select(tenants).order_by(tenants.c.tenant_id)))
 

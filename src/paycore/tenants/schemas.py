@@ -1,5 +1,6 @@
-"""The tenant settings API shape (`PUT /v1/settings`), strict: the field is required, and is a
-JSON integer 0..2^53-1 or null."""
+"""The tenant settings API shape (`PUT /v1/settings`), strict: the threshold is required, and is
+a JSON integer 0..2^53-1 or null; the manual window is optional (absent: unchanged), a JSON
+integer of seconds 0..31,536,000."""
 
 from __future__ import annotations
 
@@ -9,15 +10,21 @@ from pydantic import Field
 
 from paycore.kit.money import AMOUNT_MINOR_MAX
 from paycore.schemas import StrictModel
-from paycore.tenants.settings import TenantSettings
+from paycore.tenants.settings import MANUAL_RESOLUTION_AFTER_SECONDS_MAX, TenantSettings
 
 ThresholdMinor = Annotated[int, Field(strict=True, ge=0, le=AMOUNT_MINOR_MAX)]
+WindowSeconds = Annotated[int, Field(strict=True, ge=0, le=MANUAL_RESOLUTION_AFTER_SECONDS_MAX)]
 
 
 class SettingsUpdate(StrictModel):
     # Refunds of more than this wait in requires_approval; 0: every refund; null: none.
     refund_approval_threshold_minor: ThresholdMinor | None
+    # An item in doubt this long may be resolved by hand in the console; absent: unchanged.
+    manual_resolution_after_seconds: WindowSeconds | None = None
 
 
 def settings_json(settings: TenantSettings) -> dict[str, Any]:
-    return {"refund_approval_threshold_minor": settings.refund_approval_threshold_minor}
+    return {
+        "refund_approval_threshold_minor": settings.refund_approval_threshold_minor,
+        "manual_resolution_after_seconds": settings.manual_resolution_after_seconds,
+    }

@@ -66,6 +66,11 @@ def issue_key(connection: Connection, tenant_id: str, *, now_us: int) -> str:
     return api_key
 
 
+def tenant_ids(connection: Connection, wanted: list[str]) -> set[str]:
+    """The tenants among `wanted` that exist."""
+    return repository.existing_tenants(connection, wanted)
+
+
 def auth_required(connection: Connection) -> bool:
     return repository.any_api_key(connection)
 
@@ -75,8 +80,16 @@ def auth_required_now(database: Database) -> bool:
     return repository.any_api_key_now(database)
 
 
-def tenant_for_key(connection: Connection, api_key: str) -> str | None:
+@dataclass(frozen=True)
+class KeyOwner:
+    """Whose an API key is: its tenant, and the key's id (the audit log's `api_key:KEY_ID`)."""
+
+    tenant_id: str
+    key_id: str
+
+
+def owner_of_key(connection: Connection, api_key: str) -> KeyOwner | None:
     row = repository.find_key(connection, hash_key(api_key))
     if row is None or row.revoked_at_us is not None:
         return None
-    return str(row.tenant_id)
+    return KeyOwner(tenant_id=str(row.tenant_id), key_id=str(row.id))

@@ -35,7 +35,7 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.audit.service import Event
 from paycore.db.engine import Database
-from paycore.kit import ids
+from paycore.kit import actors, ids
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.clock import to_rfc3339
 from paycore.kit.signing import SIGNATURE_HEADER, sign_all
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 DELIVERY_ID_HEADER = "Paycore-Delivery-Id"
 EVENT_ID_HEADER = "Paycore-Event-Id"
 _LEASE_MARGIN_MS = 1_000
+_ACTOR = actors.worker("deliver_webhooks")
 
 
 @dataclass(frozen=True)
@@ -253,9 +254,7 @@ def _endpoint_failed(
     if now - failing_since >= config.disable_after_ms * 1000 and endpoint.status == states.ENABLED:
         since = to_rfc3339(failing_since)
         values.update(status=states.DISABLED, disabled_reason=f"failing since {since}: {error}"[:ERROR_LENGTH])
-        service.record_endpoint_change(
-            connection, endpoint, states.DISABLED, cause="failing", actor="worker", now_us=now
-        )
+        service.record_endpoint_change(connection, endpoint, states.DISABLED, cause="failing", actor=_ACTOR, now_us=now)
         log.warning(
             "webhook endpoint %s disabled: failing since %s",
             endpoint.id,

@@ -118,6 +118,7 @@ def update_endpoint(
     endpoint_id: str,
     *,
     changes: dict[str, Any],
+    actor: str,
     now_us: int,
 ) -> Endpoint:
     """Change `url`, `events`, `description` or `disabled` (each only if given). Enabling an
@@ -137,11 +138,11 @@ def update_endpoint(
         values.update(healthy_values(), status=states.ENABLED, disabled_reason=None)
     repository.update_endpoint(connection, tenant_id, endpoint_id, values)
     if "status" in values:
-        record_endpoint_change(connection, current, values["status"], cause="tenant", actor="api", now_us=now_us)
+        record_endpoint_change(connection, current, values["status"], cause="tenant", actor=actor, now_us=now_us)
     return get_endpoint(connection, tenant_id, endpoint_id)
 
 
-def delete_endpoint(connection: Connection, tenant_id: str, endpoint_id: str, *, now_us: int) -> Endpoint:
+def delete_endpoint(connection: Connection, tenant_id: str, endpoint_id: str, *, actor: str, now_us: int) -> Endpoint:
     """The endpoint is gone for the tenant (404 from now on); its pending deliveries are canceled."""
     current = get_endpoint(connection, tenant_id, endpoint_id, for_update=True)
     repository.update_endpoint(connection, tenant_id, endpoint_id, {"status": states.DELETED, "updated_at_us": now_us})
@@ -151,7 +152,7 @@ def delete_endpoint(connection: Connection, tenant_id: str, endpoint_id: str, *,
         endpoint_id,
         {"status": states.CANCELED, "next_attempt_at_us": None, "updated_at_us": now_us},
     )
-    record_endpoint_change(connection, current, states.DELETED, cause="tenant", actor="api", now_us=now_us)
+    record_endpoint_change(connection, current, states.DELETED, cause="tenant", actor=actor, now_us=now_us)
     return dataclasses.replace(current, status=states.DELETED, updated_at_us=now_us)
 
 

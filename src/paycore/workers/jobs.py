@@ -13,7 +13,7 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.invariants import service as invariants
-from paycore.kit import ids
+from paycore.kit import actors, ids
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
@@ -63,31 +63,43 @@ def resolver_policy(settings: Settings) -> Policy:
 
 def resolve_payments(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return payments_jobs.resolve_due(context.database, context.processor, policy, context.worker_id)
+    return payments_jobs.resolve_due(
+        context.database, context.processor, policy, context.worker_id, actor=actors.worker("resolve_payments")
+    )
 
 
 def send_refunds(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return refunds_jobs.send_due(context.database, context.processor, policy, context.worker_id)
+    return refunds_jobs.send_due(
+        context.database, context.processor, policy, context.worker_id, actor=actors.worker("send_refunds")
+    )
 
 
 def resolve_refunds(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return refunds_jobs.resolve_due(context.database, context.processor, policy, context.worker_id)
+    return refunds_jobs.resolve_due(
+        context.database, context.processor, policy, context.worker_id, actor=actors.worker("resolve_refunds")
+    )
 
 
 def queue_payouts(context: WorkerContext) -> int:
-    return payouts_jobs.queue_due(context.database, context.settings.worker_batch_max)
+    return payouts_jobs.queue_due(
+        context.database, context.settings.worker_batch_max, actor=actors.worker("queue_payouts")
+    )
 
 
 def send_payouts(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return payouts_jobs.send_due(context.database, context.processor, policy, context.worker_id)
+    return payouts_jobs.send_due(
+        context.database, context.processor, policy, context.worker_id, actor=actors.worker("send_payouts")
+    )
 
 
 def resolve_payouts(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return payouts_jobs.resolve_due(context.database, context.processor, policy, context.worker_id)
+    return payouts_jobs.resolve_due(
+        context.database, context.processor, policy, context.worker_id, actor=actors.worker("resolve_payouts")
+    )
 
 
 def rematch_webhooks(context: WorkerContext) -> int:

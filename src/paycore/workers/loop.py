@@ -31,6 +31,7 @@ def run_once(context: WorkerContext, *, skip: frozenset[str] = frozenset()) -> R
         if name in skip:
             continue
         token = logs.set_request_id(f"job_{ids.new_ulid()}")
+        worker = logs.set_worker_id(context.worker_id)
         try:
             result.done[name] = _drain(context, job, full_batch(context.settings))
         except Exception as error:  # the next job still runs; this one is tried again next round
@@ -46,6 +47,7 @@ def run_once(context: WorkerContext, *, skip: frozenset[str] = frozenset()) -> R
                 },
             )
         finally:
+            logs.reset_worker_id(worker)
             logs.reset_request_id(token)
     return result
 

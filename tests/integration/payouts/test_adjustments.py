@@ -40,7 +40,7 @@ def bank_says(database: Database, payout: Payout, status: str, **fields: Any) ->
 
     def work(connection: Any) -> tuple[Payout, str]:
         current = service.load(connection, payout.tenant_id, payout.id, for_update=True)
-        return lifecycle.apply(connection, current, result, cause="test", actor="bank", now_us=now_us())
+        return lifecycle.apply(connection, current, result, cause="test", actor="processor", now_us=now_us())
 
     return database.transaction(work)
 

@@ -49,7 +49,7 @@ def test_every_transition_is_allowed_or_refused_by_the_table(
 
     def attempt(connection: object) -> lifecycle.Moved:
         current = service.load(connection, TENANT, payout.id, for_update=True)  # type: ignore[arg-type]
-        return lifecycle.move(connection, current, to_state, cause="test", actor="test", now_us=now_us())  # type: ignore[arg-type]
+        return lifecycle.move(connection, current, to_state, cause="test", actor="local", now_us=now_us())  # type: ignore[arg-type]
 
     moved = database.transaction(attempt)
     allowed = (from_state, to_state) in states.TRANSITIONS
@@ -81,7 +81,7 @@ def test_cancel_from_each_state(database: Database, state: str) -> None:
     payout = move(database, schedule(database, TENANT, source, 2_000), *PATH_TO[state])
 
     def cancel(connection: object) -> object:
-        return service.cancel(connection, TENANT, payout.id, now_us=now_us())  # type: ignore[arg-type]
+        return service.cancel(connection, TENANT, payout.id, actor="local", now_us=now_us())  # type: ignore[arg-type]
 
     if state in (states.SCHEDULED, states.QUEUED, states.CANCELED):
         assert database.transaction(cancel).status == states.CANCELED  # type: ignore[attr-defined]

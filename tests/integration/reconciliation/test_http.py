@@ -228,7 +228,7 @@ def test_resolving_a_break_records_who_when_and_why_and_a_replay_changes_nothing
         "status": "resolved",
         "resolution": "processor_corrected",
         "note": body["note"],
-        "resolved_by": "api",
+        "resolved_by": "local",
         "resolved_at": resolved["resolved_at"],
     }
     assert clock.parse_rfc3339(resolved["resolved_at"]) >= before
@@ -289,7 +289,7 @@ def test_a_stale_read_loses_to_the_resolution_that_committed_first(env: Env) -> 
     assert resolve(env, found["id"], {"resolution": "accepted"}, "first").status_code == 200
 
     def second(connection: Any) -> None:
-        states.move(connection, stale, states.RESOLVED, cause="adjusted", actor="api", now_us=clock.now_us())
+        states.move(connection, stale, states.RESOLVED, cause="adjusted", actor="local", now_us=clock.now_us())
 
     with pytest.raises(BreakNotOpen) as lost:
         env.database.transaction(second)
@@ -315,10 +315,10 @@ def test_a_break_shows_in_its_payments_events_opened_then_resolved(env: Env) -> 
         ("reconciliation.break_resolved", "note", "payment", payment_id),
     ]
     opened, resolved = ours
-    assert (opened["cause"], opened["actor"]) == ("settlement_report", "reconciliation")
+    assert (opened["cause"], opened["actor"]) == ("settlement_report", f"reconcile:{made['run_id']}")
     assert opened["data"]["break_id"] == found["id"] and opened["data"]["break_type"] == "status_mismatch"
     assert (opened["data"]["from"], opened["data"]["to"], opened["data"]["run_id"]) == (None, "open", made["run_id"])
-    assert (resolved["cause"], resolved["actor"]) == ("adjusted", "api")
+    assert (resolved["cause"], resolved["actor"]) == ("adjusted", "local")
     assert resolved["data"]["request_id"].startswith("req_")  # the request's access line
     assert {key: resolved["data"][key] for key in ("break_id", "from", "to", "resolution", "note")} == {
         "break_id": found["id"],

@@ -159,19 +159,39 @@ def test_list_is_paginated_oldest_first(env: Env) -> None:
         assert env.client.get(f"/v1/payments/{payment}/refunds", params={"limit": limit}).status_code == 400
 
 
+WINDOW = {"manual_resolution_after_seconds": 259_200}  # the default manual window: 72 h
+
+
 def test_settings_default_put_and_validation(env: Env) -> None:
-    assert env.client.get("/v1/settings").json() == {"refund_approval_threshold_minor": None}
+    assert env.client.get("/v1/settings").json() == {"refund_approval_threshold_minor": None, **WINDOW}
     response = set_threshold(env, 500)
-    assert (response.status_code, response.json()) == (200, {"refund_approval_threshold_minor": 500})
-    assert env.client.get("/v1/settings").json() == {"refund_approval_threshold_minor": 500}
-    assert env.client.get("/v1/settings", headers=OTHER).json() == {"refund_approval_threshold_minor": None}
+    assert (response.status_code, response.json()) == (200, {"refund_approval_threshold_minor": 500, **WINDOW})
+    assert env.client.get("/v1/settings").json() == {"refund_approval_threshold_minor": 500, **WINDOW}
+    assert env.client.get("/v1/settings", headers=OTHER).json() == {"refund_approval_threshold_minor": None, **WINDOW}
     for bad in (-1, 1.5, "5", True, 2**53):
         response = set_threshold(env, bad)
         assert (response.status_code, response.json()["error"]) == (400, "invalid_amount"), bad
     response = env.client.put("/v1/settings", json={})
     assert response.status_code == 400
-    assert set_threshold(env, None).json() == {"refund_approval_threshold_minor": None}
-    assert env.client.get("/v1/settings").json() == {"refund_approval_threshold_minor": None}
+    assert set_threshold(env, None).json() == {"refund_approval_threshold_minor": None, **WINDOW}
+    assert env.client.get("/v1/settings").json() == {"refund_approval_threshold_minor": None, **WINDOW}
+
+
+def test_the_manual_window_is_set_kept_when_left_out_and_bounded(env: Env) -> None:
+    put = env.client.put(
+        "/v1/settings", json={"refund_approval_threshold_minor": 5, "manual_resolution_after_seconds": 60}
+    )
+    assert (put.status_code, put.json()) == (
+        200,
+        {"refund_approval_threshold_minor": 5, "manual_resolution_after_seconds": 60},
+    )
+    kept = set_threshold(env, 7)  # the window left out: unchanged
+    assert kept.json() == {"refund_approval_threshold_minor": 7, "manual_resolution_after_seconds": 60}
+    for bad in (-1, 1.5, "60", True, 31_536_001):
+        body = {"refund_approval_threshold_minor": 7, "manual_resolution_after_seconds": bad}
+        response = env.client.put("/v1/settings", json=body)
+        assert (response.status_code, response.json().get("param")) == (400, "manual_resolution_after_seconds"), bad
+    assert env.client.get("/v1/settings").json()["manual_resolution_after_seconds"] == 60
 
 
 def test_above_the_threshold_waits_for_approval(env: Env) -> None:
@@ -344,7 +364,7 @@ def test_with_api_keys_every_refund_route_needs_one_and_sees_its_tenant_only(env
         if "settings" not in path:
             other = env.client.request(method, path, json=body, headers={**globex, "Idempotency-Key": "other"})
             assert other.status_code == 404, (path, other.text)
-    assert env.client.get("/v1/settings", headers=globex).json() == {"refund_approval_threshold_minor": None}
-    assert env.client.get("/v1/settings", headers=acme).json() == {"refund_approval_threshold_minor": 0}
+    assert env.client.get("/v1/settings", headers=globex).json() == {"refund_approval_threshold_minor": None, **WINDOW}
+    assert env.client.get("/v1/settings", headers=acme).json() == {"refund_approval_threshold_minor": 0, **WINDOW}
     unchanged = env.client.get(f"/v1/refunds/{mine['id']}", headers=acme).json()
     assert unchanged["status"] == "requires_approval"

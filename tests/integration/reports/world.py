@@ -103,7 +103,7 @@ class World:
         currency = CURRENCY_OF[rail]
         source = self.sources.get((tenant_id, currency)) or self.fund(tenant_id, currency)
         new = NewPayout(amount_minor, currency, source, rail, BENEFICIARY[rail])
-        payout: Payout = self.run(lambda c: payouts.schedule(c, tenant_id, new, now_us=at(day, 9)))
+        payout: Payout = self.run(lambda c: payouts.schedule(c, tenant_id, new, actor="local", now_us=at(day, 9)))
         self.ids[name] = payout.id
         return payout
 
@@ -113,7 +113,9 @@ class World:
         def work(connection: Connection) -> Payout:
             current = payout
             for step, cause in ((states.QUEUED, "due"), (states.PROCESSING, "claimed")):
-                moved = lifecycle.move(connection, current, step, cause=cause, actor="worker", now_us=at(day, 10))
+                moved = lifecycle.move(
+                    connection, current, step, cause=cause, actor="worker:send_payouts", now_us=at(day, 10)
+                )
                 assert moved.changed
                 current = moved.item
             return current
@@ -136,7 +138,7 @@ class World:
         def work(connection: Connection) -> Payout:
             current = payouts.load(connection, payout.tenant_id, payout.id)
             moved, outcome = lifecycle.apply(
-                connection, current, result, cause="bank_webhook", actor="bank", now_us=at(day, 15)
+                connection, current, result, cause="bank_webhook", actor="processor", now_us=at(day, 15)
             )
             assert outcome == "applied", outcome
             return moved
@@ -164,11 +166,15 @@ class World:
     def adjust(self, name: str, kind: str, amount_minor: int, day: str, tenant_id: str = ACME) -> None:
         new = NewAdjustment(kind, amount_minor, effective_on=day)
         key = f"{kind}-{name}-{day}"
-        self.run(lambda c: adjustments.record_from_api(c, tenant_id, self.ids[name], new, key=key, now_us=at(day, 16)))
+        self.run(
+            lambda c: adjustments.record_from_api(
+                c, tenant_id, self.ids[name], new, key=key, actor="local", now_us=at(day, 16)
+            )
+        )
 
     def cancel(self, name: str, day: str) -> None:
         payout = self.schedule(name, ACME, "ach", 7_000, day)
-        self.run(lambda c: payouts.cancel(c, ACME, payout.id, now_us=at(day, 11)))
+        self.run(lambda c: payouts.cancel(c, ACME, payout.id, actor="local", now_us=at(day, 11)))
 
 
 def build(database: Database) -> dict[str, str]:

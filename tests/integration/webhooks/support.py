@@ -50,7 +50,7 @@ class Env:
         return payout_support.schedule(self.database, tenant, source, amount_minor).id
 
     def cancel(self, payout_id: str, tenant: str = TENANT) -> None:
-        self.database.transaction(lambda c: payouts.cancel(c, tenant, payout_id, now_us=now_us()))
+        self.database.transaction(lambda c: payouts.cancel(c, tenant, payout_id, actor="local", now_us=now_us()))
 
     def deliver(self, rounds: int = 1, endpoints_max: int = 4) -> int:
         made = 0

@@ -36,7 +36,8 @@ _CREATE_RESPONSES = {
 @router.post("", status_code=201, responses=_CREATE_RESPONSES, openapi_extra=IDEMPOTENT)
 def create_payment(body: schemas.PaymentCreate, request: Request) -> Response:
     """Take a payment. A timeout is never guessed: 202 `in_doubt`, resolved later by evidence."""
-    tenant_id = caller(request).tenant_id
+    who = caller(request)
+    tenant_id = who.tenant_id
     key = idempotent.header_key(request, required=True)
     assert key is not None
     settings = request.app.state.settings
@@ -59,6 +60,7 @@ def create_payment(body: schemas.PaymentCreate, request: Request) -> Response:
         destination_account_id=body.destination_account,
         description=body.description,
         metadata=body.metadata,
+        actor=who.actor,
     )
     outcome, replayed = payments.create_payment(
         request.app.state.database,

@@ -60,7 +60,8 @@ def schedule_payout(body: schemas.PayoutCreate, request: Request) -> Response:
 
 
 def _schedule(body: schemas.PayoutCreate, request: Request) -> Response:
-    tenant_id = caller(request).tenant_id
+    who = caller(request)
+    tenant_id = who.tenant_id
     key = idempotent.header_key(request, required=True)
     new = NewPayout(
         amount_minor=body.amount_minor,
@@ -74,7 +75,7 @@ def _schedule(body: schemas.PayoutCreate, request: Request) -> Response:
     )
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        payout = payouts.schedule(connection, tenant_id, new, now_us=now_us)
+        payout = payouts.schedule(connection, tenant_id, new, now_us=now_us, actor=who.actor)
         audit.record_api_call(
             connection,
             tenant_id,
@@ -83,7 +84,7 @@ def _schedule(body: schemas.PayoutCreate, request: Request) -> Response:
             operation=SCHEDULE,
             status=201,
             outcome="accepted",
-            actor="api",
+            actor=who.actor,
             now_us=now_us,
             data={"idempotency_key": key},
         )
@@ -133,11 +134,11 @@ def get_payout(payout_id: str, request: Request) -> Response:
 def cancel_payout(payout_id: str, request: Request) -> Response:
     """scheduled|queued -> canceled, the hold voided. Races a worker's claim on one
     compare-and-set: exactly one wins; the loser sees why (409 with the current status)."""
-    tenant_id = caller(request).tenant_id
+    tenant_id, actor = caller(request).tenant_id, caller(request).actor
     key = idempotent.header_key(request, required=True)
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        payout = payouts.cancel(connection, tenant_id, payout_id, now_us=now_us)
+        payout = payouts.cancel(connection, tenant_id, payout_id, now_us=now_us, actor=actor)
         return 200, schemas.payout_json(payout, payouts.history(connection, payout))
 
     return idempotent.run(request, tenant_id=tenant_id, key=key, body={}, effect=effect, keep_forever=False)
@@ -162,13 +163,15 @@ def create_adjustment(payout_id: str, body: schemas.AdjustmentCreate, request: R
     """Record a chargeback of the payout's funding (or its reversal), a recovery from the
     source account's owner, a fee reversal, or a refund from the beneficiary. Fees and
     returns come from the bank."""
-    tenant_id = caller(request).tenant_id
+    tenant_id, actor = caller(request).tenant_id, caller(request).actor
     key = idempotent.header_key(request, required=True)
     assert key is not None
     new = NewAdjustment(kind=body.kind, amount_minor=body.amount_minor, effective_on=body.effective_on, note=body.note)
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        adjustment, _ = adjustments.record_from_api(connection, tenant_id, payout_id, new, key=key, now_us=now_us)
+        adjustment, _ = adjustments.record_from_api(
+            connection, tenant_id, payout_id, new, key=key, actor=actor, now_us=now_us
+        )
         return 201, schemas.adjustment_json(adjustment)
 
     return idempotent.run(

@@ -20,7 +20,6 @@ from paycore.reconciliation import schemas, states
 from paycore.reconciliation import service as reconciliation
 
 router = APIRouter(prefix="/v1/reconciliation", tags=["reconciliation"], dependencies=[Depends(authenticate)])
-ACTOR = "api"  # who resolved: the API caller, as the audit log records every API actor
 
 _RESOLVE_RESPONSES = {
     **ERRORS,
@@ -98,7 +97,13 @@ def resolve_break(break_id: str, body: schemas.BreakResolve, request: Request) -
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
         resolved = reconciliation.resolve_break(
-            connection, tenant_id, break_id, resolution=body.resolution, note=body.note, actor=ACTOR, now_us=now_us
+            connection,
+            tenant_id,
+            break_id,
+            resolution=body.resolution,
+            note=body.note,
+            actor=caller(request).actor,
+            now_us=now_us,
         )
         return 200, schemas.break_json(resolved)
 

@@ -57,7 +57,7 @@ def create_refund(payment_id: str, body: schemas.RefundCreate, request: Request)
             idempotency_key=key,
             approval_threshold_minor=threshold,
         )
-        refund = refunds.create_refund(connection, tenant_id, new, now_us=now_us)
+        refund = refunds.create_refund(connection, tenant_id, new, now_us=now_us, actor=caller(request).actor)
         return 201, _with_history(connection, refund)
 
     return idempotent.run(
@@ -138,7 +138,7 @@ def _change(request: Request, refund_id: str, change: Callable[..., Refund]) -> 
     key = idempotent.header_key(request, required=False)
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        refund = change(connection, tenant_id, refund_id, actor="api", now_us=now_us)
+        refund = change(connection, tenant_id, refund_id, actor=caller(request).actor, now_us=now_us)
         return 200, _with_history(connection, refund)
 
     return idempotent.run(request, tenant_id=tenant_id, key=key, body={}, effect=effect, keep_forever=False)

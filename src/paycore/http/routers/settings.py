@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
+from sqlalchemy import Connection
 
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
@@ -26,11 +27,20 @@ def get_settings(request: Request) -> Response:
 
 @router.put("", responses=ERRORS)
 def put_settings(body: schemas.SettingsUpdate, request: Request) -> Response:
-    """Replace the settings (a PUT: sending it twice is the same as once). The threshold
-    applies to refunds created afterwards; a refund keeps the status it was created with."""
-    tenant_id = caller(request).tenant_id
-    wanted = TenantSettings(refund_approval_threshold_minor=body.refund_approval_threshold_minor)
-    stored = request.app.state.database.transaction(
-        lambda connection: tenant_settings.set(connection, tenant_id, wanted, now_us=now_us())
-    )
+    """Replace the settings (a PUT: sending it twice is the same as once); a field left out
+    (`manual_resolution_after_seconds`) keeps its value. The threshold applies to refunds
+    created afterwards; a refund keeps the status it was created with. Every change is in the
+    audit log with who made it (`GET /v1/audit_events?type=settings.updated`)."""
+    who = caller(request)
+
+    def change(connection: Connection) -> TenantSettings:
+        current = tenant_settings.get(connection, who.tenant_id)
+        window = body.manual_resolution_after_seconds
+        wanted = TenantSettings(
+            refund_approval_threshold_minor=body.refund_approval_threshold_minor,
+            manual_resolution_after_seconds=current.manual_resolution_after_seconds if window is None else window,
+        )
+        return tenant_settings.set(connection, who.tenant_id, wanted, actor=who.actor, now_us=now_us())
+
+    stored = request.app.state.database.transaction(change)
     return json_response(200, schemas.settings_json(stored))

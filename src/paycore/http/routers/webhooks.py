@@ -72,7 +72,9 @@ def update_endpoint(endpoint_id: str, body: schemas.EndpointUpdate, request: Req
     changes = body.model_dump(exclude_unset=True)
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        endpoint = webhooks.update_endpoint(connection, tenant_id, endpoint_id, changes=changes, now_us=now_us)
+        endpoint = webhooks.update_endpoint(
+            connection, tenant_id, endpoint_id, changes=changes, actor=caller(request).actor, now_us=now_us
+        )
         return 200, schemas.endpoint_json(endpoint, now_us=now_us)
 
     return idempotent.run(
@@ -91,7 +93,9 @@ def delete_endpoint(endpoint_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        endpoint = webhooks.delete_endpoint(connection, tenant_id, endpoint_id, now_us=now_us)
+        endpoint = webhooks.delete_endpoint(
+            connection, tenant_id, endpoint_id, actor=caller(request).actor, now_us=now_us
+        )
         return 200, {**schemas.endpoint_json(endpoint, now_us=now_us), "deleted": True}
 
     return idempotent.run(request, tenant_id=tenant_id, key=None, body={}, effect=effect, keep_forever=False)

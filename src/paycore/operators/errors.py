@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from paycore.kit.errors import Conflict, InvalidRequest, NotFound, TooManyRequests
+from paycore.tenants.errors import Forbidden, Unauthorized
+
+
+class InvalidOperatorName(InvalidRequest):
+    code = "invalid_operator_name"
+
+
+class InvalidRole(InvalidRequest):
+    code = "invalid_role"
+
+
+class UnknownTenant(InvalidRequest):
+    code = "unknown_tenant"
+
+
+class OperatorExists(Conflict):
+    code = "operator_exists"
+
+
+class OperatorNotFound(NotFound):
+    code = "operator_not_found"
+
+
+class RoleRequired(Forbidden):
+    """The operator's role does not allow this action (details: `role`, the least that does)."""
+
+    code = "role_required"
+
+
+class SignInFailed(Unauthorized):
+    code = "sign_in_failed"
+
+
+class TooManySignIns(TooManyRequests):
+    code = "too_many_sign_ins"
+
+
+class OperatorRequired(Forbidden):
+    """A person's act (approving a refund, confirming a manual resolution): an operator in the
+    console, never an API key (nor anyone but local mode's single developer)."""
+
+    code = "operator_required"
+
+
+class SamePerson(Forbidden):
+    """Four eyes: the person who asked for something never approves it too."""
+
+    code = "same_person"

@@ -1,0 +1,28 @@
+"""The only place a manual resolution's status changes: its machine on the one lifecycle
+(`paycore.lifecycle.machine`: the transition table, compare-and-set, the audit event). It waits
+on no other system, so its table has no work columns (`scheduled=False`) and it is not
+published to the tenant's endpoints: the item's own change, when confirmed, is."""
+
+from __future__ import annotations
+
+from paycore.lifecycle.machine import Machine
+from paycore.resolutions import states
+from paycore.resolutions.errors import ResolutionNotFound
+from paycore.resolutions.models import manual_resolutions
+from paycore.resolutions.types import Resolution, resolution_from_row, resolution_row
+
+
+def _not_found() -> Exception:
+    return ResolutionNotFound("no such manual resolution", param="id")
+
+
+MACHINE: Machine[Resolution] = Machine(
+    object_type="manual_resolution",
+    table=manual_resolutions,
+    transitions=states.TRANSITIONS,
+    terminal=states.TERMINAL,
+    from_row=resolution_from_row,
+    to_row=resolution_row,
+    not_found=_not_found,
+    scheduled=False,
+)
