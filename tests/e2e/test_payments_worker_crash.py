@@ -180,14 +180,18 @@ def test_worker_killed_mid_resolution_then_another_resolves_it_exactly_once(
             ("in_doubt", "succeeded", "resolver"),
         ], steps
         assert sum(1 for step in steps if step[:2] == ("in_doubt", "succeeded")) == 1
-        assert f":{second.pid}:" in steps[-1][3], (steps[-1], second.pid)
+        assert steps[-1][3] == "worker:resolve_payments", steps[-1]
+        data = client.get(f"/v1/payments/{payment_id}/events").json()["data"]
+        [resolved] = [e for e in data if e["kind"] == "state_change" and e["from"] == "in_doubt"]
+        assert f":{second.pid}:" in resolved["data"]["worker_id"], (resolved, second.pid)
         calls = processor_calls(client, payment_id)
         # The killed worker's call left nothing; the second found the charge and did not re-send it.
         assert [(c["type"], c["cause"]) for c in calls] == [
             ("processor.charge", "unreachable"),
             ("processor.get_charge", "answered"),
         ], calls
-        assert f":{second.pid}:" in calls[1]["actor"]
+        assert calls[1]["actor"] == "worker:resolve_payments"
+        assert f":{second.pid}:" in calls[1]["data"]["worker_id"], (calls[1], second.pid)
 
         row = payment_row(database, payment_id)
         assert row["claimed_by"] is None and row["claimed_until_us"] is None and row["next_attempt_at_us"] is None

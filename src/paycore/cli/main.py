@@ -14,6 +14,7 @@ from rich.console import Console
 from paycore.cli import (
     db_commands,
     ledger_commands,
+    operator_commands,
     processor_commands,
     reconcile_commands,
     report_commands,
@@ -30,12 +31,13 @@ from paycore.processor.port import Processor
 
 if TYPE_CHECKING:
     from paycore_sandbox.service import Sandbox
-from paycore.tenants import service as tenants
+from paycore.operators import service as operators
 
 app = typer.Typer(help="paycore: a payments core on an append-only double-entry ledger.", no_args_is_help=True)
 app.add_typer(db_commands.app, name="db")
 app.add_typer(ledger_commands.app, name="ledger")
 app.add_typer(tenant_commands.app, name="tenants")
+app.add_typer(operator_commands.app, name="operators")
 app.add_typer(processor_commands.app, name="processor")
 app.add_typer(report_commands.app, name="report")
 app.command(name="simulate")(simulate_commands.simulate)
@@ -115,7 +117,7 @@ def serve(
     elif not migrate.is_usable(database):
         raise refuse_start("the database schema is behind: run `paycore db upgrade` first", reason="schema_behind")
     with database.read() as connection:
-        local_mode = not tenants.auth_required(connection)
+        local_mode = operators.local_mode(connection)
     _refuse_unsafe_bind(host, local_mode, settings)
     sandbox = None
     if dev:

@@ -10,7 +10,7 @@ from starlette.types import ASGIApp
 import paycore
 from paycore.config import Settings
 from paycore.db.engine import Database
-from paycore.http import errors, openapi
+from paycore.http import errors, openapi, ops
 from paycore.http.context import AuthState
 from paycore.http.exposure import ExposureGuard
 from paycore.http.metrics import Metrics
@@ -31,6 +31,7 @@ from paycore.http.routers import (
     webhooks,
 )
 from paycore.http.routers import settings as tenant_settings
+from paycore.operations import service as operations
 from paycore.processor.port import Processor
 
 
@@ -40,6 +41,15 @@ class PaycoreApp(FastAPI):
 
     def build_middleware_stack(self) -> ASGIApp:
         return RequestContext(super().build_middleware_stack(), self.state.metrics)
+
+
+def schedules(settings: Settings) -> operations.Schedules:
+    """The worker settings that worker lag is measured against."""
+    return operations.Schedules(
+        invariants_interval_ms=settings.invariants_interval_ms,
+        reconcile_delay_ms=settings.reconcile_delay_ms,
+        reconcile_lookback_days=settings.reconcile_lookback_days,
+    )
 
 
 def create_app(
@@ -64,7 +74,8 @@ def create_app(
     app.state.database = database
     app.state.processor = processor
     app.state.auth = AuthState(database)
-    app.state.metrics = Metrics(database)
+    app.state.schedules = schedules(settings)
+    app.state.metrics = Metrics(database, app.state.schedules)
     errors.install(app)
     for router in (
         health,
@@ -82,6 +93,7 @@ def create_app(
         processor_webhooks,
     ):
         app.include_router(router.router)
+    ops.install(app, settings)
     openapi.install(app, settings)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)
     # Outermost of the added middleware (inside RequestContext, so a refusal still gets its

@@ -11,6 +11,7 @@ from fastapi import Request
 
 from paycore.db.engine import Database
 from paycore.kit import actors
+from paycore.operators import service as operators
 from paycore.tenants import service as tenants
 from paycore.tenants.errors import Forbidden, Unauthorized
 from paycore.tenants.service import KeyOwner
@@ -21,8 +22,8 @@ _KEY_CACHE_SIZE_MAX = 10_000
 
 @dataclass
 class AuthState:
-    """Once any API key exists the server stays in authenticated mode for good (keys are
-    never un-created), so local mode is only ever re-checked while it is still in force."""
+    """Once any API key or operator exists the server stays in authenticated mode for good
+    (neither is ever deleted), so local mode is only ever re-checked while it is still in force."""
 
     database: Database
     auth_required: bool = False
@@ -31,7 +32,7 @@ class AuthState:
 
     def is_auth_required(self) -> bool:
         if not self.auth_required:
-            self.auth_required = tenants.auth_required_now(self.database)
+            self.auth_required = not operators.local_mode_now(self.database)
         return self.auth_required
 
     def owner_of_key(self, api_key: str) -> KeyOwner | None:

@@ -14,6 +14,7 @@ from starlette.types import Scope
 from paycore.db.engine import Database
 from paycore.invariants import service as invariants
 from paycore.kit.clock import now_us
+from paycore.operations import service as operations
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.payouts import states as payout_states
@@ -155,10 +156,51 @@ class WebhooksCollector(Collector):
         )
 
 
+class OperationsCollector(Collector):
+    """Worker lag, the age of open breaks, and escaped money defects (paycore.operations):
+    computed from the data at scrape time, the same functions the console's front page reads."""
+
+    def __init__(self, database: Database, schedules: operations.Schedules) -> None:
+        self._database = database
+        self._schedules = schedules
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        now = now_us()
+        with self._database.read() as connection:
+            lag = operations.worker_lag_us(connection, self._schedules, now_us=now)
+            open_breaks = reconciliation.open_breaks_by_type(connection)
+            defects = operations.escaped_defects(connection)
+        lag_family = GaugeMetricFamily(
+            "paycore_worker_lag_seconds",
+            "How late the oldest work item a job should have taken by now is (0: nothing late)",
+            labels=["job"],
+        )
+        for job, lag_us in lag.items():
+            lag_family.add_metric([job], lag_us // 1_000_000)
+        yield lag_family
+        oldest = GaugeMetricFamily(
+            "paycore_reconciliation_break_oldest_age_seconds",
+            "Age of the oldest open reconciliation break (0 if none)",
+            labels=["type"],
+        )
+        for kind in reconciliation.BREAK_TYPES:
+            found = open_breaks.get(kind)
+            oldest.add_metric([kind], 0 if found is None else max(0, now - found[1]) // 1_000_000)
+        yield oldest
+        escaped = CounterMetricFamily(
+            "paycore_escaped_money_defects",
+            "Money that moved wrongly and was caught after the fact, by kind (docs/operations-console.md)",
+            labels=["kind"],
+        )
+        for kind, count in defects.items():
+            escaped.add_metric([kind], count)
+        yield escaped
+
+
 class Metrics:
     """One registry per application (tests build many apps in one process)."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, schedules: operations.Schedules) -> None:
         self.registry = CollectorRegistry()
         self.latency = Histogram(
             "paycore_http_request_duration_seconds",
@@ -171,6 +213,7 @@ class Metrics:
         self.registry.register(InvariantsCollector(database))
         self.registry.register(ReconciliationCollector(database))
         self.registry.register(WebhooksCollector(database))
+        self.registry.register(OperationsCollector(database, schedules))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -116,7 +116,9 @@ SETTINGS = _resource(
     None,
     None,
     "refund_approval_threshold_minor",
+    "manual_resolution_after_seconds",
     refund_approval_threshold_minor=_nullable({"type": "integer", "minimum": 0, "maximum": AMOUNT_MINOR_MAX}),
+    manual_resolution_after_seconds={"type": "integer", "minimum": 0, "maximum": 31_536_000},
 )
 PUBLISHED_EVENT = _resource(
     "event",
@@ -129,6 +131,22 @@ PUBLISHED_EVENT = _resource(
     "data",
     sequence=_nullable({"type": "integer", "minimum": 1}),
     data={"type": "object", "required": ["id", "object"]},
+)
+AUDIT_EVENT = _resource(
+    "audit_event",
+    "evt",
+    "kind",
+    "type",
+    "object_type",
+    "object_id",
+    "cause",
+    "actor",
+    "outcome",
+    "data",
+    "created_at",
+    actor={"type": "string", "minLength": 1, "maxLength": 64},
+    outcome=_nullable(_STRING),
+    data={"type": "object"},
 )
 WEBHOOK_ENDPOINT = _resource("webhook_endpoint", "we", "url", "events", "status", "created_at")
 WEBHOOK_ENDPOINT_WITH_SECRET = _resource(
@@ -192,6 +210,7 @@ BODIES: dict[tuple[str, str], dict[str, JsonSchema]] = {
     ("/v1/payouts/{payout_id}/adjustments", "get"): {"200": _list(ADJUSTMENT)},
     ("/v1/reports/losses", "get"): {"200": LOSS_REPORT},
     ("/v1/events", "get"): {"200": _list(PUBLISHED_EVENT)},
+    ("/v1/audit_events", "get"): {"200": _list(AUDIT_EVENT)},
     ("/v1/events/{event_id}", "get"): {"200": PUBLISHED_EVENT},
     ("/v1/events/{event_id}/deliveries", "get"): {"200": _list(WEBHOOK_DELIVERY)},
     ("/v1/events/{event_id}/redeliver", "post"): {"200": _list(WEBHOOK_DELIVERY)},

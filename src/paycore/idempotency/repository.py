@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, delete, select, update
+from sqlalchemy import Connection, Row, bindparam, delete, func, select, update
 
 from paycore.db import driver
 from paycore.db.sql import insert_or_ignore
@@ -45,6 +45,14 @@ _COMPLETE = (
 def complete(connection: Connection, tenant_id: str, key: str, status: int, body: str) -> bool:
     """Record the response of a key claimed open; False if a response was already recorded."""
     return connection.execute(_COMPLETE, {"t": tenant_id, "k": key, "status": status, "body": body}).rowcount == 1
+
+
+def oldest_expired_us(connection: Connection, now_us: int) -> int | None:
+    query = select(func.min(keys.c.expires_at_us)).where(
+        keys.c.expires_at_us.is_not(None), keys.c.expires_at_us <= now_us
+    )
+    oldest: int | None = connection.execute(query).scalar_one()
+    return oldest
 
 
 def delete_expired(connection: Connection, now_us: int, limit: int) -> int:

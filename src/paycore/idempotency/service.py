@@ -303,6 +303,11 @@ def in_progress_error() -> IdempotencyRequestInProgress:
     return _in_progress()
 
 
+def oldest_expired_us(connection: Connection, *, now_us: int) -> int | None:
+    """When the oldest key past its retention expired (the prune job's lag)."""
+    return repository.oldest_expired_us(connection, now_us)
+
+
 def prune(connection: Connection, *, now_us: int, limit: int) -> int:
     """Delete up to `limit` keys past their retention (keys kept forever have no expiry)."""
     return repository.delete_expired(connection, now_us, limit)

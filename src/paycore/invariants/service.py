@@ -154,6 +154,11 @@ def _record(connection: Connection, check: Check, row: Sequence[Any], worker_id:
     return Finding(check.name, tenant_id, check.subject_type, subject_id, detail)
 
 
+def last_runs(connection: Connection) -> dict[str, int]:
+    """When each check last ran (epoch microseconds), for the checks that ever ran."""
+    return repository.last_runs(connection)
+
+
 def violations_by_check(connection: Connection) -> dict[str, int]:
     """Every check's count of recorded violations (0 when none), for /metrics."""
     counted = repository.count_by_check(connection)

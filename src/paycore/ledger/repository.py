@@ -336,6 +336,18 @@ def due_expired_pending(connection: Connection, now_us: int, limit: int) -> list
     return list(connection.execute(query))
 
 
+def oldest_expiry_due_us(connection: Connection, now_us: int) -> int | None:
+    """When the oldest pending transfer past its expiry (and not resolved) expired."""
+    rows = due_expired_pending(connection, now_us, 1)
+    if not rows:
+        return None
+    query = select(transfers.c.expires_at_us).where(
+        transfers.c.tenant_id == rows[0].tenant_id, transfers.c.id == rows[0].id
+    )
+    expired: int = connection.execute(query).scalar_one()
+    return expired
+
+
 def count_rows(connection: Connection) -> dict[str, int]:
     return {
         table.name: connection.execute(select(func.count()).select_from(table)).scalar_one()

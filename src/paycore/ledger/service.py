@@ -247,6 +247,11 @@ def expire_due(connection: Connection, *, now_us: int, limit: int) -> int:
     return expired
 
 
+def oldest_expiry_due_us(connection: Connection, *, now_us: int) -> int | None:
+    """When the oldest pending transfer the expiry job should have voided by now expired."""
+    return repository.oldest_expiry_due_us(connection, now_us)
+
+
 def get_transfer(connection: Connection, tenant_id: str, transfer_id: str) -> Transfer:
     row = repository.get_transfer(connection, tenant_id, transfer_id)
     if row is None:

@@ -101,12 +101,22 @@ class Machine(Generic[T]):
     # False for a table without the work columns (nothing sent, nothing scheduled: a manual
     # resolution's proposal): its moves set only the status and what `values` say.
     scheduled: bool = True
+    # The columns a person may look an item up by, beside its id (the console's search).
+    references: tuple[str, ...] = ()
+    # The statuses (public names) in which an item waits on the other system's word: what a
+    # person may ask about again, or resolve by hand (ADR 0016).
+    waiting: frozenset[str] = frozenset({"processing", "in_doubt"})
 
     def allowed(self, from_state: str, to_state: str) -> bool:
         return (from_state, to_state) in self.transitions
 
     def find(self, connection: Connection, tenant_id: str, item_id: str, *, for_update: bool = False) -> T | None:
         row = store.get(connection, self.table, tenant_id, item_id, for_update=for_update)
+        return None if row is None else self.from_row(row._mapping)
+
+    def find_any(self, connection: Connection, item_id: str, *, tenant_id: str | None) -> T | None:
+        """The item with this id in `tenant_id`, or in any tenant when None (the console)."""
+        row = store.get_any(connection, self.table, item_id, tenant_id)
         return None if row is None else self.from_row(row._mapping)
 
     def find_many(
@@ -139,6 +149,42 @@ class Machine(Generic[T]):
             limit=limit,
         )
         return [self.from_row(row._mapping) for row in rows]
+
+    def stored(self, public_names: Collection[str]) -> list[str]:
+        """Every stored value (retired spellings too) of the statuses named publicly."""
+        known = {state for pair in self.transitions for state in pair}
+        return sorted(self.spellings([state for state in known if self.public(state) in public_names]))
+
+    def search(self, connection: Connection, query: store.Search) -> list[T]:
+        """A page of the console's list (`store.Search`); `query.statuses` are public names."""
+        if query.statuses is not None:
+            query = dataclasses.replace(query, statuses=self.stored(query.statuses))
+        return [self.from_row(row._mapping) for row in store.search(connection, self.table, query, self.references)]
+
+    def summary(self, connection: Connection, status: str, *, tenant_id: str | None) -> tuple[int, int | None]:
+        """(count, the oldest's time in it) of the items in `status` (public name): in doubt
+        since, or last changed for any other status; of one tenant or of every one."""
+        since = IN_DOUBT_SINCE_US if status == self.in_doubt else "updated_at_us"
+        totals = [
+            store.summary(connection, self.table, stored, since_column=since, tenant_id=tenant_id)
+            for stored in self.stored([status])
+        ]
+        oldest = [found for _, found in totals if found is not None]
+        return sum(count for count, _ in totals), min(oldest) if oldest else None
+
+    def counts(self, connection: Connection, *, tenant_id: str | None, created_gte_us: int | None) -> dict[str, int]:
+        """Items by public status, of one tenant or every one, created since `created_gte_us`."""
+        found: dict[str, int] = {}
+        for stored, count in store.counts_by_status(
+            connection, self.table, tenant_id=tenant_id, created_gte_us=created_gte_us
+        ).items():
+            found[self.public(stored)] = found.get(self.public(stored), 0) + count
+        return found
+
+    def oldest_due_us(self, connection: Connection, statuses: Collection[str], *, now_us: int) -> int | None:
+        """When the oldest item in `statuses` (public names) that a worker should have taken by
+        now fell due: what worker lag measures."""
+        return store.oldest_due_us(connection, self.table, self.stored(statuses), now_us=now_us)
 
     def load(self, connection: Connection, tenant_id: str, item_id: str, *, for_update: bool = False) -> T:
         item = self.find(connection, tenant_id, item_id, for_update=for_update)
@@ -268,6 +314,31 @@ def apply_evidence(
             return Applied(moved.item, changed, "applied" if changed else moved.reason)
         item, changed = moved.item, True
     return Applied(item, True, "applied")
+
+
+def ask_again(connection: Connection, machine: Machine[T], item: T, *, actor: str, now_us: int) -> bool:
+    """A person asks the other system again: the item (waiting on it, held by no worker) is due
+    for the next asking round now, one more round even after its rounds ran out; audited. False
+    when it waits on nothing or a worker holds it (that worker is asking)."""
+    if machine.public(item.status) not in machine.waiting:
+        return False
+    if not store.make_due(
+        connection, machine.table, item.tenant_id, item.id, machine.spellings((item.status,)), now_us
+    ):
+        return False
+    audit.record_other(
+        connection,
+        item.tenant_id,
+        kind="note",
+        type=f"{machine.object_type}.asked_again",
+        object_type=machine.object_type,
+        object_id=item.id,
+        cause="asked_again",
+        actor=actor,
+        now_us=now_us,
+        data={"status": machine.public(item.status)},
+    )
+    return True
 
 
 def replaced(item: T, changes: Mapping[str, Any]) -> T:

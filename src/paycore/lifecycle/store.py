@@ -9,12 +9,13 @@ sets; SQLite has one writer, whose write transaction is already exclusive.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Row, Table, and_, func, or_, select, tuple_, update
 
 from paycore.db.sql import keys_in
-from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US
+from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, IN_DOUBT_SINCE_US
 
 
 def get(
@@ -24,6 +25,14 @@ def get(
     if for_update and connection.dialect.name == "postgresql":
         query = query.with_for_update()
     return connection.execute(query).first()
+
+
+def get_any(connection: Connection, table: Table, item_id: str, tenant_id: str | None) -> Row[Any] | None:
+    """The item with this id, in `tenant_id` or in any tenant (ids are unique: ULIDs)."""
+    query = select(table).where(table.c.id == item_id)
+    if tenant_id is not None:
+        query = query.where(table.c.tenant_id == tenant_id)
+    return connection.execute(query.limit(1)).first()
 
 
 def get_many(
@@ -112,6 +121,19 @@ def change_status(
     return connection.execute(statement).rowcount == 1
 
 
+def make_due(
+    connection: Connection, table: Table, tenant_id: str, item_id: str, statuses: Collection[str], now_us: int
+) -> bool:
+    """Due now, unless a worker holds it or it left `statuses`; True when made due."""
+    statement = update(table).where(
+        table.c.tenant_id == tenant_id,
+        table.c.id == item_id,
+        table.c.status.in_(list(statuses)),
+        or_(table.c.claimed_until_us.is_(None), table.c.claimed_until_us < now_us),
+    )
+    return connection.execute(statement.values(next_attempt_at_us=now_us)).rowcount == 1
+
+
 def set_values(connection: Connection, table: Table, tenant_id: str, item_id: str, values: Mapping[str, Any]) -> None:
     statement = update(table).where(table.c.tenant_id == tenant_id, table.c.id == item_id)
     connection.execute(statement.values(**values))
@@ -154,6 +176,95 @@ def claim_due(
     return rows
 
 
+@dataclass(frozen=True)
+class Search:
+    """What the console's lists filter on (issue 28); None: any. Newest first."""
+
+    tenant_id: str | None = None  # None: every tenant
+    statuses: Collection[str] | None = None  # stored names
+    created_gte_us: int | None = None
+    created_lt_us: int | None = None
+    amount_gte_minor: int | None = None
+    amount_lte_minor: int | None = None
+    reference: str | None = None  # the item's id, or one of its references, exactly
+    in_doubt_first: bool = False  # oldest in doubt first (the in-doubt queue), then by id
+    starting_after: str | None = None  # an item id of the previous page
+    limit: int = 50
+
+
+def search(connection: Connection, table: Table, query: Search, references: Collection[str]) -> list[Row[Any]]:
+    """One page of items matching `query`, newest first (or the oldest in doubt first). A
+    reference matches the id or any of `references` (columns such as the processor's id)."""
+    statement = select(table)
+    if query.tenant_id is not None:
+        statement = statement.where(table.c.tenant_id == query.tenant_id)
+    if query.statuses is not None:
+        statement = statement.where(table.c.status.in_(list(query.statuses)))
+    if query.created_gte_us is not None:
+        statement = statement.where(table.c.created_at_us >= query.created_gte_us)
+    if query.created_lt_us is not None:
+        statement = statement.where(table.c.created_at_us < query.created_lt_us)
+    if query.amount_gte_minor is not None:
+        statement = statement.where(table.c.amount_minor >= query.amount_gte_minor)
+    if query.amount_lte_minor is not None:
+        statement = statement.where(table.c.amount_minor <= query.amount_lte_minor)
+    if query.reference is not None:
+        columns = [table.c.id, *(table.c[name] for name in references)]
+        statement = statement.where(or_(*(column == query.reference for column in columns)))
+    if query.in_doubt_first:
+        return list(
+            connection.execute(_in_doubt_order(statement, table, query.starting_after, connection).limit(query.limit))
+        )
+    if query.starting_after is not None:
+        statement = statement.where(table.c.id < query.starting_after)
+    return list(connection.execute(statement.order_by(table.c.id.desc()).limit(query.limit)))
+
+
+def _in_doubt_order(statement: Any, table: Table, starting_after: str | None, connection: Connection) -> Any:
+    """Oldest in doubt first: by (in_doubt_since_us, id), after the item `starting_after`."""
+    since, ident = table.c[IN_DOUBT_SINCE_US], table.c.id
+    if starting_after is not None:
+        found = connection.execute(select(since).where(ident == starting_after)).first()
+        if found is not None and found[0] is not None:
+            statement = statement.where(or_(since > found[0], and_(since == found[0], ident > starting_after)))
+    return statement.order_by(since, ident)
+
+
+def summary(
+    connection: Connection, table: Table, status: str, *, since_column: str, tenant_id: str | None
+) -> tuple[int, int | None]:
+    """(count, oldest `since_column`) of the items in `status`, of one tenant or every one."""
+    query = select(func.count(), func.min(table.c[since_column])).where(table.c.status == status)
+    if tenant_id is not None:
+        query = query.where(table.c.tenant_id == tenant_id)
+    count, oldest = connection.execute(query).one()
+    return int(count), oldest
+
+
+def counts_by_status(
+    connection: Connection, table: Table, *, tenant_id: str | None, created_gte_us: int | None = None
+) -> dict[str, int]:
+    """Items by stored status, of one tenant or every one, created since `created_gte_us`."""
+    query = select(table.c.status, func.count()).group_by(table.c.status)
+    if tenant_id is not None:
+        query = query.where(table.c.tenant_id == tenant_id)
+    if created_gte_us is not None:
+        query = query.where(table.c.created_at_us >= created_gte_us)
+    return {str(status): int(count) for status, count in connection.execute(query)}
+
+
+def oldest_due_us(connection: Connection, table: Table, statuses: Collection[str], *, now_us: int) -> int | None:
+    """When the oldest item in `statuses` that a worker should have taken by now fell due
+    (its next attempt is past, nobody holds it); None: nothing is late. Worker lag."""
+    query = select(func.min(table.c.next_attempt_at_us)).where(
+        table.c.status.in_(list(statuses)),
+        table.c.next_attempt_at_us <= now_us,
+        or_(table.c.claimed_until_us.is_(None), table.c.claimed_until_us < now_us),
+    )
+    oldest: int | None = connection.execute(query).scalar_one()
+    return oldest
+
+
 def working_since_us(connection: Connection, table: Table, status: str = "processing") -> int | None:
     """When the oldest item in `status` (a call in flight) last changed status; None: none."""
     oldest: int | None = connection.execute(
@@ -162,8 +273,8 @@ def working_since_us(connection: Connection, table: Table, status: str = "proces
     return oldest
 
 
-def in_doubt_summary(connection: Connection, table: Table, status: str = "in_doubt") -> tuple[int, int | None]:
-    """(count, oldest in_doubt_since_us) over every tenant: the in-doubt gauges."""
-    query = select(func.count(), func.min(table.c.in_doubt_since_us)).where(and_(table.c.status == status))
-    count, oldest = connection.execute(query).one()
-    return int(count), oldest
+def in_doubt_summary(
+    connection: Connection, table: Table, status: str = "in_doubt", *, tenant_id: str | None = None
+) -> tuple[int, int | None]:
+    """(count, oldest in_doubt_since_us) over every tenant (or one): the in-doubt gauges."""
+    return summary(connection, table, status, since_column=IN_DOUBT_SINCE_US, tenant_id=tenant_id)

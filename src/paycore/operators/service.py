@@ -139,9 +139,15 @@ def disable_operator(connection: Connection, name: str, *, now_us: int) -> Opera
     return Operator(**{**operator.__dict__, "disabled_at_us": now_us})
 
 
+def local_mode(connection: Connection) -> bool:
+    """True while no API key and no operator exist (SPEC §3.2, widened by issue 28): requests
+    need no key and the console no sign-in (loopback only), and the actor is `local`. Once a
+    key or an operator exists it never ends again (neither is ever deleted)."""
+    return not tenants.auth_required(connection) and not repository.any_operator(connection)
+
+
 def local_mode_now(database: Database) -> bool:
-    """True while no API key and no operator exist: the console opens without signing in
-    (loopback only) and its actor is `local`. Two statements of their own."""
+    """`local_mode` as statements of their own, for the check of every request."""
     return not tenants.auth_required_now(database) and not repository.any_operator_now(database)
 
 

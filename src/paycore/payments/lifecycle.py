@@ -93,6 +93,7 @@ MACHINE: Machine[Payment] = Machine(
     decide=decide,
     matches=matches,
     snapshot=payment_object,
+    references=("processor_reference", "idempotency_key"),
 )
 
 

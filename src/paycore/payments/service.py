@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import Connection
 
@@ -37,6 +37,7 @@ from paycore.lifecycle import columns, machine
 from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.evidence import Applied, Evidence
+from paycore.lifecycle.machine import Machine
 from paycore.lifecycle.store import set_values
 from paycore.payments import jobs, lifecycle, repository, states
 from paycore.payments.errors import CurrencyNotAccepted
@@ -53,6 +54,11 @@ class PaymentTimings:
     processing_stale_ms: int  # a `processing` payment untouched this long is the resolver's
     wait_ms: int  # how long a duplicate waits for the first request's answer
     first_retry_ms: int  # when the resolver first asks about a payment left without an answer
+
+
+# The payment's lifecycle: the console's lists, queues and counts read through it (search,
+# summary, counts, oldest_due_us), as every status change goes through it.
+MACHINE: Final[Machine[Payment]] = lifecycle.MACHINE
 
 
 def clearing_code(currency: str) -> str:

@@ -135,6 +135,8 @@ MACHINE: Machine[Payout] = Machine(
     spellings=states.spellings,
     counterparty="bank",
     snapshot=payout_json,
+    references=("bank_reference", "idempotency_key", "batch_id"),
+    waiting=frozenset({states.PROCESSING, states.IN_DOUBT, states.SENT}),
 )
 
 

@@ -48,6 +48,15 @@ def due(connection: Connection, *, status: str, execute_on_max: str, limit: int)
     return [payout_from_row(row._mapping) for row in connection.execute(query)]
 
 
+def oldest_execute_on(connection: Connection, *, status: str, execute_on_max: str) -> str | None:
+    """The earliest day of the payouts in `status` whose day has come."""
+    query = select(func.min(payouts.c.execute_on)).where(
+        payouts.c.status.in_(states.spellings((status,))), payouts.c.execute_on <= execute_on_max
+    )
+    day: str | None = connection.execute(query).scalar_one()
+    return day
+
+
 def count_by_status(connection: Connection) -> dict[str, int]:
     """Payouts by stored status, a legacy spelling counted under the status it means."""
     query = select(payouts.c.status, func.count()).group_by(payouts.c.status)

@@ -9,21 +9,23 @@ under the account's row lock (SQLite: its one writer).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.kit import ids
-from paycore.kit.clock import utc_day
+from paycore.kit.clock import day_start_us, utc_day
 from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound, CurrencyMismatch
 from paycore.lifecycle import columns, machine
 from paycore.lifecycle.evidence import Applied, Evidence
+from paycore.lifecycle.machine import Machine
 from paycore.payouts import lifecycle, money, repository, states, validation
 from paycore.payouts.errors import PayoutNotCancelable
 from paycore.payouts.types import Adjustment, Payout, adjustment_from_row, payout_from_row
@@ -43,6 +45,11 @@ class NewPayout:
     execute_on: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
+
+
+# The payout's lifecycle: the console's lists, queues and counts read through it (search,
+# summary, counts, oldest_due_us), as every status change goes through it.
+MACHINE: Final[Machine[Payout]] = lifecycle.MACHINE
 
 
 def new_payout_id() -> str:
@@ -235,6 +242,13 @@ def working_since_us(connection: Connection) -> int | None:
 
 def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
     return repository.in_doubt_summary(connection)
+
+
+def oldest_due_to_queue_us(connection: Connection, *, now_us: int) -> int | None:
+    """When the oldest scheduled payout whose day has come fell due: the start of its day (UTC).
+    The queueing job's lag."""
+    day = repository.oldest_execute_on(connection, status=states.SCHEDULED, execute_on_max=utc_day(now_us).isoformat())
+    return None if day is None else day_start_us(dt.date.fromisoformat(day))
 
 
 def count_by_status(connection: Connection) -> dict[str, int]:

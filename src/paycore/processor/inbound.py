@@ -258,3 +258,8 @@ def rematch_due(database: Database, batch_max: int) -> int:
         return len(rows)
 
     return database.transaction(work)
+
+
+def oldest_rematch_due_us(connection: Connection, *, now_us: int) -> int | None:
+    """When the oldest kept event due to be matched again fell due (the rematch job's lag)."""
+    return repository.oldest_rematch_due_us(connection, now_us)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import Connection, Row, func, select, update
 
 from paycore.processor.models import processor_webhooks as hooks
 
@@ -24,3 +24,11 @@ def due_unmatched(connection: Connection, now_us: int, limit: int) -> list[Row[A
     if connection.dialect.name == "postgresql":
         query = query.with_for_update(skip_locked=True)
     return list(connection.execute(query))
+
+
+def oldest_rematch_due_us(connection: Connection, now_us: int) -> int | None:
+    query = select(func.min(hooks.c.next_attempt_at_us)).where(
+        hooks.c.status == "unmatched", hooks.c.next_attempt_at_us <= now_us
+    )
+    oldest: int | None = connection.execute(query).scalar_one()
+    return oldest

@@ -188,11 +188,13 @@ def open_breaks_not_seen_by(connection: Connection, day: str, run_id: str, *, li
     return list(connection.execute(query.order_by(table.tenant_id, table.id).limit(limit)))
 
 
-def open_breaks_naming(connection: Connection, tenant_id: str, object_id: str, *, limit: int) -> list[Row[Any]]:
+def breaks_naming(
+    connection: Connection, tenant_id: str, object_id: str, *, open_only: bool, limit: int
+) -> list[Row[Any]]:
     table = reconciliation_breaks.c
-    query = select(reconciliation_breaks).where(
-        table.tenant_id == tenant_id, table.object_id == object_id, table.status == "open"
-    )
+    query = select(reconciliation_breaks).where(table.tenant_id == tenant_id, table.object_id == object_id)
+    if open_only:
+        query = query.where(table.status == "open")
     return list(connection.execute(query.order_by(table.id).limit(limit)))
 
 
@@ -217,6 +219,19 @@ def breaks_by_type_and_status(connection: Connection) -> dict[tuple[str, str], i
     return {(kind, status): int(count) for kind, status, count in connection.execute(query)}
 
 
+def open_breaks_by_type(connection: Connection, tenant_id: str | None) -> dict[str, tuple[int, int]]:
+    """Open breaks by type: (count, the oldest's creation), of one tenant or every one."""
+    table = reconciliation_breaks.c
+    query = (
+        select(table.type, func.count(), func.min(table.created_at_us))
+        .where(table.status == "open")
+        .group_by(table.type)
+    )
+    if tenant_id is not None:
+        query = query.where(table.tenant_id == tenant_id)
+    return {kind: (int(count), int(oldest)) for kind, count, oldest in connection.execute(query)}
+
+
 def runs_summary(connection: Connection) -> tuple[int, int | None]:
     """(items resolved by every completed run, when the newest one finished)."""
     query = select(
@@ -234,6 +249,13 @@ def get_break(connection: Connection, tenant_id: str, break_id: str) -> Row[Any]
         reconciliation_breaks.c.tenant_id == tenant_id, reconciliation_breaks.c.id == break_id
     )
     return connection.execute(query).first()
+
+
+def find_break(connection: Connection, break_id: str, tenant_id: str | None) -> Row[Any] | None:
+    query = select(reconciliation_breaks).where(reconciliation_breaks.c.id == break_id)
+    if tenant_id is not None:
+        query = query.where(reconciliation_breaks.c.tenant_id == tenant_id)
+    return connection.execute(query.limit(1)).first()
 
 
 def break_status(connection: Connection, tenant_id: str, break_id: str) -> str | None:

@@ -181,6 +181,11 @@ def breaks_by_type_and_status(connection: Connection) -> dict[tuple[str, str], i
     return repository.breaks_by_type_and_status(connection)
 
 
+def open_breaks_by_type(connection: Connection, *, tenant_id: str | None = None) -> dict[str, tuple[int, int]]:
+    """Open breaks by type: (count, when the oldest was found), of one tenant or every one."""
+    return repository.open_breaks_by_type(connection, tenant_id)
+
+
 def runs_summary(connection: Connection) -> tuple[int, int | None]:
     """(items the reports resolved, when the newest completed run finished)."""
     return repository.runs_summary(connection)
@@ -239,6 +244,12 @@ def get_break(connection: Connection, tenant_id: str, break_id: str) -> Break:
     return break_from_row(row._mapping)
 
 
+def find_break(connection: Connection, break_id: str, *, tenant_id: str | None) -> Break | None:
+    """The break with this id, in `tenant_id` or in any tenant when None (the console)."""
+    row = repository.find_break(connection, break_id, tenant_id)
+    return None if row is None else break_from_row(row._mapping)
+
+
 def resolve_break(
     connection: Connection,
     tenant_id: str,
@@ -265,14 +276,18 @@ def resolve_break(
 # --- Manual resolutions (ADR 0016): the breaks that leave an item to a person, and the ones
 # that show a person's outcome was wrong --------------------------------------------------------
 
-WAITING: Final = matching.WAITING  # the statuses (public names) in which an item waits, by kind
 CONTRADICTED: Final = "manual_resolution_contradicted"
 _BREAKS_NAMING_MAX: Final = 100
 
 
 def open_breaks_naming(connection: Connection, tenant_id: str, object_id: str) -> list[Break]:
     """The open breaks that name the item, oldest first."""
-    rows = repository.open_breaks_naming(connection, tenant_id, object_id, limit=_BREAKS_NAMING_MAX)
+    return breaks_naming(connection, tenant_id, object_id, open_only=True)
+
+
+def breaks_naming(connection: Connection, tenant_id: str, object_id: str, *, open_only: bool = False) -> list[Break]:
+    """The breaks that name the item (every status, or open ones), oldest first."""
+    rows = repository.breaks_naming(connection, tenant_id, object_id, open_only=open_only, limit=_BREAKS_NAMING_MAX)
     return [break_from_row(row._mapping) for row in rows]
 
 

@@ -110,6 +110,7 @@ MACHINE: Machine[Refund] = Machine(
     matches=matches,
     log_ids=_log_ids,
     snapshot=summary_json,
+    references=("payment_id", "processor_reference", "idempotency_key"),
 )
 
 

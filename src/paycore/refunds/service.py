@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import Connection
 
@@ -27,6 +27,7 @@ from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
 from paycore.lifecycle import columns, machine
 from paycore.lifecycle.evidence import Applied, Evidence
+from paycore.lifecycle.machine import Machine
 from paycore.operators import service as operators
 from paycore.payments import service as payments
 from paycore.payments.errors import PaymentNotFound
@@ -45,6 +46,11 @@ class NewRefund:
     idempotency_key: str | None = None
     # Refunds above this amount wait in requires_approval for a person; None: never.
     approval_threshold_minor: int | None = None
+
+
+# The refund's lifecycle: the console's lists, queues and counts read through it (search,
+# summary, counts, oldest_due_us), as every status change goes through it.
+MACHINE: Final[Machine[Refund]] = lifecycle.MACHINE
 
 
 def new_refund_id() -> str:

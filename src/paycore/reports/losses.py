@@ -328,3 +328,10 @@ def exact_int(value: object) -> int:
     integral = value.to_integral_value()
     assert value == integral, f"a fractional amount of minor units: {value}"
     return int(integral)
+
+
+def totals(connection: Connection, *, tenant_id: str | None, from_day: str | None = None) -> dict[str, int]:
+    """The loss of every payout with an adjustment since `from_day`, by currency (the report's
+    `total` lines: one statement), of one tenant or every one."""
+    found = report(connection, parse_filters(tenant_id, from_day=from_day), after=None, limit=1)
+    return {total.currency: total.loss_minor for total in found.totals}

@@ -75,7 +75,13 @@ def kind_of(raw: str) -> Kind:
 
 
 def public_status(kind: Kind, item: Any) -> str:
-    return payouts.public_status(item.status) if kind == "payout" else str(item.status)
+    return str(_DOMAINS[kind].MACHINE.public(item.status))
+
+
+def waiting(kind: Kind) -> frozenset[str]:
+    """The statuses (public names) in which an item of `kind` waits on the processor."""
+    found: frozenset[str] = _DOMAINS[kind].MACHINE.waiting
+    return found
 
 
 def load_item(connection: Connection, tenant_id: str, kind: Kind, object_id: str, *, for_update: bool = False) -> Any:
@@ -94,7 +100,7 @@ def eligibility(connection: Connection, tenant_id: str, kind: Kind, item: Any, *
     def verdict(eligible: bool, reason: str) -> Eligibility:
         return Eligibility(eligible, reason, status, since_us, window_s, breaks)
 
-    if status not in reconciliation.WAITING[kind]:
+    if status not in waiting(kind):
         return verdict(False, f"the {kind} is {status}: only an item waiting on the processor is resolved by hand")
     if breaks:
         return verdict(True, f"an open reconciliation break names it ({breaks[0]})")
@@ -160,7 +166,7 @@ def confirm(
     kind = kind_of(current.object_type)
     item = load_item(connection, tenant_id, kind, current.object_id, for_update=True)
     status = public_status(kind, item)
-    if status not in reconciliation.WAITING[kind]:
+    if status not in waiting(kind):
         raise NotEligible(f"the {kind} is {status} now: nothing to resolve; reject the proposal", status=status)
     people = {"manual_resolution_id": current.id, "proposed_by": current.proposed_by, "confirmed_by": actor}
     applied = _DOMAINS[kind].apply_evidence(
@@ -184,6 +190,14 @@ def reject(
     operators.four_eyes(actor, current.proposed_by, what="rejecting a manual resolution")
     decision_note = None if note is None or not note.strip() else _text(note, "note", NOTE_CHARS_MAX, InvalidEvidence)
     return _decide(connection, current, states.REJECTED, actor=actor, note=decision_note, now_us=now_us)
+
+
+def open_proposal(connection: Connection, tenant_id: str, kind: Kind, object_id: str) -> Resolution:
+    """The item's proposal waiting for a second person; ResolutionNotProposed when there is none."""
+    row = repository.open_proposal(connection, tenant_id, kind, object_id)
+    if row is None:
+        raise ResolutionNotProposed(f"no manual resolution of this {kind} waits for a decision", status="none")
+    return resolution_from_row(row)
 
 
 def get(connection: Connection, tenant_id: str, resolution_id: str) -> Resolution:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, exists, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, Select, case, exists, func, insert, or_, select, update
 
 from paycore.webhooks.models import webhook_attempts, webhook_deliveries, webhook_endpoints
 from paycore.webhooks.states import DISABLED, ENABLED, PENDING
@@ -175,3 +175,31 @@ def oldest_pending(connection: Connection) -> list[Row[Any]]:
 
 def count_disabled(connection: Connection) -> int:
     return int(connection.execute(select(func.count()).select_from(E).where(E.c.status == DISABLED)).scalar_one())
+
+
+def oldest_due_us(connection: Connection, now_us: int) -> int | None:
+    """When the oldest pending delivery a worker could send now fell due: its endpoint enabled
+    and not waiting out a backoff (a failing endpoint's wait is its backoff, not lag)."""
+    due_since = case(
+        (E.c.blocked_until_us > D.c.next_attempt_at_us, E.c.blocked_until_us), else_=D.c.next_attempt_at_us
+    )
+    query = (
+        select(func.min(due_since))
+        .select_from(D.join(E, (E.c.tenant_id == D.c.tenant_id) & (E.c.id == D.c.endpoint_id)))
+        .where(
+            D.c.status == PENDING,
+            D.c.next_attempt_at_us <= now_us,
+            E.c.status == ENABLED,
+            or_(E.c.blocked_until_us.is_(None), E.c.blocked_until_us <= now_us),
+        )
+    )
+    oldest: int | None = connection.execute(query).scalar_one()
+    return oldest
+
+
+def failing_endpoints(connection: Connection, tenant_id: str | None, *, limit: int) -> list[Row[Any]]:
+    """Endpoints failing now (a failure record) or disabled, oldest failure first."""
+    query = select(E).where(or_(E.c.failing_since_us.is_not(None), E.c.status == DISABLED), E.c.status != "deleted")
+    if tenant_id is not None:
+        query = query.where(E.c.tenant_id == tenant_id)
+    return list(connection.execute(query.order_by(E.c.failing_since_us, E.c.id).limit(limit)))

@@ -24,7 +24,7 @@ from paycore.audit import service as audit
 from paycore.audit.service import Event
 from paycore.kit import ids
 from paycore.kit.errors import InvalidStartingAfter
-from paycore.tenants import service as tenants
+from paycore.operators import service as operators
 from paycore.webhooks import repository, states, urls
 from paycore.webhooks.errors import EndpointNotFound, EventNotFound, InvalidEventTypes
 from paycore.webhooks.events import ALL, EVENT_TYPES
@@ -43,8 +43,8 @@ class NewEndpoint:
 
 
 def local_mode(connection: Connection) -> bool:
-    """No API key exists yet (SPEC §3.2): loopback endpoints over http are allowed."""
-    return not tenants.auth_required(connection)
+    """No API key and no operator exist yet (SPEC §3.2): loopback endpoints over http are allowed."""
+    return operators.local_mode(connection)
 
 
 def check_events(events: Sequence[str]) -> tuple[str, ...]:
@@ -190,7 +190,7 @@ def deliveries_of(connection: Connection, tenant_id: str, event_id: str) -> tupl
     return deliveries, [Attempt(**row._mapping) for row in attempts]
 
 
-def redeliver(connection: Connection, tenant_id: str, event_id: str, *, now_us: int) -> list[Delivery]:
+def redeliver(connection: Connection, tenant_id: str, event_id: str, *, actor: str, now_us: int) -> list[Delivery]:
     """Send the event again, now, to every enabled endpoint that takes its type: a new delivery
     each (a new delivery id: the receiver sees a deliberate resend), its endpoint's own backoff
     lifted so that the attempt is not held back."""
@@ -201,6 +201,18 @@ def redeliver(connection: Connection, tenant_id: str, event_id: str, *, now_us: 
             rows.append(_delivery_values(tenant_id, event_id, endpoint.id, now_us))
             repository.update_endpoint(connection, tenant_id, endpoint.id, {"blocked_until_us": None})
     repository.insert_deliveries(connection, rows)
+    audit.record_other(
+        connection,
+        tenant_id,
+        kind="note",
+        type="event.redelivered",
+        object_type=event.object_type,
+        object_id=event.object_id,
+        cause="redeliver",
+        actor=actor,
+        now_us=now_us,
+        data={"event_id": event_id, "deliveries": [row["id"] for row in rows]},
+    )
     return [delivery_from_row(row) for row in rows]
 
 
@@ -216,6 +228,20 @@ class Health:
 def health(connection: Connection) -> Health:
     oldest = [(row.tenant_id, row.endpoint_id, int(row.oldest_us)) for row in repository.oldest_pending(connection)]
     return Health(repository.attempts_by_outcome(connection), oldest, repository.count_disabled(connection))
+
+
+FAILING_ENDPOINTS_MAX = 100  # the console's list of failing endpoints
+
+
+def oldest_due_us(connection: Connection, *, now_us: int) -> int | None:
+    """When the oldest delivery a worker could send now fell due (the delivery job's lag)."""
+    return repository.oldest_due_us(connection, now_us)
+
+
+def failing_endpoints(connection: Connection, tenant_id: str | None) -> list[Endpoint]:
+    """Endpoints failing now or disabled, of one tenant or every one, oldest failure first."""
+    rows = repository.failing_endpoints(connection, tenant_id, limit=FAILING_ENDPOINTS_MAX)
+    return [endpoint_from_row(row) for row in rows]
 
 
 def endpoint_from_row(row: Any) -> Endpoint:

@@ -84,6 +84,7 @@ LISTS = {
     "/v1/payouts",
     "/v1/refunds",
     "/v1/events",
+    "/v1/audit_events",
     "/v1/payments/{payment_id}/refunds",
     "/v1/accounts/{account_id}/entries",
     "/v1/reports/losses",

@@ -107,7 +107,7 @@ def redeliver(event_id: str, request: Request) -> Response:
     key = idempotent.header_key(request, required=True)
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        deliveries = webhooks.redeliver(connection, tenant_id, event_id, now_us=now_us)
+        deliveries = webhooks.redeliver(connection, tenant_id, event_id, actor=caller(request).actor, now_us=now_us)
         data = [schemas.delivery_json(delivery, []) for delivery in deliveries]
         return 200, {"object": "list", "data": data, "has_more": False}
 

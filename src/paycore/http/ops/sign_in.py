@@ -1,0 +1,80 @@
+"""Signing in and out of the console: `GET/POST /ops/login`, `POST /ops/logout`."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from paycore.http.ops import session
+from paycore.http.ops.render import bare
+from paycore.http.ops.session import OpsState
+from paycore.kit.clock import now_us
+from paycore.operators import service as operators
+from paycore.operators.service import SignedIn
+from paycore.operators.types import Principal
+
+router = APIRouter(prefix="/ops", include_in_schema=False)
+
+
+def quote(target: str) -> str:
+    return urllib.parse.quote(target, safe="")
+
+
+def _safe_next(raw: str | None) -> str:
+    """Only a console path of this server (never `//elsewhere`, never another scheme)."""
+    if raw and raw.startswith("/ops") and not raw.startswith("//") and "\\" not in raw:
+        return raw
+    return "/ops"
+
+
+@router.get("/login")
+def login_form(request: Request, next: str | None = None) -> Response:
+    state: OpsState = request.app.state.ops
+    if not state.auth.is_auth_required():
+        return RedirectResponse("/ops", status_code=303)  # local mode: nobody signs in
+    return bare("login.html", next=_safe_next(next), message=None)
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    """Exchange the operator token of field `token` for a session. Five failures from one
+    address within a minute block it for a minute (429), across every API process."""
+    state: OpsState = request.app.state.ops
+    fields = await session.read_form(request)
+    target = _safe_next(fields.get("next"))
+    token = fields.get("token", "").strip()
+    address = session.client_address(request)
+    result = await _sign_in(state, token, address)
+    if isinstance(result, SignedIn):
+        redirect = RedirectResponse(target, status_code=303)
+        session.set_session_cookie(request, redirect, result.cookie)
+        return redirect
+    if result.reason == "throttled":
+        message = f"Too many failed sign-ins from this address: try again in {result.retry_after_s} s."
+        response = bare("login.html", 429, next=target, message=message)
+        response.headers["Retry-After"] = str(result.retry_after_s)
+        return response
+    return bare("login.html", 401, next=target, message="That token is not a valid operator token.")
+
+
+async def _sign_in(state: OpsState, token: str, address: str) -> operators.SignedIn | operators.SignInRefused:
+    return await run_in_threadpool(
+        state.database.transaction,
+        lambda connection: operators.sign_in(connection, token, address, state.limits, now_us=now_us()),
+    )
+
+
+@router.post("/logout")
+async def logout(request: Request, who: Annotated[Principal, Depends(session.principal)]) -> Response:
+    await session.form(request)
+    state: OpsState = request.app.state.ops
+    await run_in_threadpool(
+        state.database.transaction, lambda connection: operators.sign_out(connection, who, now_us=now_us())
+    )
+    response = RedirectResponse("/ops/login", status_code=303)
+    session.clear_session_cookie(request, response)
+    return response
