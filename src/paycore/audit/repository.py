@@ -58,6 +58,20 @@ def first_state_change(connection: Connection, tenant_id: str, object_id: str) -
     return connection.execute(query).first()
 
 
+def evidence_of(connection: Connection, keys: list[tuple[str, str]]) -> list[Row[Any]]:
+    """The processor calls and webhooks of these objects, oldest first (bounded by the caller's keys)."""
+    if not keys:
+        return []
+    query = (
+        select(*_AUDITED)
+        .where(
+            keys_in((events.c.tenant_id, events.c.object_id), keys), events.c.kind.in_(("processor_call", "webhook"))
+        )
+        .order_by(events.c.created_at_us, events.c.id)
+    )
+    return list(connection.execute(query))
+
+
 def changed_by_cause(connection: Connection, keys: list[tuple[str, str]], cause: str) -> set[tuple[str, str]]:
     if not keys:
         return set()

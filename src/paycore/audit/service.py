@@ -242,6 +242,17 @@ def first_state_change(connection: Connection, tenant_id: str, object_id: str) -
     return None if row is None else _event(row)
 
 
+def calls_summary(connection: Connection, keys: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, Event]]:
+    """For each (tenant_id, object_id): how many calls to the processor and webhooks from it
+    the object has, and the last of them (the evidence so far of an item in doubt)."""
+    found: dict[tuple[str, str], tuple[int, Event]] = {}
+    for row in repository.evidence_of(connection, keys):
+        key = (row.tenant_id, row.object_id)
+        count = found[key][0] + 1 if key in found else 1
+        found[key] = (count, _event(row))  # rows come oldest first: the last one stays
+    return found
+
+
 def resolved_by_cause(connection: Connection, keys: list[tuple[str, str]], cause: str) -> set[tuple[str, str]]:
     """The (tenant_id, object_id) among `keys` with a state change of this cause (e.g. the
     items a person resolved by hand: `manual_resolution`)."""

@@ -27,6 +27,7 @@ def _database() -> Database:
     if not migrate.is_usable(database):
         if database.is_postgres:
             error_console.print("[red]the database schema is behind: run `paycore db upgrade` first[/red]")
+            database.dispose()
             raise typer.Exit(1)
         migrate.upgrade(database)  # the embedded default migrates itself, as `paycore serve` does
     return database
@@ -48,6 +49,8 @@ def create(
     except DomainError as error:
         error_console.print(f"[red]{escape(error.message)}[/red]")
         raise typer.Exit(1) from error
+    finally:
+        database.dispose()
     scope = f"tenant {tenant}" if tenant else "every tenant"
     console.print(
         f"operator {made.operator.name} created ({made.operator.role}, {scope}). Token (shown once, store it now):"
@@ -59,8 +62,11 @@ def create(
 def list_operators() -> None:
     """Every operator: name, role, tenant, status, token prefix, created."""
     database = _database()
-    with database.read() as connection:
-        found = operators.list_operators(connection)
+    try:
+        with database.read() as connection:
+            found = operators.list_operators(connection)
+    finally:
+        database.dispose()
     table = Table("name", "role", "tenant", "status", "token", "created")
     for operator in found:
         status = "active" if operator.disabled_at_us is None else f"disabled {to_rfc3339(operator.disabled_at_us)}"
@@ -86,4 +92,6 @@ def disable(name: str) -> None:
     except DomainError as error:
         error_console.print(f"[red]{escape(error.message)}[/red]")
         raise typer.Exit(1) from error
+    finally:
+        database.dispose()
     console.print(f"operator {operator.name} disabled; their sessions have ended")

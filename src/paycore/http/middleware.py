@@ -17,6 +17,15 @@ class _TooLarge(Exception):
     pass
 
 
+CONSOLE_PREFIX = "/ops/"
+FORM_TYPE = b"application/x-www-form-urlencoded"
+
+
+def _is_console_form(scope: Scope, content_type: bytes) -> bool:
+    """The operations console's pages post HTML forms (URL-encoded), and only there."""
+    return scope["path"].startswith(CONSOLE_PREFIX) and content_type.lower().startswith(FORM_TYPE)
+
+
 class BodyLimit:
     """Refuse bodies over `body_bytes_max` with 413, by Content-Length or while streaming."""
 
@@ -39,7 +48,7 @@ class BodyLimit:
             # In place (the scope is this request's own): outer middleware reads what the router
             # writes into it, e.g. the matched route for the latency metric.
             scope["headers"] = [*scope["headers"], (b"content-type", b"application/json")]
-        elif b"json" not in content_type.lower() and _has_body(scope):
+        elif b"json" not in content_type.lower() and _has_body(scope) and not _is_console_form(scope, content_type):
             message = "request bodies must be JSON: send Content-Type: application/json"
             await respond(send, 415, "unsupported_media_type", message)
             return

@@ -299,6 +299,35 @@ def change_break_status(
     return connection.execute(statement.values(**values)).rowcount == 1
 
 
+def recent_runs(connection: Connection, *, limit: int) -> list[Row[Any]]:
+    table = reconciliation_runs
+    query = select(table).where(table.c.tenant_id == ALL_TENANTS).order_by(table.c.id.desc()).limit(limit)
+    return list(connection.execute(query))
+
+
+def breaks_any(
+    connection: Connection,
+    tenant_id: str | None,
+    *,
+    status: str | None,
+    break_type: str | None,
+    starting_after: str | None,
+    limit: int,
+) -> list[Row[Any]]:
+    """Breaks oldest first, of one tenant or every one (the console)."""
+    table = reconciliation_breaks.c
+    query = select(reconciliation_breaks)
+    if tenant_id is not None:
+        query = query.where(table.tenant_id == tenant_id)
+    if status is not None:
+        query = query.where(table.status == status)
+    if break_type is not None:
+        query = query.where(table.type == break_type)
+    if starting_after is not None:
+        query = query.where(table.id > starting_after)
+    return list(connection.execute(query.order_by(table.id).limit(limit)))
+
+
 def run_page(connection: Connection, *, starting_after: str | None, limit: int) -> list[Row[Any]]:
     """Runs by id (time-ordered), oldest first, after `starting_after`."""
     table = reconciliation_runs

@@ -244,6 +244,31 @@ def get_break(connection: Connection, tenant_id: str, break_id: str) -> Break:
     return break_from_row(row._mapping)
 
 
+def recent_runs(connection: Connection, *, limit: int) -> list[dict[str, Any]]:
+    """The newest runs with their volumes over every tenant (the platform's console)."""
+    return [dict(row._mapping) for row in repository.recent_runs(connection, limit=limit)]
+
+
+def breaks_of_any(
+    connection: Connection,
+    *,
+    tenant_id: str | None,
+    status: str | None,
+    break_type: str | None,
+    starting_after: str | None,
+    limit: int,
+) -> list[Break]:
+    """Breaks oldest first, of one tenant or of every one (None): the console's list."""
+    if status is not None and status not in states.STATUSES:
+        raise InvalidRequest(f"status must be one of {', '.join(states.STATUSES)}", param="status")
+    if break_type is not None and break_type not in BREAK_TYPES:
+        raise InvalidRequest(f"type must be one of {', '.join(BREAK_TYPES)}", param="type")
+    rows = repository.breaks_any(
+        connection, tenant_id, status=status, break_type=break_type, starting_after=starting_after, limit=limit
+    )
+    return [break_from_row(row._mapping) for row in rows]
+
+
 def find_break(connection: Connection, break_id: str, *, tenant_id: str | None) -> Break | None:
     """The break with this id, in `tenant_id` or in any tenant when None (the console)."""
     row = repository.find_break(connection, break_id, tenant_id)

@@ -1,0 +1,148 @@
+"""The console's work queues (issue 28): everything in doubt, oldest first; refunds waiting for
+a second person; reconciliation runs and breaks, a break beside the object it names."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from paycore.audit import service as audit
+from paycore.http.ops import render, scope
+from paycore.http.ops.scope import BY_NAME, KINDS, BadFilter
+from paycore.http.ops.session import principal
+from paycore.kit.clock import now_us
+from paycore.kit.errors import InvalidRequest
+from paycore.lifecycle.store import Search
+from paycore.operators.types import Principal
+from paycore.reconciliation import service as reconciliation
+from paycore.refunds import service as refunds
+from paycore.resolutions import service as resolutions
+from paycore.tenants import settings as tenant_settings
+
+router = APIRouter(prefix="/ops", include_in_schema=False)
+Who = Annotated[Principal, Depends(principal)]
+IN_DOUBT_ROWS: Final = 100  # per kind
+RUNS_SHOWN: Final = 20
+RESOLUTIONS: Final = ("accepted", "adjusted", "processor_corrected", "written_off")
+
+
+@router.get("/in-doubt")
+def in_doubt(request: Request, who: Who) -> Response:
+    """Every kind in doubt, oldest first: age, attempts, next attempt, the evidence so far, and
+    what a person may do (ask again now; resolve by hand once eligible)."""
+    now = now_us()
+    try:
+        tenant_id = scope.tenant_of(who, request.query_params.get("tenant"))
+    except BadFilter as error:
+        return render.page(request, "refused.html", 400, heading="Refused", message=str(error), back="/ops/in-doubt")
+    queues: dict[str, list[dict[str, Any]]] = {}
+    with request.app.state.database.read() as connection:
+        proposals = {
+            found.object_id: found
+            for found in resolutions.page(
+                connection, tenant_id=tenant_id, status="proposed", starting_after=None, limit=500
+            )
+        }
+        windows: dict[str, int] = {}
+        for kind in KINDS.values():
+            search = Search(tenant_id=tenant_id, statuses=("in_doubt",), in_doubt_first=True, limit=IN_DOUBT_ROWS)
+            items = kind.machine.search(connection, search)
+            evidence = audit.calls_summary(connection, [(item.tenant_id, item.id) for item in items])
+            rows = []
+            for item in items:
+                if item.tenant_id not in windows:
+                    windows[item.tenant_id] = tenant_settings.get(
+                        connection, item.tenant_id
+                    ).manual_resolution_after_seconds
+                waited_s = max(0, now - (item.in_doubt_since_us or now)) // 1_000_000
+                rows.append(
+                    {
+                        "item": item,
+                        "evidence": evidence.get((item.tenant_id, item.id)),
+                        "proposal": proposals.get(item.id),
+                        "past_window": waited_s >= windows[item.tenant_id],
+                    }
+                )
+            queues[kind.name] = rows
+    return render.page(request, "in_doubt.html", queues=queues, kinds=KINDS, now=now, tenant=tenant_id or "")
+
+
+@router.get("/approvals")
+def approvals(request: Request, who: Who) -> Response:
+    """Refunds waiting for an approver, oldest first, with who asked and when."""
+    now = now_us()
+    with request.app.state.database.read() as connection:
+        search = Search(tenant_id=who.scope, statuses=("requires_approval",), limit=200)
+        waiting = list(reversed(refunds.MACHINE.search(connection, search)))
+        rows = [{"refund": refund, "requester": refunds.requested_by(connection, refund)} for refund in waiting]
+    return render.page(request, "approvals.html", rows=rows, now=now)
+
+
+@router.get("/reconciliation")
+def reconciliation_page(request: Request, who: Who) -> Response:
+    """Runs, open breaks by type and age, and the breaks themselves (filter by status and type)."""
+    now = now_us()
+    status = request.query_params.get("status", "open") or None
+    break_type = request.query_params.get("type") or None
+    after = request.query_params.get("starting_after") or None
+    try:
+        with request.app.state.database.read() as connection:
+            runs = reconciliation.recent_runs(connection, limit=RUNS_SHOWN)
+            summary = reconciliation.open_breaks_by_type(connection, tenant_id=who.scope)
+            found = reconciliation.breaks_of_any(
+                connection,
+                tenant_id=who.scope,
+                status=status,
+                break_type=break_type,
+                starting_after=after,
+                limit=scope.PAGE_ROWS + 1,
+            )
+    except InvalidRequest as error:
+        return render.page(
+            request, "refused.html", 400, heading="Refused", message=error.message, back="/ops/reconciliation"
+        )
+    more = found[scope.PAGE_ROWS - 1].id if len(found) > scope.PAGE_ROWS else None
+    return render.page(
+        request,
+        "reconciliation.html",
+        runs=runs,
+        summary=summary,
+        breaks=found[: scope.PAGE_ROWS],
+        more=more,
+        given={"status": status or "", "type": break_type or ""},
+        types=reconciliation.BREAK_TYPES,
+        now=now,
+    )
+
+
+@router.get("/reconciliation/breaks/{break_id}")
+def break_page(request: Request, who: Who, break_id: str) -> Response:
+    """A break's evidence (the report line or webhook as read) beside the object it names."""
+    with request.app.state.database.read() as connection:
+        found = reconciliation.find_break(connection, break_id, tenant_id=who.scope)
+        if found is None:
+            message = f"No break {break_id} here."
+            return render.page(
+                request, "refused.html", 404, heading="No such break", message=message, back="/ops/reconciliation"
+            )
+        item = None
+        if found.object_type in BY_NAME and found.object_id is not None:
+            item = BY_NAME[found.object_type].machine.find(connection, found.tenant_id, found.object_id)
+    try:
+        evidence = json.loads(found.line)
+    except ValueError:
+        evidence = found.line
+    kind = BY_NAME.get(found.object_type or "")
+    return render.page(
+        request,
+        "break.html",
+        found=found,
+        item=item,
+        kind=kind,
+        evidence=evidence,
+        resolutions=RESOLUTIONS,
+        now=now_us(),
+    )
