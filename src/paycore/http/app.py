@@ -10,7 +10,7 @@ from starlette.types import ASGIApp
 import paycore
 from paycore.config import Settings
 from paycore.db.engine import Database
-from paycore.http import errors, openapi, ops
+from paycore.http import docs, errors, openapi, ops
 from paycore.http.context import AuthState
 from paycore.http.exposure import ExposureGuard
 from paycore.http.metrics import Metrics
@@ -69,6 +69,8 @@ def create_app(
         # A trailing slash is a 404, never a redirect: Starlette's redirect is built from the
         # request's Host header, before authentication, and a 307 makes a client resend its body.
         redirect_slashes=False,
+        docs_url=None,  # served from this server, not a CDN (http/docs.py)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.database = database
@@ -93,6 +95,7 @@ def create_app(
         processor_webhooks,
     ):
         app.include_router(router.router)
+    app.include_router(docs.router)
     ops.install(app, settings)
     openapi.install(app, settings)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)
