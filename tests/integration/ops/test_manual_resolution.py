@@ -116,17 +116,21 @@ def test_the_processor_contradicting_a_manual_outcome_opens_a_break_and_moves_no
 
 
 def test_an_open_break_makes_an_item_eligible_before_its_window(console: Console) -> None:
-    """A reconciliation break left for a person (here one a person's outcome contradicted) makes
-    the item it names resolvable at once; without one, the window applies."""
-    from paycore.kit.clock import now_us
-    from paycore.resolutions import service as resolutions
+    """A reconciliation break left for a person (the report disagrees on the amount: nothing is
+    proved, the payment stays in doubt) makes the item it names resolvable at once."""
+    from paycore.reconciliation import service as reconciliation
+    from tests.integration.reconciliation.test_reconcile import changed, today
 
+    env = console.env
     _, payment_id = in_doubt_payment(console)
-    with console.env.database.read() as connection:
-        item = resolutions.load_item(connection, "acme", "payment", payment_id)
-        found = resolutions.eligibility(connection, "acme", "payment", item, now_us=now_us())
-    assert not found.eligible and found.open_breaks == ()
-    assert "manual window" in found.reason
+    _, early = propose(console, "alice", payment_id, "succeeded")
+    assert early.status_code == 409  # the default window: 72 h
+    lines = changed(list(env.processor.settlement_report(today())), payment_id, amount_minor="999")
+    assert dict(reconciliation.reconcile(env.database, lines).breaks) == {"amount_mismatch": 1}
+    assert payment(console, payment_id)["status"] == "in_doubt"
+    _, proposed = propose(console, "alice", payment_id, "succeeded")
+    assert proposed.status_code == 303
+    assert "an open reconciliation break names it" in console.signed_in("bob").get(f"/ops/payments/{payment_id}").text
 
 
 def test_asking_again_makes_the_item_due_now_even_after_its_rounds_ran_out(console: Console) -> None:
@@ -145,3 +149,27 @@ def test_asking_again_makes_the_item_due_now_even_after_its_rounds_ran_out(conso
     assert payment(console, payment_id)["status"] == "succeeded"
     events = env.client.get(f"/v1/payments/{payment_id}/events").json()["data"]
     assert len([e for e in events if e["type"] == "processor.get_charge"]) == asked_before + 1
+
+
+def test_a_settlement_report_contradicting_a_manual_outcome_is_that_break_not_a_status_mismatch(
+    console: Console,
+) -> None:
+    from paycore.reconciliation import service as reconciliation
+    from tests.integration.reconciliation.test_reconcile import today
+
+    env = console.env
+    _, payment_id = in_doubt_payment(console)  # charged at the processor; the answer was lost
+    window(console, 0)
+    propose(console, "alice", payment_id, "failed")
+    page = f"/ops/payments/{payment_id}"
+    assert act(console.signed_in("bob"), f"/ops/in-doubt/payment/{payment_id}/confirm", page=page).status_code == 303
+    summary = reconciliation.reconcile(env.database, list(env.processor.settlement_report(today())))
+    assert dict(summary.breaks) == {"manual_resolution_contradicted": 1}
+    [found] = env.client.get("/v1/reconciliation/breaks").json()["data"]
+    assert (found["type"], found["object_id"]) == ("manual_resolution_contradicted", payment_id)
+    assert "resolved it by hand as failed" in found["detail"]
+    assert payment(console, payment_id)["status"] == "failed"
+    assert metric(console, 'paycore_escaped_money_defects_total{kind="manual_resolution_contradicted"}') == "1.0"
+    again = reconciliation.reconcile(env.database, list(env.processor.settlement_report(today())))
+    assert dict(again.breaks) == {}  # met again, not stored twice, not superseded
+    assert env.client.get("/v1/reconciliation/breaks", params={"status": "open"}).json()["data"][0]["id"] == found["id"]
