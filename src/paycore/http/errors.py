@@ -18,7 +18,7 @@ from paycore.db.engine import DatabaseBusy
 from paycore.http.routing import allowed_methods
 from paycore.idempotency.errors import IdempotencyRequestInProgress
 from paycore.idempotency.service import Outcome, key_problem
-from paycore.kit.errors import BusinessRefusal, Conflict, DomainError, InvalidRequest, NotFound, TooManyRequests
+from paycore.kit.errors import BusinessRefusal, Conflict, DomainError, InvalidRequest, NotFound
 from paycore.tenants.errors import Forbidden, Unauthorized
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,6 @@ _STATUS_BY_CLASS: tuple[tuple[type[DomainError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
     (BusinessRefusal, 422),
-    (TooManyRequests, 429),
 )
 # Details a client can act on, added to the error body when an error carries them.
 _DETAILS_SHOWN = ("status", "refundable_minor")
@@ -69,7 +68,7 @@ def render_refusal(error: DomainError) -> Outcome:
 def domain_error_response(error: DomainError) -> Response:
     outcome = render_refusal(error)
     headers = {}
-    if isinstance(error, IdempotencyRequestInProgress | TooManyRequests):
+    if isinstance(error, IdempotencyRequestInProgress):
         headers["Retry-After"] = str(error.details.get("retry_after_s", 1))
     if isinstance(error, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"

@@ -50,9 +50,3 @@ class Conflict(DomainError):
 class BusinessRefusal(DomainError):
     code = "refused"
     recorded = True
-
-
-class TooManyRequests(DomainError):
-    """Refused for a while (details: `retry_after_s`): e.g. too many failed sign-ins."""
-
-    code = "too_many_requests"

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from paycore.kit.errors import Conflict, InvalidRequest, NotFound, TooManyRequests
-from paycore.tenants.errors import Forbidden, Unauthorized
+from paycore.kit.errors import Conflict, InvalidRequest, NotFound
+from paycore.tenants.errors import Forbidden
 
 
 class InvalidOperatorName(InvalidRequest):
@@ -28,14 +28,6 @@ class RoleRequired(Forbidden):
     """The operator's role does not allow this action (details: `role`, the least that does)."""
 
     code = "role_required"
-
-
-class SignInFailed(Unauthorized):
-    code = "sign_in_failed"
-
-
-class TooManySignIns(TooManyRequests):
-    code = "too_many_sign_ins"
 
 
 class OperatorRequired(Forbidden):

@@ -18,6 +18,7 @@ from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle.store import Search
 from paycore.operators.types import Principal
 from paycore.reconciliation import service as reconciliation
+from paycore.reconciliation.report import HEADER
 from paycore.refunds import service as refunds
 from paycore.resolutions import service as resolutions
 from paycore.tenants import settings as tenant_settings
@@ -135,6 +136,8 @@ def break_page(request: Request, who: Who, break_id: str) -> Response:
         evidence = json.loads(found.line)
     except ValueError:
         evidence = found.line
+    if isinstance(evidence, list) and len(evidence) == len(HEADER):  # a report line: by column name
+        evidence = dict(zip(HEADER, evidence, strict=True))
     kind = BY_NAME.get(found.object_type or "")
     return render.page(
         request,
