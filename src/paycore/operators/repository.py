@@ -14,6 +14,11 @@ from paycore.operators.models import operator_sessions, operator_sign_in_failure
 
 # Asked while the server may still be in local mode (no API key, no operator yet): on the driver.
 _ANY_OPERATOR = driver.statement("SELECT id FROM operators LIMIT 1")
+# Local mode's one question, asked on every request while it lasts: one statement for both
+# tables (tenants' `api_keys`, named here only for this), not one each.
+_ANY_KEY_OR_OPERATOR = driver.statement(
+    "SELECT id FROM (SELECT id FROM api_keys LIMIT 1) AS k UNION ALL SELECT id FROM (SELECT id FROM operators LIMIT 1) AS o"
+)
 
 
 def insert_operator(connection: Connection, values: dict[str, Any]) -> bool:
@@ -25,8 +30,8 @@ def any_operator(connection: Connection) -> bool:
     return bool(driver.fetch(connection, _ANY_OPERATOR, ()))
 
 
-def any_operator_now(database: Database) -> bool:
-    return bool(database.peek(_ANY_OPERATOR, ()))
+def any_key_or_operator_now(database: Database) -> bool:
+    return bool(database.peek(_ANY_KEY_OR_OPERATOR, ()))
 
 
 def by_name(connection: Connection, name: str) -> Row[Any] | None:

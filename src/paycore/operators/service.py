@@ -147,16 +147,12 @@ def local_mode(connection: Connection) -> bool:
 
 
 def local_mode_now(database: Database) -> bool:
-    """`local_mode` as statements of their own, for the check of every request."""
-    return not tenants.auth_required_now(database) and not repository.any_operator_now(database)
+    """`local_mode` as one statement of its own, for the check of every request."""
+    return not repository.any_key_or_operator_now(database)
 
 
 def any_operator(connection: Connection) -> bool:
     return repository.any_operator(connection)
-
-
-def any_operator_now(database: Database) -> bool:
-    return repository.any_operator_now(database)
 
 
 def sign_in(
