@@ -17,7 +17,8 @@ _ANY_OPERATOR = driver.statement("SELECT id FROM operators LIMIT 1")
 # Local mode's one question, asked on every request while it lasts: one statement for both
 # tables (tenants' `api_keys`, named here only for this), not one each.
 _ANY_KEY_OR_OPERATOR = driver.statement(
-    "SELECT id FROM (SELECT id FROM api_keys LIMIT 1) AS k UNION ALL SELECT id FROM (SELECT id FROM operators LIMIT 1) AS o"
+    "SELECT id FROM (SELECT id FROM api_keys LIMIT 1) AS k"
+    " UNION ALL SELECT id FROM (SELECT id FROM operators LIMIT 1) AS o"
 )
 
 

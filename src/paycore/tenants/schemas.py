@@ -20,7 +20,12 @@ class SettingsUpdate(StrictModel):
     # Refunds of more than this wait in requires_approval; 0: every refund; null: none.
     refund_approval_threshold_minor: ThresholdMinor | None
     # An item in doubt this long may be resolved by hand in the console; absent: unchanged.
-    manual_resolution_after_seconds: WindowSeconds | None = None
+    manual_resolution_after_seconds: WindowSeconds | None = Field(
+        default=None,
+        description="Seconds an item must have been in doubt before two people may resolve it by hand "
+        "(default 259200: 72 h), a JSON integer 0..31536000: 1.0, a string or anything else is "
+        "400 invalid_request. Left out: unchanged.",
+    )
 
 
 def settings_json(settings: TenantSettings) -> dict[str, Any]:

@@ -21,7 +21,12 @@ from paycore.kit.errors import InvalidRequest
 router = APIRouter(prefix="/v1/audit_events", tags=["audit"], dependencies=[Depends(authenticate)])
 _OUTCOME_KINDS = frozenset({"api_call", "processor_call", "webhook"})
 Time = Annotated[
-    str | None, Query(min_length=1, max_length=40, description="RFC 3339 with an offset, e.g. 2026-12-04T00:00:00Z")
+    str | None,
+    Query(
+        min_length=1,
+        max_length=40,
+        description="RFC 3339 with an offset, e.g. 2026-12-04T00:00:00Z; anything else is 400 invalid_request",
+    ),
 ]
 
 
