@@ -433,17 +433,34 @@ def test_a_reconciliation_break_resolved_by_an_operator(console: Console) -> Non
 
 
 def test_the_losses_page_draws_its_charts(console: Console) -> None:
-    """/ops/losses (issue 28: built by another change): the loss report drawn as SVG charts.
-    Until the app serves the page (no route: the API's JSON 404, not a console page) this test
-    is an xfail that says so; from then on it must pass."""
+    """/ops/losses: the loss report drawn as SVG charts (an empty chart when nothing was lost)."""
     alice = console.signed_in("alice")
     response = alice.goto("/ops/losses")
     assert response is not None
-    if response.status == 404 and not response.headers.get("content-type", "").startswith("text/html"):
-        pytest.xfail("/ops/losses is not served yet (src/paycore/http/ops/reports.py, issue 28)")
     console.shot(alice, "losses")
     assert response.status == 200, response.status
     assert alice.locator("svg").count() >= 1, alice.content()[:2000]
+
+
+def test_the_ledger_webhooks_and_audit_pages(console: Console) -> None:
+    """/ops/ledger and an account's statement, /ops/webhooks (never a secret), /ops/audit by actor."""
+    merchant = console.account()
+    console.paid(merchant, 1234)
+    endpoint = console.api(
+        "POST", "/v1/webhook_endpoints", {"url": "https://hooks.example.com/paycore", "events": ["*"]}
+    )
+    assert endpoint.status == 201, endpoint
+    alice = console.signed_in("alice")
+    console.visit(alice, "/ops/ledger?code=merchant.", "ledger")
+    assert merchant in alice.inner_text("#results") and "12.34 USD" in alice.inner_text("#results")
+    alice.click(f"#results a[href^='/ops/ledger/accounts/{merchant}']")
+    alice.wait_for_url(re.compile(f"/ops/ledger/accounts/{merchant}"))
+    console.shot(alice, "statement")
+    assert "12.34 USD" in alice.inner_text("#statement")
+    console.visit(alice, "/ops/webhooks", "webhooks")
+    assert endpoint.body["id"] in alice.content() and endpoint.body["secret"] not in alice.content()
+    console.visit(alice, "/ops/audit?actor=operator:alice", "audit-alice")
+    assert "operator.login" in alice.inner_text("#results")
 
 
 def test_a_tenant_api_key_opens_nothing_in_the_console(console: Console) -> None:

@@ -44,4 +44,7 @@ events = Table(
     Index("ix_events_object", "tenant_id", "object_id", "id"),
     Index("ix_events_kind", "tenant_id", "kind", "id"),
     Index("ix_events_type", "tenant_id", "type", "id"),
+    Index("ix_events_id", "id"),  # the console's audit log over every tenant, newest first (migration 0017)
+    Index("ix_events_object_id", "object_id", "id"),  # ... filtered by object (0017)
+    Index("ix_events_actor", "actor", "id"),  # ... filtered by actor (0017)
 )

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, bindparam, exists, func, select
+from sqlalchemy import Connection, Row, and_, bindparam, exists, func, or_, select
 from sqlalchemy.orm import aliased
 
 from paycore.db import driver
@@ -315,6 +315,48 @@ def list_entries(
         )
         .order_by(entries.c.account_sequence)
         .limit(limit)
+    )
+    return list(connection.execute(query))
+
+
+def list_accounts(
+    connection: Connection,
+    tenant_id: str | None,
+    *,
+    code_prefix: str | None,
+    after: tuple[str, str] | None,
+    limit: int,
+) -> list[Row[Any]]:
+    """Accounts of one tenant or every one, in (tenant_id, id) order (the primary key), after
+    the cursor `after` = (tenant_id, id); `code_prefix`: codes starting with it, compared as
+    text on both databases (not LIKE, which SQLite folds to one case)."""
+    query = select(accounts)
+    if tenant_id is not None:
+        query = query.where(accounts.c.tenant_id == tenant_id)
+    if code_prefix is not None:
+        query = query.where(func.substr(accounts.c.code, 1, len(code_prefix)) == code_prefix)
+    if after is not None:
+        after_tenant, after_id = after
+        query = query.where(
+            or_(
+                accounts.c.tenant_id > after_tenant,
+                and_(accounts.c.tenant_id == after_tenant, accounts.c.id > after_id),
+            )
+        )
+    return list(connection.execute(query.order_by(accounts.c.tenant_id, accounts.c.id).limit(limit)))
+
+
+def find_account_of_any(connection: Connection, account_id: str) -> Row[Any] | None:
+    """The account with this id, whichever its tenant (ids are random: at most one)."""
+    return connection.execute(select(accounts).where(accounts.c.id == account_id).limit(1)).first()
+
+
+def transfer_references(connection: Connection, tenant_id: str, transfer_ids: Sequence[str]) -> list[Row[Any]]:
+    """(id, kind, reference_type, reference_id) of these transfers of the tenant."""
+    if not transfer_ids:
+        return []
+    query = select(transfers.c.id, transfers.c.kind, transfers.c.reference_type, transfers.c.reference_id).where(
+        transfers.c.tenant_id == tenant_id, transfers.c.id.in_(sorted(set(transfer_ids)))
     )
     return list(connection.execute(query))
 

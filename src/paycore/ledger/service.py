@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection
@@ -48,6 +49,7 @@ from paycore.ledger.types import (
     EntrySpec,
     Transfer,
     TransferSpec,
+    account_from_row,
     entry_from_row,
     new_transfer_view,
 )
@@ -63,6 +65,7 @@ __all__ = [
     "Entry",
     "EntrySpec",
     "FeesBooked",
+    "ListedAccount",
     "ProcessorFee",
     "Transfer",
     "TransferSpec",
@@ -76,13 +79,16 @@ __all__ = [
     "ensure_accounts",
     "expire_due",
     "find_account_by_code",
+    "find_listed_account",
     "get_account",
     "get_transfer",
+    "list_accounts",
     "list_entries",
     "post_pending",
     "recomputed_totals",
     "reverse_transfer",
     "settle_pending",
+    "transfer_references",
     "verify",
     "void_pending",
 ]
@@ -311,6 +317,53 @@ def list_entries(
         after_sequence = found
     rows = repository.list_entries(connection, tenant_id, account_id, limit=limit + 1, after_sequence=after_sequence)
     return [entry_from_row(row) for row in rows[:limit]], len(rows) > limit
+
+
+@dataclass(frozen=True)
+class ListedAccount:
+    """An account with its tenant: a list across tenants (the console's) names both."""
+
+    tenant_id: str
+    account: Account
+
+
+def list_accounts(
+    connection: Connection,
+    tenant_id: str | None,
+    *,
+    code_prefix: str | None,
+    starting_after: tuple[str, str] | None,
+    limit: int,
+) -> list[ListedAccount]:
+    """Accounts with their balances (posted, pending, available: from the cached totals), of
+    one tenant or every one (None), in (tenant, id) order; `starting_after` is the (tenant,
+    id) of the last account of the previous page, which must be one of the list's."""
+    if starting_after is not None:
+        after_tenant, after_id = starting_after
+        found = repository.get_account(connection, after_tenant, after_id)
+        if found is None or tenant_id not in (None, after_tenant):
+            raise InvalidStartingAfter("starting_after is not an account of this list", param="starting_after")
+    rows = repository.list_accounts(connection, tenant_id, code_prefix=code_prefix, after=starting_after, limit=limit)
+    return [ListedAccount(row.tenant_id, account_from_row(row)) for row in rows]
+
+
+def find_listed_account(connection: Connection, account_id: str, *, tenant_id: str | None) -> ListedAccount | None:
+    """The account, of the tenant, or of any tenant when None (a scan: ids are not indexed
+    without their tenant)."""
+    if tenant_id is not None:
+        row = repository.get_account(connection, tenant_id, account_id)
+    else:
+        row = repository.find_account_of_any(connection, account_id)
+    return None if row is None else ListedAccount(row.tenant_id, account_from_row(row))
+
+
+def transfer_references(
+    connection: Connection, tenant_id: str, transfer_ids: Sequence[str]
+) -> dict[str, tuple[str, str, str | None]]:
+    """What each transfer is and moved money for, by transfer id: (kind: transfer, pending,
+    post, void or expire; reference_type; reference_id)."""
+    rows = repository.transfer_references(connection, tenant_id, transfer_ids)
+    return {row.id: (row.kind, row.reference_type, row.reference_id) for row in rows}
 
 
 def _unresolved_pending(connection: Connection, tenant_id: str, transfer_id: str) -> Transfer:

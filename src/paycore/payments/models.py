@@ -56,4 +56,5 @@ payments = Table(
     CheckConstraint("refunded_minor >= 0 AND refunded_minor <= amount_minor", name="refunded_minor"),
     Index("ix_payments_status", "tenant_id", "status", "id"),
     Index("ix_payments_due", "next_attempt_at_us"),
+    Index("ix_payments_id", "id"),  # the console's lists over every tenant, by id (migration 0017)
 )

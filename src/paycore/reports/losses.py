@@ -81,7 +81,7 @@ _LOSSES_CTES: Final = """\
     WHERE (p.rail = :rail OR :rail IS NULL)
         AND (p.currency = :currency OR :currency IS NULL)
 )"""
-_TENANT_MATCH: Final = "\n        AND a.tenant_id = :tenant_id"
+TENANT_MATCH: Final = "\n        AND a.tenant_id = :tenant_id"
 _AFTER_MATCH: Final = "\n        AND a.tenant_id = :after_tenant_id\n        AND a.payout_id = :after_payout_id"
 # The page: the cursor's own row and the rows after it, cut to :row_limit (`losses` carries
 # only what ranking and totals need: it is materialized, being read twice); each of its rows
@@ -139,7 +139,7 @@ FROM losses AS l
 WHERE l.loss_minor <> 0
 GROUP BY l.currency
 ORDER BY line, loss_minor DESC, payout_id, tenant_id, currency"""
-_COLUMNS: Final = (
+COLUMNS: Final = (
     "payout_id",
     "tenant_id",
     "rail",
@@ -164,7 +164,7 @@ def _report_sql(match: str) -> str:
 
 
 # The statement of docs/losses.md (tests/integration/reports/test_docs.py keeps the two equal).
-REPORT_SQL: Final = _report_sql(_TENANT_MATCH)
+REPORT_SQL: Final = _report_sql(TENANT_MATCH)
 # The operator's form (`paycore report losses` without --tenant): the same without the tenant line.
 REPORT_SQL_ALL_TENANTS: Final = _report_sql("")
 _STATEMENTS: Final = {True: text(REPORT_SQL), False: text(REPORT_SQL_ALL_TENANTS)}
@@ -304,8 +304,8 @@ def report(connection: Connection, filters: LossFilters, *, after: Cursor | None
 
 
 def _row(found: Any) -> LossRow:
-    values: dict[str, Any] = {column: getattr(found, column) for column in _COLUMNS}
-    for column in _COLUMNS[4:]:
+    values: dict[str, Any] = {column: getattr(found, column) for column in COLUMNS}
+    for column in COLUMNS[4:]:
         if column != "status":
             values[column] = exact_int(values[column])
     values["status"] = payouts.public_status(values["status"])

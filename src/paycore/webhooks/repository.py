@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, case, exists, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, Select, and_, case, exists, func, insert, or_, select, update
 
 from paycore.webhooks.models import webhook_attempts, webhook_deliveries, webhook_endpoints
-from paycore.webhooks.states import DISABLED, ENABLED, PENDING
+from paycore.webhooks.states import DISABLED, ENABLED, FAILED, PENDING
 
 E, D, A = webhook_endpoints, webhook_deliveries, webhook_attempts
 
@@ -203,3 +203,42 @@ def failing_endpoints(connection: Connection, tenant_id: str | None, *, limit: i
     if tenant_id is not None:
         query = query.where(E.c.tenant_id == tenant_id)
     return list(connection.execute(query.order_by(E.c.failing_since_us, E.c.id).limit(limit)))
+
+
+def endpoints_of_any(
+    connection: Connection, tenant_id: str | None, *, statuses: Sequence[str], after: tuple[str, str] | None, limit: int
+) -> list[Row[Any]]:
+    """Endpoints of one tenant or every one, in (tenant_id, id) order, after (tenant_id, id)."""
+    query = select(E).where(E.c.status.in_(list(statuses)))
+    if tenant_id is not None:
+        query = query.where(E.c.tenant_id == tenant_id)
+    if after is not None:
+        query = query.where(or_(E.c.tenant_id > after[0], and_(E.c.tenant_id == after[0], E.c.id > after[1])))
+    return list(connection.execute(query.order_by(E.c.tenant_id, E.c.id).limit(limit)))
+
+
+def failing_deliveries(
+    connection: Connection,
+    tenant_id: str | None,
+    *,
+    endpoint_id: str | None,
+    statuses: Sequence[str],
+    after: tuple[str, str] | None,
+    limit: int,
+) -> list[Row[Any]]:
+    """Deliveries that failed (`failed`), or are being retried (`pending` after an attempt), of
+    one tenant or every one, the latest first ((id, tenant_id) descending: a delivery id
+    starts with its event's time-ordered id), after (tenant_id, id)."""
+    wanted = []
+    if FAILED in statuses:
+        wanted.append(D.c.status == FAILED)
+    if PENDING in statuses:
+        wanted.append(and_(D.c.status == PENDING, D.c.attempts > 0))
+    query = select(D).where(or_(*wanted))
+    if tenant_id is not None:
+        query = query.where(D.c.tenant_id == tenant_id)
+    if endpoint_id is not None:
+        query = query.where(D.c.endpoint_id == endpoint_id)
+    if after is not None:
+        query = query.where(or_(D.c.id < after[1], and_(D.c.id == after[1], D.c.tenant_id < after[0])))
+    return list(connection.execute(query.order_by(D.c.id.desc(), D.c.tenant_id.desc()).limit(limit)))

@@ -241,7 +241,47 @@ def oldest_due_us(connection: Connection, *, now_us: int) -> int | None:
 def failing_endpoints(connection: Connection, tenant_id: str | None) -> list[Endpoint]:
     """Endpoints failing now or disabled, of one tenant or every one, oldest failure first."""
     rows = repository.failing_endpoints(connection, tenant_id, limit=FAILING_ENDPOINTS_MAX)
-    return [endpoint_from_row(row) for row in rows]
+    return [endpoint_from_row(row._mapping) for row in rows]
+
+
+FAILING_STATUSES = (states.FAILED, states.PENDING)  # failed; pending after a failed attempt: retrying
+
+
+def endpoints_of_any(
+    connection: Connection, tenant_id: str | None, *, starting_after: tuple[str, str] | None, limit: int
+) -> list[Endpoint]:
+    """Live endpoints (enabled or disabled) of one tenant or every one (None), in (tenant, id)
+    order; `starting_after` is the (tenant, id) of the previous page's last one."""
+    live = (states.ENABLED, states.DISABLED)
+    if starting_after is not None:
+        found = repository.get_endpoint(connection, *starting_after)
+        if found is None or found.status not in live or tenant_id not in (None, starting_after[0]):
+            raise InvalidStartingAfter("starting_after is not an endpoint of this list", param="starting_after")
+    rows = repository.endpoints_of_any(connection, tenant_id, statuses=live, after=starting_after, limit=limit)
+    return [endpoint_from_row(row._mapping) for row in rows]
+
+
+def failing_deliveries(
+    connection: Connection,
+    tenant_id: str | None,
+    *,
+    endpoint_id: str | None = None,
+    statuses: Sequence[str] = FAILING_STATUSES,
+    starting_after: tuple[str, str] | None,
+    limit: int,
+) -> list[Delivery]:
+    """Deliveries given up (`failed`) or being retried (`pending` after a failed attempt), of
+    one tenant or every one, the latest first, each with its last error; `starting_after` is
+    the (tenant, id) of the previous page's last one."""
+    assert set(statuses) <= set(FAILING_STATUSES) and statuses, statuses
+    if starting_after is not None:
+        found = repository.get_delivery(connection, *starting_after)
+        if found is None or tenant_id not in (None, starting_after[0]):
+            raise InvalidStartingAfter("starting_after is not a delivery of this list", param="starting_after")
+    rows = repository.failing_deliveries(
+        connection, tenant_id, endpoint_id=endpoint_id, statuses=statuses, after=starting_after, limit=limit
+    )
+    return [delivery_from_row(row._mapping) for row in rows]
 
 
 def endpoint_from_row(row: Any) -> Endpoint:

@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
 from paycore.config import Settings
-from paycore.http.ops import actions, pages, queues, sign_in
+from paycore.http.ops import actions, losses, pages, queues, reports, sign_in
 from paycore.http.ops.render import bare
 from paycore.http.ops.session import CsrfRefused, FormRefused, OpsState, SignInRequired
 from paycore.operators.service import SessionLimits
@@ -51,5 +51,5 @@ def install(app: FastAPI, settings: Settings) -> None:
     async def _form(_request: Request, error: FormRefused) -> Response:
         return bare("refused.html", 400, heading="Refused", message=str(error), back="/ops")
 
-    for module in (sign_in, pages, queues, actions):
+    for module in (sign_in, pages, queues, losses, reports, actions):
         app.include_router(module.router)
