@@ -39,6 +39,7 @@ from paycore.tenants import service as tenants
 from paycore_sandbox.inprocess import InProcessTransport
 from paycore_sandbox.service import Sandbox
 from tests.e2e.support import REPO_ROOT, Reply, call
+from tests.integration.reports import world
 from tests.support.servers import serve_in_thread
 
 pytestmark = pytest.mark.slow
@@ -433,13 +434,20 @@ def test_a_reconciliation_break_resolved_by_an_operator(console: Console) -> Non
 
 
 def test_the_losses_page_draws_its_charts(console: Console) -> None:
-    """/ops/losses: the loss report drawn as SVG charts (an empty chart when nothing was lost)."""
+    """/ops/losses: the loss report's fixture set (tests/integration/reports/world.py) drawn as
+    SVG charts, by day and by component for each currency; then filtered to one tenant."""
+    ids = world.build(console.database)
     alice = console.signed_in("alice")
-    response = alice.goto("/ops/losses")
-    assert response is not None
-    console.shot(alice, "losses")
-    assert response.status == 200, response.status
-    assert alice.locator("svg").count() >= 1, alice.content()[:2000]
+    console.visit(alice, "/ops/losses", "losses")
+    assert alice.locator("svg.chart").count() == 4  # by day and by component, for EUR and USD
+    usd = alice.locator("#charts-USD")
+    assert usd.locator("rect").count() >= 8 and "63.25 USD" in alice.inner_text("#totals")
+    assert alice.locator("#charts-EUR rect title", has_text="2026-02-20: -300.00 EUR").count() == 1  # a gain, down
+    alice.fill("input[name=tenant]", "globex")
+    alice.get_by_role("button", name="Filter").click()
+    alice.wait_for_url(re.compile(r"/ops/losses\?.*tenant=globex"))
+    console.shot(alice, "losses-globex")
+    assert result_ids(alice) == [ids["globex"]] and "10.25 USD" in alice.inner_text("#totals")
 
 
 def test_the_ledger_webhooks_and_audit_pages(console: Console) -> None:
