@@ -20,10 +20,10 @@ from paycore.audit import service as audit
 from paycore.config import Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
-from paycore.db.schema import metadata
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
+from paycore.tables import metadata
 from tests.support import databases
 
 APPEND_ONLY_TABLES = ("ledger_entries", "ledger_transfers", "events", "payout_adjustments")

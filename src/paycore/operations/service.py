@@ -34,13 +34,13 @@ from typing import Any, Final
 from sqlalchemy import Connection
 
 from paycore.idempotency import service as idempotency
+from paycore.inbound import service as inbound
 from paycore.invariants import service as invariants
 from paycore.kit import clock
 from paycore.ledger import service as ledger
 from paycore.lifecycle.machine import Machine
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
-from paycore.processor import inbound
 from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
 from paycore.reports import losses

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
+from paycore.inbound import service as processor_inbound
 from paycore.invariants import service as invariants
 from paycore.kit import actors, ids
 from paycore.kit.clock import now_us
@@ -19,7 +20,6 @@ from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
 from paycore.payments import jobs as payments_jobs
 from paycore.payouts import jobs as payouts_jobs
-from paycore.processor import inbound as processor_inbound
 from paycore.processor.port import Processor
 from paycore.reconciliation import jobs as reconciliation_jobs
 from paycore.refunds import jobs as refunds_jobs

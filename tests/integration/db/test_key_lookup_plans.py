@@ -22,8 +22,8 @@ import pytest
 from sqlalchemy import Connection, ForeignKeyConstraint, Table
 
 from paycore.db.engine import Database
-from paycore.db.schema import metadata
 from paycore.ledger import repository
+from paycore.tables import metadata
 
 FOREIGN_KEYS = sorted(
     (constraint for table in metadata.tables.values() for constraint in table.foreign_key_constraints),

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from paycore.db.engine import Database
-from paycore.db.schema import metadata
+from paycore.tables import metadata
 
 PATH = "/v1/tenants/acme/credits"
 

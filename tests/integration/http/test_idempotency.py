@@ -17,13 +17,13 @@ from sqlalchemy import func, select
 
 from paycore.config import Settings
 from paycore.db.engine import Database
-from paycore.db.schema import metadata
 from paycore.http.app import create_app
 from paycore.http.server import Server
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.errors import InvalidIdempotencyKey
 from paycore.idempotency.models import idempotency_keys
 from paycore.kit.clock import now_us
+from paycore.tables import metadata
 from paycore.workers import jobs
 
 US_PER_DAY = 86_400 * 1_000_000

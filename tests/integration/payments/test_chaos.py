@@ -32,10 +32,10 @@ from typing import Any, Final
 
 from sqlalchemy import func, select
 
+from paycore.inbound.models import processor_webhooks
 from paycore.kit.clock import now_us
 from paycore.ledger.verify import verify
 from paycore.payments import states
-from paycore.processor.models import processor_webhooks
 from paycore.workers.jobs import WorkerContext, resolve_payments
 from paycore_sandbox import repository as sandbox_repository
 from paycore_sandbox.models import charges

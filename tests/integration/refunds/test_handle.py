@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from paycore.refunds import handle
-from paycore.replay.refunds import AT_MAX
+from paycore.refunds.replay import AT_MAX
 
 AMOUNT_MAX = 2**53 - 1
 CHARGES = [{"id": "ch_a", "amount": 1000}, {"id": "ch_b", "amount": 250}]

@@ -7,7 +7,7 @@ from alembic import context
 from sqlalchemy import Connection
 
 from paycore.config import Settings
-from paycore.db.schema import metadata
+from paycore.tables import metadata
 
 config = context.config
 

@@ -7,8 +7,8 @@ from fastapi.responses import Response
 
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
+from paycore.inbound import service as webhooks
 from paycore.kit.signing import SIGNATURE_HEADER
-from paycore.processor import inbound as webhooks
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 

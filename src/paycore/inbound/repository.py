@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, func, select, update
 
-from paycore.processor.models import processor_webhooks as hooks
+from paycore.inbound.models import processor_webhooks as hooks
 
 
 def set_values(connection: Connection, tenant_id: str, event_id: str, values: dict[str, Any]) -> None:

@@ -25,14 +25,15 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore
+from paycore.inbound import repository
+from paycore.inbound.models import processor_webhooks
+from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import actors, signing
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle.evidence import Applied, Evidence
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
-from paycore.processor import repository
-from paycore.processor.models import processor_webhooks
 from paycore.processor.port import (
     PAYOUT_STATUSES,
     RESULT_STATUSES,
@@ -41,7 +42,6 @@ from paycore.processor.port import (
     RefundResult,
     ResultStatus,
 )
-from paycore.processor.schemas import ProcessorEvent
 from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
 
