@@ -13,10 +13,10 @@ from sqlalchemy import Connection
 
 from paycore.kit import ids
 from paycore.kit.errors import InvalidAmount
-from paycore.kit.money import AMOUNT_MINOR_MAX, BALANCE_MINOR_MAX
+from paycore.kit.money import AMOUNT_MINOR_MAX
 from paycore.ledger import repository
 from paycore.ledger.accounts import load_account_facts
-from paycore.ledger.balances import Totals, breaks_no_overdraft, grows_past
+from paycore.ledger.balances import Totals
 from paycore.ledger.errors import (
     AccountNotFound,
     BalanceLimitExceeded,
@@ -29,6 +29,7 @@ from paycore.ledger.errors import (
     TransferNotPending,
     UnbalancedTransfer,
 )
+from paycore.ledger.limits import BALANCE_LIMIT_MINOR, TOTAL_MINOR_MAX, breaks_no_overdraft, grows_past
 from paycore.ledger.types import DIRECTIONS, REFERENCE_TYPES, Account, Entry, EntrySpec, Transfer, TransferSpec
 
 
@@ -234,21 +235,21 @@ def _apply(
     guarded: frozenset[str] = frozenset(),
 ) -> dict[str, int]:
     """Update cached totals and entry counts in sorted account order (no deadlocks) and
-    enforce flags and the 2^53 - 1 balance limit on the totals the database returns, under the
-    row lock the UPDATE took.
+    enforce flags and the 2^53 - 1 balance limit (`paycore.ledger.limits`) on the totals the
+    database returns, under the row lock the UPDATE took.
     Returns each account's entry count after this transfer."""
     counts = {}
     for account_id in sorted(deltas.keys() | added.keys()):
         delta = deltas.get(account_id, Totals(0, 0, 0, 0))
         applied = repository.apply_totals(
-            connection, tenant_id, account_id, delta, added.get(account_id, 0), BALANCE_MINOR_MAX
+            connection, tenant_id, account_id, delta, added.get(account_id, 0), TOTAL_MINOR_MAX
         )
         if applied is None:
             if repository.get_account(connection, tenant_id, account_id) is None:
                 raise AccountNotFound(f"no account {account_id!r}", param=f"{prefix}entries")
             raise BalanceOverflow(f"account {account_id} would exceed its balance range", param=f"{prefix}entries")
         totals, counts[account_id] = applied
-        assert all(type(value) is int and 0 <= value <= BALANCE_MINOR_MAX for value in vars(totals).values())
+        assert all(type(value) is int and 0 <= value <= TOTAL_MINOR_MAX for value in vars(totals).values())
         row = account_rows[account_id]
         if added.get(account_id, 0):  # only entries move money: releasing a hold is never refused
             _check_balance_limit(account_id, _minus(totals, delta), totals, row.normal_balance, prefix)
@@ -258,8 +259,9 @@ def _apply(
 
 
 def _check_balance_limit(account_id: str, before: Totals, after: Totals, normal_balance: str, prefix: str) -> None:
-    """docs/ledger.md, "The balance limit": posted, pending and available stay within 2^53 - 1."""
-    figure = grows_past(before, after, normal_balance, AMOUNT_MINOR_MAX)
+    """docs/ledger.md, "The balance limit": posted, pending and available stay within 2^53 - 1
+    (the rule: `paycore.ledger.limits`)."""
+    figure = grows_past(before, after, normal_balance, BALANCE_LIMIT_MINOR)
     if figure is not None:
         raise BalanceLimitExceeded(
             f"account {account_id} would have a {figure} balance past 2^53 - 1", param=f"{prefix}entries"

@@ -18,6 +18,7 @@ from sqlalchemy.orm import aliased
 from paycore.db import driver
 from paycore.db.sql import insert_or_ignore
 from paycore.ledger.balances import Totals
+from paycore.ledger.limits import bound_before_adding
 from paycore.ledger.models import accounts, entries, transfers
 
 
@@ -52,6 +53,8 @@ def _get_accounts_statement(by: str, count: int) -> driver.Statement:
 
 # Each total is checked against its bound *before* the addition, in the WHERE clause: the
 # addition itself would fail on PostgreSQL ("bigint out of range") and become a REAL on SQLite.
+# The bound is the rule of paycore.ledger.limits (`bound_before_adding`), held to it by
+# tests/integration/ledger/test_limit_copies.py.
 _APPLY_TOTALS = driver.statement(
     "UPDATE ledger_accounts SET"
     " debits_posted_minor = debits_posted_minor + ?, credits_posted_minor = credits_posted_minor + ?,"
@@ -128,7 +131,7 @@ def apply_totals(
         delta.debits_pending_minor,
         delta.credits_pending_minor,
     )
-    limits = tuple(total_max - amount if amount > 0 else total_max for amount in amounts)
+    limits = tuple(bound_before_adding(amount, total_max) for amount in amounts)
     rows = driver.fetch(connection, _APPLY_TOTALS, (*amounts, entries_added, tenant_id, account_id, *limits))
     if not rows:
         return None

@@ -1,0 +1,85 @@
+"""The limits on an account's balance: the one home of the rule (docs/ledger.md, "The balance
+limit" and "Flags"). Pure functions and constants, no I/O.
+
+Three bounds hold on every account a transfer writes:
+
+1. **The range of a total** (`TOTAL_MINOR_MAX`): each of the four cached totals lives in a
+   signed 64-bit column, and is checked against its bound *before* the addition
+   (`bound_before_adding`), since the addition itself would fail on PostgreSQL and become a REAL
+   on SQLite. Refused as `balance_overflow`.
+2. **The balance limit** (`BALANCE_LIMIT_MINOR`, 2^53 - 1): posted, pending, available and
+   posted plus incoming holds (`limited_figures`) may not move away from zero past it
+   (`grows_past`). Refused as `balance_limit_exceeded`.
+3. **No overdraft**: an account flagged `no_overdraft` (or guarded by the transfer) keeps
+   available >= 0 (`breaks_no_overdraft`). Refused as `insufficient_funds`.
+
+Where the copies are, and why they exist. A transfer on PostgreSQL is one server call (ADR
+0011: the hot account's row lock is held only inside the server), so the rule is also written
+in SQL that this module cannot generate:
+
+- `paycore.ledger.postings._apply` (the reference path, both databases) calls the functions
+  here on the totals the UPDATE returns;
+- `paycore.ledger.repository._APPLY_TOTALS` checks bound 1 in its WHERE clause, with the bounds
+  `bound_before_adding` computes;
+- PostgreSQL's `paycore_create_transfer` (migration 0009, its body replaced by migration 0010)
+  checks all three (`total_max`, `balance_max`, `p_guard`), with the figures of
+  `paycore_balance_figures` (migration 0010). Migrations are history and never change, so a
+  change to this rule needs a new migration that replaces the function.
+
+`tests/integration/ledger/test_limit_copies.py` holds every copy to this module: it reads the
+function as it stands in a migrated PostgreSQL database (`pg_proc`), evaluates its bounds,
+figures and refusal conditions against the functions here, and runs `_APPLY_TOTALS` at the
+bound on both databases; a change to one copy without the others fails it. The invariant check
+`balance_over_max` (`paycore.invariants.checks`) reports accounts already past the limit.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from paycore.kit.money import AMOUNT_MINOR_MAX, BALANCE_MINOR_MAX
+from paycore.ledger.balances import Totals, balance_of
+
+# Bound 1: each cached total is a signed 64-bit column on both databases.
+TOTAL_MINOR_MAX: Final = BALANCE_MINOR_MAX
+# Bound 2: the largest integer every JSON client (JavaScript included) reads exactly.
+BALANCE_LIMIT_MINOR: Final = AMOUNT_MINOR_MAX
+
+
+def bound_before_adding(delta_minor: int, total_max: int = TOTAL_MINOR_MAX) -> int:
+    """The largest value a total may hold for `delta_minor` to be added to it within
+    `total_max` (bound 1); a total that is not growing is bounded by `total_max` itself."""
+    return total_max - delta_minor if delta_minor > 0 else total_max
+
+
+def breaks_no_overdraft(totals: Totals, normal_balance: str) -> bool:
+    """Bound 3: available < 0, refused on a `no_overdraft` or guarded account."""
+    return balance_of(totals, normal_balance).available_minor < 0
+
+
+def limited_figures(totals: Totals, normal_balance: str) -> dict[str, int]:
+    """The figures the balance limit bounds (docs/ledger.md, "The balance limit"): the three
+    the API reports, and `posted` plus the incoming holds, which is the most `posted` can
+    become when they are posted, so that bounding it at a hold's creation means no post is
+    ever refused for the limit (a post often records money the processor already moved)."""
+    balance = balance_of(totals, normal_balance)
+    incoming = totals.credits_pending_minor if normal_balance == "credit" else totals.debits_pending_minor
+    return {
+        "posted": balance.posted_minor,
+        "pending": balance.pending_minor,
+        "available": balance.available_minor,
+        "posted plus incoming holds": balance.posted_minor + incoming,
+    }
+
+
+def grows_past(before: Totals, after: Totals, normal_balance: str, limit: int = BALANCE_LIMIT_MINOR) -> str | None:
+    """Bound 2: the first limited figure that a transfer carries past `limit` in absolute value
+    while moving it away from zero, or None.
+
+    A figure that moves toward zero is never refused, so an account already past the limit
+    (old data, an operator's hand edit) can always be brought back."""
+    old, new = limited_figures(before, normal_balance), limited_figures(after, normal_balance)
+    for name, value in new.items():
+        if abs(value) > limit and abs(value) > abs(old[name]):
+            return name
+    return None
