@@ -295,7 +295,7 @@ def import_settled_payment(
     return payment
 
 
-# --- the refund ceiling, for refunds (SPEC §7, rule zero; the SQL in `repository`) ---------
+# --- what other domains read (the refund ceiling and hold: refunds/ceiling.py, refunds/money.py) ---
 
 
 def find(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Payment | None:
@@ -315,35 +315,6 @@ def moved_between(
     return lifecycle.MACHINE.between(
         connection, time_column="created_at_us", statuses=("succeeded",), window_us=window_us, after=after, limit=limit
     )
-
-
-def reserve_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> Payment | None:
-    """Hold `amount_minor` of a succeeded payment for a refund, if it fits in what is left:
-    the payment as reserved (row-locked until the transaction ends), or None."""
-    return repository.reserve_refund(connection, tenant_id, payment_id, amount_minor)
-
-
-def release_refund(connection: Connection, tenant_id: str, payment_id: str, amount_minor: int) -> None:
-    """Give back what a failed or canceled refund held."""
-    repository.release_refund(connection, tenant_id, payment_id, amount_minor)
-
-
-def refund_hold(connection: Connection, payment: Payment, refund_id: str, amount_minor: int, *, now_us: int) -> str:
-    """A refund's pending ledger transfer: the payment's destination account -> processor
-    clearing, posted when the processor confirms the refund, voided when it fails."""
-    clearing = ledger.find_account_by_code(connection, payment.tenant_id, clearing_code(payment.currency))
-    assert clearing is not None, "a succeeded payment's clearing account exists"
-    spec = TransferSpec(
-        entries=(
-            EntrySpec(payment.destination_account_id, "debit", amount_minor),
-            EntrySpec(clearing.id, "credit", amount_minor),
-        ),
-        pending=True,
-        currency=payment.currency,
-        reference_type="refund",
-        reference_id=refund_id,
-    )
-    return ledger.create_transfer(connection, payment.tenant_id, spec, now_us=now_us).id
 
 
 def working_since_us(connection: Connection) -> int | None:

@@ -27,9 +27,8 @@ from paycore.ledger import service as ledger
 from paycore.lifecycle import machine
 from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence
 from paycore.lifecycle.machine import Machine
-from paycore.payments import service as payments
 from paycore.processor.port import RefundResult
-from paycore.refunds import states
+from paycore.refunds import ceiling, states
 from paycore.refunds.errors import RefundNotFound
 from paycore.refunds.models import refunds
 from paycore.refunds.schemas import summary_json
@@ -83,7 +82,7 @@ def _effect(connection: Connection, refund: Refund, to_state: str, now_us: int) 
     # The payment row before the ledger's account rows, in the order create_refund locks them:
     # the other order deadlocks on PostgreSQL with a refund created meanwhile.
     if to_state in states.RELEASED:
-        payments.release_refund(connection, refund.tenant_id, refund.payment_id, refund.amount_minor)
+        ceiling.release(connection, refund.tenant_id, refund.payment_id, refund.amount_minor)
     if to_state in states.TERMINAL and refund.transfer_id is not None:
         post = to_state == states.SUCCEEDED
         ledger.settle_pending(connection, refund.tenant_id, refund.transfer_id, post=post, now_us=now_us)

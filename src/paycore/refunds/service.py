@@ -1,13 +1,12 @@
 """The refund rules (SPEC §7). Every function runs in the caller's transaction.
 
 Rule zero, "the money a customer gets back for a charge never exceeds what they paid", is
-kept by the payments service's `reserve_refund` (its SQL in `payments/repository.py`): one
-conditional UPDATE of the payment row in the transaction that inserts the refund. Every
-refund that is not failed or canceled holds its amount there; failing or canceling releases
-it in the transaction of that change (`lifecycle`). A refund is also a
-pending ledger transfer (destination account -> processor clearing), posted when the
-processor confirms it and voided when it fails or is canceled, so the merchant's available
-balance never includes money that is on its way back to a customer.
+kept by `ceiling.reserve`: one conditional UPDATE of the payment row in the transaction that
+inserts the refund. Every refund that is not failed or canceled holds its amount there;
+failing or canceling releases it in the transaction of that change (`lifecycle`). A refund is
+also a pending ledger transfer (`money.hold`: destination account -> processor clearing),
+posted when the processor confirms it and voided when it fails or is canceled, so the
+merchant's available balance never includes money that is on its way back to a customer.
 
 Both the HTTP API and the replay entry point (`paycore.refunds.handle`) call these functions;
 they differ only in how ids are made and how results are rendered.
@@ -31,7 +30,7 @@ from paycore.lifecycle.machine import Machine
 from paycore.operators import service as operators
 from paycore.payments import service as payments
 from paycore.payments.errors import PaymentNotFound
-from paycore.refunds import lifecycle, repository, states
+from paycore.refunds import ceiling, lifecycle, money, repository, states
 from paycore.refunds.errors import OverRefund, PaymentNotRefundable, RefundStateConflict
 from paycore.refunds.types import Refund, Totals, refund_from_row
 
@@ -70,12 +69,12 @@ def create_refund(
     Refusals: PaymentNotFound, PaymentNotRefundable (not succeeded), OverRefund (nothing stored)."""
     if not is_amount_minor(new.amount_minor):
         raise InvalidAmount("amount_minor must be a positive integer up to 2^53 - 1", param="amount_minor")
-    payment = payments.reserve_refund(connection, tenant_id, new.payment_id, new.amount_minor)
+    payment = ceiling.reserve(connection, tenant_id, new.payment_id, new.amount_minor)
     if payment is None:  # why not: read it (nothing was written)
         current = payments.find(connection, tenant_id, new.payment_id)
         if current is None:
             raise PaymentNotFound("no such payment", param="payment_id")
-        if current.status != "succeeded":
+        if current.status != ceiling.REFUNDABLE_STATUS:
             raise PaymentNotRefundable(
                 f"the payment is {current.status}; only a succeeded payment can be refunded", status=current.status
             )
@@ -88,7 +87,7 @@ def create_refund(
     refund_id = new_id()
     threshold = new.approval_threshold_minor
     status = states.REQUIRES_APPROVAL if threshold is not None and new.amount_minor > threshold else states.PENDING
-    transfer_id = payments.refund_hold(connection, payment, refund_id, new.amount_minor, now_us=now_us)
+    transfer_id = money.hold(connection, payment, refund_id, new.amount_minor, now_us=now_us)
     refund = Refund(
         tenant_id=tenant_id,
         id=refund_id,
