@@ -3,6 +3,7 @@ connections and end the existing ones (issue 29), from a connection to another d
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -19,18 +20,30 @@ def database_name(url: str) -> str:
     return name
 
 
+_TERMINATE_PASSES_MAX = 20
+_TERMINATE_PAUSE_S = 0.05
+
+
 def refuse_connections(url: str) -> int:
-    """`ALTER DATABASE ... ALLOW_CONNECTIONS false`, then end every backend on it. Returns how
-    many were ended."""
+    """`ALTER DATABASE ... ALLOW_CONNECTIONS false`, then end every backend on it, again until
+    none is left (a connection that was past the check when the ALTER committed still arrives).
+    Returns how many were ended."""
     name = database_name(url)
+    ended = 0
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(name)))
-        row = admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = %s AND pid <> pg_backend_pid()",
-            (name,),
-        ).fetchone()
-    return int(row[0]) if row else 0
+        for _ in range(_TERMINATE_PASSES_MAX):
+            row = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            ).fetchone()
+            count = int(row[0]) if row else 0
+            ended += count
+            if count == 0:
+                return ended
+            time.sleep(_TERMINATE_PAUSE_S)
+    raise AssertionError(f"backends kept arriving on {name} after {_TERMINATE_PASSES_MAX} passes")
 
 
 def allow_connections(url: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import select
 import sqlite3
 import threading
 import time
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
@@ -130,16 +131,17 @@ def _make_postgres_engine(settings: Settings) -> Engine:
             f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 2}",
         ]
     )
-    return create_engine(
+    engine = create_engine(
         settings.database_url,
         pool_size=settings.db_pool_size,
         max_overflow=0,
         pool_timeout=_pool_timeout_s(settings),
-        # No pre-ping: it costs a round trip on every checkout. A connection that died with
-        # its server fails its first statement; it and every older connection of the pool are
-        # discarded (SQLAlchemy's disconnect handling, and paycore.db.driver's), a transaction
-        # is run again once on a new connection, and anything else is answered 503
-        # `database_unavailable` (paycore.db.availability): nothing was committed.
+        # No pre-ping: it costs a round trip on every checkout. A connection the server closed
+        # is replaced at checkout (`_refuse_if_closed_by_server`); one that died silently fails
+        # its first statement, and it and every older connection of the pool are discarded
+        # (SQLAlchemy's disconnect handling, and paycore.db.driver's); a transaction is then run
+        # again once on a new connection, anything else is answered 503 `database_unavailable`
+        # (paycore.db.availability): nothing was committed.
         pool_recycle=3600,
         connect_args={
             "options": options,
@@ -149,6 +151,30 @@ def _make_postgres_engine(settings: Settings) -> Engine:
             "connect_timeout": max(2, -(-settings.idempotency_wait_ms // 1000)),
         },
     )
+    event.listen(engine, "checkout", _refuse_if_closed_by_server)
+    return engine
+
+
+def _refuse_if_closed_by_server(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """A pooled connection the server closed while it sat idle (a restart, a failover,
+    pg_terminate_backend) is never handed out: the pool replaces it (SQLAlchemy's answer to a
+    `DisconnectionError` raised here). An idle connection has nothing to read unless the server
+    said goodbye, so this costs one poll of its socket, not a round trip like a pre-ping.
+    A server that vanished without a word (a dead host) is found by the first statement."""
+    if dbapi_connection.closed:
+        raise DisconnectionError("the connection is closed")
+    if _has_input(dbapi_connection.fileno()):
+        raise DisconnectionError("the server closed this connection while it was idle in the pool")
+
+
+def _has_input(fd: int) -> bool:
+    """Whether `fd` can be read (or was hung up) now, without waiting. poll(), not select():
+    select() cannot watch a descriptor numbered past 1023."""
+    if not hasattr(select, "poll"):
+        return bool(select.select([fd], [], [], 0)[0])
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(0))
 
 
 class Database:

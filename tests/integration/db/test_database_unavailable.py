@@ -55,12 +55,12 @@ def fill_the_pool(database: Database) -> None:
 
 
 def one_of_each(database: Database) -> None:
-    """A transaction on the driver's statements, one through SQLAlchemy, a read, a peek."""
-    assert database.transaction(lambda connection: driver.fetch(connection, _ONE, ())) == [(1,)]
-    assert database.transaction(lambda connection: connection.execute(text("SELECT 2")).scalar()) == 2
+    """A read, a peek, a transaction on the driver's statements, one through SQLAlchemy."""
     with database.read() as connection:
         assert connection.execute(text("SELECT 3")).scalar() == 3
     assert database.peek(_ONE, ()) == [(1,)]
+    assert database.transaction(lambda connection: driver.fetch(connection, _ONE, ())) == [(1,)]
+    assert database.transaction(lambda connection: connection.execute(text("SELECT 2")).scalar()) == 2
 
 
 def test_every_entry_point_answers_database_unavailable_while_the_database_is_away(
@@ -88,8 +88,8 @@ def test_connections_ended_while_idle_in_the_pool_are_replaced_without_an_error(
     database: Database, postgres_url: str
 ) -> None:
     """The server came back before anyone noticed it had gone: every pooled connection is dead.
-    A transaction runs again on a new connection (nothing was committed on the dead one), and
-    the pool drops the others, so the requests after it find live connections."""
+    A connection the server closed is noticed as it leaves the pool (no round trip) and replaced,
+    so even a read, which cannot be run again, never sees it."""
     fill_the_pool(database)
     assert refuse_connections(postgres_url) >= _POOL_SIZE
     allow_connections(postgres_url)
