@@ -8,7 +8,6 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -158,12 +157,9 @@ def install(app: FastAPI) -> None:
         return domain_error_response(error)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, error: RequestValidationError) -> Response:
-        refused = validation_error(list(error.errors()))
-        from paycore.http.refusals import audit_refusal  # refusals imports this module
-
-        await run_in_threadpool(audit_refusal, request, refused)
-        return domain_error_response(refused)
+    async def _validation(_request: Request, error: RequestValidationError) -> Response:
+        # A refused money request is audited by paycore.http.refusals, whatever refused it.
+        return domain_error_response(validation_error(list(error.errors())))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> Response:
