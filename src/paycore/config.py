@@ -71,6 +71,10 @@ DEFAULT_DATABASE_URL: Final = "sqlite:///./paycore.db"
 IDEMPOTENCY_KEY_LENGTH_MAX: Final = 255
 TENANT_ID_LENGTH_MAX: Final = 64
 DEV_WEBHOOK_SECRET: Final = "whsec_sandbox_dev"  # the sandbox's default; refused off loopback
+# While the database cannot be reached a worker thread waits between tries, doubling from the
+# first to the largest, with jitter (docs/runbooks/operations.md, "The database went away").
+DATABASE_RETRY_BACKOFF_MS: Final = 500
+DATABASE_RETRY_BACKOFF_MAX_MS: Final = 5000
 
 
 def _int(name: str, default: int, *, minimum: int = 1) -> int:

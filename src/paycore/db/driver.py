@@ -9,7 +9,9 @@ transaction, as the caller's `Connection`: nothing about atomicity changes, only
 
 Driver errors are re-raised as SQLAlchemy's `DBAPIError` subclasses (IntegrityError,
 OperationalError, ...), so `Database.transaction` retries deadlocks and bounds lock waits
-exactly as it does for statements run through SQLAlchemy.
+exactly as it does for statements run through SQLAlchemy. A lost connection is handled as
+SQLAlchemy handles one: the connection is invalidated (never handed out again) and so is every
+connection the pool made before it, since a server that dropped one dropped them all.
 
 Rows come back as plain tuples in the order of the statement's columns; booleans come back
 as 0/1 from SQLite, so callers convert them. Listeners of SQLAlchemy's
@@ -66,7 +68,7 @@ def _cursor(connection: Connection, sql: Statement, params: Params) -> Iterator[
         cursor.execute(text, params)
         yield cursor
     except connection.dialect.loaded_dbapi.Error as error:
-        raise _wrapped(connection, text, params, error) from error
+        raise _wrapped(connection, text, params, error, cursor) from error
     finally:
         cursor.close()
 
@@ -75,13 +77,23 @@ def _text(connection: Connection, sql: Statement) -> str:
     return sql.postgresql if connection.dialect.name == "postgresql" else sql.sqlite
 
 
-def _wrapped(connection: Connection, text: str, params: Any, error: Exception) -> DBAPIError:
+def _wrapped(connection: Connection, text: str, params: Any, error: Any, cursor: Any) -> DBAPIError:
+    assert not connection.invalidated, "a statement just ran on it"
+    pooled = connection.connection
+    disconnect = connection.dialect.is_disconnect(error, pooled.dbapi_connection, cursor)
     wrapped = DBAPIError.instance(
         text,
         params,
         error,
         connection.dialect.loaded_dbapi.Error,
         dialect=connection.dialect,
+        connection_invalidated=disconnect,
     )
     assert isinstance(wrapped, DBAPIError), wrapped
+    if disconnect and not connection.invalidated:
+        # What SQLAlchemy's own error handling does on a disconnect (Connection.
+        # _handle_dbapi_exception): the pool recycles its older connections at their next
+        # checkout, and this one is never returned to it.
+        connection.engine.pool._invalidate(pooled, wrapped)
+        connection.invalidate(wrapped)
     return wrapped

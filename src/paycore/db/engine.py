@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import select
 import sqlite3
 import threading
 import time
@@ -22,12 +23,13 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
 from paycore.config import Settings
 from paycore.db import driver
+from paycore.db.availability import DatabaseUnavailable, Outage, classify
 from paycore.db.event_loop import LoopRunner
 from paycore.db.group_commit import GroupCommitter, GroupTimeout
 from paycore.kit import logs
@@ -53,6 +55,10 @@ def after_commit(action: Callable[[], None]) -> None:
 _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 _LOCK_TIMEOUT_SQLSTATE = "55P03"
 _BACKOFF_MS_MAX = 200
+# A transaction that found its pooled connection dead (the server ended it while it sat in the
+# pool: a restart, a failover, pg_terminate_backend) is run again once on a new connection:
+# nothing was committed on the dead one. A second loss is an outage, answered as such.
+_STALE_CONNECTION_RETRIES_MAX = 1
 _BEGIN_DEFERRED = driver.statement("BEGIN")
 _BEGIN_IMMEDIATE = driver.statement("BEGIN IMMEDIATE")
 
@@ -125,17 +131,50 @@ def _make_postgres_engine(settings: Settings) -> Engine:
             f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 2}",
         ]
     )
-    return create_engine(
+    engine = create_engine(
         settings.database_url,
         pool_size=settings.db_pool_size,
         max_overflow=0,
         pool_timeout=_pool_timeout_s(settings),
-        # No pre-ping: it costs a round trip on every checkout. A connection that died with
-        # its server fails its statement, SQLAlchemy discards the pool, and the request is
-        # answered with an error; nothing was committed, so the client's retry is safe.
+        # No pre-ping: it costs a round trip on every checkout. A connection the server closed
+        # is replaced at checkout (`_refuse_if_closed_by_server`); one that died silently fails
+        # its first statement, and it and every older connection of the pool are discarded
+        # (SQLAlchemy's disconnect handling, and paycore.db.driver's); a transaction is then run
+        # again once on a new connection, anything else is answered 503 `database_unavailable`
+        # (paycore.db.availability): nothing was committed.
         pool_recycle=3600,
-        connect_args={"options": options, "application_name": "paycore"},
+        connect_args={
+            "options": options,
+            "application_name": "paycore",
+            # A server that does not answer at all (a dead host) is an outage after this bound,
+            # not a request hanging for the kernel's TCP timeouts. libpq counts whole seconds.
+            "connect_timeout": max(2, -(-settings.idempotency_wait_ms // 1000)),
+        },
     )
+    event.listen(engine, "checkout", _refuse_if_closed_by_server)
+    return engine
+
+
+def _refuse_if_closed_by_server(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """A pooled connection the server closed while it sat idle (a restart, a failover,
+    pg_terminate_backend) is never handed out: the pool replaces it (SQLAlchemy's answer to a
+    `DisconnectionError` raised here). An idle connection has nothing to read unless the server
+    said goodbye, so this costs one poll of its socket, not a round trip like a pre-ping.
+    A server that vanished without a word (a dead host) is found by the first statement."""
+    if dbapi_connection.closed:
+        raise DisconnectionError("the connection is closed")
+    if _has_input(dbapi_connection.fileno()):
+        raise DisconnectionError("the server closed this connection while it was idle in the pool")
+
+
+def _has_input(fd: int) -> bool:
+    """Whether `fd` can be read (or was hung up) now, without waiting. poll(), not select():
+    select() cannot watch a descriptor numbered past 1023."""
+    if not hasattr(select, "poll"):
+        return bool(select.select([fd], [], [], 0)[0])
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(0))
 
 
 class Database:
@@ -150,6 +189,9 @@ class Database:
         self._peekers = threading.local()
         self._peekers_lock = threading.Lock()
         self._all_peekers: list[Any] = []
+        # Whether the server is known to be unreachable: one log line as an outage begins and
+        # one as it ends, and a pool timeout during one is an outage, not a busy database.
+        self.outage = Outage()
         url = settings.database_url
         # An in-memory database lives in its one connection: a peek there goes through it.
         self._peeks_on_driver = url.startswith("sqlite") and not is_sqlite_memory(url)
@@ -205,9 +247,15 @@ class Database:
         database. Commits when `work` returns, rolls back when it raises."""
         attempts_max = self.settings.transaction_attempts_max
         actions: list[Callable[[], None]] = []
+        stale_retries = 0
         for attempt in range(1, attempts_max + 1):
             try:
                 result = self._attempt(_in_callers_context(work, actions))
+            except _StaleConnection as stale:
+                if stale_retries >= _STALE_CONNECTION_RETRIES_MAX or attempt == attempts_max:
+                    raise self._unreachable(stale.unavailable, stale.__cause__) from stale.__cause__
+                stale_retries += 1
+                log.info("transaction retry %d on a new connection: %s", attempt, stale.unavailable)
             except (PoolTimeout, GroupTimeout, DBAPIError) as error:
                 busy = _as_busy(error)
                 if busy is not None:
@@ -219,15 +267,37 @@ class Database:
                 log.info("transaction retry %d after %s", attempt, _sqlstate(error))
                 time.sleep(pause_ms / 1000)
             else:
+                self.outage.reachable()
                 _run_all(actions)  # committed: what the work deferred happens now, once
                 return result
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _attempt(self, work: Callable[[Connection], T]) -> T:
-        if self.dialect != "sqlite":
-            with self.engine.connect() as connection, connection.begin():
-                return work(connection)
-        return self.write_groups.run(work, wait_s=self.settings.idempotency_wait_ms / 1000)
+        """One try. On PostgreSQL a lost server comes out as `DatabaseUnavailable` (it could not
+        be reached), `_StaleConnection` (a pooled connection was found dead before COMMIT) or
+        `CommitOutcomeUnknown` (lost during COMMIT)."""
+        if self.dialect == "sqlite":
+            return self.write_groups.run(work, wait_s=self.settings.idempotency_wait_ms / 1000)
+        stage = "connect"
+        try:
+            with self.engine.connect() as connection:
+                stage = "work"
+                with connection.begin():
+                    result = work(connection)
+                    stage = "commit"  # leaving the block commits
+            return result
+        except (PoolTimeout, DBAPIError) as error:
+            unavailable = classify(error, during_commit=stage == "commit", outage=self.outage)
+            if unavailable is None:
+                raise
+            if stage == "work":
+                raise _StaleConnection(unavailable) from error
+            raise self._unreachable(unavailable, error) from error
+
+    def _unreachable(self, unavailable: DatabaseUnavailable, cause: BaseException | None) -> DatabaseUnavailable:
+        """`unavailable`, once this process's outage has heard of it (its first line)."""
+        self.outage.unreachable(cause or unavailable)
+        return unavailable
 
     @contextmanager
     def _sqlite_transaction(self) -> Iterator[Connection]:
@@ -240,18 +310,35 @@ class Database:
         a server-side function that writes and commits in one call (ADR 0011). No retry
         here: the caller decides what a failed call means."""
         assert self.dialect == "postgresql", self.dialect
-        with self._connect() as connection:
-            # Attributes of the driver's connection, no round trip; the pool resets them.
-            connection.execution_options(isolation_level="AUTOCOMMIT")
-            yield connection
+        connected = False
+        try:
+            with self._connect() as connection:
+                connected = True
+                # Attributes of the driver's connection, no round trip; the pool resets them.
+                connection.execution_options(isolation_level="AUTOCOMMIT")
+                yield connection
+        except DBAPIError as error:
+            # Any statement here may have committed itself before the connection was lost.
+            unavailable = classify(error, during_commit=connected, outage=self.outage)
+            if unavailable is None:
+                raise
+            raise self._unreachable(unavailable, error) from error
+        self.outage.reachable()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only transaction (deferred on SQLite, so it never takes the write lock)."""
-        with self._connect() as connection:
-            connection.execution_options(paycore_readonly=True)
-            with connection.begin():
-                yield connection
+        try:
+            with self._connect() as connection:
+                connection.execution_options(paycore_readonly=True)
+                with connection.begin():
+                    yield connection
+        except DBAPIError as error:
+            unavailable = classify(error, outage=self.outage)  # a read commits nothing
+            if unavailable is None:
+                raise
+            raise self._unreachable(unavailable, error) from error
+        self.outage.reachable()
 
     def peek(self, sql: driver.Statement, params: driver.Params) -> list[tuple[Any, ...]]:
         """One read for a check made on every request (ADR 0012), outside any transaction.
@@ -289,6 +376,9 @@ class Database:
         try:
             return self.engine.connect()
         except PoolTimeout as error:
+            unavailable = classify(error, outage=self.outage)
+            if unavailable is not None:
+                raise unavailable from error
             raise DatabaseBusy("no database connection became free in time") from error
 
     def dispose(self) -> None:
@@ -299,6 +389,14 @@ class Database:
         for peeker in peekers:
             peeker.close()
         self.engine.dispose()
+
+
+class _StaleConnection(Exception):
+    """A connection was found dead before COMMIT: nothing was committed, try a new one."""
+
+    def __init__(self, unavailable: DatabaseUnavailable) -> None:
+        super().__init__(str(unavailable))
+        self.unavailable = unavailable
 
 
 def _run_all(actions: list[Callable[[], None]]) -> None:

@@ -15,6 +15,7 @@ from paycore.http.context import AuthState
 from paycore.http.exposure import ExposureGuard
 from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
+from paycore.http.refusals import RefusalAudit
 from paycore.http.request_id import RequestContext
 from paycore.http.routers import (
     audit,
@@ -98,6 +99,8 @@ def create_app(
     app.include_router(docs.router)
     ops.install(app, settings)
     openapi.install(app, settings)
+    # Innermost: it sees every answer of the app, its error handlers' included.
+    app.add_middleware(RefusalAudit, database=database)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)
     # Outermost of the added middleware (inside RequestContext, so a refusal still gets its
     # request id and access line): a request that must not be served here is refused before

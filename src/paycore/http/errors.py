@@ -8,12 +8,12 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
+from paycore.db.availability import DatabaseUnavailable, classify
 from paycore.db.engine import DatabaseBusy
 from paycore.http.routing import allowed_methods
 from paycore.idempotency.errors import IdempotencyRequestInProgress
@@ -33,6 +33,10 @@ _STATUS_BY_CLASS: tuple[tuple[type[DomainError], int], ...] = (
 )
 # Details a client can act on, added to the error body when an error carries them.
 _DETAILS_SHOWN = ("status", "refundable_minor")
+# How long a client is asked to wait before it retries an answer about the database itself:
+# a busy database frees up within a lock wait; one that went away takes longer to come back.
+RETRY_AFTER_BUSY_S = 1
+RETRY_AFTER_UNAVAILABLE_S = 2
 
 
 def status_of(error: DomainError) -> int:
@@ -73,6 +77,29 @@ def domain_error_response(error: DomainError) -> Response:
     if isinstance(error, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
     return Response(outcome.body, status_code=outcome.status, media_type="application/json", headers=headers)
+
+
+def retry_later(code: str, message: str, retry_after_s: int, **details: str) -> Response:
+    """503 with `Retry-After`: the database could not serve the request now; nothing was done
+    (or, with `commit_outcome: unknown`, the client cannot know and retries with its key)."""
+    body = error_body(code, message)
+    body.update(details)
+    return json_response(503, body, headers={"Retry-After": str(retry_after_s)})
+
+
+def busy_response() -> Response:
+    return retry_later("database_busy", "the database is busy; retry shortly", RETRY_AFTER_BUSY_S)
+
+
+def unavailable_response(error: DatabaseUnavailable) -> Response:
+    if error.commit_outcome_unknown:
+        message = (
+            "the connection to the database was lost while this request was being committed: it may or may not "
+            "have taken effect; retry with the same Idempotency-Key to get its one result"
+        )
+        return retry_later("database_unavailable", message, RETRY_AFTER_UNAVAILABLE_S, commit_outcome="unknown")
+    message = "the database is unavailable; nothing was done: retry shortly (with the same Idempotency-Key, if any)"
+    return retry_later("database_unavailable", message, RETRY_AFTER_UNAVAILABLE_S)
 
 
 def _param(location: tuple[Any, ...]) -> str | None:
@@ -130,12 +157,9 @@ def install(app: FastAPI) -> None:
         return domain_error_response(error)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, error: RequestValidationError) -> Response:
-        refused = validation_error(list(error.errors()))
-        from paycore.http.refusals import audit_refusal  # refusals imports this module
-
-        await run_in_threadpool(audit_refusal, request, refused)
-        return domain_error_response(refused)
+    async def _validation(_request: Request, error: RequestValidationError) -> Response:
+        # A refused money request is audited by paycore.http.refusals, whatever refused it.
+        return domain_error_response(validation_error(list(error.errors())))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> Response:
@@ -152,11 +176,17 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(DatabaseBusy)
     async def _busy(_request: Request, _error: DatabaseBusy) -> Response:
-        body = error_body("database_busy", "the database is busy; retry shortly")
-        return json_response(503, body, headers={"Retry-After": "1"})
+        return busy_response()
+
+    @app.exception_handler(DatabaseUnavailable)
+    async def _unavailable(_request: Request, error: DatabaseUnavailable) -> Response:
+        return unavailable_response(error)  # the outage's one log line is the database's
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> Response:
+        unavailable = classify(error)  # a driver error that reached here without `Database`
+        if unavailable is not None:
+            return unavailable_response(unavailable)
         log.exception(
             "unhandled error on %s %s",
             request.method,

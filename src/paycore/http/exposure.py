@@ -20,7 +20,9 @@ import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from paycore.config import DEV_WEBHOOK_SECRET
+from paycore.db.availability import DatabaseUnavailable
 from paycore.http.context import AuthState
+from paycore.http.errors import RETRY_AFTER_UNAVAILABLE_S
 from paycore.http.middleware import respond
 
 log = logging.getLogger(__name__)
@@ -117,7 +119,15 @@ class ExposureGuard:
         if scope["type"] != "http" or server is None or not arrived_off_loopback(server[0]):
             await self.app(scope, receive, send)
             return
-        reason = await self._refusal(scope["path"], scope["method"])
+        try:
+            reason = await self._refusal(scope["path"], scope["method"])
+        except DatabaseUnavailable:
+            # Whether a key exists yet is a database question: without an answer, neither
+            # refuse nor serve (this layer is outside the app's error handlers).
+            retry_after = (b"retry-after", str(RETRY_AFTER_UNAVAILABLE_S).encode())
+            message = "the database is unavailable; nothing was done: retry shortly"
+            await respond(send, 503, "database_unavailable", message, headers=[retry_after])
+            return
         if reason is None:
             await self.app(scope, receive, send)
             return

@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
+from paycore.db.availability import DatabaseUnavailable
 from paycore.db.engine import Database
 from paycore.invariants import repository
 from paycore.invariants.checks import CHECKS, DUPLICATE_MOVEMENTS, NAMES, Check
@@ -72,6 +73,8 @@ def run_due(database: Database, budget: Budget, worker_id: str) -> RunResult:
     for check in (check for check in CHECKS if check.name in due):
         try:
             checked, found = database.transaction(partial(_run, check=check, budget=budget, worker_id=worker_id))
+        except DatabaseUnavailable:
+            raise  # not this check's failure: the worker backs off until the database is back
         except Exception:  # e.g. a statement timeout on a huge window: the other checks still run
             log.exception(
                 "invariant check %s failed; it runs again from the same cursor an interval later",

@@ -10,7 +10,10 @@
    recorded if nobody (a faster webhook) recorded it first, and that response is returned.
 
 A crash between 1 and 3 leaves a `processing` payment whose next attempt is due after
-`processing_stale_ms`: the resolver picks it up and asks the processor (SPEC §10).
+`processing_stale_ms`: the resolver picks it up and asks the processor (SPEC §10). So does a
+database that went away during 2 or 3: the request is answered `CommitOutcomeUnknown` (the
+payment exists and may have been charged; the client cannot know), and the client's retry
+with the same key replays whatever the resolver recorded on it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any, Final
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
+from paycore.db.availability import CommitOutcomeUnknown, DatabaseUnavailable
 from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome, RefusalToRecord
@@ -121,7 +125,12 @@ def create_payment(
         assert answer is not None, "the payment's answer was settled in this transaction or before it"
         return answer
 
-    return database.transaction(finish), False
+    try:
+        return database.transaction(finish), False
+    except DatabaseUnavailable as error:
+        # Step 1 committed and the processor was called: the payment's outcome is not known to
+        # the client, and the resolver settles it once the database is back.
+        raise CommitOutcomeUnknown(f"the payment was created but its answer could not be recorded: {error}") from error
 
 
 def _start(

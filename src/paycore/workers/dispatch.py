@@ -17,9 +17,11 @@ import time
 from dataclasses import dataclass, field
 
 from paycore.config import Settings
+from paycore.db.availability import classify
 from paycore.kit import ids, logs
 from paycore.webhooks import jobs as webhooks_jobs
 from paycore.workers.jobs import WorkerContext, webhook_config
+from paycore.workers.retry import DatabaseRetry
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +65,19 @@ def start(context: WorkerContext, stop: threading.Event) -> Dispatchers:
 def _run(context: WorkerContext, holder: str, dispatchers: Dispatchers, stop: threading.Event) -> None:
     config = webhook_config(context.settings)
     logs.set_worker_id(holder)  # this thread's own context: its events name it
+    retry = DatabaseRetry()
     while not stop.is_set():
         token = logs.set_request_id(f"job_{ids.new_ulid()}")
         try:
             made = webhooks_jobs.deliver_due(
                 context.database, config, holder, endpoints_max=1, keep_going=lambda: not stop.is_set()
             )
+            retry.reset()
         except Exception as error:  # logged; the thread goes on
             made = 0
+            if classify(error) is not None:  # the database's own lines tell of the outage
+                stop.wait(retry.next_wait_s())
+                continue
             log.exception(
                 "webhook delivery round failed",
                 extra={

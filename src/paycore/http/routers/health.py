@@ -8,7 +8,7 @@ from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
 from paycore.db import migrate
-from paycore.http.errors import json_response
+from paycore.http.errors import RETRY_AFTER_UNAVAILABLE_S, json_response
 from paycore.http.metrics import CONTENT_TYPE
 
 router = APIRouter(tags=["operations"])
@@ -30,6 +30,7 @@ def readyz(request: Request) -> Response:
         return json_response(
             503,
             {"status": "unavailable", "database": "unreachable", "detail": type(error).__name__},
+            headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)},
         )
     if state == "behind":
         return json_response(503, {"status": "unavailable", "database": "ok", "migrations": "behind"})

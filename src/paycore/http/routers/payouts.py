@@ -17,10 +17,9 @@ from paycore.audit import service as audit
 from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
-from paycore.http.refusals import audit_refusal
 from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
 from paycore.http.routers.events import event_json
-from paycore.kit.errors import DomainError, InvalidRequest
+from paycore.kit.errors import InvalidRequest
 from paycore.payouts import adjustments, schemas, states
 from paycore.payouts import service as payouts
 from paycore.payouts.adjustments import NewAdjustment
@@ -52,14 +51,6 @@ _ADJUST_RESPONSES = {
 def schedule_payout(body: schemas.PayoutCreate, request: Request) -> Response:
     """Schedule a payout to a bank account (ACH in USD, SEPA in EUR) for `execute_on`
     (today, UTC, when absent). The amount is held on the source account at once."""
-    try:
-        return _schedule(body, request)
-    except DomainError as error:
-        audit_refusal(request, error)
-        raise
-
-
-def _schedule(body: schemas.PayoutCreate, request: Request) -> Response:
     who = caller(request)
     tenant_id = who.tenant_id
     key = idempotent.header_key(request, required=True)
@@ -90,12 +81,10 @@ def _schedule(body: schemas.PayoutCreate, request: Request) -> Response:
         )
         return 201, schemas.payout_json(payout, payouts.history(connection, payout))
 
-    response = idempotent.run(
+    # A refusal is audited by paycore.http.refusals, as for every money-moving request.
+    return idempotent.run(
         request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), effect=effect, keep_forever=True
     )
-    if response.status_code >= 400 and "idempotent-replayed" not in response.headers:
-        audit_refusal(request, None, status=response.status_code, body=bytes(response.body))
-    return response
 
 
 @router.get("/v1/payouts", responses=ERRORS)
