@@ -13,7 +13,9 @@ changes it fails this test loudly, naming what changed, instead of breaking payc
   SQLAlchemy's `before_cursor_execute` listeners seeing those statements (statement logs, the
   statement counts of tests/integration/payments/test_statement_counts.py), it does what
   `Connection._cursor_execute` does: `if self._has_events or self.engine._has_events: for fn in
-  self.dispatch.before_cursor_execute: fn(...)`.
+  self.dispatch.before_cursor_execute: fn(...)`; and on a lost connection it does what
+  `Connection._handle_dbapi_exception` does: `engine.pool._invalidate(...)`, so the pool drops
+  every connection older than the lost one (issue 29: the database went away).
 
 Both libraries are pinned exactly in pyproject.toml. On an upgrade that fails here: read the
 named function's new source against the paycore module that leans on it, fix that module if
@@ -29,6 +31,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy.engine import base
+from sqlalchemy.pool import base as pool_base
 from uvicorn.protocols.http import httptools_impl
 
 from paycore.db import driver
@@ -51,11 +54,14 @@ PINS = {
     "uvicorn RequestResponseCycle.__init__": "4d2f220910c33c12",
     "sqlalchemy Connection.__init__": "fb256c1d17ffdf51",
     "sqlalchemy Connection._cursor_execute": "216e9d0b45124c9d",
+    "sqlalchemy Connection._handle_dbapi_exception": "9ff661c716209c2e",
+    "sqlalchemy Pool._invalidate": "6c8efc5b0f3ceee5",
 }
 OWNERS: dict[str, Any] = {
     "uvicorn HttpToolsProtocol": httptools_impl.HttpToolsProtocol,
     "uvicorn RequestResponseCycle": httptools_impl.RequestResponseCycle,
     "sqlalchemy Connection": base.Connection,
+    "sqlalchemy Pool": pool_base.Pool,
 }
 
 
@@ -90,3 +96,4 @@ def test_the_driver_still_reads_the_internals_the_pins_are_for() -> None:
     source = inspect.getsource(driver)
     assert "connection._has_events or connection.engine._has_events" in source
     assert "connection.dispatch.before_cursor_execute" in source
+    assert "connection.engine.pool._invalidate(" in source
