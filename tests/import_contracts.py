@@ -11,7 +11,7 @@ of domains without one contract per pair.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import grimp
 from importlinter import Contract, ContractCheck, fields, output
@@ -29,7 +29,7 @@ class DomainBoundaries(Contract):
     def check(self, graph: grimp.ImportGraph, verbose: bool) -> ContractCheck:
         domains: list[str] = list(self.domains)  # type: ignore[call-overload]
         public = set(self.public_modules)  # type: ignore[call-overload]
-        extra = set(self.public_extra or [])  # type: ignore[call-overload]
+        extra: set[str] = set(cast("list[str] | None", self.public_extra) or [])
         controllers: list[str] = list(self.controllers)  # type: ignore[call-overload]
         forbidden = set(self.controller_forbidden)  # type: ignore[call-overload]
         illegal: list[dict[str, Any]] = []

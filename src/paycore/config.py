@@ -55,7 +55,7 @@
 | PAYCORE_OPS_SIGN_IN_FAILURES_MAX         | 5                       |
 | PAYCORE_OPS_SIGN_IN_WINDOW_MS            | 60000                   |
 
-The documentation of each lives in README.md ("Configuration").
+The documentation of each lives in docs/configuration.md.
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import sepaxml  # type: ignore[import-untyped]
 from sepaxml import SepaTransfer
@@ -76,7 +76,7 @@ def nacha_file(payouts: Sequence[RowMapping], sec_code: str, closed_at: dt.datet
     )
 
 
-def pain_001(payouts: Sequence[RowMapping], execution_date: dt.date) -> bytes:
+def pain_001(payouts: Sequence[Mapping[Any, Any]], execution_date: dt.date) -> bytes:
     transfer = SepaTransfer({**SEPA_DEBTOR, "batch": True, "currency": "EUR"}, schema=PAIN_SCHEMA, clean=True)
     for payout in payouts:
         payment = {

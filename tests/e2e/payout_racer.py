@@ -14,6 +14,7 @@ them. Prints one JSON line: what it won and what it lost (with the status the lo
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -45,7 +46,11 @@ def cancel_all(database: Database, tenant_id: str, payout_ids: list[str]) -> dic
     won, lost = [], {}
     for payout_id in payout_ids:
         try:
-            database.transaction(lambda c, p=payout_id: service.cancel(c, tenant_id, p, actor="local", now_us=now_us()))
+            database.transaction(
+                functools.partial(
+                    service.cancel, tenant_id=tenant_id, payout_id=payout_id, actor="local", now_us=now_us()
+                )
+            )
             won.append(payout_id)
         except PayoutNotCancelable as refused:
             lost[payout_id] = refused.details["status"]

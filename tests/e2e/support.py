@@ -182,6 +182,7 @@ class ServerProcess:
 
     env: dict[str, str]
     log_path: Path
+    args: tuple[str, ...] = ()  # more `paycore serve` options, e.g. ("--dev",)
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -196,7 +197,7 @@ class ServerProcess:
         self._log.write(f"\n=== start {self.starts} on port {self.port}\n".encode())
         self._log.flush()
         self.process = subprocess.Popen(
-            [*paycore_command(), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            [*paycore_command(), "serve", "--host", "127.0.0.1", "--port", str(self.port), *self.args],
             env=self.env,
             cwd=self.log_path.parent,  # a stray ./paycore.db would land in tmp, never in the repo
             stdout=self._log,

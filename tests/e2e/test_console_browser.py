@@ -18,6 +18,7 @@ SQLite only: what the console does on each database is the integration tests' bu
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import os
 import re
@@ -200,7 +201,7 @@ def console(
     api_key = database.transaction(lambda c: tenants.create_tenant(c, "acme", now_us=now_us())).api_key
     tokens = {
         name: database.transaction(
-            lambda c, name=name, role=role: operators.create_operator(c, name, role, tenant_id=None, now_us=now_us())
+            functools.partial(operators.create_operator, name=name, role=role, tenant_id=None, now_us=now_us())
         ).token
         for name, role in (("alice", "operator"), ("bob", "approver"), ("carol", "approver"))
     }

@@ -6,6 +6,7 @@ are there, and no secret, key, card token, account number or IBAN is anywhere in
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import time
@@ -150,6 +151,10 @@ def payout_status(run: Run, payout_id: str) -> str:
     )
 
 
+def payout_left_the_worker(run: Run, payout_id: str) -> bool:
+    return payout_status(run, payout_id) not in ("scheduled", "queued", "processing")
+
+
 @pytest.mark.slow
 def test_the_log_of_a_run_is_json_lines_with_request_ids_and_no_secrets(run: Run) -> None:
     credit = {"idempotency_key": "c1", "lines": [{"desc": "welcome", "amount_minor": 500, "currency": "USD"}]}
@@ -172,7 +177,7 @@ def test_the_log_of_a_run_is_json_lines_with_request_ids_and_no_secrets(run: Run
     for sent in (ach, sepa):  # the worker sent them to the bank: its calls are in the log too
         wait_until(
             "payout sent",
-            lambda sent=sent: payout_status(run, sent.body["id"]) not in ("scheduled", "queued", "processing"),
+            functools.partial(payout_left_the_worker, run, sent.body["id"]),
             WAIT_S,
             run.log_path,
         )

@@ -19,6 +19,7 @@ more events). The workers' processor is a port nobody listens on: only webhooks 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import json
 import signal
@@ -255,7 +256,7 @@ def test_two_worker_processes_never_post_one_delivery_at_the_same_moment(
         for tenant in TENANTS:
             wait_for(
                 f"{tenant}'s deliveries are all delivered",
-                lambda tenant=tenant: all_delivered(database, tenant, EVENTS_PER_TENANT),
+                functools.partial(all_delivered, database, tenant, EVENTS_PER_TENANT),
                 WAIT_S,
                 lambda: "\n".join(worker.log() for worker in pair),
             )

@@ -65,8 +65,8 @@ def unpublished() -> Iterator[None]:
     try:
         yield
     finally:
-        for machine, snapshot in zip(machines, saved, strict=True):
-            object.__setattr__(machine, "snapshot", snapshot)
+        for each, snapshot in zip(machines, saved, strict=True):
+            object.__setattr__(each, "snapshot", snapshot)
 
 
 # ----------------------------------------------------------------------------- alembic

@@ -42,7 +42,7 @@ def sqlalchemy_url(database_name: str) -> str:
     return base.replace("postgresql://", "postgresql+psycopg://", 1) + "/" + database_name
 
 
-def _admin(statement: sql.Composable) -> None:
+def _admin(statement: sql.Composed) -> None:
     with psycopg.connect(ADMIN_URL, autocommit=True) as connection:
         connection.execute(statement)
 

@@ -105,7 +105,7 @@ def test_an_outage_is_two_log_lines_however_many_failures(caplog: pytest.LogCapt
         outage.reachable()
     assert not outage.ongoing
     lines = [record for record in caplog.records if getattr(record, "event", None) == "database_unavailable"]
-    assert [line.state for line in lines] == ["began", "ended"]  # type: ignore[attr-defined]
-    assert lines[0].reason == "connection failed: Connection refused"  # type: ignore[attr-defined]
-    assert lines[1].failures == 50  # type: ignore[attr-defined]
-    assert isinstance(lines[1].outage_ms, int)  # type: ignore[attr-defined]
+    assert [line.state for line in lines] == ["began", "ended"]
+    assert lines[0].reason == "connection failed: Connection refused"
+    assert lines[1].failures == 50
+    assert isinstance(lines[1].outage_ms, int)

@@ -25,14 +25,14 @@ def test_in_doubt_only_goes_forward_by_evidence() -> None:
     assert not states.allowed("in_doubt", "processing")
 
 
-def result(status: str) -> Evidence:
+def result(status: str) -> Evidence[ChargeResult]:
     return Evidence.of_result(ChargeResult("pay_1", status, "ch_1", 5, "USD", "card_declined"))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("current", ["processing", "in_doubt"])
 def test_no_answer_never_fails_or_succeeds_a_payment(current: str) -> None:
     for kind in ("unreachable", "not_found"):
-        target, _ = target_of(current, Evidence(kind))  # type: ignore[arg-type]
+        target, _ = target_of(current, Evidence(kind))
         assert target in (None, "in_doubt")
         assert target != "in_doubt" or current == "processing"
 

@@ -66,7 +66,7 @@ def test_a_rejection_carries_the_bank_s_code() -> None:
 
 
 def test_only_a_refused_send_fails_a_payout() -> None:
-    refused = Evidence("refused", refusal_code="invalid_iban", operation=SEND_OPERATION)
+    refused: Evidence[PayoutResult] = Evidence("refused", refusal_code="invalid_iban", operation=SEND_OPERATION)
     assert decide(states.PROCESSING, refused).path == (states.FAILED,)
     assert decide(states.PROCESSING, refused).values == {"failure_code": "invalid_iban"}
     assert decide(states.IN_DOUBT, Evidence("refused", refusal_code="x", operation="get_payout")).path == ()
@@ -75,7 +75,7 @@ def test_only_a_refused_send_fails_a_payout() -> None:
 @pytest.mark.parametrize("current", [states.PROCESSING, states.IN_DOUBT, states.SENT])
 def test_no_answer_never_moves_money(current: str) -> None:
     for kind in ("unreachable", "not_found"):
-        path = decide(current, Evidence(kind)).path  # type: ignore[arg-type]
+        path = decide(current, Evidence(kind)).path
         assert path == ((states.IN_DOUBT,) if kind == "unreachable" and current == states.PROCESSING else ())
 
 

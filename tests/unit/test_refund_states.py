@@ -64,7 +64,7 @@ def test_only_failed_and_canceled_release_the_amount() -> None:
 @pytest.mark.parametrize("current", ["pending", "processing", "in_doubt"])
 def test_no_answer_never_fails_or_succeeds_a_refund(current: str) -> None:
     for kind in ("unreachable", "not_found"):
-        target, _ = target_of(current, Evidence(kind))  # type: ignore[arg-type]
+        target, _ = target_of(current, Evidence(kind))
         assert target == ("in_doubt" if current == "processing" else None)
 
 

@@ -136,4 +136,4 @@ def test_lines_are_read_as_they_come_not_all_at_once() -> None:
             yield CHARGE + "\r\n"
 
     reader = read(endless())  # type: ignore[arg-type]
-    assert [next(reader).number for _ in range(3)] == [2, 3, 4]  # type: ignore[union-attr]
+    assert [next(reader).number for _ in range(3)] == [2, 3, 4]

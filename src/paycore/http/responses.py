@@ -37,7 +37,7 @@ def _idempotency_header(required: bool) -> dict[str, Any]:
     }
 
 
-# The one cursor rule of every list (README, "Pagination").
+# The one cursor rule of every list (docs/api.md, "Pagination").
 CURSOR_RULE = (
     "The id of the last object of the previous page: an object this list holds (for the loss "
     "report, a payout it lists with the same filters). Empty, unknown, another tenant's or "

@@ -33,7 +33,7 @@ class UnsupportedCurrency(InvalidRequest):
 
 
 class InvalidStartingAfter(InvalidRequest):
-    """The one cursor rule of every list (README, "Pagination"): `starting_after` names an
+    """The one cursor rule of every list (docs/api.md, "Pagination"): `starting_after` names an
     object the list holds (the last one of the previous page); empty or unknown is refused."""
 
     code = "invalid_starting_after"

@@ -65,7 +65,7 @@ def test_concurrent_calls_all_commit(database: Database) -> None:
 
 
 def test_a_call_that_raises_gets_its_error_and_undoes_only_its_own_writes(database: Database) -> None:
-    def fails(connection: Connection) -> None:
+    def fails(connection: Connection) -> int:
         insert(999)(connection)
         raise ValueError("refused")
 

@@ -3,6 +3,7 @@ too, filtered by type, object, actor, outcome, idempotency key and time, in curs
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -60,7 +61,7 @@ def test_filters_by_object_actor_and_time_and_pages_newest_first(client: TestCli
 
 def test_a_key_reads_its_own_tenants_audit_log_only(client: TestClient, database: Database) -> None:
     keys = {
-        name: database.transaction(lambda c, n=name: tenants.create_tenant(c, n, now_us=now_us())).api_key
+        name: database.transaction(functools.partial(tenants.create_tenant, name=name, now_us=now_us())).api_key
         for name in ("acme", "globex")
     }
     acme = {"Authorization": f"Bearer {keys['acme']}"}

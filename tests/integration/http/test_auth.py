@@ -103,7 +103,7 @@ def test_local_mode_isolates_tenants(client: TestClient) -> None:
 
 @pytest.mark.parametrize("tenant", ["", "bad tenant", "a/b", "x" * 65, "caf\u00e9", "semi;colon"])
 def test_invalid_tenant_header_is_400(client: TestClient, tenant: str) -> None:
-    response = client.get("/v1/accounts/acct_x", headers={"Paycore-Tenant": tenant.encode("latin-1")})  # type: ignore[dict-item]
+    response = client.get("/v1/accounts/acct_x", headers={b"Paycore-Tenant": tenant.encode("latin-1")})
     assert_error(response, 400, "invalid_tenant_id")
 
 

@@ -254,7 +254,7 @@ def test_a_missing_account_is_not_recorded(client: TestClient, chart: dict[str, 
 )
 def test_invalid_keys_are_400(client: TestClient, database: Database, chart: dict[str, str], key: str) -> None:
     before = row_counts(database)
-    headers = {"Idempotency-Key": key.encode("latin-1")}  # raw bytes, as a careless client sends them
+    headers = {b"Idempotency-Key": key.encode("latin-1")}  # raw bytes, as a careless client sends them
     response = client.post("/v1/transfers", json=simple(chart["alice"], chart["bob"], 1), headers=headers)
     assert response.status_code == 400, response.text
     assert response.json()["error"] == "invalid_idempotency_key"
@@ -452,7 +452,7 @@ def test_default_retention_is_at_least_30_days(client: TestClient, database: Dat
 )
 def test_an_invalid_key_is_told_what_is_wrong(client: TestClient, chart: dict[str, str], key: str, says: str) -> None:
     """Issue 18: a 10,000-character key was told "must be a non-empty string"."""
-    headers = {"Idempotency-Key": key.encode("latin-1")}
+    headers = {b"Idempotency-Key": key.encode("latin-1")}
     response = client.post("/v1/transfers", json=simple(chart["alice"], chart["bob"], 1), headers=headers)
     assert response.status_code == 400, response.text
     body = response.json()

@@ -318,7 +318,7 @@ def test_every_money_moving_post_requires_a_key(client: TestClient, path: str) -
 
 
 def test_batch_requires_a_key(client: TestClient, chart: dict[str, str]) -> None:
-    body = {"transfers": [{"debit_account_id": chart["alice"], "credit_account_id": chart["bob"]}]}
+    body: dict[str, Any] = {"transfers": [{"debit_account_id": chart["alice"], "credit_account_id": chart["bob"]}]}
     body["transfers"][0].update(amount_minor=1, currency="USD")
     assert_error(client.post("/v1/transfers/batch", json=body), 400, "idempotency_key_required")
 
@@ -754,7 +754,7 @@ def test_entries_default_page_and_exact_fit(client: TestClient, chart: dict[str,
 
 
 @pytest.mark.parametrize("limit", [0, -1, 101, "ten"])
-def test_entries_limit_out_of_range_is_400(client: TestClient, chart: dict[str, str], limit: object) -> None:
+def test_entries_limit_out_of_range_is_400(client: TestClient, chart: dict[str, str], limit: int | str) -> None:
     response = client.get(f"/v1/accounts/{chart['bob']}/entries", params={"limit": limit})
     assert_error(response, 400, "invalid_request")
 

@@ -105,7 +105,7 @@ def test_the_bearer_scheme_is_declared_and_every_v1_operation_but_the_webhook_ne
     """In local mode (no key yet) the key is optional (`{}`: no credentials), as served."""
     if not local_mode:
         database.transaction(lambda connection: tenants.create_tenant(connection, "acme", now_us=now_us()))
-    keyed = [{"apiKey": []}, {}] if local_mode else [{"apiKey": []}]
+    keyed: list[dict[str, list[str]]] = [{"apiKey": []}, {}] if local_mode else [{"apiKey": []}]
     document = _document(client)
     assert (client.get("/v1/settings").status_code == 200) is local_mode
     schemes = document["components"]["securitySchemes"]

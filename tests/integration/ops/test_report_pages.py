@@ -19,6 +19,7 @@ from paycore.db.engine import Database
 from paycore.http.ops import losses as loss_pages
 from paycore.kit.clock import now_us
 from paycore.operators import service as operators
+from paycore.payouts import service as payout_service
 from paycore.reports import charts, losses
 from paycore.tenants import service as tenants
 from paycore.webhooks import jobs
@@ -34,7 +35,7 @@ _NEXT = re.compile(r'rel="next" href="([^"]+)"')
 _ROW_PAYOUT = re.compile(r'<td><a href="/ops/payouts/([^"]+)">')
 
 
-def page(client: TestClient, path: str, expect: int = 200, **params: Any) -> str:
+def page(client: TestClient, path: str, expect: int = 200, /, **params: Any) -> str:
     response = client.get(path, params=params or None)  # an empty mapping would drop the path's query
     assert response.status_code == expect, (path, params, response.text[:2000])
     assert response.headers["content-type"].startswith("text/html")
@@ -283,9 +284,7 @@ def test_the_webhook_page_shows_endpoints_failing_deliveries_and_redelivers(
     source = payout_support.funded_source(database, "default", 5_000)
     payout = payout_support.schedule(database, "default", source, 1_000)
     assert _deliver(database, retry_window_ms=0) == 1  # the scheduled event: given up at once
-    database.transaction(
-        lambda c: payout_support.service.cancel(c, "default", payout.id, actor="local", now_us=now_us())
-    )
+    database.transaction(lambda c: payout_service.cancel(c, "default", payout.id, actor="local", now_us=now_us()))
     assert _deliver(database, retry_window_ms=3_600_000) == 1  # the canceled event: to be retried
     text = page(client, "/ops/webhooks")
     for endpoint in made.values():

@@ -9,6 +9,7 @@ a change before the previous one. Seed: PAYCORE_CHAOS_SEED, as in test_chaos.py.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import traceback
@@ -74,7 +75,7 @@ def test_concurrent_payers_resolvers_and_webhooks_agree(env: Env) -> None:
                     errors.append(f"{key}: replay {again.status_code} {again.text} != first {sent.answer}")
 
     contexts = [WorkerContext.create(env.database, run.context.settings, env.processor) for _ in range(RESOLVERS)]
-    background = [threading.Thread(target=repeat(lambda c=c: resolve_payments(c))) for c in contexts]
+    background = [threading.Thread(target=repeat(functools.partial(resolve_payments, c))) for c in contexts]
     background.append(threading.Thread(target=repeat(lambda: (env.sandbox.settle_due(), env.deliver()))))
     payers = [threading.Thread(target=payer, args=(chaos.SEED + n,)) for n in range(PAYERS)]
     for thread in [*background, *payers]:

@@ -12,8 +12,10 @@ from sqlalchemy.exc import IntegrityError
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
 from paycore.ledger.errors import InsufficientFunds
+from paycore.lifecycle.evidence import Applied
 from paycore.payouts import lifecycle, service, states
 from paycore.payouts.errors import PayoutNotCancelable
+from paycore.payouts.types import Payout
 from tests.support.payouts import PATH_TO, balance, books_ok, funded_source, load, move, schedule
 
 TENANT = "payouts"
@@ -47,7 +49,7 @@ def test_every_transition_is_allowed_or_refused_by_the_table(
     payout = move(database, schedule(database, TENANT, source, 1_000), *PATH_TO[from_state])
     assert payout.status == from_state
 
-    def attempt(connection: object) -> lifecycle.Moved:
+    def attempt(connection: object) -> Applied[Payout]:
         current = service.load(connection, TENANT, payout.id, for_update=True)  # type: ignore[arg-type]
         return lifecycle.move(connection, current, to_state, cause="test", actor="local", now_us=now_us())  # type: ignore[arg-type]
 

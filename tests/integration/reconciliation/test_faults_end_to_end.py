@@ -235,7 +235,7 @@ def test_one_report_with_every_fault_finds_every_break_type_once(env: Env) -> No
     """Each fault on its own object, in one day's report: each break is found once, on its
     object, and no fault hides or adds another."""
     objects: dict[str, str] = {}
-    for expected, rule, token, amount_minor in [
+    cases: list[tuple[str, dict[str, Any], str, int]] = [
         ("missing_at_processor", {"fault": "report_drop_line"}, "tok_ok", 1_100),
         ("amount_mismatch", {"fault": "report_amount_delta", "amount_delta_minor": 7}, "tok_ok", 1_200),
         ("currency_mismatch", {"fault": "report_currency"}, "tok_ok", 1_300),
@@ -243,7 +243,8 @@ def test_one_report_with_every_fault_finds_every_break_type_once(env: Env) -> No
         ("duplicate_line", {"fault": "report_duplicate_line"}, "tok_ok", 1_500),
         ("malformed_line", {"fault": "report_malformed_line"}, "tok_declined", 700),
         ("missing_in_paycore", {"fault": "report_unknown_charge"}, "tok_ok", 1_600),
-    ]:
+    ]
+    for expected, rule, token, amount_minor in cases:
         plan(env, rule, "charge")
         objects[expected] = paid(env, token=token, amount_minor=amount_minor)["id"]
     fee_rule = {"fault": "report_fee_delta", "fee_delta_minor": -5, "next_n": 1, "ops": ["payout"]}

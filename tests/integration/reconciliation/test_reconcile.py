@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import Result
 from sqlalchemy import func, select
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from paycore.cli.main import app
 from paycore.kit import clock

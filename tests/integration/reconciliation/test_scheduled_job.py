@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from click.testing import Result
 from sqlalchemy import select
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from paycore.cli.main import app
 from paycore.kit import clock
@@ -29,7 +28,7 @@ from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.models import reconciliation_runs
 from paycore.reconciliation.report import HEADER
 from paycore.reconciliation.service import CAUSE
-from paycore.workers import loop
+from paycore.workers import jobs, loop
 from paycore.workers.jobs import RECONCILE_DAYS, WorkerContext, reconcile_days
 from tests.integration.payments.conftest import Env
 
@@ -179,7 +178,7 @@ def test_due_days_are_reconciled_oldest_first_and_the_worker_loop_drains_them(
     day = today()
     job = worker(env, monkeypatch, lookback_days=3)
     monkeypatch.setattr("paycore.workers.jobs.now_us", lambda: start_of(shifted(day, 1)) + 1)
-    monkeypatch.setattr(loop, "JOBS", tuple(entry for entry in loop.JOBS if entry[0] == RECONCILE_DAYS))
+    monkeypatch.setattr(loop, "JOBS", tuple(entry for entry in jobs.JOBS if entry[0] == RECONCILE_DAYS))
 
     assert loop.run_once(job.context).done == {RECONCILE_DAYS: 3}
 

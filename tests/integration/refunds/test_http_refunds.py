@@ -5,6 +5,7 @@ side is in test_refund_flow.py."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -323,9 +324,7 @@ def test_a_hold_the_merchant_cannot_cover_is_a_recorded_422(env: Env) -> None:
 
 def test_with_api_keys_every_refund_route_needs_one_and_sees_its_tenant_only(env: Env) -> None:
     keys = {
-        name: env.database.transaction(
-            lambda connection, name=name: tenants.create_tenant(connection, name, now_us=now_us())
-        ).api_key
+        name: env.database.transaction(functools.partial(tenants.create_tenant, name=name, now_us=now_us())).api_key
         for name in ("acme", "globex")
     }
     acme, globex = ({"Authorization": f"Bearer {keys[name]}"} for name in ("acme", "globex"))

@@ -135,7 +135,7 @@ def test_a_worker_killed_during_the_call_is_recovered_by_the_resolver(env: Env, 
     dying = _DiesDuringRefund(env.processor, after_the_processor=after_the_processor)
     short_lease = replace(env.settings, claim_lease_ms=1)
     with pytest.raises(_Killed):
-        send_refunds(WorkerContext.create(env.database, short_lease, dying))  # type: ignore[arg-type]
+        send_refunds(WorkerContext.create(env.database, short_lease, dying))
     assert support.status_of(env, refund["id"]) == "processing"  # marked sent before the call
     assert support.send(env) == 0  # never sent as new again
     assert support.resolve(env) == 1  # the lease lapsed: ask, and re-send the same request if unknown

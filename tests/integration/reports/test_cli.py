@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from paycore.cli.main import app
 from paycore.config import Settings

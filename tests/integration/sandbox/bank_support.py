@@ -37,7 +37,7 @@ def iban_ending(ending: str) -> str:
 
 
 def ach(
-    request_id: str, account_number: str = SETTLES_ACH, amount_minor: int = 10_000, **changes: Any
+    request_id: str, account_number: str | None = SETTLES_ACH, amount_minor: int = 10_000, **changes: Any
 ) -> PayoutRequest:
     values: dict[str, Any] = {
         "request_id": request_id,
@@ -52,7 +52,7 @@ def ach(
     return PayoutRequest(**{**values, **changes})
 
 
-def sepa(request_id: str, iban: str = SETTLES_IBAN, amount_minor: int = 10_000, **changes: Any) -> PayoutRequest:
+def sepa(request_id: str, iban: str | None = SETTLES_IBAN, amount_minor: int = 10_000, **changes: Any) -> PayoutRequest:
     values: dict[str, Any] = {
         "request_id": request_id,
         "merchant_id": "merchant_1",

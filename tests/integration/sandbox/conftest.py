@@ -109,7 +109,7 @@ class SwappableApp:
 @pytest.fixture(scope="session")
 def sandbox_server() -> Iterator[tuple[SwappableApp, str]]:
     swappable = SwappableApp()
-    server = Server(swappable, "127.0.0.1", 0)  # type: ignore[arg-type]
+    server = Server(swappable, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True, name="sandbox-http")
     thread.start()
     yield swappable, f"http://127.0.0.1:{server.server_address[1]}"

@@ -5,6 +5,10 @@ tenant isolation."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
+
+from fastapi import FastAPI
+from httpx2 import Response
 
 from paycore.kit.clock import now_us
 from paycore.tenants import service as tenants
@@ -15,7 +19,7 @@ from tests.integration.webhooks.support import TENANT, Env
 OTHER = "other-tenant"
 
 
-def post(env: Env, path: str, body: object = None, *, key: str | None = "k-1", tenant: str = TENANT) -> object:
+def post(env: Env, path: str, body: object = None, *, key: str | None = "k-1", tenant: str = TENANT) -> Response:
     headers = {"Paycore-Tenant": tenant}
     if key is not None:
         headers["Idempotency-Key"] = key
@@ -103,7 +107,7 @@ def test_a_rotated_secret_signs_beside_the_old_one_for_the_overlap(env: Env) -> 
 
 
 def test_after_the_overlap_only_the_new_secret_signs(env: Env) -> None:
-    env.client.app.state.settings = replace(env.settings, webhook_secret_overlap_ms=0)
+    cast(FastAPI, env.client.app).state.settings = replace(env.settings, webhook_secret_overlap_ms=0)
     made = env.endpoint()
     new = post(env, f"/v1/webhook_endpoints/{made['id']}/rotate_secret", key="rotate-0").json()
     env.payout()
