@@ -54,10 +54,13 @@ class Table:
         self.problems: list[str] = []
         self.notes: list[str] = []
 
-    def add(self, figure: str, ours: float | None, peer: float | None, target: str, met: bool | None) -> None:
+    def add(
+        self, figure: str, ours: float | None, peer: float | None, target: str, met: bool | None, digits: int = 0
+    ) -> None:
         ratio = common.ratio(ours, peer)
         verdict = "-" if met is None else ("smoke" if self.smoke else ("met" if met else "NOT met"))
-        self.rows.append([figure, common.fmt(ours), common.fmt(peer), common.fmt_ratio(ratio), target, verdict])
+        row = [figure, common.fmt(ours, digits), common.fmt(peer, digits), common.fmt_ratio(ratio), target, verdict]
+        self.rows.append(row)
 
     def skip(self, figure: str, reason: str) -> None:
         self.rows.append([figure, "-", "-", "-", "-", f"skipped: {reason}"])
@@ -277,7 +280,7 @@ def reconcile(args: argparse.Namespace, size: dict[str, Any], workdir: Path, tab
         full = size["lines"] >= 1_000_000
         lines = f"{size['lines']:,} lines"
         table.add(
-            f"reconcile {lines}, {kind}, wall s", wall, None, f"< {limit:.0f} s at 1M", full and (wall or 0) < limit
+            f"reconcile {lines}, {kind}, wall s", wall, None, f"< {limit:.0f} s at 1M", full and (wall or 0) < limit, 1
         )
         table.add(f"reconcile {lines}, {kind}, peak RSS MB", rss, None, "< 300 MB at 1M", full and (rss or 0) < 300)
 
