@@ -33,6 +33,7 @@ from typing import Any
 import _common as common
 
 PEERS = Path(os.environ.get("PAYCORE_BENCH_PEERS", str(common.REPO.parent / "shared" / "peers")))
+REFERENCE_SERVER = PEERS / "reference_http" / "server.py"
 TIGERBEETLE_CLIENT = "tigerbeetle==0.17.8"  # must match the server binary's release
 TB_VENV = Path(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache"))) / "paycore-bench" / "tb-0.17.8-venv"
 START_TIMEOUT_S = 60
@@ -84,7 +85,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def start_reference(log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    server = require(PEERS / "reference_http" / "server.py", "the reference HTTP server")
+    server = require(REFERENCE_SERVER, "the reference HTTP server")
     port = free_port()
     with log.open("wb") as sink:
         process = subprocess.Popen([sys.executable, str(server), str(port)], stdout=sink, stderr=subprocess.STDOUT)

@@ -40,7 +40,7 @@ FULL = {
     "batches": (100, 8000),
 }
 FULL |= {"events": 2000, "latency_s": 10}
-QUICK = {"rounds": 2, "pay_s": 3, "ledger_s": 2, "warmup_s": 0.5, "batch_s": 3, "lines": 2000, "batches": (100, 1000)}
+QUICK = {"rounds": 1, "pay_s": 3, "ledger_s": 2, "warmup_s": 0.5, "batch_s": 3, "lines": 2000, "batches": (100, 1000)}
 QUICK |= {"events": 300, "latency_s": 3}
 TENANT = "bench"
 
@@ -85,6 +85,7 @@ def section(name: str, table: Table, body: Callable[[], None]) -> None:
 def payments(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table: Table) -> None:
     import payments_bench
 
+    peers.require(peers.REFERENCE_SERVER, "the reference HTTP server")  # skip before paycore starts
     options = SimpleNamespace(postgres_url=args.postgres_url)
     ours: list[float] = []
     theirs: list[float] = []
@@ -144,14 +145,27 @@ def ledger(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table:
 
     target = ledger_bench._prepare_target("postgres", workdir, args.postgres_url)
     database = Database(Settings(database_url=target.database_url, db_pool_size=2))
-    pgledger_name: str | None = None
-    options = SimpleNamespace(duration_s=size["ledger_s"], warmup_s=size["warmup_s"])
     try:
-        pgledger_name = peers.load_pgledger(args.postgres_url)
-        pgledger_url = common.postgres_libpq_url(args.postgres_url, pgledger_name)
-        configurations = [("spread", 1), ("spread", 4), ("hot", 4)]
-        ours: dict[tuple[str, int], list[float]] = {c: [] for c in configurations}
-        theirs: dict[tuple[str, int], list[float]] = {c: [] for c in configurations}
+        section("ledger vs pgledger", table, lambda: against_pgledger(args, size, table, database, target))
+        batches(args, size, workdir, table, database)
+        _verify(database, table)
+    finally:
+        database.dispose()
+        if target.postgres_name:
+            common.drop_postgres_database(args.postgres_url, target.postgres_name)
+
+
+def against_pgledger(args: argparse.Namespace, size: dict[str, Any], table: Table, database: Any, target: Any) -> None:
+    """paycore's transfer (ledger_bench's `spread`, `hot`) and pgledger's, alternated per round."""
+    import ledger_bench
+
+    pgledger_name = peers.load_pgledger(args.postgres_url)
+    pgledger_url = common.postgres_libpq_url(args.postgres_url, pgledger_name)
+    options = SimpleNamespace(duration_s=size["ledger_s"], warmup_s=size["warmup_s"])
+    configurations = [("spread", 1), ("spread", 4), ("hot", 4)]
+    ours: dict[tuple[str, int], list[float]] = {c: [] for c in configurations}
+    theirs: dict[tuple[str, int], list[float]] = {c: [] for c in configurations}
+    try:
         for round_index in range(1, size["rounds"] + 1):
             for scenario, clients in configurations:
                 run = ledger_bench._run_once(target, scenario, clients, round_index, options, database)  # type: ignore[arg-type]
@@ -164,24 +178,19 @@ def ledger(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table:
                     f"   {scenario} c={clients}: paycore {run.per_second:,.0f}/s, pgledger {peer['per_s']:,.0f}/s",
                     file=sys.stderr,
                 )
-        for scenario, clients in configurations:
-            mine, peer_median = common.median(ours[(scenario, clients)]), common.median(theirs[(scenario, clients)])
-            ratio = common.ratio(mine, peer_median)
-            what = "one hot account" if scenario == "hot" else "own accounts"
-            table.add(
-                f"ledger transfers/s, PostgreSQL, {clients} client(s), {what}, vs pgledger",
-                mine,
-                peer_median,
-                ">= 1.00x",
-                None if ratio is None else ratio >= 1.0,
-            )
-        batches(args, size, workdir, table, database, target)
     finally:
-        database.dispose()
-        if pgledger_name:
-            common.drop_postgres_database(args.postgres_url, pgledger_name)
-        if target.postgres_name:
-            common.drop_postgres_database(args.postgres_url, target.postgres_name)
+        common.drop_postgres_database(args.postgres_url, pgledger_name)
+    for scenario, clients in configurations:
+        mine, peer_median = common.median(ours[(scenario, clients)]), common.median(theirs[(scenario, clients)])
+        ratio = common.ratio(mine, peer_median)
+        what = "one hot account" if scenario == "hot" else "own accounts"
+        table.add(
+            f"ledger transfers/s, PostgreSQL, {clients} client(s), {what}, vs pgledger",
+            mine,
+            peer_median,
+            ">= 1.00x",
+            None if ratio is None else ratio >= 1.0,
+        )
 
 
 def paycore_batch_rate(database: Any, batch: int, duration_s: float) -> float:
@@ -212,9 +221,7 @@ def paycore_batch_rate(database: Any, batch: int, duration_s: float) -> float:
     return done * batch / (time.perf_counter() - started)
 
 
-def batches(
-    args: argparse.Namespace, size: dict[str, Any], workdir: Path, table: Table, database: Any, target: Any
-) -> None:
+def batches(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table: Table, database: Any) -> None:
     def body() -> None:
         server = peers.start_tigerbeetle(workdir, workdir / "tigerbeetle.log")
         try:
@@ -240,7 +247,6 @@ def batches(
             server.stop()
 
     section("ledger batches vs TigerBeetle", table, body)
-    _verify(database, table)
 
 
 def _verify(database: Any, table: Table) -> None:
