@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,21 +160,26 @@ def payment_body(account: str, token: str = "tok_ok") -> dict[str, Any]:
     }
 
 
-def load(deployment: Deployment, account: str, args: argparse.Namespace, tag: str) -> dict[str, Any]:
+def drive(
+    ports: list[int], clients: int, seconds: float, request: Callable[[Client, str], int], tag: str
+) -> dict[str, Any]:
+    """`clients` threads, each with one keep-alive connection (round-robin over `ports`), calling
+    `request(connection, fresh idempotency key)` until `seconds` have passed: the client every
+    HTTP comparison of payments uses (bench/issue31.py drives the reference server with it too)."""
     keys = itertools.count()
-    stop_at = time.monotonic() + args.seconds
+    stop_at = time.monotonic() + seconds
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     lock = threading.Lock()
 
     def client(index: int) -> None:
-        connection = Client(deployment.ports[index % len(deployment.ports)])
+        connection = Client(ports[index % len(ports)])
         mine: list[float] = []
         seen: dict[int, int] = {}
         while time.monotonic() < stop_at:
             key = f"{tag}-{next(keys)}"
             started = time.perf_counter()
-            status, _ = connection.call("POST", "/v1/payments", payment_body(account), {"Idempotency-Key": key})
+            status = request(connection, key)
             mine.append(time.perf_counter() - started)
             seen[status] = seen.get(status, 0) + 1
         with lock:
@@ -181,7 +187,7 @@ def load(deployment: Deployment, account: str, args: argparse.Namespace, tag: st
             for status, count in seen.items():
                 statuses[status] = statuses.get(status, 0) + count
 
-    threads = [threading.Thread(target=client, args=(index,)) for index in range(args.clients)]
+    threads = [threading.Thread(target=client, args=(index,)) for index in range(clients)]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -196,6 +202,13 @@ def load(deployment: Deployment, account: str, args: argparse.Namespace, tag: st
         "p99_ms": (common.percentile(latencies, 0.99) or 0) * 1000,
         "count_201": statuses.get(201, 0),
     }
+
+
+def load(deployment: Deployment, account: str, args: argparse.Namespace, tag: str) -> dict[str, Any]:
+    def pay(connection: Client, key: str) -> int:
+        return connection.call("POST", "/v1/payments", payment_body(account), {"Idempotency-Key": key})[0]
+
+    return drive(deployment.ports, args.clients, args.seconds, pay, tag)
 
 
 def check(deployment: Deployment, expected_succeeded: int) -> str:

@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""Issue 31's four benchmarks side by side with their peers, in one run: `bench/run [--quick]`.
+
+1. payments over HTTP: `paycore serve --dev` on SQLite against the reference stdlib server,
+   the same client (payments_bench.drive: 8 threads, keep-alive http.client, a fresh
+   Idempotency-Key per request), alternated in rounds; the ratio of medians;
+2. ledger on PostgreSQL: paycore's transfer (ledger_bench's `spread` and `hot`) at 1 and 4
+   client processes against pgledger in a scratch database, and `create_batch` of 100 and 8,000
+   transfers against TigerBeetle's batched rate (same batch size), alternated in rounds;
+3. reconcile of an N-line report on SQLite and PostgreSQL (reconcile_bench: build, measure);
+4. webhook deliveries/s and p99 latency through one worker (webhooks_bench).
+
+Prints one table: figure, paycore, peer, ratio, target, verdict. A `--quick` run is a smoke run:
+its verdicts are `smoke` (sizes too small to judge a target), never `met`. Exit status 1 when a
+correctness check failed (books, ledger verify, a peer's own count); a missed target is a result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as common
+import _peers as peers
+
+FULL = {
+    "rounds": 3,
+    "pay_s": 6,
+    "ledger_s": 10,
+    "warmup_s": 1.0,
+    "batch_s": 10,
+    "lines": 1_000_000,
+    "batches": (100, 8000),
+}
+FULL |= {"events": 2000, "latency_s": 10}
+QUICK = {"rounds": 1, "pay_s": 3, "ledger_s": 2, "warmup_s": 0.5, "batch_s": 3, "lines": 2000, "batches": (100, 1000)}
+QUICK |= {"events": 300, "latency_s": 3}
+TENANT = "bench"
+
+
+class Table:
+    """The rows of the report and every problem met on the way."""
+
+    def __init__(self, smoke: bool) -> None:
+        self.smoke = smoke
+        self.rows: list[list[str]] = []
+        self.problems: list[str] = []
+        self.notes: list[str] = []
+
+    def add(
+        self, figure: str, ours: float | None, peer: float | None, target: str, met: bool | None, digits: int = 0
+    ) -> None:
+        ratio = common.ratio(ours, peer)
+        verdict = "-" if met is None else ("smoke" if self.smoke else ("met" if met else "NOT met"))
+        row = [figure, common.fmt(ours, digits), common.fmt(peer, digits), common.fmt_ratio(ratio), target, verdict]
+        self.rows.append(row)
+
+    def skip(self, figure: str, reason: str) -> None:
+        self.rows.append([figure, "-", "-", "-", "-", f"skipped: {reason}"])
+
+
+def section(name: str, table: Table, body: Callable[[], None]) -> None:
+    """One benchmark; a missing peer or a failure is reported in the table, the others still run."""
+    print(f"== {name}", file=sys.stderr, flush=True)
+    try:
+        body()
+    except peers.PeerMissing as missing:
+        table.skip(name, str(missing))
+        print(f"   skipped: {missing}", file=sys.stderr, flush=True)
+    except Exception as error:
+        table.problems.append(f"{name}: {type(error).__name__}: {str(error)[:600]}")
+        table.skip(name, f"failed ({type(error).__name__}), see below")
+
+
+# ---------------------------------------------------------------------------- 1. payments over HTTP
+
+
+def payments(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table: Table) -> None:
+    import payments_bench
+
+    peers.require(peers.REFERENCE_SERVER, "the reference HTTP server")  # skip before paycore starts
+    options = SimpleNamespace(postgres_url=args.postgres_url)
+    ours: list[float] = []
+    theirs: list[float] = []
+    for round_index in range(1, size["rounds"] + 1):
+        tag = f"i31-r{round_index}"
+        deployment = payments_bench.deploy("sqlite", 1, workdir, options, tag)  # type: ignore[arg-type]
+        try:
+            account = payments_bench.merchant_account(deployment.ports[0], tag)
+
+            def pay(client: Any, key: str, account: str = account) -> int:
+                body = payments_bench.payment_body(account)
+                return int(client.call("POST", "/v1/payments", body, {"Idempotency-Key": key})[0])
+
+            found = payments_bench.drive(deployment.ports, args.clients, size["pay_s"], pay, tag)
+            time.sleep(2)  # webhooks land before the books are checked
+            verdict = payments_bench.check(deployment, found["count_201"])
+        finally:
+            deployment.stop(args.postgres_url)
+        if verdict != "ok":
+            table.problems.append(f"payments round {round_index}: {verdict}")
+        ours.append(found["payments_per_s"])
+        theirs.append(reference_round(args, size, workdir, round_index))
+        print(f"   round {round_index}: paycore {ours[-1]:,.0f}/s, reference {theirs[-1]:,.0f}/s", file=sys.stderr)
+    ratio = common.ratio(common.median(ours), common.median(theirs))
+    table.add(
+        "payments/s over HTTP, SQLite, vs reference stdlib server",
+        common.median(ours),
+        common.median(theirs),
+        ">= 0.30x",
+        None if ratio is None else ratio >= 0.3,
+    )
+
+
+def reference_round(args: argparse.Namespace, size: dict[str, Any], workdir: Path, round_index: int) -> float:
+    import payments_bench
+
+    process, port = peers.start_reference(workdir / f"reference-{round_index}.log")
+    try:
+
+        def credit(client: Any, key: str) -> int:
+            path = f"/v1/tenants/{TENANT}/credits"
+            return int(client.call("POST", path, {"amount": 1000}, {"Idempotency-Key": key})[0])
+
+        found = payments_bench.drive([port], args.clients, size["pay_s"], credit, f"ref-r{round_index}")
+    finally:
+        peers.stop(process)
+    return float(found["payments_per_s"])
+
+
+# ---------------------------------------------------------------------------- 2. ledger
+
+
+def ledger(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table: Table) -> None:
+    import ledger_bench
+    from paycore.config import Settings
+    from paycore.db.engine import Database
+
+    target = ledger_bench._prepare_target("postgres", workdir, args.postgres_url)
+    database = Database(Settings(database_url=target.database_url, db_pool_size=2))
+    try:
+        section("ledger vs pgledger", table, lambda: against_pgledger(args, size, table, database, target))
+        batches(args, size, workdir, table, database)
+        _verify(database, table)
+    finally:
+        database.dispose()
+        if target.postgres_name:
+            common.drop_postgres_database(args.postgres_url, target.postgres_name)
+
+
+def against_pgledger(args: argparse.Namespace, size: dict[str, Any], table: Table, database: Any, target: Any) -> None:
+    """paycore's transfer (ledger_bench's `spread`, `hot`) and pgledger's, alternated per round."""
+    import ledger_bench
+
+    pgledger_name = peers.load_pgledger(args.postgres_url)
+    pgledger_url = common.postgres_libpq_url(args.postgres_url, pgledger_name)
+    options = SimpleNamespace(duration_s=size["ledger_s"], warmup_s=size["warmup_s"])
+    configurations = [("spread", 1), ("spread", 4), ("hot", 4)]
+    ours: dict[tuple[str, int], list[float]] = {c: [] for c in configurations}
+    theirs: dict[tuple[str, int], list[float]] = {c: [] for c in configurations}
+    try:
+        for round_index in range(1, size["rounds"] + 1):
+            for scenario, clients in configurations:
+                run = ledger_bench._run_once(target, scenario, clients, round_index, options, database)  # type: ignore[arg-type]
+                table.problems += [f"ledger {scenario} c={clients}: {p}" for p in run.check_problems]
+                ours[(scenario, clients)].append(run.per_second)
+                peer = peers.run_pgledger(pgledger_url, clients, scenario == "hot", size["warmup_s"], size["ledger_s"])
+                table.problems += [f"pgledger {scenario} c={clients}: {p}" for p in peer["problems"]]
+                theirs[(scenario, clients)].append(peer["per_s"])
+                print(
+                    f"   {scenario} c={clients}: paycore {run.per_second:,.0f}/s, pgledger {peer['per_s']:,.0f}/s",
+                    file=sys.stderr,
+                )
+    finally:
+        common.drop_postgres_database(args.postgres_url, pgledger_name)
+    for scenario, clients in configurations:
+        mine, peer_median = common.median(ours[(scenario, clients)]), common.median(theirs[(scenario, clients)])
+        ratio = common.ratio(mine, peer_median)
+        what = "one hot account" if scenario == "hot" else "own accounts"
+        table.add(
+            f"ledger transfers/s, PostgreSQL, {clients} client(s), {what}, vs pgledger",
+            mine,
+            peer_median,
+            ">= 1.00x",
+            None if ratio is None else ratio >= 1.0,
+        )
+
+
+def paycore_batch_rate(database: Any, batch: int, duration_s: float) -> float:
+    """Transfers/s of `ledger.create_batch` of `batch` transfers, one transaction per batch."""
+    import ledger_bench
+    from paycore.kit.clock import now_us
+    from paycore.ledger import service as ledger_service
+
+    source, destination = ledger_bench._prepare_accounts(database, "spread", 1, f"b{batch}-{time.time_ns()}")[0]
+    entries = (
+        ledger_service.EntrySpec(source, "debit", ledger_bench.AMOUNT_MINOR),
+        ledger_service.EntrySpec(destination, "credit", ledger_bench.AMOUNT_MINOR),
+    )
+    specs = [ledger_service.TransferSpec(entries, currency=ledger_bench.CURRENCY)] * batch
+
+    def one(connection: Any) -> None:
+        _, created = ledger_service.create_batch(connection, TENANT, specs, now_us=now_us(), idempotency_key=None)
+        assert len(created) == batch
+
+    warm = [specs[0]]
+    database.transaction(
+        lambda connection: ledger_service.create_batch(connection, TENANT, warm, now_us=now_us(), idempotency_key=None)
+    )
+    done, started = 0, time.perf_counter()
+    while done == 0 or (time.perf_counter() - started < duration_s and done < 10_000):
+        database.transaction(one)
+        done += 1
+    return done * batch / (time.perf_counter() - started)
+
+
+def batches(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table: Table, database: Any) -> None:
+    def body() -> None:
+        server = peers.start_tigerbeetle(workdir, workdir / "tigerbeetle.log")
+        try:
+            for batch in size["batches"]:  # --quick: 1,000, not 8,000 (a paycore batch of 8,000 takes ~40 s here)
+                ours, theirs = [], []
+                for _ in range(size["rounds"]):
+                    ours.append(paycore_batch_rate(database, batch, size["batch_s"]))
+                    found = peers.run_tigerbeetle(server, batch, size["batch_s"])
+                    table.problems += [f"TigerBeetle batch {batch}: {p}" for p in found["problems"]]
+                    theirs.append(found["per_s"] or 0.0)
+                    print(
+                        f"   batch {batch}: paycore {ours[-1]:,.0f}/s, TigerBeetle {theirs[-1]:,.0f}/s", file=sys.stderr
+                    )
+                ratio = common.ratio(common.median(ours), common.median(theirs))
+                table.add(
+                    f"ledger create_batch of {batch:,}, PostgreSQL, transfers/s, vs TigerBeetle",
+                    common.median(ours),
+                    common.median(theirs),
+                    ">= 0.25x",
+                    None if ratio is None else ratio >= 0.25,
+                )
+        finally:
+            server.stop()
+
+    section("ledger batches vs TigerBeetle", table, body)
+
+
+def _verify(database: Any, table: Table) -> None:
+    from paycore.ledger.verify import verify
+
+    with database.read() as connection:
+        report = verify(connection)
+    table.notes.append(f"ledger (PostgreSQL): paycore.ledger.verify over {report.transfers} transfers: {report.ok}")
+    if not report.ok:
+        table.problems.append("ledger verify failed: " + "; ".join(report.problems[:3]))
+
+
+# ---------------------------------------------------------------------------- 3. reconcile, 4. webhooks
+
+
+def reconcile(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table: Table) -> None:
+    import reconcile_bench
+
+    options = SimpleNamespace(
+        postgres_url=args.postgres_url, profile="none", no_tty=False, keep=False, top=30, out=workdir, stamp="i31"
+    )
+    limits = {"sqlite": 20.0, "postgres": 30.0}
+    built = [reconcile_bench.build(options, kind, size["lines"], workdir) for kind in limits]  # type: ignore[arg-type]
+    runs: dict[str, list[Any]] = {kind: [] for kind in limits}
+    try:
+        for round_index in range(1, size["rounds"] + 1):
+            for target in built:  # the databases interleaved in each round
+                run = reconcile_bench.measure(options, target, workdir, round_index)  # type: ignore[arg-type]
+                table.problems += [f"reconcile {target.kind}: {p}" for p in run.problems]
+                runs[target.kind].append(run)
+    finally:
+        for target in built:
+            reconcile_bench.remove(options, target.kind, target.base)  # type: ignore[arg-type]
+    for kind, limit in limits.items():
+        wall = common.median([run.wall_s for run in runs[kind]])
+        rss = common.median([run.peak_rss_mb for run in runs[kind]])
+        full = size["lines"] >= 1_000_000
+        lines = f"{size['lines']:,} lines"
+        table.add(
+            f"reconcile {lines}, {kind}, wall s", wall, None, f"< {limit:.0f} s at 1M", full and (wall or 0) < limit, 1
+        )
+        table.add(f"reconcile {lines}, {kind}, peak RSS MB", rss, None, "< 300 MB at 1M", full and (rss or 0) < 300)
+
+
+def webhooks(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table: Table) -> None:
+    import webhooks_bench
+
+    options = SimpleNamespace(
+        postgres_url=args.postgres_url, events=size["events"], tenants=4, concurrency=4, poll_ms=250,
+        rate=50.0, latency_s=size["latency_s"],
+    )  # fmt: skip
+    receiver = webhooks_bench.Receiver()
+    rates, p99s = [], []
+    try:
+        for _ in range(size["rounds"]):
+            found = webhooks_bench.run_throughput(options, 1, receiver, workdir)  # type: ignore[arg-type]
+            rates.append(found["steady_per_s"])
+            latency = webhooks_bench.run_latency(options, 1, receiver, workdir)  # type: ignore[arg-type]
+            p99s.append(latency["p99_ms"])
+            if found["duplicates"] or latency["duplicates"]:
+                table.notes.append(f"webhooks: duplicates {found['duplicates']} / {latency['duplicates']} (retries)")
+    finally:
+        receiver.close()
+    rate, p99 = common.median(rates), common.median(p99s)
+    table.add("webhook deliveries/s, 1 worker, PostgreSQL", rate, None, ">= 600/s", (rate or 0) >= 600)
+    table.add("webhook latency p99 ms at 50 events/s", p99, None, "< 300 ms", (p99 or 1e9) < 300)
+    table.notes.append("webhooks are measured alone, not while payments run (the issue's condition)")
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def render(table: Table, facts: list[tuple[str, str]], args: argparse.Namespace) -> str:
+    parts = ["# issue 31: paycore beside its peers (bench/run)", ""]
+    if table.smoke:
+        parts += ["**SMOKE RUN** (`--quick`): checks that the run works; the numbers are not measurements.", ""]
+    parts += [common.facts_table(facts), ""]
+    headers = ["figure", "paycore", "peer", "ratio", "target", "verdict"]
+    parts += [common.markdown_table(headers, table.rows), ""]
+    parts += [f"- {note}" for note in table.notes]
+    parts += [f"- PROBLEM: {problem}" for problem in table.problems] or ["- correctness checks: all ok"]
+    return "\n".join(parts) + "\n"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="every benchmark small: a smoke run of a few minutes")
+    parser.add_argument(
+        "--only", default="payments,ledger,reconcile,webhooks", help="which benchmarks, comma-separated"
+    )
+    parser.add_argument("--clients", type=int, default=8, help="HTTP client threads (payments)")
+    parser.add_argument("--postgres-url", default=common.DEFAULT_POSTGRES_URL, help="admin URL (libpq form)")
+    parser.add_argument("--out", type=Path, default=common.RESULTS_DIR, help="where the report is written")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    size = QUICK if args.quick else FULL
+    table = Table(smoke=args.quick)
+    workdir = Path(tempfile.mkdtemp(prefix="i31-bench-", dir=Path.home() / ".cache"))
+    facts = common.machine_facts(
+        [("workdir", f"{workdir} — {common.filesystem_of(workdir)}"), ("peers", str(peers.PEERS))]
+    )
+    facts += common.postgres_facts(args.postgres_url)
+    benchmarks = {"payments": payments, "ledger": ledger, "reconcile": reconcile, "webhooks": webhooks}
+    try:
+        for name in args.only.split(","):
+            run = benchmarks[name.strip()]
+            section(name, table, lambda run=run: run(args, size, workdir, table))  # type: ignore[misc]
+    finally:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+    facts.append(("load average at end (1/5/15 min)", common.load_average()))
+    text = render(table, facts, args)
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"issue31-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.md").write_text(text)
+    return 1 if table.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
