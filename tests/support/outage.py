@@ -20,16 +20,18 @@ def database_name(url: str) -> str:
     return name
 
 
-_TERMINATE_PASSES_MAX = 20
+_TERMINATE_PASSES_MAX = 60
 _TERMINATE_PAUSE_S = 0.05
+_QUIET_PASSES = 6  # consecutive passes that find no backend: about 0.3 s with none arriving
 
 
 def refuse_connections(url: str) -> int:
     """`ALTER DATABASE ... ALLOW_CONNECTIONS false`, then end every backend on it, again until
-    none is left (a connection that was past the check when the ALTER committed still arrives).
-    Returns how many were ended."""
+    several passes in a row find none (a connection that was past the check when the ALTER
+    committed still arrives, later on a loaded machine). Returns how many were ended."""
     name = database_name(url)
     ended = 0
+    quiet = 0
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(name)))
         for _ in range(_TERMINATE_PASSES_MAX):
@@ -40,7 +42,8 @@ def refuse_connections(url: str) -> int:
             ).fetchone()
             count = int(row[0]) if row else 0
             ended += count
-            if count == 0:
+            quiet = quiet + 1 if count == 0 else 0
+            if quiet >= _QUIET_PASSES:
                 return ended
             time.sleep(_TERMINATE_PAUSE_S)
     raise AssertionError(f"backends kept arriving on {name} after {_TERMINATE_PASSES_MAX} passes")

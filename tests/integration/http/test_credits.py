@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
 
 from paycore.db.engine import Database
-from paycore.tables import metadata
+from tests.support.rows import row_counts
 
 PATH = "/v1/tenants/acme/credits"
 
@@ -25,14 +24,6 @@ def balance(client: TestClient, tenant: str = "acme") -> int:
     assert body["currency"] == "USD"
     assert type(body["amount_minor"]) is int
     return int(body["amount_minor"])
-
-
-def row_counts(database: Database) -> dict[str, int]:
-    with database.read() as connection:
-        return {
-            name: connection.execute(select(func.count()).select_from(table)).scalar_one()
-            for name, table in metadata.tables.items()
-        }
 
 
 def test_a_credit_is_201_with_the_sum_of_its_lines(client: TestClient) -> None:

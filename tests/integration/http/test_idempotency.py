@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from httpx2 import Response
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from paycore.config import Settings
 from paycore.db.engine import Database
@@ -23,8 +23,8 @@ from paycore.idempotency import service as idempotency
 from paycore.idempotency.errors import InvalidIdempotencyKey
 from paycore.idempotency.models import idempotency_keys
 from paycore.kit.clock import now_us
-from paycore.tables import metadata
 from paycore.workers import jobs
+from tests.support.rows import row_counts
 
 US_PER_DAY = 86_400 * 1_000_000
 
@@ -61,14 +61,6 @@ def simple(debit: str, credit: str, amount_minor: int, **extra: Any) -> dict[str
         "amount_minor": amount_minor,
         "currency": "USD",
     } | extra
-
-
-def row_counts(database: Database) -> dict[str, int]:
-    with database.read() as connection:
-        return {
-            name: connection.execute(select(func.count()).select_from(table)).scalar_one()
-            for name, table in metadata.tables.items()
-        }
 
 
 def posted(client: TestClient, account_id: str, tenant: str | None = None) -> int:
