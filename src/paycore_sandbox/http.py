@@ -3,7 +3,8 @@
 The fault plan is applied here as a network would: a dropped request or answer is held for
 `hold_ms` (bounded) and then answered 504, `error_500` is answered 500 without processing,
 `delay_ms` processes and answers after the delay. Errors are `{"error": code, "message": ...}`:
-400 for a bad request, 404 for an unknown request id on GET, 409 for a reused request id
+400 for a bad request (`duplicate_json_key`, with `param`, for a body that repeats a key), 404
+for an unknown request id on GET, 409 for a reused request id
 (and for the file of a batch still open), 422 for the other refusals (over_refund,
 charge_not_found, ...), 503 when busy. The batch endpoints are for looking, like the
 settlement report: the fault plan does not apply to them.
@@ -26,7 +27,8 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from paycore.db.engine import DatabaseBusy
-from paycore.http.routing import allowed_methods
+from paycore.http.routing import JsonRoute, allowed_methods, assert_json_routes
+from paycore.kit.errors import DuplicateJsonKey
 from paycore.processor.port import ProcessorRefused
 from paycore_sandbox.faults import Decision, FaultPlanError
 from paycore_sandbox.schemas import ChargeBody, PayoutBody, RefundBody, render
@@ -64,10 +66,12 @@ def create_app(sandbox: Sandbox, sink: WebhookSink | None = None) -> FastAPI:
     """The sandbox's FastAPI app; `sink` is where `POST /v1/sandbox/webhooks/deliver` sends."""
     # A trailing slash is a 404, never a redirect built from the Host header (as paycore, ADR 0013).
     app = FastAPI(title="paycore sandbox processor", version="1", redirect_slashes=False)
+    app.router.route_class = JsonRoute  # bodies read by paycore's strict reader: a repeated key is refused
     _add_error_handlers(app)
     _add_processor_routes(app, sandbox)
     _add_bank_routes(app, sandbox)
     _add_sandbox_routes(app, sandbox, sink)
+    assert_json_routes(app)
     return app
 
 
@@ -85,6 +89,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         account_wrong = any(field in _ACCOUNT_FIELDS for field in fields)
         code = "invalid_amount" if amount_wrong else "invalid_account" if account_wrong else "invalid_request"
         return error_response(400, code, "; ".join(problems)[:_MESSAGE_LENGTH_MAX])
+
+    @app.exception_handler(DuplicateJsonKey)
+    def _duplicate(_request: Request, error: DuplicateJsonKey) -> Response:
+        return json_response(400, {"error": error.code, "message": error.message, "param": error.param})
 
     @app.exception_handler(DatabaseBusy)
     def _busy(_request: Request, error: DatabaseBusy) -> Response:
