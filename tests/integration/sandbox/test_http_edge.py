@@ -1,5 +1,6 @@
 """Issue 29, the sandbox's side: its JSON bodies are read by paycore's strict reader (a repeated
-key is 400 `duplicate_json_key` and nothing is stored)."""
+key is 400 `duplicate_json_key` and nothing is stored), and paycore's `Server` serves its app
+off loopback only when the app has an admin token (`state.admin_token`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ from typing import Any
 
 import pytest
 
+from paycore.http.exposure import UnsafeBind
+from paycore.http.server import Server
 from paycore_sandbox import Sandbox
+from paycore_sandbox.http import create_app
 from tests.integration.sandbox.conftest import RecordingSink, StartServer, count
 from tests.integration.sandbox.test_http_api import call
+
+TOKEN = "sbx_admin_0123456789abcdef"
 
 
 @pytest.fixture
@@ -58,3 +64,12 @@ def test_a_fault_plan_that_repeats_a_key_is_refused_and_the_old_one_stays(base_u
 
     assert (status, body["error"], body["param"]) == (400, "duplicate_json_key", "rules[0].amount_delta_minor")
     assert call(base_url, "GET", "/v1/sandbox/faults")[1]["rules"][0]["amount_delta_minor"] == 1
+
+
+def test_server_serves_the_sandbox_off_loopback_only_with_an_admin_token(sandbox: Sandbox) -> None:
+    with pytest.raises(UnsafeBind) as refused:
+        Server(create_app(sandbox), "0.0.0.0", 0)
+    assert refused.value.reason == "no_admin_token"
+
+    server = Server(create_app(sandbox, admin_token=TOKEN), "0.0.0.0", 0)
+    server.server_close()
