@@ -3,8 +3,10 @@
 The fault plan is applied here as a network would: a dropped request or answer is held for
 `hold_ms` (bounded) and then answered 504, `error_500` is answered 500 without processing,
 `delay_ms` processes and answers after the delay. Errors are `{"error": code, "message": ...}`:
-400 for a bad request, 404 for an unknown request id on GET, 409 for a reused request id
-(and for the file of a batch still open), 422 for the other refusals (over_refund,
+400 for a bad request (`duplicate_json_key`, with `param`, for a body that repeats a key), 401
+for an admin endpoint without the admin token (paycore_sandbox.admin), 404 for an unknown
+request id on GET, 409 for a reused request id (and for the file of a batch still open), 413
+and 415 for a body too large or not JSON, 422 for the other refusals (over_refund,
 charge_not_found, ...), 503 when busy. The batch endpoints are for looking, like the
 settlement report: the fault plan does not apply to them.
 
@@ -26,9 +28,13 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from paycore.db.engine import DatabaseBusy
-from paycore.http.routing import allowed_methods
+from paycore.http.middleware import BodyLimit
+from paycore.http.routing import JsonRoute, allowed_methods, assert_json_routes
+from paycore.kit.errors import DuplicateJsonKey
 from paycore.processor.port import ProcessorRefused
+from paycore_sandbox.admin import AdminTokenRequired, admin_dependencies
 from paycore_sandbox.faults import Decision, FaultPlanError
+from paycore_sandbox.limits import BODY_BYTES_MAX
 from paycore_sandbox.schemas import ChargeBody, PayoutBody, RefundBody, render
 from paycore_sandbox.service import Sandbox
 from paycore_sandbox.webhooks import WebhookSink
@@ -60,14 +66,31 @@ def refusal_status(code: str) -> int:
     return 422
 
 
-def create_app(sandbox: Sandbox, sink: WebhookSink | None = None) -> FastAPI:
-    """The sandbox's FastAPI app; `sink` is where `POST /v1/sandbox/webhooks/deliver` sends."""
+def create_app(
+    sandbox: Sandbox,
+    sink: WebhookSink | None = None,
+    *,
+    admin_token: str | None = None,
+    body_bytes_max: int = BODY_BYTES_MAX,
+) -> FastAPI:
+    """The sandbox's FastAPI app; `sink` is where `POST /v1/sandbox/webhooks/deliver` sends.
+    With `admin_token`, the endpoints that change the sandbox require it (paycore_sandbox.admin).
+
+    It shares paycore's HTTP edge rather than copying it: the body bound (`BodyLimit`: 413
+    `request_too_large`, 415 for a body that is not JSON), bodies read by `strict_json` (a
+    repeated key is 400 `duplicate_json_key`), and, served by `paycore processor serve`,
+    paycore's `Server` (431, 408, 503 `server_busy`; ADR 0013)."""
     # A trailing slash is a 404, never a redirect built from the Host header (as paycore, ADR 0013).
     app = FastAPI(title="paycore sandbox processor", version="1", redirect_slashes=False)
+    app.router.route_class = JsonRoute  # bodies read by paycore's strict reader: a repeated key is refused
+    # Read by paycore.http.server.check_app_bind: served off loopback only with a token.
+    app.state.admin_token = admin_token
     _add_error_handlers(app)
     _add_processor_routes(app, sandbox)
     _add_bank_routes(app, sandbox)
-    _add_sandbox_routes(app, sandbox, sink)
+    _add_sandbox_routes(app, sandbox, sink, admin_dependencies(admin_token))
+    assert_json_routes(app)
+    app.add_middleware(BodyLimit, body_bytes_max=body_bytes_max)
     return app
 
 
@@ -85,6 +108,16 @@ def _add_error_handlers(app: FastAPI) -> None:
         account_wrong = any(field in _ACCOUNT_FIELDS for field in fields)
         code = "invalid_amount" if amount_wrong else "invalid_account" if account_wrong else "invalid_request"
         return error_response(400, code, "; ".join(problems)[:_MESSAGE_LENGTH_MAX])
+
+    @app.exception_handler(DuplicateJsonKey)
+    def _duplicate(_request: Request, error: DuplicateJsonKey) -> Response:
+        return json_response(400, {"error": error.code, "message": error.message, "param": error.param})
+
+    @app.exception_handler(AdminTokenRequired)
+    def _admin(_request: Request, _error: AdminTokenRequired) -> Response:
+        response = error_response(401, "unauthorized", "this endpoint needs Authorization: Bearer <admin token>")
+        response.headers["WWW-Authenticate"] = "Bearer"
+        return response
 
     @app.exception_handler(DatabaseBusy)
     def _busy(_request: Request, error: DatabaseBusy) -> Response:
@@ -213,7 +246,7 @@ def _add_bank_routes(app: FastAPI, sandbox: Sandbox) -> None:
         return json_response(200, found)
 
 
-def _add_sandbox_routes(app: FastAPI, sandbox: Sandbox, sink: WebhookSink | None) -> None:
+def _add_sandbox_routes(app: FastAPI, sandbox: Sandbox, sink: WebhookSink | None, admin: list[Any]) -> None:
     @app.get("/healthz")
     def healthz() -> Response:
         return json_response(200, {"status": "ok"})
@@ -222,7 +255,7 @@ def _add_sandbox_routes(app: FastAPI, sandbox: Sandbox, sink: WebhookSink | None
     def get_faults() -> Response:
         return json_response(200, sandbox.fault_plan())
 
-    @app.put("/v1/sandbox/faults")
+    @app.put("/v1/sandbox/faults", dependencies=admin)
     def put_faults(plan: dict[str, Any] = Body(...)) -> Response:
         try:
             sandbox.set_fault_plan(plan)
@@ -230,12 +263,12 @@ def _add_sandbox_routes(app: FastAPI, sandbox: Sandbox, sink: WebhookSink | None
             return error_response(400, "invalid_fault_plan", str(error))
         return json_response(200, sandbox.fault_plan())
 
-    @app.delete("/v1/sandbox/faults")
+    @app.delete("/v1/sandbox/faults", dependencies=admin)
     def delete_faults() -> Response:
         sandbox.clear_fault_plan()
         return json_response(200, sandbox.fault_plan())
 
-    @app.post("/v1/sandbox/webhooks/deliver")
+    @app.post("/v1/sandbox/webhooks/deliver", dependencies=admin)
     def deliver_webhooks() -> Response:
         if sink is None:
             return error_response(409, "no_webhook_sink", "this sandbox was started without a webhook url")

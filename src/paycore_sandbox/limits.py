@@ -29,6 +29,13 @@ SEPA_BATCH_TOTAL_MINOR_MAX: Final = 9_007_199_254_740_991  # 2^53 - 1, so JSON r
 BANK_BATCH_MAX_MAX: Final = 10_000
 BANK_STEP_MS_MAX: Final = 86_400_000
 
+# The HTTP service (`paycore processor serve`): its body bound defaults to paycore's
+# (PAYCORE_BODY_BYTES_MAX sets both); an admin token is 16 to 256 printable ASCII characters
+# without spaces, so that a short one is refused rather than guessed.
+BODY_BYTES_MAX: Final = 1_048_576
+ADMIN_TOKEN_LENGTH_MIN: Final = 16
+ADMIN_TOKEN_LENGTH_MAX: Final = 256
+
 HOLD_MS_MAX: Final = 60_000  # how long the HTTP server sits on a dropped request or answer
 DELAY_MS_MAX: Final = 60_000
 SETTLE_LATE_MS_MAX: Final = 86_400_000

@@ -21,11 +21,12 @@ from paycore.cli import (
     simulate_commands,
     tenant_commands,
 )
+from paycore.cli.starting import bound_server, refuse_start
 from paycore.config import Settings, log_options_from_env
 from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.http.exposure import UnsafeBind, check_bind, is_loopback
-from paycore.http.server import Server, tune_gc_for_serving
+from paycore.http.server import tune_gc_for_serving
 from paycore.kit import logs
 from paycore.processor.port import Processor
 
@@ -62,12 +63,6 @@ def start_logging() -> None:
         logs.configure()
         raise  # main() logs it as start_refused
     logs.configure(log_format, log_level)
-
-
-def refuse_start(message: str, *, reason: str, code: int = 2, **fields: object) -> typer.Exit:
-    """Log why this process will not start (`start_refused`); the caller raises what this returns."""
-    log.error(message, extra={"event": "start_refused", "reason": reason, **fields})
-    return typer.Exit(code)
 
 
 def _shown(url: str) -> str:
@@ -141,13 +136,8 @@ def serve(
         extra={"event": "serve_started", "host": host, "port": port, "local_mode": local_mode, "dev": dev},
     )
     try:
-        server = Server(app, host, port, settings=settings)
-    except OSError as error:  # the address is in use or not this machine's: as uvicorn.run did, exit 1
-        stop.set()
-        message = f"cannot bind {host}:{port}: {error.strerror or error}"
-        raise refuse_start(message, reason="bind_failed", code=1) from None
-    tune_gc_for_serving()
-    try:
+        server = bound_server(app, host, port, settings)
+        tune_gc_for_serving()
         server.serve_forever()
     finally:
         stop.set()

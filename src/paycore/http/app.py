@@ -32,6 +32,7 @@ from paycore.http.routers import (
     webhooks,
 )
 from paycore.http.routers import settings as tenant_settings
+from paycore.http.routing import JsonRoute, assert_json_routes
 from paycore.operations import service as operations
 from paycore.processor.port import Processor
 
@@ -73,6 +74,7 @@ def create_app(
         docs_url=None,  # served from this server, not a CDN (http/docs.py)
         redoc_url=None,
     )
+    app.router.route_class = JsonRoute  # for a route added to the app itself
     app.state.settings = settings
     app.state.database = database
     app.state.processor = processor
@@ -99,6 +101,7 @@ def create_app(
     app.include_router(docs.router)
     ops.install(app, settings)
     openapi.install(app, settings)
+    assert_json_routes(app)
     # Innermost: it sees every answer of the app, its error handlers' included.
     app.add_middleware(RefusalAudit, database=database)
     app.add_middleware(BodyLimit, body_bytes_max=settings.body_bytes_max)

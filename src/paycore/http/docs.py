@@ -13,8 +13,9 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from paycore.http.errors import error_body, json_response
+from paycore.http.routing import JsonRoute
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=JsonRoute)
 ASSETS: Final = {
     "swagger-ui-bundle.js": "text/javascript",
     "swagger-ui.css": "text/css",

@@ -6,6 +6,10 @@ processor webhook). Every entry point checks the bind address before binding
 (`check_bind`, called by `Server` and `paycore serve`), and the app itself checks the local
 address each request arrived on (`ExposureGuard`), because under an external ASGI server
 (`uvicorn app:app --host 0.0.0.0`) the app never learns the bind address.
+
+The sandbox processor served on its own (`paycore processor serve`) has one rule: off loopback
+only with an admin token, which its fault plan's endpoints then require (`check_admin_bind`,
+called by `Server` and by the command before the sandbox starts).
 """
 
 from __future__ import annotations
@@ -94,6 +98,21 @@ def check_bind(host: str, *, local_mode: bool, webhook_secret: str) -> None:
             f"refusing to bind {host}: PAYCORE_PROCESSOR_WEBHOOK_SECRET is the public development default, "
             "so anyone could forge processor webhooks. Set it to your processor's signing secret.",
         )
+
+
+def check_admin_bind(host: str, *, admin_token: str | None) -> None:
+    """Raise `UnsafeBind` (and log `start_refused`) when `host` is not loopback and there is no
+    admin token: the sandbox processor's fault plan decides what it answers (a charge that
+    "succeeds", a report that lies), so off loopback only a holder of the token may set it."""
+    if is_loopback(host) or admin_token:
+        return
+    _refuse_start(
+        host,
+        "no_admin_token",
+        f"refusing to bind {host}: without an admin token anyone who reaches the sandbox processor could "
+        "change what it answers (its fault plan). Set --admin-token or PAYCORE_SANDBOX_ADMIN_TOKEN, "
+        "or bind 127.0.0.1.",
+    )
 
 
 def _refuse_start(host: str, reason: str, message: str) -> None:

@@ -46,6 +46,11 @@ code.
 
 **Strings** may not contain the NUL character (U+0000), anywhere: 400.
 
+**JSON bodies.** A body that is not JSON is 400 `invalid_json`. A body that names a key twice in one
+object, at any depth (`{"amount_minor": 1, "amount_minor": 999999}`), is 400 `duplicate_json_key`,
+`param` the key's path (`lines[0].amount_minor`): parsers disagree on which value wins, so it is never
+read. Nothing is stored.
+
 **Pagination.** Lists take `limit` (1-100) and `starting_after`: the id of the last object of the
 previous page, an object the list holds. Empty, unknown, another tenant's or another list's id:
 400 `invalid_starting_after`, on every list alike.

@@ -9,7 +9,8 @@ held back until an `api.<operation>` event with outcome `refused` (its status, e
 message and the request's idempotency key) is written, so a client that reads the audit log
 right after its refusal finds it. Not recorded: a replay (`Idempotent-Replayed`: the first
 answer was), a 401 (no tenant to record it for), a 402 (a failed payment is a payment, with
-its own history) and 409 `idempotency_request_in_progress` (not a refusal: retry later).
+its own history), 409 `idempotency_request_in_progress` (not a refusal: retry later), and a
+body refused before authentication (`invalid_json`, `duplicate_json_key`: no tenant yet).
 
 A refusal's transaction rolled back (or never started), so the event is written in a
 transaction of its own, under an id of its own (`req_...`). Never raises: the refusal is

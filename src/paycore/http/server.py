@@ -1,22 +1,23 @@
 """A uvicorn server that behaves like the standard library's ThreadingHTTPServer:
 bound when constructed (so port 0 works), `serve_forever()` blocks, `shutdown()` stops it.
 
-The one way paycore serves HTTP (`app.make_server`, `paycore serve`): it refuses an unsafe bind
-before binding (paycore.http.exposure) and applies the HTTP limits (paycore.http.protocol)."""
+The one way paycore serves HTTP (`app.make_server`, `paycore serve`, and the sandbox processor's
+`paycore processor serve`): it refuses an unsafe bind before binding (paycore.http.exposure) and
+applies the HTTP limits (paycore.http.protocol)."""
 
 from __future__ import annotations
 
 import gc
 import socket
 import threading
-from typing import Any
+from typing import Any, Final
 
 import uvicorn
 from starlette.types import ASGIApp
 
 from paycore.config import Settings
 from paycore.http.context import AuthState
-from paycore.http.exposure import UnsafeBind, check_bind, is_loopback
+from paycore.http.exposure import UnsafeBind, check_admin_bind, check_bind, is_loopback
 from paycore.http.protocol import HttpLimits, protocol_class
 
 __all__ = ["Server", "UnsafeBind", "check_app_bind", "is_loopback", "tune_gc_for_serving", "uvicorn_config"]
@@ -27,6 +28,7 @@ __all__ = ["Server", "UnsafeBind", "check_app_bind", "is_loopback", "tune_gc_for
 # HTTP (wrk -c16, SQLite, alternated): 1,394, 1,563, 1,576/s with the default against 1,530,
 # 1,605, 1,842/s with these (docs/benchmarks.md).
 GC_THRESHOLDS = (50_000, 20, 100)
+_UNDECLARED: Final = object()
 
 
 def tune_gc_for_serving() -> None:
@@ -56,15 +58,21 @@ def uvicorn_config(app: ASGIApp, settings: Settings, *, log_level: str = "warnin
 
 
 def check_app_bind(app: ASGIApp, host: str) -> None:
-    """`check_bind` for a paycore app (its state says local mode and the webhook secret). Any
-    other app cannot be judged, so it is served on loopback only."""
+    """The start-up rules (paycore.http.exposure) for the app being served: `check_bind` for a
+    paycore app (its state says local mode and the webhook secret), `check_admin_bind` for an
+    app that guards its admin endpoints with the token in `state.admin_token` (the sandbox
+    processor's; None: no token). Any other app cannot be judged, so it is served on loopback
+    only."""
     if is_loopback(host):
         return  # safe in any state; and the database (perhaps not migrated yet) is not read
     state: Any = getattr(app, "state", None)
     auth = getattr(state, "auth", None)
     settings = getattr(state, "settings", None)
+    admin_token = getattr(state, "admin_token", _UNDECLARED)
     if isinstance(auth, AuthState) and isinstance(settings, Settings):
         check_bind(host, local_mode=not auth.is_auth_required(), webhook_secret=settings.processor_webhook_secret)
+    elif admin_token is None or isinstance(admin_token, str):
+        check_admin_bind(host, admin_token=admin_token)
     else:
         raise UnsafeBind(host, "unknown_app", f"refusing to bind {host}: only a paycore app is served off loopback")
 

@@ -50,3 +50,9 @@ class Conflict(DomainError):
 class BusinessRefusal(DomainError):
     code = "refused"
     recorded = True
+
+
+class DuplicateJsonKey(InvalidRequest):
+    """A JSON object names a key twice (paycore.kit.strict_json); `param` is the key's path."""
+
+    code = "duplicate_json_key"

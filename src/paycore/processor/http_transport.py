@@ -7,7 +7,9 @@ claimed on the processor's word:
 - 2xx with a readable result → the result;
 - 404 `{"error": "not_found"}` on a GET by request id → None (no record, yet);
 - any other 4xx with a JSON error body `{"error": code, "message": ...}` → ProcessorRefused;
-- timeouts, connection errors, 5xx, and anything unreadable → ProcessorUnreachable.
+- timeouts, connection errors, 5xx, and anything unreadable → ProcessorUnreachable; an answer
+  that repeats a key within one JSON object is unreadable (which of the two amounts did the
+  processor mean?), read by `paycore.kit.strict_json` as every JSON paycore is sent.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Final
 
-from paycore.kit import logs
+from paycore.kit import logs, strict_json
 from paycore.processor.port import (
     PAYOUT_STATUSES,
     RESULT_STATUSES,
@@ -152,8 +154,8 @@ def _read_json(response: http.client.HTTPResponse) -> Any:
     if len(data) > ANSWER_BYTES_MAX:
         return None
     try:
-        return json.loads(data)
-    except ValueError:
+        return strict_json.loads(data)
+    except (ValueError, RecursionError, strict_json.DuplicateJsonKey):
         return None
 
 

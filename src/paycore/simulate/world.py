@@ -234,7 +234,10 @@ def _start_sandbox(workdir: Path, port: int, webhook_url: str, secret: str) -> t
     command = [sys.executable, "-c", "from paycore.cli.main import main; main()", "processor", "serve"]
     command += ["--port", str(port), "--database-url", f"sqlite:///{workdir / 'sandbox.db'}"]
     command += ["--webhook-url", webhook_url]
+    # Its own sandbox, on loopback: the fault plan this run sets needs no admin token, whatever
+    # this environment holds for another sandbox.
     env = {**os.environ, "PAYCORE_PROCESSOR_WEBHOOK_SECRET": secret}
+    env.pop("PAYCORE_SANDBOX_ADMIN_TOKEN", None)
     with (workdir / "sandbox.log").open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"

@@ -25,12 +25,12 @@ from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.http.server import Server
+from tests.support.raw_http import assert_json_error, closed_by_server, connect, exchange, read_response
 
 RECEIVE_TIMEOUT_MS = 300
 KEEPALIVE_IDLE_MS = 300
 HEADER_BYTES_MAX = 4096
 BODY_BYTES_MAX = 2048
-SOCKET_TIMEOUT_S = 10
 
 
 @pytest.fixture
@@ -60,51 +60,6 @@ def serving(app: Any, settings: Settings) -> Iterator[int]:
         server.shutdown()
         server.server_close()
         thread.join(10)
-
-
-def connect(port: int) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT_S)
-
-
-def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    """One response (Content-Length framed, as all of ours are)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError(f"closed before a response: {data!r}")
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
-    length = int(headers.get("content-length", "0"))
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return status, headers, rest[:length]
-
-
-def exchange(port: int, raw: bytes) -> tuple[int, dict[str, str], bytes]:
-    with connect(port) as sock:
-        sock.sendall(raw)
-        return read_response(sock)
-
-
-def assert_json_error(body: bytes, code: str) -> dict[str, Any]:
-    parsed: dict[str, Any] = json.loads(body)
-    assert body == json.dumps(parsed, separators=(",", ":")).encode(), body  # compact, like every other error
-    assert parsed["error"] == code and isinstance(parsed["message"], str), parsed
-    return parsed
-
-
-def closed_by_server(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1) == b""
-    except (ConnectionResetError, TimeoutError):
-        return False
 
 
 # ---------------------------------------------------------------------------- header bytes

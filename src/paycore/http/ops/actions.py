@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from paycore.http.errors import render_refusal, status_of
 from paycore.http.ops import render, scope, session
 from paycore.http.ops.scope import BY_NAME
+from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError, InvalidAmount, NotFound
@@ -31,7 +32,7 @@ from paycore.resolutions import service as resolutions
 from paycore.tenants import settings as tenant_settings
 from paycore.webhooks import service as webhooks
 
-router = APIRouter(prefix="/ops", include_in_schema=False)
+router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
 Who = Annotated[Principal, Depends(session.principal)]
 Work = Callable[[Connection, int], str]  # returns the notice shown on the page it goes back to
 

@@ -19,6 +19,7 @@ from paycore.db.engine import Database
 from paycore.http.ops import forms, render, scope
 from paycore.http.ops.scope import BadFilter
 from paycore.http.ops.session import principal
+from paycore.http.routing import JsonRoute
 from paycore.kit.errors import DomainError
 from paycore.kit.money import CURRENCY_EXPONENTS, format_minor
 from paycore.operators.types import Principal
@@ -27,7 +28,7 @@ from paycore.reports import losses
 from paycore.reports.charts import DayLoss
 from paycore.reports.losses import Cursor, LossFilters, LossRow
 
-router = APIRouter(prefix="/ops", include_in_schema=False)
+router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
 Who = Annotated[Principal, Depends(principal)]
 CSV_PAGE_ROWS: Final = 10_000  # rows per run of the report's statement while the CSV streams
 CSV_COLUMNS: Final = (*LossRow.__dataclass_fields__, "loss")  # loss: loss_minor as decimal text

@@ -11,6 +11,7 @@ from fastapi.responses import Response
 from paycore.http.ops import render, scope, timeline
 from paycore.http.ops.scope import KINDS, BadFilter, Kind
 from paycore.http.ops.session import principal
+from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.operations import service as operations
 from paycore.operators.types import Principal
@@ -18,7 +19,7 @@ from paycore.payouts import service as payouts
 from paycore.refunds import service as refunds
 from paycore.resolutions import service as resolutions
 
-router = APIRouter(prefix="/ops", include_in_schema=False)
+router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
 Who = Annotated[Principal, Depends(principal)]
 
 

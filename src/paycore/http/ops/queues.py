@@ -13,6 +13,7 @@ from paycore.audit import service as audit
 from paycore.http.ops import render, scope
 from paycore.http.ops.scope import BY_NAME, KINDS, BadFilter
 from paycore.http.ops.session import principal
+from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle.store import Search
@@ -23,7 +24,7 @@ from paycore.refunds import service as refunds
 from paycore.resolutions import service as resolutions
 from paycore.tenants import settings as tenant_settings
 
-router = APIRouter(prefix="/ops", include_in_schema=False)
+router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
 Who = Annotated[Principal, Depends(principal)]
 IN_DOUBT_ROWS: Final = 100  # per kind
 RUNS_SHOWN: Final = 20

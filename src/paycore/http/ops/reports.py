@@ -23,6 +23,7 @@ from paycore.audit.service import AuditFilter, Event
 from paycore.http.ops import forms, render, scope
 from paycore.http.ops.scope import BadFilter
 from paycore.http.ops.session import principal
+from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError
 from paycore.ledger import service as ledger
@@ -30,7 +31,7 @@ from paycore.operators.types import Principal
 from paycore.webhooks import service as webhooks
 from paycore.webhooks.types import Endpoint
 
-router = APIRouter(prefix="/ops", include_in_schema=False)
+router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
 Who = Annotated[Principal, Depends(principal)]
 DELIVERY_STATUSES: Final = {"failed": ("failed",), "retrying": ("pending",), "": webhooks.FAILING_STATUSES}
 HOLD_STEPS: Final = {"pending": "hold", "post": "hold posted", "void": "hold voided", "expire": "hold expired"}

@@ -12,12 +12,13 @@ from starlette.concurrency import run_in_threadpool
 from paycore.http.ops import session
 from paycore.http.ops.render import bare
 from paycore.http.ops.session import OpsState
+from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.operators import service as operators
 from paycore.operators.service import SignedIn
 from paycore.operators.types import Principal
 
-router = APIRouter(prefix="/ops", include_in_schema=False)
+router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
 
 
 def quote(target: str) -> str:

@@ -15,10 +15,13 @@ from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, StartingAfter
 from paycore.http.routers.events import event_json
+from paycore.http.routing import JsonRoute
 from paycore.kit.clock import parse_rfc3339
 from paycore.kit.errors import InvalidRequest
 
-router = APIRouter(prefix="/v1/audit_events", tags=["audit"], dependencies=[Depends(authenticate)])
+router = APIRouter(
+    prefix="/v1/audit_events", tags=["audit"], dependencies=[Depends(authenticate)], route_class=JsonRoute
+)
 _OUTCOME_KINDS = frozenset({"api_call", "processor_call", "webhook"})
 Time = Annotated[
     str | None,

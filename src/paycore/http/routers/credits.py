@@ -15,13 +15,16 @@ from paycore.http import idempotent
 from paycore.http.context import authenticate_async, path_tenant
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
+from paycore.http.routing import JsonRoute
 from paycore.idempotency.service import check_key
 from paycore.schemas import TENANT_ID_DOCUMENTED
 
 # Authentication is a dependency so that it runs before body validation (401 before 400).
 # The credit endpoint is `async` (ADR 0012): validation and rendering on the event loop, the
 # transaction with SQLite's writer (or a worker thread on PostgreSQL).
-router = APIRouter(prefix="/v1/tenants", tags=["credits"], dependencies=[Depends(authenticate_async)])
+router = APIRouter(
+    prefix="/v1/tenants", tags=["credits"], dependencies=[Depends(authenticate_async)], route_class=JsonRoute
+)
 
 _CURRENCY = "USD"
 # Documented only: a bad id is still our 400 invalid_tenant_id.

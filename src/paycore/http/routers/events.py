@@ -16,13 +16,14 @@ from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
+from paycore.http.routing import JsonRoute
 from paycore.kit.clock import to_rfc3339
 from paycore.kit.errors import InvalidRequest
 from paycore.webhooks import schemas
 from paycore.webhooks import service as webhooks
 from paycore.webhooks.events import EVENT_TYPES
 
-router = APIRouter(prefix="/v1/events", tags=["events"], dependencies=[Depends(authenticate)])
+router = APIRouter(prefix="/v1/events", tags=["events"], dependencies=[Depends(authenticate)], route_class=JsonRoute)
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "event_not_found: no such event in this tenant"},
 }

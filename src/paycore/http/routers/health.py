@@ -10,8 +10,9 @@ from starlette.concurrency import run_in_threadpool
 from paycore.db import migrate
 from paycore.http.errors import RETRY_AFTER_UNAVAILABLE_S, json_response
 from paycore.http.metrics import CONTENT_TYPE
+from paycore.http.routing import JsonRoute
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=JsonRoute)
 
 
 @router.get("/healthz")

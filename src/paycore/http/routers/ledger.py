@@ -13,12 +13,13 @@ from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import dumps, json_response, render_refusal
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
+from paycore.http.routing import JsonRoute
 from paycore.kit.errors import InvalidAmount, InvalidRequest
 from paycore.ledger import keyed, schemas
 from paycore.ledger import service as ledger
 
 # Authentication is a dependency so that it runs before body validation (401 before 400).
-router = APIRouter(prefix="/v1", tags=["ledger"], dependencies=[Depends(authenticate)])
+router = APIRouter(prefix="/v1", tags=["ledger"], dependencies=[Depends(authenticate)], route_class=JsonRoute)
 
 
 class _NotBatch(StringConvertor):

@@ -13,6 +13,7 @@ from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response, render_refusal
 from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
 from paycore.http.routers.events import event_json
+from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us
 from paycore.kit.errors import UnsupportedCurrency
@@ -23,7 +24,9 @@ from paycore.payments import service as payments
 from paycore.payments.service import PaymentTimings
 from paycore.payments.types import NewPayment, Payment
 
-router = APIRouter(prefix="/v1/payments", tags=["payments"], dependencies=[Depends(authenticate)])
+router = APIRouter(
+    prefix="/v1/payments", tags=["payments"], dependencies=[Depends(authenticate)], route_class=JsonRoute
+)
 
 _CREATE_RESPONSES = {
     **ERRORS,

@@ -19,6 +19,7 @@ from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
 from paycore.http.routers.events import event_json
+from paycore.http.routing import JsonRoute
 from paycore.kit.errors import InvalidRequest
 from paycore.payouts import adjustments, schemas, states
 from paycore.payouts import service as payouts
@@ -26,7 +27,7 @@ from paycore.payouts.adjustments import NewAdjustment
 from paycore.payouts.service import NewPayout
 from paycore.payouts.validation import Beneficiary
 
-router = APIRouter(tags=["payouts"], dependencies=[Depends(authenticate)])
+router = APIRouter(tags=["payouts"], dependencies=[Depends(authenticate)], route_class=JsonRoute)
 SCHEDULE = "payouts.schedule"
 
 _CREATE_RESPONSES = {

@@ -7,10 +7,11 @@ from fastapi.responses import Response
 
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
+from paycore.http.routing import JsonRoute
 from paycore.inbound import service as webhooks
 from paycore.kit.signing import SIGNATURE_HEADER
 
-router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
+router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], route_class=JsonRoute)
 
 _BODY = {
     "requestBody": {

@@ -16,10 +16,13 @@ from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
+from paycore.http.routing import JsonRoute
 from paycore.reconciliation import schemas, states
 from paycore.reconciliation import service as reconciliation
 
-router = APIRouter(prefix="/v1/reconciliation", tags=["reconciliation"], dependencies=[Depends(authenticate)])
+router = APIRouter(
+    prefix="/v1/reconciliation", tags=["reconciliation"], dependencies=[Depends(authenticate)], route_class=JsonRoute
+)
 
 _RESOLVE_RESPONSES = {
     **ERRORS,

@@ -16,6 +16,7 @@ from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
 from paycore.http.routers.events import event_json
+from paycore.http.routing import JsonRoute
 from paycore.kit.errors import InvalidRequest
 from paycore.payments import service as payments
 from paycore.refunds import schemas, states
@@ -24,7 +25,7 @@ from paycore.refunds.service import NewRefund
 from paycore.refunds.types import Refund
 from paycore.tenants import settings as tenant_settings
 
-router = APIRouter(tags=["refunds"], dependencies=[Depends(authenticate)])
+router = APIRouter(tags=["refunds"], dependencies=[Depends(authenticate)], route_class=JsonRoute)
 
 _CREATE_RESPONSES = {
     **ERRORS,

@@ -11,11 +11,12 @@ from fastapi.responses import Response
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, StartingAfter
+from paycore.http.routing import JsonRoute
 from paycore.reports import losses, schemas
 from paycore.reports.losses import RAILS, Cursor
 from paycore.schemas import CURRENCIES_DOCUMENTED, DAY_DOCUMENTED
 
-router = APIRouter(tags=["reports"], dependencies=[Depends(authenticate)])
+router = APIRouter(tags=["reports"], dependencies=[Depends(authenticate)], route_class=JsonRoute)
 
 _RESPONSES = {
     **ERRORS,

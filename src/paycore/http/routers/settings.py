@@ -9,12 +9,15 @@ from sqlalchemy import Connection
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS
+from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.tenants import schemas
 from paycore.tenants import settings as tenant_settings
 from paycore.tenants.settings import TenantSettings
 
-router = APIRouter(prefix="/v1/settings", tags=["settings"], dependencies=[Depends(authenticate)])
+router = APIRouter(
+    prefix="/v1/settings", tags=["settings"], dependencies=[Depends(authenticate)], route_class=JsonRoute
+)
 
 
 @router.get("", responses=ERRORS)

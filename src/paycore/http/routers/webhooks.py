@@ -13,11 +13,14 @@ from paycore.http import idempotent
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
+from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.webhooks import schemas
 from paycore.webhooks import service as webhooks
 
-router = APIRouter(prefix="/v1/webhook_endpoints", tags=["webhooks"], dependencies=[Depends(authenticate)])
+router = APIRouter(
+    prefix="/v1/webhook_endpoints", tags=["webhooks"], dependencies=[Depends(authenticate)], route_class=JsonRoute
+)
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "webhook_endpoint_not_found: no such endpoint in this tenant"}
 }
