@@ -40,6 +40,7 @@
 | PAYCORE_RECONCILE_GRACE_MS               | 3600000                 |
 | PAYCORE_RECONCILE_LOOKBACK_DAYS          | 7                       |
 | PAYCORE_RECONCILE_INTERVAL_MS            | 300000                  |
+| PAYCORE_RECONCILE_LEASE_MS               | 300000                  |
 | PAYCORE_WEBHOOK_TIMEOUT_MS               | 10000                   |
 | PAYCORE_WEBHOOK_CONCURRENCY_MAX          | 4                       |
 | PAYCORE_WEBHOOK_BATCH_MAX                | 50                      |
@@ -158,6 +159,10 @@ class Settings:
     reconcile_lookback_days: int = 7
     # How often a worker looks for days to reconcile (at once again while some are due).
     reconcile_interval_ms: int = 300_000
+    # A run's lease on its day, renewed by every transaction the run writes in: a run that has
+    # not renewed it for this long (killed, hung) is abandoned by the next run of its day or by a
+    # worker, and its breaks are rolled back (docs/reconciliation.md).
+    reconcile_lease_ms: int = 300_000
     # Outgoing webhooks (docs/webhooks.md): one POST's bound; delivery threads per worker
     # process; deliveries per endpoint per turn; a worker's hold on an endpoint; how often an
     # idle delivery thread looks for work; the first retry's delay (with jitter: half to all of
@@ -223,6 +228,7 @@ class Settings:
             reconcile_grace_ms=_int("PAYCORE_RECONCILE_GRACE_MS", 3_600_000, minimum=0),
             reconcile_lookback_days=_int("PAYCORE_RECONCILE_LOOKBACK_DAYS", 7),
             reconcile_interval_ms=_int("PAYCORE_RECONCILE_INTERVAL_MS", 300_000),
+            reconcile_lease_ms=_int("PAYCORE_RECONCILE_LEASE_MS", 300_000),
             webhook_timeout_ms=_int("PAYCORE_WEBHOOK_TIMEOUT_MS", 10_000),
             webhook_concurrency_max=_int("PAYCORE_WEBHOOK_CONCURRENCY_MAX", 4),
             webhook_batch_max=_int("PAYCORE_WEBHOOK_BATCH_MAX", 50),

@@ -35,6 +35,7 @@ def readyz(database: Database) -> tuple[int, str]:
         ("0011", "behind", 503),  # `resolve_attempts`: this release reads the work columns by one name (0012)
         ("0012", "behind", 503),  # no reconciliation tables: this release's /metrics reads them (0013)
         ("0013", "behind", 503),  # this release's reconciliation leases days and books fees (0014)
+        ("0017", "behind", 503),  # this release marks reconciliation runs `abandoned` (0018)
         ("head", "current", 200),
     ],
 )

@@ -9,7 +9,7 @@ import io
 import pytest
 
 from paycore.kit import clock
-from paycore.reconciliation.report import HEADER, Line, Malformed, NotAReport, read
+from paycore.reconciliation.report import HEADER, Line, Malformed, NotAReport, encoded, opened, read
 
 HEAD = ",".join(HEADER)
 CHARGE = "charge,pay_1,ch_1,acme,2500,103,USD,succeeded,2024-11-25T16:00:00.123456Z,,"
@@ -137,3 +137,66 @@ def test_lines_are_read_as_they_come_not_all_at_once() -> None:
 
     reader = read(endless())  # type: ignore[arg-type]
     assert [next(reader).number for _ in range(3)] == [2, 3, 4]
+
+
+# --- the report's encoding (issue 29 item 6) ------------------------------------------------
+
+
+def test_a_byte_order_mark_before_the_header_is_skipped_and_the_lines_are_the_same() -> None:
+    marked = ["\ufeff" + lines(CHARGE)[0], *lines(CHARGE)[1:]]
+
+    assert list(read(marked)) == list(read(lines(CHARGE)))
+
+
+def test_a_byte_order_mark_anywhere_else_is_kept_and_found() -> None:
+    fields = CHARGE.split(",")
+    fields[0] = "\ufeffcharge"
+
+    (found,) = read(lines(",".join(fields)))
+
+    assert isinstance(found, Malformed) and found.fields[0] == "\ufeffcharge"
+
+
+def test_opened_bytes_keep_their_line_ends_and_read_as_text() -> None:
+    raw = ("\ufeff" + HEAD + "\r\n" + CHARGE + "\r\n").encode()
+
+    text = opened(io.BytesIO(raw))
+
+    assert list(text) == ["\ufeff" + HEAD + "\r\n", CHARGE + "\r\n"]
+    assert b"".join(encoded(line) for line in lines(CHARGE)) == (HEAD + "\r\n" + CHARGE + "\r\n").encode()
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            HEAD.encode() + b"\r\n" + CHARGE.encode().replace(b"acme", b"caf\xe9") + b"\r\n",
+            r"line 2 is not UTF-8 \(byte 0xe9 at character 22\)",
+        ),
+        ((HEAD + "\r\n").encode("utf-16"), "line 1 begins with a UTF-16 byte-order mark"),
+        ((HEAD + "\r\n").encode("utf-16-le"), "line 1 holds NUL bytes, as UTF-16 text does"),
+        ((HEAD + "\r\n").encode("utf-16-be"), "line 1 holds NUL bytes"),
+    ],
+)
+def test_bytes_in_another_encoding_are_refused_naming_the_line(raw: bytes, message: str) -> None:
+    with pytest.raises(NotAReport, match=message):
+        opened(io.BytesIO(raw))  # a stream that can be read twice: checked whole at once
+    with pytest.raises(NotAReport, match=message):
+        list(read(io.TextIOWrapper(Unseekable(raw), encoding="utf-8", errors="surrogateescape", newline="")))
+
+
+def test_a_stream_read_once_is_refused_where_its_bad_line_is_met() -> None:
+    raw = (HEAD + "\r\n" + CHARGE + "\r\n").encode() + CHARGE.encode().replace(b"acme", b"\xff") + b"\r\n"
+
+    reader = read(opened(Unseekable(raw)))
+
+    assert isinstance(next(reader), Line)  # line 2 came before line 3 was read
+    with pytest.raises(NotAReport, match="line 3 is not UTF-8"):
+        next(reader)
+
+
+class Unseekable(io.BytesIO):
+    """Bytes that can be read once, as a pipe's."""
+
+    def seekable(self) -> bool:
+        return False

@@ -3,10 +3,14 @@ settlement report (docs/reconciliation.md), from a file (or `-`, standard input)
 from the processor at PAYCORE_PROCESSOR_URL.
 
 The report is read as it comes, with a progress bar on standard error
-and a summary at the end. Exit 0 when it ran: breaks are findings, not errors. Exit 1 with
-one line when the file cannot be read or is not a settlement report (nothing is written
-then) or when another run (a worker, another CLI) is reconciling the same day, 2 for a bad
-option.
+and a summary at the end. A report is UTF-8 text (a byte-order mark and CRLF line ends are
+fine); a file is checked whole before anything is written. Exit 0 when it ran: breaks are
+findings, not errors. Exit 1 with one line when the file cannot be read or is not a
+settlement report (in another encoding: the line that is not UTF-8; nothing is written then)
+or when another run (a worker, another CLI) is reconciling the same day, 2 for a bad option.
+
+Runs whose lease lapsed (killed half-way), of its day as it takes it and of other days once it
+has run, are marked abandoned and their breaks rolled back; the summary names them.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from paycore.config import Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
+from paycore.kit import actors, clock
 from paycore.processor.http_transport import HttpTransport
 from paycore.processor.port import ProcessorError
 from paycore.reconciliation import jobs as reconciliation_jobs
+from paycore.reconciliation import report as settlement_report
 from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.errors import DayBusy, NotAReport
 
@@ -63,7 +69,7 @@ def reconcile(
         except ProcessorError as error:
             errors.print(f"[red]cannot fetch {name}: {error}[/red]", soft_wrap=True)
             raise typer.Exit(1) from None
-        except (NotAReport, UnicodeDecodeError) as error:
+        except NotAReport as error:
             errors.print(f"[red]{name} is not a settlement report: {error}[/red]", soft_wrap=True)
             raise typer.Exit(1) from None
         except DayBusy as error:
@@ -75,25 +81,38 @@ def reconcile(
 
 
 def _reconciled(database: Database, settings: Settings, report: str | None, day: str | None) -> reconciliation.Summary:
-    grace_ms = settings.reconcile_grace_ms
+    grace_ms, lease_ms = settings.reconcile_grace_ms, settings.reconcile_lease_ms
     if report is None:  # fetched from the processor, as the worker's scheduled job does
         assert day is not None
         processor = HttpTransport(settings.processor_url, timeout_ms=settings.processor_timeout_ms)
         with _progress() as advance:
-            return reconciliation_jobs.reconcile_from_processor(
-                database, processor, day, progress=advance, grace_ms=grace_ms
+            summary = reconciliation_jobs.reconcile_from_processor(
+                database, processor, day, progress=advance, grace_ms=grace_ms, lease_ms=lease_ms
             )
-    with _opened(report) as stream, _progress() as advance:
-        return reconciliation.reconcile(database, stream, source="file", day=day, progress=advance, grace_ms=grace_ms)
+    else:
+        with _opened(report) as stream, _progress() as advance:  # a file is checked whole as it opens
+            summary = reconciliation.reconcile(
+                database, stream, source="file", day=day, progress=advance, grace_ms=grace_ms, lease_ms=lease_ms
+            )
+    # The run abandoned its own day's dead runs as it took the day; then those of other days, as
+    # a worker's look does (a deployment may run no worker). Never for a report refused.
+    summary.abandoned += reconciliation.abandon_lapsed(database, now_us=clock.now_us(), actor=actors.LOCAL)
+    return summary
 
 
 @contextmanager
 def _opened(report: str) -> Iterator[Iterable[str]]:
+    """The report's text lines, read as every report is (`report.opened`: UTF-8, its line ends
+    kept; a file, or standard input redirected from one, checked whole first)."""
     if report == "-":
-        yield sys.stdin
-    else:
-        with open(report, encoding="utf-8", newline="") as stream:
-            yield stream
+        text = settlement_report.opened(sys.stdin.buffer)
+        try:
+            yield text
+        finally:
+            text.detach()  # standard input stays open for whoever owns it
+        return
+    with open(report, "rb") as raw:
+        yield settlement_report.opened(raw)
 
 
 @contextmanager
@@ -105,6 +124,11 @@ def _progress() -> Iterator[reconciliation.Progress]:
 
 
 def _print_summary(summary: reconciliation.Summary) -> None:
+    for found in summary.abandoned:
+        print(
+            f"abandoned run {found.run_id} of {found.day} (its lease lapsed): "
+            f"{found.rolled_back} of its breaks rolled back"
+        )
     breaks = ", ".join(f"{kind} {count}" for kind, count in sorted(summary.breaks.items())) or "none"
     print(f"run {summary.run_id} for {summary.day}")
     print(f"lines read {summary.lines_read}, matched {summary.matched}, resolved {summary.resolved}")

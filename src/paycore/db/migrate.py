@@ -105,8 +105,9 @@ def check_sqlite_foreign_keys(connection: Connection) -> None:
 # worker read reconciliation's tables, and its reconciliation writes 0014's (0013's code was
 # wrong to declare 0012: its /metrics read 0013's tables). 0015: every state change writes
 # its published event's sequence and snapshot, and fans out into the webhook tables. 0016:
-# every tenant's settings are read with 0016's manual window.
-OLDEST_COMPATIBLE_REVISION: Final = "0016"
+# every tenant's settings are read with 0016's manual window. 0018: reconciliation marks a run
+# whose lease lapsed `abandoned`, which 0017's CHECK refuses.
+OLDEST_COMPATIBLE_REVISION: Final = "0018"
 
 
 def is_current(database: Database) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from paycore.kit.money import AMOUNT_MINOR_MAX
+from paycore.reconciliation import service as reconciliation
 
 JsonSchema = dict[str, Any]
 
@@ -82,8 +83,13 @@ RECONCILIATION_RUN = _resource(
     "breaks",
     "created_at",
     "finished_at",
+    status={"enum": list(reconciliation.RUN_STATUSES)},
     report_sha256=_nullable(_STRING),
-    breaks={"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
+    breaks={
+        "type": "object",
+        "propertyNames": {"enum": list(reconciliation.BREAK_TYPES)},
+        "additionalProperties": {"type": "integer", "minimum": 1},
+    },
     finished_at=_nullable(TIMESTAMP),
 )
 RECONCILIATION_BREAK = _resource(
@@ -104,6 +110,8 @@ RECONCILIATION_BREAK = _resource(
     "resolved_by",
     "resolved_at",
     "created_at",
+    type={"enum": list(reconciliation.BREAK_TYPES)},
+    status={"enum": list(reconciliation.BREAK_STATUSES)},
     line={"type": "array", "items": _STRING},
     resolved_at=_nullable(TIMESTAMP),
 )

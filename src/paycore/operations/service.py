@@ -21,7 +21,7 @@ superseded):
 
 Not counted: `missing_at_processor` (paycore's record with no report line yet: a late report,
 not money moved wrongly, until a person finds otherwise), `fee_mismatch`, and a report's own
-faults (`duplicate_line`, `malformed_line`).
+faults (`duplicate_line`, `malformed_line`, `unknown_account`: a merchant that is no tenant).
 """
 
 from __future__ import annotations

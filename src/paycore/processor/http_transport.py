@@ -175,7 +175,9 @@ def _lines(connection: http.client.HTTPConnection, response: http.client.HTTPRes
                 return
             if len(line) > LINE_BYTES_MAX:
                 raise ProcessorUnreachable(f"settlement_report: a line is longer than {LINE_BYTES_MAX} bytes")
-            yield line.decode()
+            # A byte that is not UTF-8 is kept (as a lone surrogate) for the report's reader to
+            # name its line: the report is refused, not the connection (docs/reconciliation.md).
+            yield line.decode("utf-8", "surrogateescape")
     except _NETWORK_ERRORS as error:
         raise ProcessorUnreachable(f"settlement_report: {type(error).__name__}: {error}") from error
     finally:

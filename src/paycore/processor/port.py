@@ -165,5 +165,7 @@ class Processor(Protocol):
     def get_payout(self, request_id: str) -> PayoutResult | None: ...
 
     def settlement_report(self, day: str) -> Iterator[str]:
-        """The CSV lines (header first) of what the processor did on `day` (YYYY-MM-DD, UTC)."""
+        """The CSV lines (header first) of what the processor did on `day` (YYYY-MM-DD, UTC), each
+        with its line end, as text: UTF-8, a byte that is not UTF-8 kept as a lone surrogate
+        (`surrogateescape`) for the report's reader to refuse by its line number."""
         ...

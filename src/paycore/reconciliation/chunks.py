@@ -1,13 +1,23 @@
-"""One chunk of a report, in one transaction (ADR 0014): the lines are recorded as seen (a
-second line for one object in a run is a `duplicate_line`), their objects loaded with one
-statement per kind, each line judged (`matching.judge`), its breaks stored, what it proves
-applied through the object's own lifecycle (cause `settlement_report`), and the processor's
-fees of the chunk booked on the ledger, once per object.
+"""One chunk of a report, in one transaction (ADR 0014): the merchants the lines name checked
+to be tenants, the lines recorded as seen (a second line for one object in a run is a
+`duplicate_line`), their objects loaded with one statement per kind, each line judged
+(`matching.judge`), its breaks stored, what it proves applied through the object's own lifecycle
+(cause `settlement_report`), and the processor's fees of the chunk booked on the ledger, once
+per object.
 
-The queries per chunk do not grow with its lines: one to record them, one per kind of object,
-one for the fees already booked, one to record new fees and one ledger transfer per tenant and
-currency. Only a line that finds something (a break, an object to move) costs statements of
-its own, and such lines are few.
+A line's `merchant_id` is the tenant it belongs to. One that names no tenant of paycore (or one
+that differs from a tenant's only by case: tenant ids are case-sensitive) is one
+`unknown_account` break under the run's own scope, `*` (issue 29): nothing else of it is
+recorded, so that no row ever names a tenant that does not exist. A malformed line whose
+merchant is not a tenant is stored under `*` too. A tenant exists once `paycore tenants create`
+made it; in local mode (no API key and no operator yet) there is no list of tenants, every
+request acts as the tenant it names, and so every well-formed merchant id is taken as one.
+
+The queries per chunk do not grow with its lines: two or three for the tenants (is it local
+mode; which merchants are tenants; a fourth when some are not: which differ only by case), one
+to record the lines, one per kind of object, one for the fees already booked, one to record new
+fees and one ledger transfer per tenant and currency. Only a line that finds something (a break,
+an object to move) costs statements of its own, and such lines are few.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from paycore.audit import service as audit
 from paycore.kit import ids
 from paycore.ledger import service as ledger
 from paycore.lifecycle.evidence import MANUAL_CAUSE, Evidence
+from paycore.operators import service as operators
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
@@ -33,6 +44,7 @@ from paycore.reconciliation.matching import KIND_OF_LINE, Finding, Kind, Known, 
 from paycore.reconciliation.models import ALL_TENANTS
 from paycore.reconciliation.report import Line, Malformed
 from paycore.refunds import service as refunds
+from paycore.tenants import service as tenants
 
 CAUSE: Final = "settlement_report"
 FAILED_CODE: Final = "failed_per_settlement_report"  # the report says failed, not why
@@ -70,14 +82,32 @@ class Counts:
         self.fees_minor.update(+other.fees_minor)
 
 
+@dataclass(frozen=True)
+class Merchants:
+    """Which merchants a chunk names are tenants: `known` (None in local mode: every one), and
+    for the others, the tenant each differs from only by case, if any (by lower-cased id)."""
+
+    known: frozenset[str] | None
+    cased: dict[str, str]
+
+    def is_tenant(self, merchant: str) -> bool:
+        return self.known is None or merchant in self.known
+
+
 def reconcile_chunk(connection: Connection, chunk: list[Line | Malformed], context: Context) -> Counts:
     counts = Counts(lines=len(chunk))
+    merchants = _merchants(connection, chunk)
     lines: list[Line] = []
     for entry in chunk:
         if isinstance(entry, Malformed):
             key = f"malformed_line:{entry.number}:{hashlib.sha256(repr(entry.fields).encode()).hexdigest()[:16]}"
             finding = Finding("malformed_line", entry.reason)
-            counts.breaks[finding.type] += store(connection, context, _tenant_of(entry.fields), key, finding, entry)
+            tenant_id = _tenant_of(entry.fields, merchants)
+            counts.breaks[finding.type] += store(connection, context, tenant_id, key, finding, entry)
+        elif not merchants.is_tenant(entry.merchant_id):
+            key = f"unknown_account:{entry.type}:{entry.merchant_id}:{entry.request_id}"
+            finding = Finding("unknown_account", _unknown(entry.merchant_id, merchants))
+            counts.breaks[finding.type] += store(connection, context, ALL_TENANTS, key, finding, entry)
         else:
             lines.append(entry)
     first, duplicates = _first_sightings(connection, context.run_id, lines)
@@ -110,6 +140,28 @@ def reconcile_chunk(connection: Connection, chunk: list[Line | Malformed], conte
             to_book.append((line, known))
     _book_fees(connection, to_book, context, counts)
     return counts
+
+
+def _merchants(connection: Connection, chunk: list[Line | Malformed]) -> Merchants:
+    """The chunk's merchants checked against the tenants: two statements in local mode (asking
+    whether it is), three otherwise (four when some are not tenants: the case check)."""
+    if operators.local_mode(connection):
+        return Merchants(None, {})
+    named: set[str] = set()
+    for entry in chunk:
+        merchant = entry.merchant_id if isinstance(entry, Line) else _merchant_of(entry.fields)
+        if merchant is not None:
+            named.add(merchant)
+    known = frozenset(tenants.tenant_ids(connection, sorted(named)))
+    unknown = sorted(named - known)
+    return Merchants(known, tenants.tenants_ignoring_case(connection, unknown) if unknown else {})
+
+
+def _unknown(merchant: str, merchants: Merchants) -> str:
+    meant = merchants.cased.get(merchant.lower())
+    if meant is None:
+        return f"merchant {merchant!r} is not a tenant of paycore"
+    return f"merchant {merchant!r} is not a tenant of paycore (tenant ids are case-sensitive: {meant!r} is one)"
 
 
 def _manual_or(connection: Connection, line: Line, known: Known | None, finding: Finding) -> Finding:
@@ -302,9 +354,15 @@ def store(
     return 0
 
 
-def _tenant_of(fields: tuple[str, ...]) -> str:
-    """The tenant a malformed line names, if its merchant field reads as one; else `*`."""
+def _merchant_of(fields: tuple[str, ...]) -> str | None:
+    """The merchant field of a malformed line, if it reads as a tenant id."""
     merchant = fields[3] if len(fields) > 3 else ""
     if 0 < len(merchant) <= 64 and set(merchant) <= _TENANT_ID_CHARACTERS:
         return merchant
-    return ALL_TENANTS
+    return None
+
+
+def _tenant_of(fields: tuple[str, ...], merchants: Merchants) -> str:
+    """The tenant a malformed line names, if its merchant field is one; else `*`."""
+    merchant = _merchant_of(fields)
+    return merchant if merchant is not None and merchants.is_tenant(merchant) else ALL_TENANTS

@@ -1,7 +1,9 @@
 """What a run does after its last chunk (ADR 0014): find the money paycore believes moved that
 the report has no line for (`missing_at_processor`), supersede the open breaks of the day that
 this run did not find again (the report they came from was replaced by a corrected one), and
-forget the lines the day's earlier runs read.
+forget the lines the day's earlier runs read. Superseding happens in the transaction that marks
+the run completed (issue 29): a run killed before it supersedes nothing, so an abandoned run
+never leaves an earlier run's breaks half superseded.
 
 `missing_at_processor` looks, page by page over each kind's table, at the objects whose money
 paycore believes moved in the day's window, and asks the lines this run (and the previous day's
@@ -80,6 +82,18 @@ def missing_page(
         stored += chunks.store(connection, context, item.tenant_id, key, finding, None, known)
     last = items[-1]
     return stored, (None if len(items) < PAGE_ITEMS else (last.tenant_id, last.id))
+
+
+def supersede_unmet(connection: Connection, day: str, run_id: str, *, actor: str, now_us: int) -> int:
+    """Supersede every open break of the day this run did not meet, a batch at a time, in the
+    caller's transaction (the one that completes the run: superseding is whole or not at all);
+    returns how many. Each batch leaves fewer such breaks: it ends."""
+    superseded = 0
+    while True:
+        found, moved = supersede_batch(connection, day, run_id, actor=actor, now_us=now_us)
+        superseded += moved
+        if found < SUPERSEDE_BATCH:
+            return superseded
 
 
 def supersede_batch(connection: Connection, day: str, run_id: str, *, actor: str, now_us: int) -> tuple[int, int]:

@@ -4,24 +4,26 @@ scheduled job").
 `reconcile_from_processor` fetches a day's settlement report from the processor and reconciles
 it as it arrives: what `paycore reconcile --day` does, and what the worker does for each due day.
 
-`reconcile_due` is the worker's part: the closed UTC days, oldest first, among the last
-PAYCORE_RECONCILE_LOOKBACK_DAYS, that are PAYCORE_RECONCILE_DELAY_MS past their end and have no
-completed run from the processor's report (`service.due_days`), at most `DAYS_PER_RUN_MAX` of
-them per call. A day another run holds (`DayBusy`) is skipped; a processor that does not answer
-ends the call, and the days wait for the next one. Nothing here raises for either: a worker
-must outlive its processor. A run that dies half-way leaves no completed run, so its day stays
-due and is reconciled again whole (re-running a report stores nothing twice).
+`reconcile_due` is the worker's part. First it marks `abandoned` the runs whose lease lapsed
+(`service.abandon_lapsed`: a run killed half-way, of any day), rolling back their breaks. Then
+the closed UTC days, oldest first, among the last PAYCORE_RECONCILE_LOOKBACK_DAYS, that are
+PAYCORE_RECONCILE_DELAY_MS past their end and have no completed run from the processor's report
+(`service.due_days`), at most `DAYS_PER_RUN_MAX` of them per call. A day another run holds
+(`DayBusy`) is skipped; a processor that does not answer ends the call, and the days wait for
+the next one. Nothing here raises for either: a worker must outlive its processor. A run that
+dies half-way leaves no completed run, so its day stays due and is reconciled again whole.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from paycore.db.engine import Database
 from paycore.processor.port import Processor, ProcessorError
-from paycore.reconciliation import service
+from paycore.reconciliation import days, service
 from paycore.reconciliation.errors import DayBusy, NotAReport
 
 DAYS_PER_RUN_MAX: Final = 1  # a day's report can be a million lines: one day, then the other jobs
@@ -44,12 +46,19 @@ def reconcile_from_processor(
     *,
     progress: service.Progress | None = None,
     grace_ms: int = service.GRACE_MS_DEFAULT,
+    lease_ms: int = days.DAY_LEASE_MS,
 ) -> service.Summary:
     """Fetch `day`'s settlement report (YYYY-MM-DD, UTC) from the processor and reconcile it.
     Raises what the processor's call raises (`ProcessorError`) and what `service.reconcile` does
     (`DayBusy`, `NotAReport`)."""
     lines = processor.settlement_report(day)
-    return service.reconcile(database, lines, source="processor", day=day, progress=progress, grace_ms=grace_ms)
+    try:
+        return service.reconcile(
+            database, lines, source="processor", day=day, progress=progress, grace_ms=grace_ms, lease_ms=lease_ms
+        )
+    finally:
+        if isinstance(lines, Generator):  # a report refused half-way: its connection closes now
+            lines.close()
 
 
 @dataclass(frozen=True)
@@ -59,17 +68,32 @@ class Schedule:
     delay_ms: int
     lookback_days: int
     grace_ms: int
+    lease_ms: int = days.DAY_LEASE_MS
 
 
-def reconcile_due(database: Database, processor: Processor, schedule: Schedule, *, now_us: int) -> Done:
-    """Reconcile at most `DAYS_PER_RUN_MAX` of the days due at `now_us`, oldest first."""
+def reconcile_due(database: Database, processor: Processor, schedule: Schedule, *, now_us: int, actor: str) -> Done:
+    """Abandon the runs whose lease lapsed, then reconcile at most `DAYS_PER_RUN_MAX` of the
+    days due at `now_us`, oldest first. `actor`: the worker, who abandons them."""
+    for found in service.abandon_lapsed(database, now_us=now_us, actor=actor):
+        log.warning(
+            "reconciliation run %s of %s was abandoned: its lease lapsed; %d of its breaks rolled back",
+            found.run_id,
+            found.day,
+            found.rolled_back,
+            extra={
+                "event": "reconciliation_run_abandoned",
+                "run_id": found.run_id,
+                "day": found.day,
+                "rolled_back": found.rolled_back,
+            },
+        )
     with database.read() as connection:
         days = service.due_days(
             connection, now_us=now_us, delay_ms=schedule.delay_ms, lookback_days=schedule.lookback_days
         )
     reconciled = 0
     for index, day in enumerate(days):  # at most lookback_days
-        outcome = _reconcile_day(database, processor, day, grace_ms=schedule.grace_ms)
+        outcome = _reconcile_day(database, processor, day, schedule)
         if outcome == "processor_down":
             return Done(reconciled, more=False)
         reconciled += outcome == "reconciled"
@@ -78,9 +102,11 @@ def reconcile_due(database: Database, processor: Processor, schedule: Schedule, 
     return Done(reconciled, more=False)
 
 
-def _reconcile_day(database: Database, processor: Processor, day: str, *, grace_ms: int) -> Outcome:
+def _reconcile_day(database: Database, processor: Processor, day: str, schedule: Schedule) -> Outcome:
     try:
-        summary = reconcile_from_processor(database, processor, day, grace_ms=grace_ms)
+        summary = reconcile_from_processor(
+            database, processor, day, grace_ms=schedule.grace_ms, lease_ms=schedule.lease_ms
+        )
     except DayBusy as busy:
         log.info(
             "reconciliation of %s skipped: another run holds the day",
@@ -97,7 +123,7 @@ def _reconcile_day(database: Database, processor: Processor, day: str, *, grace_
             extra={"event": "reconciliation_report_unavailable", "day": day, "error_type": type(error).__name__},
         )
         return "processor_down"
-    except (NotAReport, UnicodeDecodeError) as error:
+    except NotAReport as error:
         log.error(
             "the processor's report of %s is not a settlement report (%s); tried again later",
             day,

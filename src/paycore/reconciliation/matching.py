@@ -39,6 +39,7 @@ BreakType = Literal[
     "duplicate_line",
     "malformed_line",
     "manual_resolution_contradicted",
+    "unknown_account",  # the line's merchant is no tenant of paycore (chunks.py: judged before this module)
 ]
 Kind = Literal["payment", "refund", "payout"]
 

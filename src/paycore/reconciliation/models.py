@@ -1,6 +1,8 @@
 """Reconciliation's tables (ADR 0014, docs/reconciliation.md).
 
-`reconciliation_runs`: one row per run of a day's report, with its counts. Not a tenant's data:
+`reconciliation_runs`: one row per run of a day's report, with its counts and its status
+(`running`, `completed`, or `abandoned`: it stopped before completing and its breaks were rolled
+back, migration 0018). Not a tenant's data:
 a report covers every merchant, so its rows use the tenant id `*`, which no tenant can have
 (SPEC §3.2), to keep every table's key led by `tenant_id`.
 
@@ -40,6 +42,7 @@ DAY_LENGTH: Final = 10  # YYYY-MM-DD
 RUN_ID_PREFIX: Final = "rcn_"  # a break a report run stored names its run; one a webhook stored, the webhook
 FINDING_KEY_LENGTH: Final = 200
 BREAK_STATUSES: Final = ("open", "resolved", "superseded")
+RUN_STATUSES: Final = ("running", "completed", "abandoned")
 _NOT_SUPERSEDED: Final = "status <> 'superseded'"
 
 reconciliation_runs = Table(
@@ -50,15 +53,15 @@ reconciliation_runs = Table(
     Column("day", String(DAY_LENGTH), nullable=False),
     Column("source", String(16), nullable=False),  # file | processor
     Column("report_sha256", String(64), nullable=True),  # set when the run ends
-    Column("status", String(16), nullable=False),  # running | completed
+    Column("status", String(16), nullable=False),  # RUN_STATUSES
     Column("lines_read", BigInteger, nullable=False),
     Column("matched", BigInteger, nullable=False),
     Column("breaks_found", BigInteger, nullable=False),  # new breaks stored by this run
     Column("resolved", BigInteger, nullable=False),  # items moved by what the report proved
     created_at_column(),
-    Column("finished_at_us", BigInteger, nullable=True),
+    Column("finished_at_us", BigInteger, nullable=True),  # when it completed or was abandoned
     PrimaryKeyConstraint("tenant_id", "id"),
-    CheckConstraint("status IN ('running', 'completed')", name="status"),
+    CheckConstraint("status IN ('running', 'completed', 'abandoned')", name="status"),
     Index("ix_reconciliation_runs_day", "day", "id"),
 )
 

@@ -4,17 +4,26 @@ line at a time, whatever the file's size (ADR 0014).
 `read(lines)` yields each data line as a `Line` (every field checked and typed) or, when a
 field is wrong, as a `Malformed` with its line number and what is wrong: a bad line is a
 finding (`malformed_line`), not a reason to stop. What makes the whole input unusable (no
-header, another header, a field longer than any report's) raises `NotAReport` before the first
-line is yielded or where it is met, with a one-line message.
+header, another header, a line that is not UTF-8 text) raises `NotAReport` before the first
+line is yielded or where it is met, with a one-line message naming the line.
+
+A report is UTF-8 text (issue 29): a byte-order mark before its header is skipped, and its lines
+end in CRLF or LF. `opened(raw)` reads bytes as paycore reads every report: UTF-8, line ends
+kept, and a byte that is not UTF-8 kept (as a lone surrogate, Python's `surrogateescape`) so
+that `read` can name the line it is on instead of failing somewhere in a decoder. A stream that
+can be read twice (a file) is checked whole first, so that such a line anywhere in it refuses
+the file before anything is written.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import BinaryIO, Final
 
 from paycore.kit import clock
 from paycore.processor.port import SETTLEMENT_REPORT_COLUMNS
@@ -33,6 +42,12 @@ AMOUNT_MINOR_MAX: Final = 2**53 - 1  # as everywhere in paycore's API
 _MINOR = re.compile(r"0|[1-9][0-9]{0,15}")
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+ENCODING: Final = "utf-8"
+UNDECODABLE: Final = "surrogateescape"  # a byte that is not UTF-8 becomes U+DC80..U+DCFF
+BYTE_ORDER_MARK: Final = "\ufeff"  # UTF-8's EF BB BF, decoded
+_UNDECODED = re.compile("[\udc80-\udcff]")
+_UTF16_MARKS: Final = ("\udcff\udcfe", "\udcfe\udcff")  # FF FE and FE FF, undecoded
+CHECK_BLOCK_BYTES: Final = 1_048_576  # read at a time when a file is checked whole
 
 
 class NotAReport(ValueError):
@@ -63,9 +78,53 @@ class Malformed:
     fields: tuple[str, ...]
 
 
+def opened(raw: BinaryIO) -> io.TextIOWrapper:
+    """The report in `raw` (bytes) as text lines, as `read` takes them (see the module). A
+    stream that can be read twice is checked whole, then rewound: NotAReport for its first line
+    that is not UTF-8, before the caller has written anything. One read as it arrives (a pipe)
+    is checked as `read` reaches each line. The caller owns `raw` (detach the wrapper to keep it)."""
+    if raw.seekable():
+        start = raw.tell()
+        clean = _utf8_without_nul(raw)
+        raw.seek(start)
+        if not clean:  # find the line and say what is wrong with it, as `read` would
+            text = _wrapped(raw)
+            try:
+                for _ in _text(text):
+                    pass
+            finally:
+                text.detach()
+            raw.seek(start)
+    return _wrapped(raw)
+
+
+def _wrapped(raw: BinaryIO) -> io.TextIOWrapper:
+    return io.TextIOWrapper(raw, encoding=ENCODING, errors=UNDECODABLE, newline="")
+
+
+def _utf8_without_nul(raw: BinaryIO) -> bool:
+    """Whether the rest of `raw` is UTF-8 with no NUL byte: decoded a block at a time (a report of
+    a million lines in a fraction of a second), kept nowhere."""
+    decoder = codecs.getincrementaldecoder(ENCODING)()
+    try:
+        while block := raw.read(CHECK_BLOCK_BYTES):
+            if b"\x00" in block:
+                return False
+            decoder.decode(block)
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def encoded(line: str) -> bytes:
+    """A line as it was read, byte for byte (the report's SHA-256 is of its bytes)."""
+    return line.encode(ENCODING, UNDECODABLE)
+
+
 def read(lines: Iterable[str]) -> Iterator[Line | Malformed]:
     """Each data line of the report in `lines` (text lines, CRLF or LF), in file order."""
-    reader = csv.reader(lines, strict=True)
+    reader = csv.reader(_text(lines), strict=True)
     try:
         header = next(reader)
     except StopIteration:
@@ -85,6 +144,26 @@ def read(lines: Iterable[str]) -> Iterator[Line | Malformed]:
         if not fields:
             continue  # a blank line
         yield parse(reader.line_num, tuple(fields))
+
+
+def _text(lines: Iterable[str]) -> Iterator[str]:
+    """The lines without the byte-order mark, each checked to be UTF-8 text (NotAReport naming
+    the first that is not: read in another encoding, e.g. Latin-1 or UTF-16)."""
+    for number, line in enumerate(lines, start=1):
+        if number == 1:
+            if line.startswith(_UTF16_MARKS):
+                raise NotAReport("line 1 begins with a UTF-16 byte-order mark: a settlement report is UTF-8 text")
+            line = line.removeprefix(BYTE_ORDER_MARK)
+        undecoded = _UNDECODED.search(line)
+        if undecoded is not None:
+            byte = ord(undecoded.group()) - 0xDC00
+            raise NotAReport(
+                f"line {number} is not UTF-8 (byte 0x{byte:02x} at character {undecoded.start() + 1}): "
+                "a settlement report is UTF-8 text"
+            )
+        if "\x00" in line:
+            raise NotAReport(f"line {number} holds NUL bytes, as UTF-16 text does: a settlement report is UTF-8 text")
+        yield line
 
 
 def parse(number: int, fields: tuple[str, ...]) -> Line | Malformed:

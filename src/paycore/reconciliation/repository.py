@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, func, insert, or_, select, text, update
+from sqlalchemy import Connection, Row, delete, exists, func, insert, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from paycore.db.sql import insert_or_ignore, keys_in
@@ -31,9 +31,50 @@ def insert_run(connection: Connection, run_id: str, *, day: str, source: str, no
 
 def finish_run(connection: Connection, run_id: str, values: Mapping[str, Any]) -> None:
     statement = update(reconciliation_runs).where(
-        reconciliation_runs.c.tenant_id == ALL_TENANTS, reconciliation_runs.c.id == run_id
+        reconciliation_runs.c.tenant_id == ALL_TENANTS,
+        reconciliation_runs.c.id == run_id,
+        reconciliation_runs.c.status == "running",
     )
-    connection.execute(statement.values(**values, status="completed"))
+    assert connection.execute(statement.values(**values, status="completed")).rowcount == 1, run_id
+
+
+def abandon_run(connection: Connection, run_id: str, *, now_us: int) -> bool:
+    """Compare-and-set `running` -> `abandoned`: True only for the one caller that moved it."""
+    table = reconciliation_runs.c
+    statement = update(reconciliation_runs).where(
+        table.tenant_id == ALL_TENANTS, table.id == run_id, table.status == "running"
+    )
+    return connection.execute(statement.values(status="abandoned", finished_at_us=now_us)).rowcount == 1
+
+
+def running_runs_of_day(connection: Connection, day: str, *, other_than: str, limit: int) -> list[str]:
+    table = reconciliation_runs.c
+    query = (
+        select(table.id)
+        .where(table.tenant_id == ALL_TENANTS, table.day == day, table.status == "running", table.id != other_than)
+        .order_by(table.id)
+        .limit(limit)
+    )
+    return [str(run_id) for run_id in connection.execute(query).scalars()]
+
+
+def lapsed_runs(connection: Connection, *, now_us: int, limit: int) -> list[tuple[str, str]]:
+    """(run id, day) of the runs still `running` that do not hold a live lease on their day:
+    their lease lapsed (or was given up without the run being marked)."""
+    runs, leases = reconciliation_runs.c, reconciliation_days.c
+    alive = exists().where(
+        leases.tenant_id == ALL_TENANTS,
+        leases.day == runs.day,
+        leases.claimed_by == runs.id,
+        leases.claimed_until_us >= now_us,
+    )
+    query = (
+        select(runs.id, runs.day)
+        .where(runs.tenant_id == ALL_TENANTS, runs.status == "running", ~alive)
+        .order_by(runs.id)
+        .limit(limit)
+    )
+    return [(str(run_id), str(day)) for run_id, day in connection.execute(query)]
 
 
 def get_run(connection: Connection, run_id: str) -> Row[Any] | None:
@@ -64,12 +105,12 @@ def renew_day(connection: Connection, day: str, holder: str, *, until_us: int) -
     return connection.execute(statement.values(claimed_until_us=until_us)).rowcount == 1
 
 
-def release_day(connection: Connection, day: str, holder: str) -> None:
+def release_day(connection: Connection, day: str, holder: str) -> bool:
     table = reconciliation_days.c
     statement = update(reconciliation_days).where(
         table.tenant_id == ALL_TENANTS, table.day == day, table.claimed_by == holder
     )
-    connection.execute(statement.values(claimed_by=None, claimed_until_us=None))
+    return connection.execute(statement.values(claimed_by=None, claimed_until_us=None)).rowcount == 1
 
 
 def _insert_ignoring_conflicts(connection: Connection) -> Any:
@@ -131,6 +172,10 @@ def forget_seen_of_day(connection: Connection, day: str, *, keep_run_id: str) ->
     connection.execute(delete(reconciliation_seen).where(reconciliation_seen.c.run_id.in_(runs)))
 
 
+def forget_seen_of_run(connection: Connection, run_id: str) -> None:
+    connection.execute(delete(reconciliation_seen).where(reconciliation_seen.c.run_id == run_id))
+
+
 def latest_completed_run(connection: Connection, day: str) -> str | None:
     table = reconciliation_runs.c
     query = (
@@ -185,6 +230,13 @@ def open_breaks_not_seen_by(connection: Connection, day: str, run_id: str, *, li
         func.coalesce(table.seen_run_id, table.run_id) != run_id,
         table.run_id.like(f"{RUN_ID_PREFIX}%"),  # a report's findings, not a webhook's (ADR 0016)
     )
+    return list(connection.execute(query.order_by(table.tenant_id, table.id).limit(limit)))
+
+
+def open_breaks_of_run(connection: Connection, day: str, run_id: str, *, limit: int) -> list[Row[Any]]:
+    """Open breaks the run stored (not the ones it only met again: those are an earlier run's)."""
+    table = reconciliation_breaks.c
+    query = select(reconciliation_breaks).where(table.day == day, table.run_id == run_id, table.status == "open")
     return list(connection.execute(query.order_by(table.tenant_id, table.id).limit(limit)))
 
 

@@ -5,20 +5,26 @@ processes; `DayBusy` otherwise), reads the report as it comes (`report.read`), i
 `CHUNK_LINES` lines, one transaction per chunk (`chunks`: lines recorded, objects loaded in one
 statement per kind, judged, breaks stored, proofs applied through each object's lifecycle with
 cause `settlement_report`, fees booked once), then closes the run (`closing`: the money the
-report has no line for, the open breaks a corrected report no longer has, superseded). A file
-that is not a report is refused before anything is written (`NotAReport`). Running the same
-report again stores nothing new, books nothing and moves nothing.
+report has no line for, then in the one transaction that completes the run, the open breaks a
+corrected report no longer has, superseded). A file that is not a report is refused before
+anything is written (`NotAReport`). Running the same report again stores nothing new, books
+nothing and moves nothing.
+
+A run that does not complete is `abandoned` and its breaks are rolled back (issue 29): at once
+when it stops on an error, or, when it cannot say so (killed), by the next run of its day or a
+worker's look (`abandon_lapsed`) once its lease lapsed. A day's open breaks are never half a run's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, get_args
+from typing import Any, Final, TypeVar, get_args
 
 from sqlalchemy import Connection
 
@@ -29,14 +35,16 @@ from paycore.kit.errors import InvalidRequest, InvalidStartingAfter
 from paycore.lifecycle.evidence import MANUAL_CAUSE
 from paycore.reconciliation import chunks, closing, days, matching, models, repository, states
 from paycore.reconciliation.chunks import CAUSE, Context, Counts
-from paycore.reconciliation.errors import BreakNotFound, RunNotFound, UnknownResolution
+from paycore.reconciliation.errors import BreakNotFound, DayBusy, RunNotFound, UnknownResolution
 from paycore.reconciliation.matching import BreakType, Finding, Kind, Known
-from paycore.reconciliation.report import Line, Malformed, NotAReport, read
-from paycore.reconciliation.types import Break, Run, break_from_row, run_from_row
+from paycore.reconciliation.report import Line, Malformed, NotAReport, encoded, read
+from paycore.reconciliation.types import Abandoned, Break, Run, break_from_row, run_from_row
 
 CHUNK_LINES: Final = 500  # lines per transaction
 GRACE_MS_DEFAULT: Final = 3_600_000  # PAYCORE_RECONCILE_GRACE_MS's default
 SOURCES: Final = ("file", "processor")
+RUN_STATUSES: Final = models.RUN_STATUSES
+LAPSED_RUNS_MAX: Final = 100  # runs abandoned per look (more: the next look)
 BREAK_TYPES: Final[tuple[str, ...]] = get_args(BreakType)
 BREAK_STATUSES: Final = models.BREAK_STATUSES
 _KINDS: Final[tuple[Kind, ...]] = ("payment", "refund", "payout")
@@ -44,6 +52,8 @@ _KINDS: Final[tuple[Kind, ...]] = ("payment", "refund", "payout")
 __all__ = ["CAUSE", "reconcile"]
 
 Progress = Callable[[int], None]
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,6 +67,7 @@ class Summary:
     fees_booked: int = 0  # objects whose processor fee this run booked
     fees_minor: Counter[str] = field(default_factory=Counter)  # the fees booked, by currency
     superseded: int = 0  # open breaks of the day a corrected report no longer has
+    abandoned: list[Abandoned] = field(default_factory=list)  # dead runs of its day it abandoned
 
 
 def reconcile(
@@ -69,7 +80,11 @@ def reconcile(
     grace_ms: int = GRACE_MS_DEFAULT,
     lease_ms: int = days.DAY_LEASE_MS,
 ) -> Summary:
-    """Reconcile the report in `lines` (text lines); the day is `day` or the first line's."""
+    """Reconcile the report in `lines` (text lines); the day is `day` or the first line's.
+
+    A run that stops before it completes (an error, NotAReport half-way through a stream,
+    Ctrl-C, its lease lost) is abandoned as it stops, its breaks rolled back; one that cannot
+    even do that (killed) is abandoned once its lease lapses (`days`)."""
     assert source in SOURCES
     digest = hashlib.sha256()
     items = read(_hashed(lines, digest))
@@ -83,7 +98,8 @@ def reconcile(
     run_id = ids.new_id("rcn")
     actor = actors.reconcile(run_id)  # who the audit log says acted: the run
     started_us = clock.now_us()
-    database.transaction(partial(_start, day=day, run_id=run_id, source=source, now_us=started_us, lease_ms=lease_ms))
+    start = partial(_start, day=day, run_id=run_id, source=source, actor=actor, now_us=started_us, lease_ms=lease_ms)
+    abandoned = database.transaction(start)
     try:
         counts = Counts()
         remaining: Iterator[Line | Malformed] = itertools.chain(leading, items)
@@ -96,22 +112,24 @@ def reconcile(
             counts.add(done)
             if progress is not None:
                 progress(done.lines)
+        close_context = Context(run_id, day, actor, clock.now_us(), -1)
+        sha256 = digest.hexdigest()
         summary = _close(
-            database,
-            counts,
-            digest.hexdigest(),
-            Context(run_id, day, actor, clock.now_us(), -1),
-            grace_ms=grace_ms,
-            started_us=started_us,
+            database, counts, sha256, close_context, grace_ms=grace_ms, started_us=started_us, lease_ms=lease_ms
         )
-    finally:
-        database.transaction(partial(days.release, day=day, holder=run_id))
+    except BaseException:
+        _give_up(database, day=day, run_id=run_id, actor=actor)
+        raise
+    summary.abandoned = abandoned
     return summary
 
 
-def _start(connection: Connection, *, day: str, run_id: str, source: str, now_us: int, lease_ms: int) -> None:
-    days.claim(connection, day, run_id, now_us=now_us, lease_ms=lease_ms)
+def _start(
+    connection: Connection, *, day: str, run_id: str, source: str, actor: str, now_us: int, lease_ms: int
+) -> list[Abandoned]:
+    abandoned = days.take(connection, day, run_id, now_us=now_us, actor=actor, lease_ms=lease_ms)
     repository.insert_run(connection, run_id, day=day, source=source, now_us=now_us)
+    return abandoned
 
 
 def _chunk(connection: Connection, *, chunk: list[Line | Malformed], context: Context, lease_ms: int) -> Counts:
@@ -120,9 +138,17 @@ def _chunk(connection: Connection, *, chunk: list[Line | Malformed], context: Co
 
 
 def _close(
-    database: Database, counts: Counts, sha256: str, context: Context, *, grace_ms: int, started_us: int
+    database: Database,
+    counts: Counts,
+    sha256: str,
+    context: Context,
+    *,
+    grace_ms: int,
+    started_us: int,
+    lease_ms: int,
 ) -> Summary:
-    """The missing lines, the superseded breaks, the run's counts (see `closing`)."""
+    """The missing lines, then in one transaction the superseded breaks, the run's counts and
+    its completion (see `closing`). Every transaction renews the lease first."""
     day, run_id = context.day, context.run_id
     database.transaction(repository.analyze_staging)
     previous = database.transaction(partial(repository.latest_completed_run, day=closing.previous_day(day)))
@@ -131,39 +157,88 @@ def _close(
         after: tuple[str, str] | None = None
         while True:
             page = partial(closing.missing_page, kind=kind, after=after, span=span, context=context)
-            stored, after = database.transaction(page)
+            stored, after = database.transaction(partial(_renewed, work=page, context=context, lease_ms=lease_ms))
             counts.breaks["missing_at_processor"] += stored
             if after is None:
                 break
-    superseded = 0
-    while True:
-        batch = partial(closing.supersede_batch, day=day, run_id=run_id, actor=context.actor, now_us=clock.now_us())
-        found, moved = database.transaction(batch)
-        superseded += moved
-        if found < closing.SUPERSEDE_BATCH:
-            break
     summary = Summary(run_id, day, counts.lines, counts.matched, +counts.breaks, counts.resolved)
-    summary.fees_booked, summary.fees_minor, summary.superseded = counts.fees_booked, counts.fees_minor, superseded
+    summary.fees_booked, summary.fees_minor = counts.fees_booked, counts.fees_minor
     values = {
         "lines_read": counts.lines,
         "matched": counts.matched,
         "breaks_found": sum(summary.breaks.values()),
         "resolved": counts.resolved,
         "report_sha256": sha256,
-        "finished_at_us": clock.now_us(),
     }
-    database.transaction(partial(_finish, run_id=run_id, day=day, values=values))
+    finish = partial(_finish, context=context, values=values)
+    summary.superseded = database.transaction(partial(_renewed, work=finish, context=context, lease_ms=lease_ms))
     return summary
 
 
-def _finish(connection: Connection, *, run_id: str, day: str, values: dict[str, Any]) -> None:
-    repository.finish_run(connection, run_id, values)
+def _renewed(connection: Connection, *, work: Callable[[Connection], T], context: Context, lease_ms: int) -> T:
+    """`work` in a transaction of the run, after renewing its lease (LeaseLost: nothing written)."""
+    days.renew(connection, context.day, context.run_id, now_us=clock.now_us(), lease_ms=lease_ms)
+    return work(connection)
+
+
+def _finish(connection: Connection, *, context: Context, values: dict[str, Any]) -> int:
+    """Complete the run: supersede the day's open breaks it did not meet, store its counts, forget
+    the lines the day's other runs read, release the day. One transaction: a run is completed
+    with all of this, or (killed before) with none of it. Returns the breaks superseded."""
+    day, run_id, now_us = context.day, context.run_id, clock.now_us()
+    superseded = closing.supersede_unmet(connection, day, run_id, actor=context.actor, now_us=now_us)
+    repository.finish_run(connection, run_id, {**values, "finished_at_us": now_us})
     repository.forget_seen_of_day(connection, day, keep_run_id=run_id)
+    released = days.release(connection, day, run_id)
+    assert released, (day, run_id)  # renewed in this transaction
+    return superseded
+
+
+def _give_up(database: Database, *, day: str, run_id: str, actor: str) -> None:
+    """The run stopped before completing: abandon it now and release its day, if it still holds
+    it (one that lost its lease was abandoned by the run that took the day). If even this fails
+    (the database is gone), the lease lapses and the next run or worker does it."""
+
+    def work(connection: Connection) -> None:
+        if days.release(connection, day, run_id):
+            days.abandon(connection, run_id, day, actor=actor, now_us=clock.now_us())
+
+    try:
+        database.transaction(work)
+    except Exception as error:  # the run's own error, raised on, is what the caller must see
+        log.warning(
+            "reconciliation run %s stopped and could not be marked abandoned (%s): its lease will lapse",
+            run_id,
+            type(error).__name__,
+            extra={"event": "reconciliation_run_not_abandoned", "run_id": run_id, "day": day},
+        )
+
+
+def abandon_lapsed(database: Database, *, now_us: int, actor: str) -> list[Abandoned]:
+    """Mark `abandoned` every run still `running` whose lease on its day lapsed (at most
+    LAPSED_RUNS_MAX a call), rolling back its breaks: what a worker does when it looks, and
+    `paycore reconcile` once it has run. A day a live run holds is left to that run."""
+    with database.read() as connection:
+        lapsed = repository.lapsed_runs(connection, now_us=now_us, limit=LAPSED_RUNS_MAX)
+    abandoned: list[Abandoned] = []
+    for day in sorted({day for _, day in lapsed}):
+        try:
+            abandoned += database.transaction(partial(_sweep, day=day, now_us=now_us, actor=actor))
+        except DayBusy:
+            continue  # a live run took the day since: it abandoned them itself
+    return abandoned
+
+
+def _sweep(connection: Connection, *, day: str, now_us: int, actor: str) -> list[Abandoned]:
+    holder = ids.new_id("rcn")  # holds the day for this transaction only
+    abandoned = days.take(connection, day, holder, now_us=now_us, actor=actor)
+    days.release(connection, day, holder)
+    return abandoned
 
 
 def _hashed(lines: Iterable[str], digest: Any) -> Iterator[str]:
     for text in lines:
-        digest.update(text.encode("utf-8"))
+        digest.update(encoded(text))
         yield text
 
 

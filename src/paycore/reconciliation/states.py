@@ -2,7 +2,8 @@
 person may give, and the one place a break's status changes.
 
     open -> resolved     (a person decides, with a resolution: POST /v1/reconciliation/breaks/{id}/resolve)
-    open -> superseded   (a corrected report for the same day replaces that day's open breaks)
+    open -> superseded   (a corrected report for the same day replaces that day's open breaks;
+                          or the run that stored it did not complete: `days.abandon`)
 
 `resolved` and `superseded` are terminal. A break waits on no other system, so it has no
 lifecycle `Machine` (paycore.lifecycle): its one move lives here, beside its table: a
@@ -11,8 +12,9 @@ transaction, one audit event. `record_opened` records the event of a break just 
 
 Where the events go: on the object the break names (the payment, refund or payout), so that the
 object's events (`GET /v1/payments/{id}/events`, ...) show its breaks; on the break itself when
-it names none (`missing_in_paycore`, `malformed_line`). They are `note` events, a finding about
-the object and not a change of its state (an object's `history` stays its own state changes),
+it names none (`missing_in_paycore`, `malformed_line`, `unknown_account`). They are `note`
+events, a finding about the object and not a change of its state (an object's `history` stays
+its own state changes),
 typed `reconciliation.break_opened`, `reconciliation.break_resolved` and
 `reconciliation.break_superseded`, with the break's id, type, from and to in their data.
 They are published (ADR 0015): the tenant's webhook endpoints receive them with the break as

@@ -49,6 +49,16 @@ class Run:
     breaks: Mapping[str, int]
 
 
+@dataclass(frozen=True)
+class Abandoned:
+    """A run that stopped before completing (its lease lapsed, or it stopped on an error),
+    marked `abandoned`, with how many of its open breaks were rolled back (superseded)."""
+
+    run_id: str
+    day: str
+    rolled_back: int
+
+
 _BREAK_FIELDS = tuple(field.name for field in dataclasses.fields(Break))
 _RUN_FIELDS = tuple(field.name for field in dataclasses.fields(Run) if field.name != "breaks")
 

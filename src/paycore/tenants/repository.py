@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import Connection, Row, func, select, update
 
 from paycore.db import driver
 from paycore.db.engine import Database
@@ -41,6 +41,16 @@ def existing_tenants(connection: Connection, wanted: list[str]) -> set[str]:
         return set()
     query = select(tenants.c.tenant_id).where(tenants.c.tenant_id.in_(wanted))
     return {row.tenant_id for row in connection.execute(query)}
+
+
+def tenants_ignoring_case(connection: Connection, wanted: list[str]) -> dict[str, str]:
+    """Each existing tenant whose id equals one of `wanted` but for case, by its lower-cased id.
+    Reads the tenants table through (no index on lower(tenant_id)): it holds one row per tenant."""
+    if not wanted:
+        return {}
+    lowered = {value.lower() for value in wanted}
+    query = select(tenants.c.tenant_id).where(func.lower(tenants.c.tenant_id).in_(lowered))
+    return {str(tenant_id).lower(): str(tenant_id) for tenant_id in connection.execute(query).scalars()}
 
 
 def list_tenants(connection: Connection) -> list[Row[Any]]:

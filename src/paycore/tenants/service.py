@@ -71,6 +71,12 @@ def tenant_ids(connection: Connection, wanted: list[str]) -> set[str]:
     return repository.existing_tenants(connection, wanted)
 
 
+def tenants_ignoring_case(connection: Connection, wanted: list[str]) -> dict[str, str]:
+    """The tenants whose ids equal one of `wanted` but for case, by lower-cased id (tenant ids
+    are case-sensitive: `ACME` is not `acme`; this names the one that was probably meant)."""
+    return repository.tenants_ignoring_case(connection, wanted)
+
+
 def auth_required(connection: Connection) -> bool:
     return repository.any_api_key(connection)
 

@@ -142,8 +142,10 @@ def reconcile_days(context: WorkerContext) -> int:
         delay_ms=settings.reconcile_delay_ms,
         lookback_days=settings.reconcile_lookback_days,
         grace_ms=settings.reconcile_grace_ms,
+        lease_ms=settings.reconcile_lease_ms,
     )
-    done = reconciliation_jobs.reconcile_due(context.database, context.processor, schedule, now_us=now)
+    actor = actors.worker(RECONCILE_DAYS)
+    done = reconciliation_jobs.reconcile_due(context.database, context.processor, schedule, now_us=now, actor=actor)
     if done.more:
         context.next_look_us[RECONCILE_DAYS] = now
     return done.reconciled
