@@ -26,8 +26,8 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 @router.post("", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)
 def create_endpoint(body: schemas.EndpointCreate, request: Request) -> Response:
     """Register an endpoint: 201 with its signing secret in `secret`, shown in this answer only.
-    `https` is required (outside local mode), and loopback, link-local and private addresses
-    are refused (outside local mode): 400 invalid_webhook_url."""
+    `https` is required, and loopback, link-local, private and other internal addresses are
+    refused: 400 invalid_webhook_url. Local mode adds loopback receivers, over http too."""
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
 
