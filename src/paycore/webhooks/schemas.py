@@ -48,7 +48,8 @@ def _at(value_us: int | None) -> str | None:
 
 
 def endpoint_json(endpoint: Endpoint, *, secret: str | None = None, now_us: int) -> dict[str, Any]:
-    """Never the secret, but in the answer that made it (`secret`)."""
+    """Never the secret, but in the answer that made it (`secret`, sealed as it is stored: the
+    router opens it for the client, `service.shown_answer`)."""
     rotating = endpoint.previous_secret is not None and (endpoint.previous_secret_until_us or 0) > now_us
     body: dict[str, Any] = {
         "id": endpoint.id,

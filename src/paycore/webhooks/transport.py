@@ -50,6 +50,9 @@ ERROR_KINDS: Final = frozenset(
         "timeout",
         "tls_error",  # no TLS session: handshake failed, certificate refused
         "bad_response",  # the answer is not HTTP/1.x: bad status line, too many or too long headers
+        # Not the network's: the endpoint's signing secret does not open with PAYCORE_SECRETS_KEY
+        # (ADR 0017), so nothing was sent (set by the delivery job, webhooks.jobs).
+        "secret_unreadable",
     }
 )
 _RESERVED_HEADERS: Final = frozenset({"host", "content-length", "transfer-encoding", "connection"})

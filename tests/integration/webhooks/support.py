@@ -83,4 +83,4 @@ def env(settings: Settings, database: Database) -> Iterator[Env]:
         webhook_backoff_max_ms=2,
     )
     with Receiver() as receiver, TestClient(create_app(settings, database)) as client:
-        yield Env(client, database, settings, receiver, webhook_config(settings))
+        yield Env(client, database, settings, receiver, webhook_config(settings, client.app.state.keyring.get()))
