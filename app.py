@@ -26,7 +26,7 @@ from paycore.config import Settings  # noqa: E402
 from paycore.db import migrate  # noqa: E402
 from paycore.db.engine import Database  # noqa: E402
 from paycore.http.app import create_app  # noqa: E402
-from paycore.http.server import Server  # noqa: E402
+from paycore.http.server import Server, check_app_keyring  # noqa: E402
 from paycore.kit import logs  # noqa: E402
 
 __all__ = ["make_server"]  # and `app`, built lazily by __getattr__
@@ -37,13 +37,16 @@ def _build() -> object:
     logs.configure_unless_configured(settings.log_format, settings.log_level)
     database = Database(settings)
     migrate.upgrade(database)
-    return create_app(settings, database)
+    app = create_app(settings, database)
+    check_app_keyring(app)  # no app without its key outside local mode (ADR 0017), as make_server
+    return app
 
 
 def make_server(host: str = "127.0.0.1", port: int = 8000) -> Server:
     """A server bound to (host, port) serving the whole /v1 API; port 0 picks a free port.
     Raises `paycore.http.exposure.UnsafeBind`, before binding, for an address it must not
-    serve in this state (local mode or the public webhook secret off loopback)."""
+    serve in this state (local mode or the public webhook secret off loopback), and
+    `paycore.keyring.SecretsKeyRefused` outside local mode without PAYCORE_SECRETS_KEY."""
     settings = Settings.from_env()
     logs.configure_unless_configured(settings.log_format, settings.log_level)
     database = Database(settings)

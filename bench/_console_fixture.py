@@ -39,6 +39,7 @@ the sandbox's bank.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from _reconcile_fixture import ACH, Accounts, Unanswered
 from paycore.db.engine import Database
 from paycore.http.errors import render_refusal
 from paycore.idempotency.service import KeyScope
+from paycore.keyring import Keyring
 from paycore.kit.clock import DAY_US
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.payments import service as payments
@@ -586,8 +588,8 @@ def _by_services(database: Database, processor: Processor, accounts: Accounts) -
     merchant = accounts.merchant[(tenant, "USD")]
     database.transaction(
         lambda connection: webhooks.create_endpoint(
-            connection, tenant, url="http://127.0.0.1:9/bench", events=["*"], description="bench",
-            now_us=clock_now_us(),
+            connection, tenant, keyring=Keyring([os.urandom(32)]), url="http://127.0.0.1:9/bench", events=["*"],
+            description="bench", now_us=clock_now_us(),  # nothing is delivered: its secret is never opened
         )
     )  # fmt: skip
 

@@ -37,6 +37,7 @@ process, and the machine's cores with the workers and PostgreSQL. Prints tables;
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime as dt
 import http.server
 import json
@@ -61,6 +62,7 @@ import _common as common
 from paycore.config import Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
+from paycore.keyring import Keyring
 from paycore.kit.clock import now_us, parse_rfc3339
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
@@ -78,6 +80,8 @@ POLL_S = 0.01
 BENEFICIARY = Beneficiary("Bench", routing_number="110000000", account_number="000123456789")
 PAYCORE = [str(Path(sys.executable).parent / "paycore")]  # the installed entry point of this venv
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+SECRETS_KEY = os.urandom(32)  # this run's PAYCORE_SECRETS_KEY: the endpoints are sealed with it, the workers open them
+KEYRING = Keyring([SECRETS_KEY])
 
 
 # ---------------------------------------------------------------------------- the receiver
@@ -180,7 +184,9 @@ def scratch_database(admin_url: str, tenants: list[str], receiver_url: str) -> I
 
 def _tenant(connection: Connection, tenant: str, receiver_url: str) -> str:
     now = now_us()
-    webhooks.create_endpoint(connection, tenant, url=receiver_url, events=["*"], description=None, now_us=now)
+    webhooks.create_endpoint(
+        connection, tenant, keyring=KEYRING, url=receiver_url, events=["*"], description=None, now_us=now
+    )
     source, funding = (
         ledger.create_account(
             connection,
@@ -235,6 +241,7 @@ def start_workers(
         PAYCORE_WORKER_INTERVAL_MS="600000",
         PAYCORE_WEBHOOK_CONCURRENCY_MAX=str(options.concurrency),
         PAYCORE_WEBHOOK_POLL_MS=str(options.poll_ms),
+        PAYCORE_SECRETS_KEY=base64.urlsafe_b64encode(SECRETS_KEY).decode(),  # the one the endpoints were sealed with
     )
     started = []
     for index in range(count):

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.app import create_app
-from tests.support import databases
+from tests.support import databases, secrets_keys
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -54,7 +54,7 @@ def database_url(
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, db_pool_size=20)
+    return Settings(database_url=database_url, db_pool_size=20, secrets_keys=(secrets_keys.KEY,))
 
 
 @pytest.fixture

@@ -55,12 +55,15 @@
 | PAYCORE_OPS_SESSION_MAX_MS               | 43200000                |
 | PAYCORE_OPS_SIGN_IN_FAILURES_MAX         | 5                       |
 | PAYCORE_OPS_SIGN_IN_WINDOW_MS            | 60000                   |
+| PAYCORE_SECRETS_KEY                      | (local mode: a key file) |
 
 The documentation of each lives in docs/configuration.md.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 from dataclasses import dataclass, field, replace
 from typing import Final
@@ -76,6 +79,11 @@ DEV_WEBHOOK_SECRET: Final = "whsec_sandbox_dev"  # the sandbox's default; refuse
 # first to the largest, with jitter (docs/runbooks/operations.md, "The database went away").
 DATABASE_RETRY_BACKOFF_MS: Final = 500
 DATABASE_RETRY_BACKOFF_MAX_MS: Final = 5000
+SECRETS_KEY_BYTES: Final = 32  # an AES-256 key (ADR 0018)
+SECRETS_KEYS_MAX: Final = 8  # keys in PAYCORE_SECRETS_KEY: the current one and those it replaced
+SECRETS_KEY_HOWTO: Final = (
+    "make one with: python3 -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())'"
+)
 
 
 def _int(name: str, default: int, *, minimum: int = 1) -> int:
@@ -99,6 +107,36 @@ def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise SystemExit(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
     return value
+
+
+def decode_secrets_key(text: str) -> bytes | None:
+    """A key as written in PAYCORE_SECRETS_KEY or the local key file: 32 bytes in URL-safe base64
+    (padding optional); None for anything else."""
+    text = text.strip()
+    try:
+        key = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return key if len(key) == SECRETS_KEY_BYTES else None
+
+
+def _secrets_keys(name: str) -> tuple[bytes, ...]:
+    """Comma-separated keys, the newest first: the first encrypts, every one decrypts (a
+    rotation's old keys stay until `paycore secrets rotate` has re-encrypted everything). A
+    refusal says which key is wrong, never what it holds."""
+    texts = [text.strip() for text in os.environ.get(name, "").split(",") if text.strip()]
+    if len(texts) > SECRETS_KEYS_MAX:
+        raise SystemExit(f"{name} holds {len(texts)} keys; at most {SECRETS_KEYS_MAX}")
+    keys = []
+    for position, text in enumerate(texts, start=1):
+        key = decode_secrets_key(text)
+        if key is None:
+            raise SystemExit(
+                f"{name}: key {position} of {len(texts)} is not {SECRETS_KEY_BYTES} bytes in URL-safe base64; "
+                + SECRETS_KEY_HOWTO
+            )
+        keys.append(key)
+    return tuple(keys)
 
 
 def log_options_from_env() -> tuple[str, str]:
@@ -185,6 +223,10 @@ class Settings:
     ops_session_max_ms: int = 43_200_000
     ops_sign_in_failures_max: int = 5
     ops_sign_in_window_ms: int = 60_000
+    # Secrets at rest (ADR 0018): the keys that encrypt webhook signing secrets, the newest
+    # first. Empty: in local mode a key file beside the database is used (generated on first
+    # start); outside it every entry point refuses to start (paycore.keyring). Never shown.
+    secrets_keys: tuple[bytes, ...] = field(default=(), repr=False)
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -243,6 +285,7 @@ class Settings:
             ops_session_max_ms=_int("PAYCORE_OPS_SESSION_MAX_MS", 43_200_000),
             ops_sign_in_failures_max=_int("PAYCORE_OPS_SIGN_IN_FAILURES_MAX", 5),
             ops_sign_in_window_ms=_int("PAYCORE_OPS_SIGN_IN_WINDOW_MS", 60_000),
+            secrets_keys=_secrets_keys("PAYCORE_SECRETS_KEY"),
         )._checked()
 
     def _checked(self) -> Settings:

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from paycore.db.engine import Database
 from paycore.payments.models import payments
 from tests.e2e.support import START_TIMEOUT_S, STOP_TIMEOUT_S, call, free_port, paycore_command
+from tests.support import secrets_keys
 
 T = TypeVar("T")
 POLL_S = 0.05
@@ -27,9 +28,11 @@ LAUNCH_ATTEMPTS_MAX = 3  # a free port can be taken by another process before ou
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without any PAYCORE_* variable (the test decides them all), plus `extra`."""
+    """This environment without any PAYCORE_* variable (the test decides them all), plus `extra`;
+    the tests' secrets key, so that the processes open what the test's own app sealed."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("PAYCORE_")}
     env["PYTHONUNBUFFERED"] = "1"
+    env["PAYCORE_SECRETS_KEY"] = secrets_keys.TEXT
     env.update(extra)
     return env
 

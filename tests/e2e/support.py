@@ -22,6 +22,7 @@ from typing import Any
 
 from paycore.db.engine import Database
 from paycore.ledger.verify import verify
+from tests.support import secrets_keys
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REQUEST_TIMEOUT_S = 30
@@ -52,6 +53,7 @@ def server_env(database_url: str, **extra: str) -> dict[str, str]:
     env["PAYCORE_DATABASE_URL"] = database_url
     env["PAYCORE_DB_POOL_SIZE"] = str(SERVER_POOL_SIZE)
     env["PYTHONUNBUFFERED"] = "1"
+    env["PAYCORE_SECRETS_KEY"] = secrets_keys.TEXT  # the test's own app and its processes share it
     env.update(extra)
     return env
 

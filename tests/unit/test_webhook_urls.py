@@ -114,15 +114,42 @@ REFUSED_OUTSIDE_LOCAL_MODE = [
     ("https://metadata/hook", "fully qualified"),
 ]
 
+# Local mode adds loopback receivers (a developer's own machine), over http too, and nothing else.
 LOCAL_MODE_ONLY = [
     "http://127.0.0.1:8080/hook",
     "https://127.0.0.1:8080/hook",
+    "http://127.0.0.53/hook",
+    "http://127.255.255.254:9000/hook",
+    "http://127.0.0.1./hook",
     "http://localhost:8000/hook",
+    "https://LOCALHOST:8443/hook",
+    "http://localhost./hook",
     "http://[::1]:8000/hook",
-    "http://10.0.0.5/hook",
-    "http://0x7f.1:9000/hook",
-    "http://receiver/hook",
-    "http://example.com/hook",
+    "https://[::1]/hook",
+]
+
+# Issue 29, finding 7: what local mode accepted and must not (every rule but loopback holds there).
+REFUSED_IN_LOCAL_MODE_TOO = [
+    ("http://169.254.169.254/latest/meta-data/", "link-local"),
+    ("https://169.254.169.254/latest/meta-data/", "link-local"),
+    ("http://10.0.0.1/hook", "private"),
+    ("https://10.0.0.1/hook", "private"),
+    ("http://192.168.1.1/hook", "private"),
+    ("http://100.64.0.1/hook", "reserved"),
+    ("http://0.0.0.0:8000/hook", "reserved"),
+    ("http://[fe80::1]/hook", "link-local"),
+    ("http://[fd00:ec2::254]/hook", "private"),  # the EC2 metadata service's IPv6 address
+    ("http://[::ffff:127.0.0.1]/hook", "loopback"),  # loopback in disguise: write 127.0.0.1
+    ("http://[::ffff:169.254.169.254]/hook", "link-local"),
+    ("http://[64:ff9b::a9fe:a9fe]/hook", "reserved"),
+    ("http://0x7f.1:9000/hook", "non-standard"),
+    ("http://2130706433/hook", "non-standard"),
+    ("http://010.0.0.1/hook", "non-standard"),
+    ("http://api.localhost/hook", "local or internal"),
+    ("http://metadata.google.internal/computeMetadata/v1/", "local or internal"),
+    ("http://receiver/hook", "fully qualified"),
+    ("http://example.com/hook", "https"),  # http is for a loopback receiver only
+    ("http://8.8.8.8/hook", "https"),
 ]
 
 
@@ -147,9 +174,8 @@ def test_refused_outside_local_mode(url: str, word: str) -> None:
     _assert_refusal(raised.value, word)
 
 
-@pytest.mark.parametrize("url", [url for url, _ in REFUSED_OUTSIDE_LOCAL_MODE if "%" not in url] + LOCAL_MODE_ONLY)
-def test_local_mode_allows_any_http_or_https_host(url: str) -> None:
-    url = url.replace("https://", "http://", 1)
+@pytest.mark.parametrize("url", LOCAL_MODE_ONLY)
+def test_local_mode_adds_loopback_receivers(url: str) -> None:
     assert urls.check_url(url, local_mode=True) == url
 
 
@@ -157,6 +183,25 @@ def test_local_mode_allows_any_http_or_https_host(url: str) -> None:
 def test_local_mode_urls_are_refused_outside_it(url: str) -> None:
     with pytest.raises(InvalidWebhookUrl):
         urls.check_url(url, local_mode=False)
+
+
+@pytest.mark.parametrize(("url", "word"), REFUSED_IN_LOCAL_MODE_TOO)
+def test_local_mode_refuses_every_internal_address_but_loopback(url: str, word: str) -> None:
+    with pytest.raises(InvalidWebhookUrl) as raised:
+        urls.check_url(url, local_mode=True)
+    _assert_refusal(raised.value, word)
+
+
+def _names_loopback(url: str) -> bool:
+    host = url.split("://", 1)[1].lower()
+    return host.startswith(("127.0.0.1", "127.255.", "[::1]", "localhost"))
+
+
+@pytest.mark.parametrize("url", [url for url, _ in REFUSED_OUTSIDE_LOCAL_MODE if not _names_loopback(url)])
+def test_what_is_refused_outside_local_mode_but_loopback_is_refused_in_it(url: str) -> None:
+    for form in (url, url.replace("https://", "http://", 1)):
+        with pytest.raises(InvalidWebhookUrl):
+            urls.check_url(form, local_mode=True)
 
 
 def test_the_longest_url_is_accepted() -> None:
@@ -243,13 +288,47 @@ def test_resolve_returns_an_ip_literal_as_itself() -> None:
 
 
 def test_resolve_refuses_when_any_address_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A name with one public and one internal address is refused: the connection could reach either."""
+    """A name with one public and one internal address is refused, in every mode: the
+    connection could reach either."""
     answer = _infos("93.184.216.34", "93.184.216.34", "10.0.0.7")
     monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: answer)
-    with pytest.raises(Unsafe) as raised:
-        urls.resolve("rebind.example.com", 443, local_mode=False)
-    assert "rebind.example.com" in str(raised.value)
-    assert urls.resolve("rebind.example.com", 443, local_mode=True) == ["93.184.216.34", "10.0.0.7"]
+    for local_mode in (False, True):
+        with pytest.raises(Unsafe) as raised:
+            urls.resolve("rebind.example.com", 443, local_mode=local_mode)
+        assert "rebind.example.com" in str(raised.value) and "10.0.0.7" in str(raised.value)
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "10.0.0.1", "100.64.0.1", "fd00:ec2::254", "::ffff:127.0.0.1"])
+def test_resolve_refuses_internal_addresses_in_local_mode_too(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    """Issue 29, finding 7: local mode adds loopback, nothing else (a name a tenant controls can
+    resolve to the metadata service as well as an IP literal can name it)."""
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: _infos(address))
+    with pytest.raises(Unsafe):
+        urls.resolve("hooks.example.com", 80, local_mode=True)
+    assert not urls.is_allowed_address(address, local_mode=True)
+
+
+def test_resolve_allows_loopback_and_public_addresses_in_local_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = _infos("127.0.0.1", "::1", "93.184.216.34")
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: answer)
+    assert urls.resolve("dev.example.com", 80, local_mode=True) == ["127.0.0.1", "::1", "93.184.216.34"]
+    with pytest.raises(Unsafe):
+        urls.resolve("dev.example.com", 80, local_mode=False)
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.53", "127.255.255.254", "::1"])
+def test_loopback_is_allowed_in_local_mode_only(address: str) -> None:
+    assert urls.is_loopback_address(address)
+    assert urls.is_allowed_address(address, local_mode=True)
+    assert not urls.is_allowed_address(address, local_mode=False)
+
+
+@pytest.mark.parametrize(
+    "address", [address for address in REFUSED_ADDRESSES if address not in ("127.0.0.1", "127.0.0.53", "::1")]
+)
+def test_every_other_refused_address_is_refused_in_local_mode(address: str) -> None:
+    assert not urls.is_loopback_address(address)
+    assert not urls.is_allowed_address(address, local_mode=True)
 
 
 def test_resolve_keeps_the_resolvers_order_without_duplicates(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,7 +29,7 @@ def test_a_failing_job_is_logged_by_name_and_the_others_still_run(
 
     jobs = (("broken_job", broken, lambda s: 10), ("working_job", working, lambda s: 10))
     monkeypatch.setattr(loop, "JOBS", jobs)
-    context = WorkerContext(cast(Any, None), Settings(), cast(Any, None), "worker-1")
+    context = WorkerContext(cast(Any, None), Settings(), cast(Any, None), "worker-1", cast(Any, None))
     caplog.set_level(logging.INFO)
 
     result = loop.run_once(context)
@@ -66,7 +66,7 @@ def test_a_database_outage_stops_the_round_without_a_job_failed_line(
         return 0
 
     monkeypatch.setattr(loop, "JOBS", (("first", away, lambda s: 10), ("second", next_job, lambda s: 10)))
-    context = WorkerContext(cast(Any, None), Settings(), cast(Any, None), "worker-1")
+    context = WorkerContext(cast(Any, None), Settings(), cast(Any, None), "worker-1", cast(Any, None))
     caplog.set_level(logging.INFO)
 
     result = loop.run_once(context)

@@ -18,6 +18,7 @@ from paycore.cli import (
     processor_commands,
     reconcile_commands,
     report_commands,
+    secrets_commands,
     simulate_commands,
     tenant_commands,
 )
@@ -41,6 +42,7 @@ app.add_typer(tenant_commands.app, name="tenants")
 app.add_typer(operator_commands.app, name="operators")
 app.add_typer(processor_commands.app, name="processor")
 app.add_typer(report_commands.app, name="report")
+app.add_typer(secrets_commands.app, name="secrets")
 app.command(name="simulate")(simulate_commands.simulate)
 app.command(name="reconcile")(reconcile_commands.reconcile)
 console = Console(stderr=True)
@@ -114,6 +116,7 @@ def serve(
     with database.read() as connection:
         local_mode = operators.local_mode(connection)
     _refuse_unsafe_bind(host, local_mode, settings)
+    keyring = secrets_commands.keyring_or_exit(settings, local_mode=lambda: local_mode)
     sandbox = None
     if dev:
         processor, sandbox = _dev_sandbox(settings, host, port)
@@ -121,9 +124,9 @@ def serve(
         processor = _http_processor(settings)
     stop = threading.Event()
     if dev:
-        context = WorkerContext.create(database, settings, processor)
+        context = WorkerContext.create(database, settings, processor, keyring)
         threading.Thread(target=run_forever, args=(context, stop), daemon=True, name="worker").start()
-    app = create_app(settings, database, processor)
+    app = create_app(settings, database, processor, keyring)
     mounted = sandbox is not None and is_loopback(host)
     if sandbox is not None and mounted:
         from paycore_sandbox.http import create_app as create_sandbox_app
@@ -183,7 +186,8 @@ def worker(
 
     settings = Settings.from_env()
     database = Database(settings)
-    context = WorkerContext.create(database, settings, _http_processor(settings))
+    keyring = secrets_commands.keyring_or_exit(settings, local_mode=lambda: operators.local_mode_now(database))
+    context = WorkerContext.create(database, settings, _http_processor(settings), keyring)
     if once:
         try:
             result = run_once(context)

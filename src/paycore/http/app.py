@@ -33,6 +33,7 @@ from paycore.http.routers import (
 )
 from paycore.http.routers import settings as tenant_settings
 from paycore.http.routing import JsonRoute, assert_json_routes
+from paycore.keyring import Keyring, KeyringSource
 from paycore.operations import service as operations
 from paycore.processor.port import Processor
 
@@ -55,9 +56,14 @@ def schedules(settings: Settings) -> operations.Schedules:
 
 
 def create_app(
-    settings: Settings | None = None, database: Database | None = None, processor: Processor | None = None
+    settings: Settings | None = None,
+    database: Database | None = None,
+    processor: Processor | None = None,
+    keyring: Keyring | None = None,
 ) -> FastAPI:
-    """`processor` defaults to the HTTP transport to `settings.processor_url`."""
+    """`processor` defaults to the HTTP transport to `settings.processor_url`; `keyring` to
+    PAYCORE_SECRETS_KEY's, or in local mode the local key file's, loaded on first use
+    (`app.state.keyring.get()`, which the entry points call before serving: ADR 0018)."""
     settings = settings or Settings.from_env()
     database = database or Database(settings)
     if processor is None:
@@ -79,6 +85,9 @@ def create_app(
     app.state.database = database
     app.state.processor = processor
     app.state.auth = AuthState(database)
+    app.state.keyring = KeyringSource(
+        settings, local_mode=lambda: not app.state.auth.is_auth_required(), keyring=keyring
+    )
     app.state.schedules = schedules(settings)
     app.state.metrics = Metrics(database, app.state.schedules)
     errors.install(app)

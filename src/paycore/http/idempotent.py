@@ -16,6 +16,9 @@ from paycore.idempotency.errors import IdempotencyKeyRequired
 from paycore.kit.clock import now_us
 
 Effect = Callable[[Connection, int], tuple[int, Any]]
+# What the client is shown of a stored answer (the same for the first answer and its replays):
+# the answer is stored as the effect made it (e.g. with a secret sealed at rest, ADR 0018).
+Shown = Callable[[str], str]
 _US_PER_DAY = 86_400 * 1_000_000
 
 
@@ -37,16 +40,20 @@ def run(
     effect: Effect,
     keep_forever: bool,
     replay_status: int | None = None,
+    shown: Shown | None = None,
 ) -> Response:
     """Execute `effect(connection, now_us)` in one transaction with its idempotency record.
 
     `effect` returns (status, payload); domain errors it raises become recorded refusals or
-    plain error responses, as `idempotency.execute` decides."""
+    plain error responses, as `idempotency.execute` decides. `shown` turns a 2xx answer's body,
+    as stored, into what the client sees."""
     database: Database = request.app.state.database
     if key is None:
-        return _plain(database, effect)
+        return _plain(database, effect, shown)
     key_scope = scope(request, tenant_id=tenant_id, key=key, body=body, keep_forever=keep_forever)
     outcome, replayed = idempotency.run(database, key_scope, _guarded(effect, key_scope), render_refusal)
+    if shown is not None and 200 <= outcome.status < 300:
+        outcome = idempotency.Outcome(outcome.status, shown(outcome.body))
     return response(outcome, replayed, replay_status)
 
 
@@ -101,6 +108,9 @@ def response(outcome: idempotency.Outcome, replayed: bool, replay_status: int | 
     return Response(outcome.body, status_code=status, media_type="application/json", headers=headers)
 
 
-def _plain(database: Database, effect: Effect) -> Response:
+def _plain(database: Database, effect: Effect, shown: Shown | None) -> Response:
     status, payload = database.transaction(lambda connection: effect(connection, now_us()))
-    return Response(dumps(payload), status_code=status, media_type="application/json")
+    body = dumps(payload)
+    if shown is not None and 200 <= status < 300:
+        body = shown(body)
+    return Response(body, status_code=status, media_type="application/json")

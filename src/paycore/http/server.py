@@ -2,8 +2,9 @@
 bound when constructed (so port 0 works), `serve_forever()` blocks, `shutdown()` stops it.
 
 The one way paycore serves HTTP (`app.make_server`, `paycore serve`, and the sandbox processor's
-`paycore processor serve`): it refuses an unsafe bind before binding (paycore.http.exposure) and
-applies the HTTP limits (paycore.http.protocol)."""
+`paycore processor serve`): it refuses an unsafe bind before binding (paycore.http.exposure),
+paycore refuses to serve without the key of secrets at rest (paycore.keyring), and it applies
+the HTTP limits (paycore.http.protocol)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,17 @@ from paycore.config import Settings
 from paycore.http.context import AuthState
 from paycore.http.exposure import UnsafeBind, check_admin_bind, check_bind, is_loopback
 from paycore.http.protocol import HttpLimits, protocol_class
+from paycore.keyring import KeyringSource
 
-__all__ = ["Server", "UnsafeBind", "check_app_bind", "is_loopback", "tune_gc_for_serving", "uvicorn_config"]
+__all__ = [
+    "Server",
+    "UnsafeBind",
+    "check_app_bind",
+    "check_app_keyring",
+    "is_loopback",
+    "tune_gc_for_serving",
+    "uvicorn_config",
+]
 
 # The cyclic garbage collector's thresholds for a serving process (ADR 0012): Python's
 # default (700 allocations) runs a young collection every few requests; a credit allocates
@@ -77,6 +87,14 @@ def check_app_bind(app: ASGIApp, host: str) -> None:
         raise UnsafeBind(host, "unknown_app", f"refusing to bind {host}: only a paycore app is served off loopback")
 
 
+def check_app_keyring(app: ASGIApp) -> None:
+    """A paycore app's keyring loaded before it serves: without PAYCORE_SECRETS_KEY outside
+    local mode this raises `SecretsKeyRefused` (logged `start_refused`, ADR 0018)."""
+    source = getattr(getattr(app, "state", None), "keyring", None)
+    if isinstance(source, KeyringSource):
+        source.get()
+
+
 class Server:
     def __init__(
         self,
@@ -88,6 +106,7 @@ class Server:
         log_level: str = "warning",
     ) -> None:
         check_app_bind(app, host)  # before anything is bound
+        check_app_keyring(app)
         if settings is None:
             settings = getattr(getattr(app, "state", None), "settings", None) or Settings()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET

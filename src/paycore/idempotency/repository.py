@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, delete, func, select, update
+from sqlalchemy import Connection, Row, and_, bindparam, case, delete, func, or_, select, update
 
 from paycore.db import driver
 from paycore.db.sql import insert_or_ignore
@@ -65,3 +65,29 @@ def delete_expired(connection: Connection, now_us: int, limit: int) -> int:
     for row in rows:
         connection.execute(delete(keys).where(keys.c.tenant_id == row.tenant_id, keys.c.key == row.key))
     return len(rows)
+
+
+def answers_page(
+    connection: Connection, *, after: tuple[str, str] | None, limit: int, containing: str
+) -> list[Row[Any]]:
+    """The next `limit` keys in (tenant_id, key) order; `response_body` only where it contains
+    `containing` (a bounded walk of the primary key, whatever the number of matches)."""
+    pattern = "%" + containing.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    body = case((keys.c.response_body.like(pattern, escape="\\"), keys.c.response_body), else_=None)
+    query = select(keys.c.tenant_id, keys.c.key, body.label("response_body"))
+    if after is not None:
+        query = query.where(or_(keys.c.tenant_id > after[0], and_(keys.c.tenant_id == after[0], keys.c.key > after[1])))
+    return list(connection.execute(query.order_by(keys.c.tenant_id, keys.c.key).limit(limit)))
+
+
+def replace_body(connection: Connection, tenant_id: str, key: str, was: str, now: str) -> bool:
+    statement = (
+        update(keys)
+        .where(keys.c.tenant_id == tenant_id, keys.c.key == key, keys.c.response_body == was)
+        .values(response_body=now)
+    )
+    return connection.execute(statement).rowcount == 1
+
+
+def count_keys(connection: Connection) -> int:
+    return int(connection.execute(select(func.count()).select_from(keys)).scalar_one())

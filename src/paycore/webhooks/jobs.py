@@ -35,6 +35,7 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.audit.service import Event
 from paycore.db.engine import Database
+from paycore.keyring import Keyring, SecretUnreadable
 from paycore.kit import actors, ids
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.clock import to_rfc3339
@@ -60,6 +61,7 @@ class Config:
     backoff_max_ms: int
     retry_window_ms: int  # a delivery is retried for this long after its event, then failed
     disable_after_ms: int  # an endpoint failing for this long is disabled
+    keyring: Keyring  # opens the endpoints' signing secrets, sealed at rest (ADR 0018)
 
 
 @dataclass(frozen=True)
@@ -139,14 +141,7 @@ def _take_turn(
                 break
             if time.monotonic() + call_bound_ms(config.timeout_ms) / 1000 > lease_ends:
                 break  # no room for another call in the lease: the next claim takes the rest
-            body = event_body(event)
-            sent_at_s = int(time.time())
-            headers = {
-                SIGNATURE_HEADER: sign_all(endpoint.secrets(clock_now_us()), sent_at_s, body),
-                DELIVERY_ID_HEADER: delivery.id,
-                EVENT_ID_HEADER: event.id,
-            }
-            answer = transport.post(endpoint.url, body, headers, timeout_ms=config.timeout_ms, local_mode=local_mode)
+            answer = _call(config, endpoint, delivery, event, local_mode=local_mode)
             made += 1
             delivered = answer.status_code is not None and 200 <= answer.status_code < 300
             database.transaction(
@@ -168,6 +163,32 @@ def _take_turn(
     finally:
         database.transaction(partial(_release, endpoint=endpoint, worker_id=worker_id))
     return made
+
+
+def _call(
+    config: Config, endpoint: Endpoint, delivery: Delivery, event: Event, *, local_mode: bool
+) -> transport.Answer:
+    """One signed POST of the event; nothing is sent if the endpoint's secret cannot be opened
+    (a key missing from PAYCORE_SECRETS_KEY: an operator's error, recorded as the attempt's)."""
+    started_ns = time.monotonic_ns()
+    try:
+        signing = service.signing_secrets(config.keyring, endpoint, clock_now_us())
+    except SecretUnreadable as error:
+        log.error(
+            "webhook endpoint %s: its signing secret cannot be opened (%s); nothing sent",
+            endpoint.id,
+            error,
+            extra={"event": "webhook_secret_unreadable", "tenant_id": endpoint.tenant_id, "endpoint_id": endpoint.id},
+        )
+        elapsed_ms = (time.monotonic_ns() - started_ns) // 1_000_000
+        return transport.Answer(None, elapsed_ms, "secret_unreadable", str(error))
+    body = event_body(event)
+    headers = {
+        SIGNATURE_HEADER: sign_all(signing, int(time.time()), body),
+        DELIVERY_ID_HEADER: delivery.id,
+        EVENT_ID_HEADER: event.id,
+    }
+    return transport.post(endpoint.url, body, headers, timeout_ms=config.timeout_ms, local_mode=local_mode)
 
 
 def call_bound_ms(timeout_ms: int) -> int:

@@ -242,3 +242,33 @@ def failing_deliveries(
     if after is not None:
         query = query.where(or_(D.c.id < after[1], and_(D.c.id == after[1], D.c.tenant_id < after[0])))
     return list(connection.execute(query.order_by(D.c.id.desc(), D.c.tenant_id.desc()).limit(limit)))
+
+
+def endpoint_secrets(connection: Connection, *, after: tuple[str, str] | None, limit: int) -> list[Row[Any]]:
+    """The next `limit` endpoints' secrets (every status), in (tenant_id, id) order."""
+    query = select(E.c.tenant_id, E.c.id, E.c.secret, E.c.previous_secret)
+    if after is not None:
+        query = query.where(or_(E.c.tenant_id > after[0], and_(E.c.tenant_id == after[0], E.c.id > after[1])))
+    return list(connection.execute(query.order_by(E.c.tenant_id, E.c.id).limit(limit)))
+
+
+def replace_secrets(
+    connection: Connection,
+    tenant_id: str,
+    endpoint_id: str,
+    secret: str,
+    previous_secret: str | None,
+    values: Mapping[str, Any],
+) -> bool:
+    """Compare-and-set on an endpoint's two secrets: False if either changed since read."""
+    statement = update(E).where(
+        E.c.tenant_id == tenant_id,
+        E.c.id == endpoint_id,
+        E.c.secret == secret,
+        E.c.previous_secret.is_not_distinct_from(previous_secret),
+    )
+    return connection.execute(statement.values(**values)).rowcount == 1
+
+
+def count_endpoints(connection: Connection) -> int:
+    return int(connection.execute(select(func.count()).select_from(E)).scalar_one())

@@ -22,7 +22,8 @@ URL_RULES = (
     "Where paycore POSTs the events. Outside local mode: https only, no user name or password, no "
     "fragment, only characters RFC 3986 allows, and a host that is neither a loopback, private, "
     "link-local or otherwise internal address nor an internal name (docs/webhooks.md, the SSRF "
-    "guard); in local mode http and loopback addresses are accepted. Refused: 400 invalid_webhook_url."
+    "guard). Local mode adds loopback receivers (localhost, 127.0.0.0/8, [::1]), over http too; every "
+    "other rule holds there. Refused: 400 invalid_webhook_url."
 )
 EVENTS_RULE = (
     f'["*"] (every type), or event types among: {", ".join(EVENT_TYPES)}. Another type: 400 invalid_event_types.'
@@ -47,7 +48,8 @@ def _at(value_us: int | None) -> str | None:
 
 
 def endpoint_json(endpoint: Endpoint, *, secret: str | None = None, now_us: int) -> dict[str, Any]:
-    """Never the secret, but in the answer that made it (`secret`)."""
+    """Never the secret, but in the answer that made it (`secret`, sealed as it is stored: the
+    router opens it for the client, `service.shown_answer`)."""
     rotating = endpoint.previous_secret is not None and (endpoint.previous_secret_until_us or 0) > now_us
     body: dict[str, Any] = {
         "id": endpoint.id,

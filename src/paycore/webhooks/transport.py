@@ -41,7 +41,7 @@ ERROR_DESCRIPTION_LENGTH_MAX: Final = 300
 USER_AGENT: Final = "paycore-webhooks/1"
 ERROR_KINDS: Final = frozenset(
     {
-        "invalid_url",  # not an absolute http(s) URL, or http outside local mode
+        "invalid_url",  # not an absolute http(s) URL, or http but to a loopback receiver in local mode
         "invalid_header",  # a header the caller gave cannot be sent
         "unsafe_address",  # the SSRF guard refused the host (or it does not resolve): nothing was sent
         "connection_refused",
@@ -50,6 +50,9 @@ ERROR_KINDS: Final = frozenset(
         "timeout",
         "tls_error",  # no TLS session: handshake failed, certificate refused
         "bad_response",  # the answer is not HTTP/1.x: bad status line, too many or too long headers
+        # Not the network's: the endpoint's signing secret does not open with PAYCORE_SECRETS_KEY
+        # (ADR 0018), so nothing was sent (set by the delivery job, webhooks.jobs).
+        "secret_unreadable",
     }
 )
 _RESERVED_HEADERS: Final = frozenset({"host", "content-length", "transfer-encoding", "connection"})
@@ -96,8 +99,8 @@ def post(
         addresses = urls.resolve(target.host, target.port, local_mode=local_mode)
     except Unsafe as error:
         return _failed(started_ns, "unsafe_address", str(error))
-    if not (target.https or local_mode):
-        return _failed(started_ns, "invalid_url", "http is allowed in local mode only")
+    if not (target.https or (local_mode and all(urls.is_loopback_address(address) for address in addresses))):
+        return _failed(started_ns, "invalid_url", "http is allowed in local mode only, to a loopback receiver")
     timeout_s = timeout_ms / 1000
     deadline_ns = time.monotonic_ns() + timeout_ms * 1_000_000 * EXCHANGE_TIMEOUTS_MAX
     connection = _connection(target, addresses[0], timeout_s)

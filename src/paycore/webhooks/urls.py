@@ -15,9 +15,12 @@ from the delivery attempts. So the guard works twice:
   again, so a name whose DNS answer changes between the check and the connection (DNS
   rebinding) is still held to the check.
 
-Local mode (a developer's machine, no API keys) allows any http or https URL, loopback
-included, so that a receiver on `http://127.0.0.1:PORT/hook` can be used; the structural
-checks (length, credentials, fragment, port) still hold there.
+Local mode (a developer's machine: no API key and no operator yet) adds loopback receivers and
+nothing else: `localhost`, 127.0.0.0/8 and ::1, over http or https, so that a receiver on
+`http://127.0.0.1:PORT/hook` can be used. Every other rule holds in every mode, at registration
+and at delivery: the metadata service, private networks and the rest stay refused, and http
+stays refused for any other host (issue 29, finding 7). Local mode's server is reachable from
+loopback only (ADR 0013), but its worker's requests are not: they leave the machine.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ _LABEL: Final = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 # A last label that is a number makes the host an IPv4 address to URL parsers (WHATWG) and to
 # the C resolver (inet_aton reads "127.1", "0x7f.1", "017700000001").
 _NUMERIC_LABEL: Final = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)")
-_REFUSED_NAMES: Final = frozenset({"localhost", "localhost.localdomain"})
+_LOOPBACK_NAME: Final = "localhost"  # the one name local mode adds (RFC 6761: always loopback)
+_REFUSED_NAMES: Final = frozenset({_LOOPBACK_NAME, "localhost.localdomain"})
 _REFUSED_SUFFIXES: Final = (".localhost", ".local", ".localdomain", ".internal", ".home.arpa")
 _SHARED_ADDRESS_SPACE: Final = ipaddress.IPv4Network("100.64.0.0/10")  # CGNAT, RFC 6598
 _NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")  # an IPv4 address in its low 32 bits
@@ -69,23 +73,24 @@ def check_url(url: str, *, local_mode: bool) -> str:
         port = parts.port
     except ValueError as error:
         raise _refuse(f"The URL cannot be parsed: {error}.") from error
-    _check_structure(url, parts, port, local_mode=local_mode)
+    _check_structure(url, parts, port)
     host = parts.hostname
     assert host is not None  # _check_structure
-    if local_mode:
-        return url
-    if "[" in parts.netloc:
+    bracketed = "[" in parts.netloc
+    if local_mode and _is_loopback_host(host, bracketed=bracketed):
+        return url  # what local mode adds: a receiver on the developer's own machine
+    if bracketed:
         _check_ipv6_literal(host)
     else:
         _check_name_or_ipv4(host)
+    if parts.scheme != "https":
+        raise _refuse("The URL must use https (http is allowed in local mode only, for a loopback receiver).")
     return url
 
 
-def _check_structure(url: str, parts: urllib.parse.SplitResult, port: int | None, *, local_mode: bool) -> None:
-    schemes = ("http", "https") if local_mode else ("https",)
-    if parts.scheme not in schemes:
-        allowed = "http or https" if local_mode else "https (http is allowed in local mode only)"
-        raise _refuse(f"The URL must use {allowed}.")
+def _check_structure(url: str, parts: urllib.parse.SplitResult, port: int | None) -> None:
+    if parts.scheme not in ("http", "https"):
+        raise _refuse("The URL must use https (http is allowed in local mode only, for a loopback receiver).")
     if "@" in parts.netloc or parts.username is not None or parts.password is not None:
         raise _refuse("The URL must not contain credentials (user:password@): the signature authenticates paycore.")
     if not parts.hostname:
@@ -103,6 +108,19 @@ def _is_host_name(host: str) -> bool:
     if not name or len(name) > HOST_LENGTH_MAX:
         return False
     return all(_LABEL.fullmatch(label) is not None for label in name.split("."))
+
+
+def _is_loopback_host(host: str, *, bracketed: bool) -> bool:
+    """`localhost`, or a loopback address written the one way every parser reads alike
+    (a.b.c.d, or [::1] in any spelling). `_check_structure` has vetted the host's characters."""
+    name = host.removesuffix(".")
+    if name == _LOOPBACK_NAME:
+        return True
+    try:
+        address = ipaddress.IPv6Address(host) if bracketed else ipaddress.IPv4Address(name)
+    except ValueError:
+        return False
+    return is_loopback_address(address)
 
 
 def _check_ipv6_literal(host: str) -> None:
@@ -139,10 +157,25 @@ def _check_name(name: str) -> None:
         raise _refuse(f"The URL's host {name} is not a fully qualified domain name.")
 
 
+def is_loopback_address(ip: IpAddress | str) -> bool:
+    """127.0.0.0/8 or ::1: what local mode adds. Not an IPv6 form that embeds 127.x (mapped,
+    NAT64, ...): a developer's receiver is written 127.0.0.1 or [::1]."""
+    address = ipaddress.ip_address(ip) if isinstance(ip, str) else ip
+    if isinstance(address, ipaddress.IPv6Address):
+        return address == ipaddress.IPv6Address(1)
+    return address.is_loopback
+
+
+def is_allowed_address(ip: IpAddress | str, *, local_mode: bool) -> bool:
+    """Whether paycore may connect to the address: a public one, or in local mode a loopback one."""
+    return not is_refused_address(ip) or (local_mode and is_loopback_address(ip))
+
+
 def is_refused_address(ip: IpAddress | str) -> bool:
-    """True for an address paycore never delivers to outside local mode: loopback, link-local
-    (the cloud metadata service), private, CGNAT, unspecified, multicast, reserved, documentation
-    ranges, and IPv6 forms that carry such an IPv4 address (mapped, NAT64, 6to4, Teredo)."""
+    """True for an address that is not public: loopback, link-local (the cloud metadata service),
+    private, CGNAT, unspecified, multicast, reserved, documentation ranges, and IPv6 forms that
+    carry such an IPv4 address (mapped, NAT64, 6to4, Teredo). Local mode allows loopback among
+    them (`is_allowed_address`), nothing else."""
     address = ipaddress.ip_address(ip) if isinstance(ip, str) else ip
     if isinstance(address, ipaddress.IPv6Address):
         embedded = _embedded_ipv4(address)
@@ -179,8 +212,9 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address
 
 
 def resolve(host: str, port: int, *, local_mode: bool) -> list[str]:
-    """The host's TCP addresses (deduplicated, in the resolver's order), each one allowed; else
-    Unsafe, and nothing may be sent. The message names the host, never the URL's path or query."""
+    """The host's TCP addresses (deduplicated, in the resolver's order), each one allowed
+    (`is_allowed_address`); else Unsafe, and nothing may be sent. The message names the host,
+    never the URL's path or query."""
     assert 1 <= port <= 65535
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
@@ -191,13 +225,11 @@ def resolve(host: str, port: int, *, local_mode: bool) -> list[str]:
         raise Unsafe(f"the webhook host {host} does not resolve")
     if len(addresses) > ADDRESSES_MAX:
         raise Unsafe(f"the webhook host {host} resolves to more than {ADDRESSES_MAX} addresses")
-    if local_mode:
-        return addresses
     for address in addresses:
         try:
-            refused = is_refused_address(address)
+            allowed = is_allowed_address(address, local_mode=local_mode)
         except ValueError:
-            refused = True  # not an address paycore can read: not one it connects to
-        if refused:
+            allowed = False  # not an address paycore can read: not one it connects to
+        if not allowed:
             raise Unsafe(f"the webhook host {host} resolves to {address}, a loopback, private or reserved address")
     return addresses

@@ -63,7 +63,7 @@ def start(context: WorkerContext, stop: threading.Event) -> Dispatchers:
 
 
 def _run(context: WorkerContext, holder: str, dispatchers: Dispatchers, stop: threading.Event) -> None:
-    config = webhook_config(context.settings)
+    config = webhook_config(context.settings, context.keyring)
     logs.set_worker_id(holder)  # this thread's own context: its events name it
     retry = DatabaseRetry()
     while not stop.is_set():

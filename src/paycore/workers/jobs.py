@@ -14,10 +14,13 @@ from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.inbound import service as processor_inbound
 from paycore.invariants import service as invariants
+from paycore.keyring import Keyring
+from paycore.keyring import load as load_keyring
 from paycore.kit import actors, ids
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
+from paycore.operators import service as operators
 from paycore.payments import jobs as payments_jobs
 from paycore.payouts import jobs as payouts_jobs
 from paycore.processor.port import Processor
@@ -32,15 +35,21 @@ class WorkerContext:
     settings: Settings
     processor: Processor
     worker_id: str
+    keyring: Keyring  # opens the webhook signing secrets (ADR 0018)
     # When this worker may next look for work of a job that runs on an interval, by job name:
     # how often it looks, in memory; what it takes is still claimed in the database.
     next_look_us: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def create(cls, database: Database, settings: Settings, processor: Processor) -> WorkerContext:
+    def create(
+        cls, database: Database, settings: Settings, processor: Processor, keyring: Keyring | None = None
+    ) -> WorkerContext:
+        """`keyring` defaults as `create_app`'s does: outside local mode without PAYCORE_SECRETS_KEY
+        this raises `SecretsKeyRefused`."""
         # Unique per worker (host, pid, random): a lease names its holder.
         worker_id = f"{socket.gethostname()[:24]}:{os.getpid()}:{ids.new_ulid()[-6:]}"
-        return cls(database, settings, processor, worker_id)
+        keyring = keyring or load_keyring(settings, local_mode=lambda: operators.local_mode_now(database))
+        return cls(database, settings, processor, worker_id, keyring)
 
 
 def expire_pending_transfers(database: Database, batch_max: int) -> int:
@@ -151,7 +160,7 @@ def reconcile_days(context: WorkerContext) -> int:
     return done.reconciled
 
 
-def webhook_config(settings: Settings) -> webhooks_jobs.Config:
+def webhook_config(settings: Settings, keyring: Keyring) -> webhooks_jobs.Config:
     return webhooks_jobs.Config(
         timeout_ms=settings.webhook_timeout_ms,
         lease_ms=settings.webhook_lease_ms,
@@ -160,6 +169,7 @@ def webhook_config(settings: Settings) -> webhooks_jobs.Config:
         backoff_max_ms=settings.webhook_backoff_max_ms,
         retry_window_ms=settings.webhook_retry_window_ms,
         disable_after_ms=settings.webhook_disable_after_ms,
+        keyring=keyring,
     )
 
 
@@ -172,7 +182,7 @@ def deliver_webhooks(context: WorkerContext) -> int:
     (paycore.workers.dispatch), so a slow endpoint never holds up the other jobs."""
     return webhooks_jobs.deliver_due(
         context.database,
-        webhook_config(context.settings),
+        webhook_config(context.settings, context.keyring),
         context.worker_id,
         endpoints_max=context.settings.webhook_concurrency_max,
     )

@@ -20,6 +20,7 @@ import pytest
 from paycore.config import Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
+from tests.support import secrets_keys
 from tests.support.exposure import LAN, REAL_SECRET, UNSAFE_HOSTS, add_key, get
 
 PAYCORE = Path(sys.executable).with_name("paycore")
@@ -34,6 +35,7 @@ def run_serve(database_url: str, *args: str, secret: str | None = None) -> subpr
     env = {name: value for name, value in os.environ.items() if not name.startswith("PAYCORE_")}
     env["PAYCORE_DATABASE_URL"] = database_url
     env["PAYCORE_SANDBOX_DATABASE_URL"] = database_url.replace(".db", "-sandbox.db")
+    env["PAYCORE_SECRETS_KEY"] = secrets_keys.TEXT  # needed once a key exists; the bind is under test
     if secret is not None:
         env["PAYCORE_PROCESSOR_WEBHOOK_SECRET"] = secret
     return subprocess.run(
@@ -78,6 +80,7 @@ def serve_dev(tmp_path: Path, host: str, **env: str) -> Iterator[int]:
         port = probe.getsockname()[1]
     environment = {name: value for name, value in os.environ.items() if not name.startswith("PAYCORE_")}
     environment.update(PAYCORE_SANDBOX_DATABASE_URL=f"sqlite:///{tmp_path}/s.db", **env)
+    environment["PAYCORE_SECRETS_KEY"] = secrets_keys.TEXT
     log_path = tmp_path / "serve.log"
     with log_path.open("w+") as log:
         command = [str(PAYCORE), "serve", "--dev", "--host", host, "--port", str(port)]

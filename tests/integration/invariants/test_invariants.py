@@ -35,6 +35,7 @@ from paycore.processor.port import Processor
 from paycore.refunds.models import refunds
 from paycore.workers import jobs
 from tests.support import payouts as payout_support
+from tests.support import secrets_keys
 
 TENANT = "acme"
 LOGGER = "paycore.invariants.service"
@@ -42,7 +43,7 @@ LOGGER = "paycore.invariants.service"
 
 def run_job(database: Database, settings: Settings, worker: str = "worker-1") -> int:
     """The worker's job, as `paycore worker` runs it."""
-    context = jobs.WorkerContext(database, settings, cast(Processor, None), worker)
+    context = jobs.WorkerContext(database, settings, cast(Processor, None), worker, secrets_keys.KEYRING)
     return jobs.check_invariants(context)
 
 

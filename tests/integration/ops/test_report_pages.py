@@ -29,6 +29,7 @@ from tests.integration.reports import expected
 from tests.integration.reports.conftest import ids
 from tests.integration.reports.expected import with_ids
 from tests.support import payouts as payout_support
+from tests.support import secrets_keys
 
 __all__ = ["ids"]
 _NEXT = re.compile(r'rel="next" href="([^"]+)"')
@@ -265,6 +266,7 @@ def _deliver(database: Database, retry_window_ms: int) -> int:
         backoff_max_ms=2,
         retry_window_ms=retry_window_ms,
         disable_after_ms=86_400_000,
+        keyring=secrets_keys.KEYRING,  # the `client` fixture's
     )
     time.sleep(0.005)  # past the 1-2 ms backoff
     return jobs.deliver_due(database, config, "test-worker", endpoints_max=4)

@@ -8,9 +8,10 @@ import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from paycore.config import Settings
@@ -83,4 +84,10 @@ def env(settings: Settings, database: Database) -> Iterator[Env]:
         webhook_backoff_max_ms=2,
     )
     with Receiver() as receiver, TestClient(create_app(settings, database)) as client:
-        yield Env(client, database, settings, receiver, webhook_config(settings))
+        yield Env(
+            client,
+            database,
+            settings,
+            receiver,
+            webhook_config(settings, cast(FastAPI, client.app).state.keyring.get()),
+        )

@@ -4,15 +4,19 @@ tenant isolation."""
 
 from __future__ import annotations
 
+import socket
 from dataclasses import replace
-from typing import cast
+from typing import Any, cast
 
+import pytest
 from fastapi import FastAPI
 from httpx2 import Response
+from sqlalchemy import update
 
 from paycore.kit.clock import now_us
 from paycore.tenants import service as tenants
 from paycore.webhooks import jobs
+from paycore.webhooks.models import webhook_endpoints
 from paycore.webhooks.verify import verify_event
 from tests.integration.webhooks.support import TENANT, Env
 
@@ -88,6 +92,56 @@ def test_outside_local_mode_private_addresses_and_plain_http_are_refused(env: En
         if delivery["endpoint_id"] == loopback["id"]
     ]
     assert [attempt["error"] for attempt in attempts[0]] == ["unsafe_address"]
+
+
+def test_in_local_mode_internal_addresses_are_refused_and_the_worker_never_connects(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29, finding 7: local mode adds loopback receivers, and every other rule of the guard
+    holds there, at registration and at delivery."""
+    for url in (
+        "http://169.254.169.254/latest/meta-data/",
+        "https://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/hook",
+        "https://10.0.0.1/hook",
+        "http://[::ffff:10.0.0.1]/hook",
+        "http://hooks.example.com/paycore",  # http: for a loopback receiver only
+    ):
+        response = post(env, "/v1/webhook_endpoints", {"url": url, "events": ["*"]}, key=url)
+        assert (response.status_code, response.json()["error"]) == (400, "invalid_webhook_url"), url
+
+    # One endpoint registered before the guard held in local mode (its URL as it was stored
+    # then), and one whose public-looking name resolves inside at delivery time.
+    legacy = env.endpoint()
+    env.database.transaction(
+        lambda c: c.execute(
+            update(webhook_endpoints)
+            .where(webhook_endpoints.c.id == legacy["id"])
+            .values(url="http://169.254.169.254/latest/meta-data/")
+        )
+    )
+    rebinding = env.endpoint("https://hooks.example.com/paycore")
+    resolve = socket.getaddrinfo
+
+    def getaddrinfo(host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        return resolve("10.0.0.1" if host == "hooks.example.com" else host, port, *args, **kwargs)
+
+    connections: list[object] = []
+
+    def create_connection(address: object, *args: object, **kwargs: object) -> socket.socket:
+        connections.append(address)
+        raise AssertionError("the worker must not connect")
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    env.payout()
+    assert env.deliver() == 2
+    assert connections == [] and env.receiver.received == []
+    [event] = env.events()
+    errors = {
+        delivery["endpoint_id"]: [a["error"] for a in delivery["attempts"]] for delivery in env.deliveries(event["id"])
+    }
+    assert errors == {legacy["id"]: ["unsafe_address"], rebinding["id"]: ["unsafe_address"]}
 
 
 def test_a_rotated_secret_signs_beside_the_old_one_for_the_overlap(env: Env) -> None:

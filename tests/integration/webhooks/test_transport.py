@@ -137,6 +137,44 @@ def test_http_outside_local_mode_is_refused_before_connecting(monkeypatch: pytes
     assert (answer.status_code, answer.error) == (None, "invalid_url")
 
 
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every connection the transport tries to open; none is opened."""
+    tried: list[object] = []
+
+    def no_connection(address: object, *args: object, **kwargs: object) -> socket.socket:
+        tried.append(address)
+        raise AssertionError("no connection may be opened")
+
+    monkeypatch.setattr(socket, "create_connection", no_connection)
+    return tried
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "https://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/hook",
+        "https://10.0.0.1:8443/hook",
+        "http://100.64.0.1/hook",
+        "http://[::ffff:169.254.169.254]/hook",
+        "http://[fd00:ec2::254]/hook",
+    ],
+)
+def test_internal_addresses_are_refused_in_local_mode_before_connecting(url: str, connections: list[object]) -> None:
+    """Issue 29, finding 7: local mode adds loopback receivers and nothing else."""
+    answer = _post(url, local_mode=True)
+    assert (answer.status_code, answer.error) == (None, "unsafe_address")
+    assert connections == []
+
+
+def test_http_to_a_public_address_is_refused_in_local_mode_too(connections: list[object]) -> None:
+    answer = _post("http://8.8.8.8/hook", local_mode=True)
+    assert (answer.status_code, answer.error) == (None, "invalid_url")
+    assert connections == []
+
+
 @pytest.mark.parametrize("url", ["", "not a url", "ftp://example.com/", "http:///hook", "http://a:99999/"])
 def test_an_unusable_url_is_an_answer(url: str) -> None:
     answer = _post(url)

@@ -1,8 +1,10 @@
 """Issue 21, SPEC §10.1: a tenant's webhook endpoints (docs/webhooks.md). The signing secret
-is in the answer that makes it (create, rotate_secret) and nowhere else."""
+is in the answer that makes it (create, rotate_secret) and nowhere else. That answer is stored
+for its replays with the secret sealed (ADR 0018), and opened for the client each time."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -14,6 +16,7 @@ from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
 from paycore.http.routing import JsonRoute
+from paycore.keyring import Keyring
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.webhooks import schemas
 from paycore.webhooks import service as webhooks
@@ -29,19 +32,32 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 @router.post("", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)
 def create_endpoint(body: schemas.EndpointCreate, request: Request) -> Response:
     """Register an endpoint: 201 with its signing secret in `secret`, shown in this answer only.
-    `https` is required (outside local mode), and loopback, link-local and private addresses
-    are refused (outside local mode): 400 invalid_webhook_url."""
+    `https` is required, and loopback, link-local, private and other internal addresses are
+    refused: 400 invalid_webhook_url. Local mode adds loopback receivers, over http too."""
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
+    keyring: Keyring = request.app.state.keyring.get()
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
         made = webhooks.create_endpoint(
-            connection, tenant_id, url=body.url, events=body.events, description=body.description, now_us=now_us
+            connection,
+            tenant_id,
+            keyring=keyring,
+            url=body.url,
+            events=body.events,
+            description=body.description,
+            now_us=now_us,
         )
-        return 201, schemas.endpoint_json(made.endpoint, secret=made.secret, now_us=now_us)
+        return 201, schemas.endpoint_json(made.endpoint, secret=made.endpoint.secret, now_us=now_us)
 
     return idempotent.run(
-        request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), effect=effect, keep_forever=False
+        request,
+        tenant_id=tenant_id,
+        key=key,
+        body=body.model_dump(mode="json"),
+        effect=effect,
+        keep_forever=False,
+        shown=partial(webhooks.shown_answer, keyring, tenant_id),
     )
 
 
@@ -112,9 +128,15 @@ def rotate_secret(endpoint_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
     overlap_ms = request.app.state.settings.webhook_secret_overlap_ms
+    keyring: Keyring = request.app.state.keyring.get()
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        made = webhooks.rotate_secret(connection, tenant_id, endpoint_id, overlap_ms=overlap_ms, now_us=now_us)
-        return 200, schemas.endpoint_json(made.endpoint, secret=made.secret, now_us=now_us)
+        made = webhooks.rotate_secret(
+            connection, tenant_id, endpoint_id, keyring=keyring, overlap_ms=overlap_ms, now_us=now_us
+        )
+        return 200, schemas.endpoint_json(made.endpoint, secret=made.endpoint.secret, now_us=now_us)
 
-    return idempotent.run(request, tenant_id=tenant_id, key=key, body={}, effect=effect, keep_forever=False)
+    shown = partial(webhooks.shown_answer, keyring, tenant_id)
+    return idempotent.run(
+        request, tenant_id=tenant_id, key=key, body={}, effect=effect, keep_forever=False, shown=shown
+    )
