@@ -24,6 +24,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "bench" / "results"  # git-ignored
 DEFAULT_POSTGRES_URL = os.environ.get("PAYCORE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+# Outside local mode paycore needs the key of its secrets at rest (docs/adr/0018-secrets-at-rest.md);
+# the benchmarks' scratch databases share this one, unless one is set (every process inherits it).
+os.environ.setdefault("PAYCORE_SECRETS_KEY", "YmVuY2gtb25seS1rZXktbmV2ZXItZm9yLXJlYWwtdXM=")
 
 if str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))  # run from a fresh clone without `pip install -e .`
