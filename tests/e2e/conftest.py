@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.support import STOP_TIMEOUT_S, ServerProcess, StartServers, server_env, start_all
+from tests.support import secrets_keys
 
 
 @pytest.fixture
@@ -46,6 +47,9 @@ def make_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., int]]
         import app  # the repository root's app.py
 
         monkeypatch.setenv("PAYCORE_DATABASE_URL", database_url)
+        # Else local mode on PostgreSQL keeps its generated key in the working directory: the
+        # repository's root (ADR 0018). The shared contract tests do exercise that.
+        monkeypatch.setenv("PAYCORE_SECRETS_KEY", secrets_keys.TEXT)
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         server = app.make_server(host="127.0.0.1", port=0)
