@@ -4,12 +4,13 @@ report's range and filters summed by day and currency, each component apart, in 
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Final
 
 from sqlalchemy import Connection, text
 
-from paycore.reports.losses import COLUMNS, FIRST_DAY, LAST_DAY, TENANT_MATCH, LossFilters, exact_int
+from paycore.reports.losses import COLUMNS, COMPONENT_SUMS, FIRST_DAY, LAST_DAY, TENANT_MATCH, LossFilters, exact_int
 
 # The console's charts (issue 28): the adjustments of the report's range and filters, summed
 # by day (`effective_on`) and currency with each component apart: ONE statement, the same
@@ -24,14 +25,7 @@ by_day AS (
     SELECT
         a.effective_on AS effective_on,
         p.currency AS currency,
-        SUM(CASE WHEN a.kind = 'fee' THEN a.amount_minor ELSE 0 END) AS fees_minor,
-        SUM(CASE WHEN a.kind = 'return_fee' THEN a.amount_minor ELSE 0 END) AS return_fees_minor,
-        SUM(CASE WHEN a.kind = 'chargeback' THEN a.amount_minor ELSE 0 END) AS chargebacks_minor,
-        SUM(CASE WHEN a.kind = 'return' THEN p.amount_minor - a.amount_minor ELSE 0 END) AS return_shortfall_minor,
-        SUM(CASE WHEN a.kind = 'fee_reversal' THEN a.amount_minor ELSE 0 END) AS fee_reversals_minor,
-        SUM(CASE WHEN a.kind = 'chargeback_reversal' THEN a.amount_minor ELSE 0 END) AS chargeback_reversals_minor,
-        SUM(CASE WHEN a.kind = 'recovery' THEN a.amount_minor ELSE 0 END) AS recoveries_minor,
-        SUM(CASE WHEN a.kind = 'refund' THEN a.amount_minor ELSE 0 END) AS refunds_minor
+        {component_sums}
     FROM payout_adjustments AS a
     JOIN payouts AS p ON p.tenant_id = a.tenant_id AND p.id = a.payout_id
     WHERE a.effective_on >= :from_day
@@ -55,9 +49,10 @@ SELECT 'total', NULL, b.currency, SUM(b.fees_minor), SUM(b.return_fees_minor), S
 FROM by_day AS b
 GROUP BY b.currency
 ORDER BY line, effective_on, currency"""
+_SUMS: Final = textwrap.indent(COMPONENT_SUMS, " " * 8).lstrip()  # the report's components
 _BY_DAY_STATEMENTS: Final = {
-    True: text(_BY_DAY_SQL.format(match=TENANT_MATCH)),
-    False: text(_BY_DAY_SQL.format(match="")),
+    True: text(_BY_DAY_SQL.format(match=TENANT_MATCH, component_sums=_SUMS)),
+    False: text(_BY_DAY_SQL.format(match="", component_sums=_SUMS)),
 }
 COMPONENTS: Final = COLUMNS[6:14]  # fees_minor .. refunds_minor, in the definition's order
 ADDED: Final = COMPONENTS[:4]  # fees, return fees, chargebacks, return shortfall

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import textwrap
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
@@ -57,6 +58,17 @@ _PAYOUT_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # the range (tenant, or the cursor's payout). `p.rail = :rail OR :rail IS NULL` in this
 # order: PostgreSQL types a parameter where it first meets it, and `:rail IS NULL` alone
 # says nothing of its type.
+# The eight components of a loss, summed over a payout's adjustments (docs/losses.md): the
+# report's columns, and the console's charts by day (`reports/charts.py`), from this one text.
+COMPONENT_SUMS: Final = """\
+SUM(CASE WHEN a.kind = 'fee' THEN a.amount_minor ELSE 0 END) AS fees_minor,
+SUM(CASE WHEN a.kind = 'return_fee' THEN a.amount_minor ELSE 0 END) AS return_fees_minor,
+SUM(CASE WHEN a.kind = 'chargeback' THEN a.amount_minor ELSE 0 END) AS chargebacks_minor,
+SUM(CASE WHEN a.kind = 'return' THEN p.amount_minor - a.amount_minor ELSE 0 END) AS return_shortfall_minor,
+SUM(CASE WHEN a.kind = 'fee_reversal' THEN a.amount_minor ELSE 0 END) AS fee_reversals_minor,
+SUM(CASE WHEN a.kind = 'chargeback_reversal' THEN a.amount_minor ELSE 0 END) AS chargeback_reversals_minor,
+SUM(CASE WHEN a.kind = 'recovery' THEN a.amount_minor ELSE 0 END) AS recoveries_minor,
+SUM(CASE WHEN a.kind = 'refund' THEN a.amount_minor ELSE 0 END) AS refunds_minor"""
 _LOSSES_CTES: Final = """\
 {name}_adjusted AS (
     SELECT
@@ -114,14 +126,7 @@ SELECT
     p.currency AS currency,
     p.amount_minor AS amount_minor,
     p.status AS status,
-    SUM(CASE WHEN a.kind = 'fee' THEN a.amount_minor ELSE 0 END) AS fees_minor,
-    SUM(CASE WHEN a.kind = 'return_fee' THEN a.amount_minor ELSE 0 END) AS return_fees_minor,
-    SUM(CASE WHEN a.kind = 'chargeback' THEN a.amount_minor ELSE 0 END) AS chargebacks_minor,
-    SUM(CASE WHEN a.kind = 'return' THEN p.amount_minor - a.amount_minor ELSE 0 END) AS return_shortfall_minor,
-    SUM(CASE WHEN a.kind = 'fee_reversal' THEN a.amount_minor ELSE 0 END) AS fee_reversals_minor,
-    SUM(CASE WHEN a.kind = 'chargeback_reversal' THEN a.amount_minor ELSE 0 END) AS chargeback_reversals_minor,
-    SUM(CASE WHEN a.kind = 'recovery' THEN a.amount_minor ELSE 0 END) AS recoveries_minor,
-    SUM(CASE WHEN a.kind = 'refund' THEN a.amount_minor ELSE 0 END) AS refunds_minor,
+    {component_sums},
     page.loss_minor AS loss_minor,
     NULL AS payouts
 FROM page
@@ -160,7 +165,8 @@ COLUMNS: Final = (
 
 def _report_sql(match: str) -> str:
     ctes = [_LOSSES_CTES.format(name="losses", match=match), _LOSSES_CTES.format(name="after_row", match=_AFTER_MATCH)]
-    return "WITH\n" + ",\n".join(ctes) + _REPORT_TAIL
+    tail = _REPORT_TAIL.replace("{component_sums}", textwrap.indent(COMPONENT_SUMS, "    ").lstrip())
+    return "WITH\n" + ",\n".join(ctes) + tail
 
 
 # The statement of docs/losses.md (tests/integration/reports/test_docs.py keeps the two equal).
