@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from paycore.kit.money import AMOUNT_MINOR_MAX
+from paycore.ledger.limits import BALANCE_LIMIT_MINOR
 from paycore.ledger.service import recomputed_totals
 
 
@@ -159,9 +159,9 @@ CHECKS: Final[tuple[Check, ...]] = (
             FROM ledger_accounts a
             WHERE {_window("a")}
         ) figures
-        WHERE posted > {AMOUNT_MINOR_MAX} OR posted < -{AMOUNT_MINOR_MAX}
-           OR pending > {AMOUNT_MINOR_MAX} OR pending < -{AMOUNT_MINOR_MAX}
-           OR available > {AMOUNT_MINOR_MAX} OR available < -{AMOUNT_MINOR_MAX}
+        WHERE posted > {BALANCE_LIMIT_MINOR} OR posted < -{BALANCE_LIMIT_MINOR}
+           OR pending > {BALANCE_LIMIT_MINOR} OR pending < -{BALANCE_LIMIT_MINOR}
+           OR available > {BALANCE_LIMIT_MINOR} OR available < -{BALANCE_LIMIT_MINOR}
         """,
         lambda row: f"posted {row[2]}, pending {row[3]}, available {row[4]}: past 2^53 - 1",
     ),

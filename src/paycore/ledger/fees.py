@@ -26,6 +26,12 @@ one call: their transfers go in one insert per 500, each account's totals are up
 and their entries in one insert per 64: about 40 statements for 1,000 fees, 0.2-0.5 s on
 PostgreSQL on this project's machine. One fee at a time was five statements each, 2.4 s.
 
+**A bank's fee on a payout** (`bank_fee_spec`) is booked here too, the same shape: debit
+`payouts.fees.CUR`, credit `bank.cash.CUR` (a fee, or a return's fee), or the other way round
+for a fee the bank gave back. The payout's adjustment row (payouts/adjustments.py) is what makes
+it happen once; its transfer is written by `ledger.service.create_transfer` in the same
+transaction.
+
 Every function runs in the caller's transaction and never commits (as the rest of the ledger).
 """
 
@@ -56,6 +62,9 @@ assert transfers.c.idempotency_key.type.length == FEE_KEY_LENGTH_MAX  # type: ig
 FEES_PER_CALL_MAX: Final = 1_000
 FEE_KEYS_PER_READ_MAX: Final = FEES_PER_CALL_MAX
 _FEES_CODE_PREFIX: Final = chart.PROCESSOR_FEES + "."
+# A payout's adjustment kinds that are a bank's fee, and whether the fee is charged (True) or
+# given back (False).
+BANK_FEE_KINDS: Final = {"fee": True, "return_fee": True, "fee_reversal": False}
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,28 @@ class ProcessorFee:
 class FeesBooked:
     booked: frozenset[str]  # the keys whose fee this call booked
     taken: frozenset[str]  # keys of transfers that are not processor fees (a client's): not booked
+
+
+@dataclass(frozen=True)
+class BankFeeAccounts:
+    fees: str  # payouts.fees.CUR's id
+    bank_cash: str  # bank.cash.CUR's id
+
+
+def bank_fee_spec(
+    kind: str, accounts: BankFeeAccounts, currency: str, amount_minor: int, payout_id: str
+) -> TransferSpec:
+    """The transfer of a bank's fee on a payout (`kind` one of BANK_FEE_KINDS): debit
+    `payouts.fees`, credit `bank.cash`; a `fee_reversal` the other way round. It references the
+    payout as an adjustment."""
+    charged = BANK_FEE_KINDS[kind]
+    debited, credited = (accounts.fees, accounts.bank_cash) if charged else (accounts.bank_cash, accounts.fees)
+    return TransferSpec(
+        entries=(EntrySpec(debited, "debit", amount_minor), EntrySpec(credited, "credit", amount_minor)),
+        currency=currency,
+        reference_type="adjustment",
+        reference_id=payout_id,
+    )
 
 
 def book_processor_fee(

@@ -30,7 +30,8 @@ in SQL that this module cannot generate:
 function as it stands in a migrated PostgreSQL database (`pg_proc`), evaluates its bounds,
 figures and refusal conditions against the functions here, and runs `_APPLY_TOTALS` at the
 bound on both databases; a change to one copy without the others fails it. The invariant check
-`balance_over_max` (`paycore.invariants.checks`) reports accounts already past the limit.
+`balance_over_max` (`paycore.invariants.checks`) reports accounts already past the limit, with
+BALANCE_LIMIT_MINOR as its bound (checked by the same test).
 """
 
 from __future__ import annotations

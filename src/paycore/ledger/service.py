@@ -30,10 +30,13 @@ from paycore.ledger.accounts import (
 )
 from paycore.ledger.errors import TransferExpired, TransferNotFound, TransferNotPending, TransferNotReversible
 from paycore.ledger.fees import (
+    BANK_FEE_KINDS,
     FEE_KEYS_PER_READ_MAX,
     FEES_PER_CALL_MAX,
+    BankFeeAccounts,
     FeesBooked,
     ProcessorFee,
+    bank_fee_spec,
     book_processor_fee,
     book_processor_fees,
     booked_fees,
@@ -56,12 +59,14 @@ from paycore.ledger.types import (
 from paycore.ledger.verify import recomputed_totals, verify
 
 __all__ = [
+    "BANK_FEE_KINDS",
     "DIRECTIONS",
     "FEES_PER_CALL_MAX",
     "FEE_KEYS_PER_READ_MAX",
     "REFERENCE_TYPES",
     "Account",
     "AccountTemplate",
+    "BankFeeAccounts",
     "Entry",
     "EntrySpec",
     "FeesBooked",
@@ -69,6 +74,7 @@ __all__ = [
     "ProcessorFee",
     "Transfer",
     "TransferSpec",
+    "bank_fee_spec",
     "book_processor_fee",
     "book_processor_fees",
     "booked_fees",

@@ -13,7 +13,7 @@ Accounts, per tenant and currency:
     sent               post the hold
     rejected after sent reverse the posted hold: in transit -> source
     settled            in transit -> bank cash
-    adjustments        see ADJUSTMENT_LEGS
+    adjustments        see ADJUSTMENT_LEGS; a bank's fee and its reversal: ledger/fees.py
 """
 
 from __future__ import annotations
@@ -35,11 +35,9 @@ SOURCE: Final = "source"
 
 _NORMAL_BALANCE: Final = {prefix: chart.NORMAL_BALANCE[prefix] for prefix in (IN_TRANSIT, BANK_CASH, FEES, LOSSES)}
 
-# Each adjustment kind as (debited, credited): what moves, from the platform's point of view.
+# Each adjustment kind that is not a bank's fee (those: ledger.BANK_FEE_KINDS) as (debited,
+# credited): what moves, from the platform's point of view.
 ADJUSTMENT_LEGS: Final = {
-    "fee": (FEES, BANK_CASH),  # the bank took a fee
-    "fee_reversal": (BANK_CASH, FEES),  # and gave it back
-    "return_fee": (FEES, BANK_CASH),  # the fee for a return
     "chargeback": (LOSSES, BANK_CASH),  # the money that funded the payout was clawed back
     "chargeback_reversal": (BANK_CASH, LOSSES),  # the chargeback was won
     "recovery": (SOURCE, LOSSES),  # taken back from the source account's owner
@@ -105,6 +103,10 @@ def adjustment_transfer(connection: Connection, payout: Payout, kind: str, amoun
     ids = {**accounts(connection, payout.tenant_id, payout.currency, now_us=now_us), SOURCE: payout.source_account_id}
     if kind == "return":
         return _return(connection, payout, ids, amount_minor, now_us)
+    if kind in ledger.BANK_FEE_KINDS:
+        fee_accounts = ledger.BankFeeAccounts(fees=ids[FEES], bank_cash=ids[BANK_CASH])
+        spec = ledger.bank_fee_spec(kind, fee_accounts, payout.currency, amount_minor, payout.id)
+        return ledger.create_transfer(connection, payout.tenant_id, spec, now_us=now_us).id
     debited, credited = ADJUSTMENT_LEGS[kind]
     guard = (payout.source_account_id,) if debited == SOURCE else ()
     legs = ((ids[debited], "debit"), (ids[credited], "credit"))

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from paycore.db.engine import Database
+from paycore.invariants.checks import CHECKS
 from paycore.kit.clock import now_us
 from paycore.ledger import repository
 from paycore.ledger import service as ledger
@@ -184,3 +185,14 @@ def test_apply_totals_stops_each_total_at_the_rules_range(database: Database, gr
         assert (applied is not None) is within, delta_minor
         if applied is not None:
             assert vars(applied[0])[column] == near + delta_minor
+
+
+def test_the_invariant_check_reports_past_the_rules_limit() -> None:
+    """`balance_over_max` (invariants) is one more copy: its bound is the rule's limit, and no
+    other large number stands in its SQL."""
+    [check] = [check for check in CHECKS if check.name == "balance_over_max"]
+    numbers = {int(number) for number in re.findall(r"\d{6,}", check.sql)}
+    assert numbers == {BALANCE_LIMIT_MINOR}, numbers
+    for figure in ("posted", "pending", "available"):
+        assert f"{figure} > {BALANCE_LIMIT_MINOR}" in check.sql
+        assert f"{figure} < -{BALANCE_LIMIT_MINOR}" in check.sql
