@@ -158,15 +158,6 @@ def move(
     )
 
 
-def apply(
-    connection: Connection, payout: Payout, result: PayoutResult, *, cause: str, actor: str, now_us: int
-) -> tuple[Payout, str]:
-    """Move the payout as far as the bank's `result` proves. Returns (payout now, outcome)
-    where outcome is applied | no_change | stale | mismatch | late (a return after its window)."""
-    applied = apply_evidence(connection, payout, Evidence.of_result(result), cause=cause, actor=actor, now_us=now_us)
-    return applied.item, applied.reason
-
-
 def apply_evidence(
     connection: Connection,
     payout: Payout,

@@ -30,7 +30,6 @@ from paycore.payouts import lifecycle, money, repository, states, validation
 from paycore.payouts.errors import PayoutNotCancelable
 from paycore.payouts.types import Adjustment, Payout, adjustment_from_row, payout_from_row
 from paycore.payouts.validation import Beneficiary
-from paycore.processor.port import PayoutResult
 
 HISTORY_LENGTH_MAX = 100
 
@@ -221,14 +220,6 @@ def apply_evidence(
     """Evidence of any kind (a person's confirmed manual resolution too), applied through the
     payout's lifecycle, its ledger effects and the bank's fee and return."""
     return lifecycle.apply_evidence(connection, payout, evidence, cause=cause, actor=actor, now_us=now_us, data=data)
-
-
-def apply_result(
-    connection: Connection, payout: Payout, result: PayoutResult, *, cause: str, actor: str, now_us: int
-) -> tuple[Payout, str]:
-    """What the bank said (a webhook, a report line), applied through the payout's lifecycle.
-    Returns (payout now, outcome): applied | no_change | stale | mismatch | late."""
-    return lifecycle.apply(connection, payout, result, cause=cause, actor=actor, now_us=now_us)
 
 
 def public_status(stored: str) -> str:
