@@ -41,6 +41,15 @@ class Item(Protocol):
     def updated_at_us(self) -> int: ...
 
 
+class StateTable(Protocol):
+    """A domain's `states` module: its transition table and its terminal states."""
+
+    @property
+    def TRANSITIONS(self) -> frozenset[tuple[str, str]]: ...
+    @property
+    def TERMINAL(self) -> frozenset[str]: ...
+
+
 T = TypeVar("T", bound=Item)
 NotFound = Callable[[], Exception]
 
@@ -71,13 +80,13 @@ def _always(item: Any, result: Any) -> bool:
 
 @dataclass(frozen=True)
 class Machine(Generic[T]):
-    """What the lifecycle needs of one kind of object. Only `object_type`, `table`,
-    `transitions`, `terminal`, `from_row`, `to_row` and `not_found` are required."""
+    """What the lifecycle needs of one kind of object. Only `object_type`, `table`, `states`
+    (the domain's transition table and terminal states), `from_row`, `to_row` and `not_found`
+    are required."""
 
     object_type: str  # "payment": the audit log's object type, the events' prefix
     table: Table
-    transitions: frozenset[tuple[str, str]]
-    terminal: frozenset[str]
+    states: StateTable
     from_row: Callable[[Mapping[Any, Any]], T]
     to_row: Callable[[T], Mapping[str, Any]]  # the row that stores an item (the repository's shape)
     not_found: NotFound  # the error a missing item is
@@ -106,6 +115,17 @@ class Machine(Generic[T]):
     # The statuses (public names) in which an item waits on the other system's word: what a
     # person may ask about again, or resolve by hand (ADR 0016).
     waiting: frozenset[str] = frozenset({"processing", "in_doubt"})
+    # When and in which statuses (stored names) an item has moved the money: the time column
+    # and statuses reconciliation reads for the lines the other system should have sent.
+    moved: tuple[str, tuple[str, ...]] = ("created_at_us", ("succeeded",))
+
+    @property
+    def transitions(self) -> frozenset[tuple[str, str]]:
+        return self.states.TRANSITIONS
+
+    @property
+    def terminal(self) -> frozenset[str]:
+        return self.states.TERMINAL
 
     def allowed(self, from_state: str, to_state: str) -> bool:
         return (from_state, to_state) in self.transitions
@@ -150,6 +170,16 @@ class Machine(Generic[T]):
         )
         return [self.from_row(row._mapping) for row in rows]
 
+    def moved_between(
+        self, connection: Connection, window_us: tuple[int, int], *, after: tuple[str, str] | None, limit: int
+    ) -> list[T]:
+        """A page of the items, over every tenant, that moved money in the window (`moved`):
+        the money paycore believes the other system moved then (reconciliation's missing lines)."""
+        time_column, statuses = self.moved
+        return self.between(
+            connection, time_column=time_column, statuses=statuses, window_us=window_us, after=after, limit=limit
+        )
+
     def stored(self, public_names: Collection[str]) -> list[str]:
         """Every stored value (retired spellings too) of the statuses named publicly."""
         known = {state for pair in self.transitions for state in pair}
@@ -191,6 +221,38 @@ class Machine(Generic[T]):
         if item is None:
             raise self.not_found()
         return item
+
+    def move(
+        self,
+        connection: Connection,
+        item: T,
+        to_state: str,
+        *,
+        cause: str,
+        actor: str,
+        now_us: int,
+        values: Mapping[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> Applied[T]:
+        """`move` (below) on this machine: a change nobody's evidence brings (a cancel, a claim)."""
+        return move(connection, self, item, to_state, cause=cause, actor=actor, now_us=now_us, values=values, data=data)
+
+    def apply_evidence(
+        self,
+        connection: Connection,
+        item: T,
+        evidence: Evidence[Any],
+        *,
+        cause: str,
+        actor: str,
+        now_us: int,
+        values: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Applied[T]:
+        """`apply_evidence` (below) on this machine: what a domain with no more to do exports."""
+        return apply_evidence(
+            connection, self, item, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
+        )
 
 
 def create(

@@ -19,6 +19,7 @@ pending transfer posted on success, voided on failure or cancel), the refund cei
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection
@@ -88,10 +89,6 @@ def _effect(connection: Connection, refund: Refund, to_state: str, now_us: int) 
         ledger.settle_pending(connection, refund.tenant_id, refund.transfer_id, post=post, now_us=now_us)
 
 
-def _not_found() -> Exception:
-    return RefundNotFound("no such refund", param="id")
-
-
 def _log_ids(refund: Refund) -> dict[str, str]:
     return {"payment_id": refund.payment_id}
 
@@ -99,11 +96,10 @@ def _log_ids(refund: Refund) -> dict[str, str]:
 MACHINE: Machine[Refund] = Machine(
     object_type="refund",
     table=refunds,
-    transitions=states.TRANSITIONS,
-    terminal=states.TERMINAL,
+    states=states,
     from_row=refund_from_row,
     to_row=refund_row,
-    not_found=_not_found,
+    not_found=partial(RefundNotFound, "no such refund", param="id"),
     effect=_effect,
     decide=decide,
     matches=matches,

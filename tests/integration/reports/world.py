@@ -1,5 +1,5 @@
 """The loss report's fixture set, built through the real service code: funded source accounts
-(ledger transfers), `payouts.service.schedule`, the transition table (`lifecycle.move`), the
+(ledger transfers), `payouts.service.schedule`, the transition table (`lifecycle.MACHINE.move`), the
 bank's answers (`lifecycle.apply_evidence` with `PayoutResult`s: fees at settlement, returns and their
 fees) and people's adjustments (`adjustments.record_from_api`). Every step is its own
 transaction at a chosen UTC moment, so each adjustment's `effective_on` is the day named here.
@@ -114,7 +114,7 @@ class World:
         def work(connection: Connection) -> Payout:
             current = payout
             for step, cause in ((states.QUEUED, "due"), (states.PROCESSING, "claimed")):
-                moved = lifecycle.move(
+                moved = lifecycle.MACHINE.move(
                     connection, current, step, cause=cause, actor="worker:send_payouts", now_us=at(day, 10)
                 )
                 assert moved.changed
