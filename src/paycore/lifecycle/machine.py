@@ -216,6 +216,14 @@ class Machine(Generic[T]):
         now fell due: what worker lag measures."""
         return store.oldest_due_us(connection, self.table, self.stored(statuses), now_us=now_us)
 
+    def in_doubt_summary(self, connection: Connection) -> tuple[int, int | None]:
+        """(count, oldest in_doubt_since_us) over every tenant: the in-doubt gauges."""
+        return store.in_doubt_summary(connection, self.table, self.in_doubt)
+
+    def working_since_us(self, connection: Connection) -> int | None:
+        """When the oldest item in `processing` (a call in flight) last changed status."""
+        return store.working_since_us(connection, self.table)
+
     def load(self, connection: Connection, tenant_id: str, item_id: str, *, for_update: bool = False) -> T:
         item = self.find(connection, tenant_id, item_id, for_update=for_update)
         if item is None:
@@ -234,8 +242,29 @@ class Machine(Generic[T]):
         values: Mapping[str, Any] | None = None,
         data: dict[str, Any] | None = None,
     ) -> Applied[T]:
-        """`move` (below) on this machine: a change nobody's evidence brings (a cancel, a claim)."""
-        return move(connection, self, item, to_state, cause=cause, actor=actor, now_us=now_us, values=values, data=data)
+        """Move `item` (as loaded in this transaction) to `to_state` if the table allows it and
+        nobody moved it first. `values` are further columns changed with the status."""
+        if not self.allowed(item.status, to_state):
+            return Applied(item, False, "stale" if item.status in self.terminal else "no_change")
+        # `now_us` may predate a lock wait: never record a change as earlier than the one it follows.
+        now_us = max(now_us, item.updated_at_us + 1)
+        changes: dict[str, Any] = {"status": to_state, "updated_at_us": now_us, **(values or {})}
+        if to_state == self.in_doubt and self.scheduled:
+            changes[IN_DOUBT_SINCE_US] = now_us
+        if to_state in self.terminal and self.scheduled:
+            changes.update(UNSCHEDULED)
+        changes.update(self.columns_of(to_state, now_us))
+        if not store.change_status(
+            connection, self.table, item.tenant_id, item.id, self.spellings((item.status,)), changes
+        ):
+            return Applied(self.load(connection, item.tenant_id, item.id), False, "lost_race")
+        self.effect(connection, item, to_state, now_us)
+        moved = replaced(item, changes)  # what the UPDATE wrote: no re-read
+        _record(connection, self, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
+        if to_state == self.in_doubt:
+            # Written once the change has committed: never for a change rolled back, once if retried.
+            after_commit(partial(_log_in_doubt, self, item, cause))
+        return Applied(moved, True, "applied")
 
     def apply_evidence(
         self,
@@ -249,10 +278,33 @@ class Machine(Generic[T]):
         values: Mapping[str, Any] | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> Applied[T]:
-        """`apply_evidence` (below) on this machine: what a domain with no more to do exports."""
-        return apply_evidence(
-            connection, self, item, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
-        )
+        """Move `item` (as loaded, row-locked, in this transaction) as far as `evidence` proves.
+        `values` (e.g. the worker's schedule) are written with every move; `data` is added to each
+        move's audit data (e.g. a manual resolution's people and note). A late answer can prove
+        several steps at once: each is applied and recorded in order, with its cause."""
+        decision = self.decide(item.status, evidence)
+        if not decision.path:
+            return Applied(item, False, "no_change")
+        if evidence.result is not None and not self.matches(item, evidence.result):
+            return Applied(item, False, "mismatch")  # never applied: the call or webhook is in the log
+        if not self.allowed(item.status, decision.path[0]):
+            return Applied(item, False, "stale" if item.status in self.terminal else "no_change")
+        changed = False
+        for step in decision.path:
+            moved = self.move(
+                connection,
+                item,
+                step,
+                cause=cause,
+                actor=actor,
+                now_us=now_us,
+                values={**decision.values, **(values or {})},
+                data={**(decision.data or {}), **data} if data else decision.data,
+            )
+            if not moved.changed:
+                return Applied(moved.item, changed, "applied" if changed else moved.reason)
+            item, changed = moved.item, True
+        return Applied(item, True, "applied")
 
 
 def create(
@@ -269,43 +321,6 @@ def create(
     connection.execute(insert(machine.table), machine.to_row(item))
     _record(connection, machine, item, None, cause=cause, actor=actor, now_us=item.updated_at_us, data=data)
     return item
-
-
-def move(
-    connection: Connection,
-    machine: Machine[T],
-    item: T,
-    to_state: str,
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    values: Mapping[str, Any] | None = None,
-    data: dict[str, Any] | None = None,
-) -> Applied[T]:
-    """Move `item` (as loaded in this transaction) to `to_state` if the table allows it and
-    nobody moved it first. `values` are further columns changed with the status."""
-    if not machine.allowed(item.status, to_state):
-        return Applied(item, False, "stale" if item.status in machine.terminal else "no_change")
-    # `now_us` may predate a lock wait: never record a change as earlier than the one it follows.
-    now_us = max(now_us, item.updated_at_us + 1)
-    changes: dict[str, Any] = {"status": to_state, "updated_at_us": now_us, **(values or {})}
-    if to_state == machine.in_doubt and machine.scheduled:
-        changes[IN_DOUBT_SINCE_US] = now_us
-    if to_state in machine.terminal and machine.scheduled:
-        changes.update(UNSCHEDULED)
-    changes.update(machine.columns_of(to_state, now_us))
-    if not store.change_status(
-        connection, machine.table, item.tenant_id, item.id, machine.spellings((item.status,)), changes
-    ):
-        return Applied(machine.load(connection, item.tenant_id, item.id), False, "lost_race")
-    machine.effect(connection, item, to_state, now_us)
-    moved = replaced(item, changes)  # what the UPDATE wrote: no re-read
-    _record(connection, machine, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
-    if to_state == machine.in_doubt:
-        # Written once the change has committed: never for a change rolled back, once if retried.
-        after_commit(partial(_log_in_doubt, machine, item, cause))
-    return Applied(moved, True, "applied")
 
 
 def _record(
@@ -334,48 +349,6 @@ def _record(
         data=data,
         snapshot=None if machine.snapshot is None else machine.snapshot(item),
     )
-
-
-def apply_evidence(
-    connection: Connection,
-    machine: Machine[T],
-    item: T,
-    evidence: Evidence[Any],
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    values: Mapping[str, Any] | None = None,
-    data: Mapping[str, Any] | None = None,
-) -> Applied[T]:
-    """Move `item` (as loaded, row-locked, in this transaction) as far as `evidence` proves.
-    `values` (e.g. the worker's schedule) are written with every move; `data` is added to each
-    move's audit data (e.g. a manual resolution's people and note). A late answer can prove
-    several steps at once: each is applied and recorded in order, with its cause."""
-    decision = machine.decide(item.status, evidence)
-    if not decision.path:
-        return Applied(item, False, "no_change")
-    if evidence.result is not None and not machine.matches(item, evidence.result):
-        return Applied(item, False, "mismatch")  # never applied: the call or webhook is in the log
-    if not machine.allowed(item.status, decision.path[0]):
-        return Applied(item, False, "stale" if item.status in machine.terminal else "no_change")
-    changed = False
-    for step in decision.path:
-        moved = move(
-            connection,
-            machine,
-            item,
-            step,
-            cause=cause,
-            actor=actor,
-            now_us=now_us,
-            values={**decision.values, **(values or {})},
-            data={**(decision.data or {}), **data} if data else decision.data,
-        )
-        if not moved.changed:
-            return Applied(moved.item, changed, "applied" if changed else moved.reason)
-        item, changed = moved.item, True
-    return Applied(item, True, "applied")
 
 
 def ask_again(connection: Connection, machine: Machine[T], item: T, *, actor: str, now_us: int) -> bool:

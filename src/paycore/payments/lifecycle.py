@@ -27,7 +27,6 @@ from paycore.audit import service as audit
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import Outcome
 from paycore.ledger import service as ledger
-from paycore.lifecycle import machine
 from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence
 from paycore.lifecycle.machine import Machine
 from paycore.payments import states
@@ -107,8 +106,8 @@ def apply_evidence(
 ) -> Applied[Payment]:
     """Move `payment` (as loaded in this transaction) to what `evidence` proves, if anything;
     a payment leaving `processing` settles its creating request's answer."""
-    applied = machine.apply_evidence(
-        connection, MACHINE, payment, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
+    applied = MACHINE.apply_evidence(
+        connection, payment, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
     )
     if applied.changed and payment.status == states.PROCESSING:
         settle_creation_response(connection, applied.item)

@@ -64,10 +64,6 @@ class PaymentTimings:
 MACHINE: Final[Machine[Payment]] = lifecycle.MACHINE
 
 
-def clearing_code(currency: str) -> str:
-    return chart.processor_clearing(currency)
-
-
 def create_payment(
     database: Database,
     processor: Processor,
@@ -104,9 +100,8 @@ def create_payment(
         )
         # No answer (in_doubt) or `pending`: the resolver asks soon; a webhook may come first.
         due = {NEXT_ATTEMPT_AT_US: now + timings.first_retry_ms * 1000}
-        applied = machine.apply_evidence(
+        applied = lifecycle.MACHINE.apply_evidence(
             connection,
-            lifecycle.MACHINE,
             payment,
             call.evidence,
             cause="processor_answer",
@@ -164,7 +159,7 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
     clearing = ledger.ensure_account(
         connection,
         tenant_id,
-        code=clearing_code(new.currency),
+        code=chart.processor_clearing(new.currency),
         currency=new.currency,
         normal_balance="debit",
         no_overdraft=False,
@@ -272,7 +267,7 @@ def import_settled_payment(
     clearing = ledger.ensure_account(
         connection,
         tenant_id,
-        code=clearing_code(currency),
+        code=chart.processor_clearing(currency),
         currency=currency,
         normal_balance="debit",
         no_overdraft=False,
@@ -308,12 +303,8 @@ find_many: Final = lifecycle.MACHINE.find_many
 moved_between: Final = lifecycle.MACHINE.moved_between
 
 
-def working_since_us(connection: Connection) -> int | None:
-    return repository.working_since_us(connection)
-
-
-def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
-    return repository.in_doubt_summary(connection)
+working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
+in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges
 
 
 load: Final = lifecycle.MACHINE.load  # the payment, or PaymentNotFound

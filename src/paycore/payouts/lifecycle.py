@@ -21,7 +21,6 @@ from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.kit.clock import utc_day
-from paycore.lifecycle import machine
 from paycore.lifecycle.columns import IN_DOUBT_SINCE_US, UNSCHEDULED
 from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence, Reason
 from paycore.lifecycle.machine import Machine
@@ -155,8 +154,8 @@ def apply_evidence(
         cause = "bank_refused"
     elif evidence.kind == "unreachable":
         cause = "no_answer"
-    applied = machine.apply_evidence(
-        connection, MACHINE, payout, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
+    applied = MACHINE.apply_evidence(
+        connection, payout, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
     )
     reason = "no_change" if applied.reason == "lost_race" else applied.reason
     current, result = applied.item, evidence.result

@@ -193,12 +193,8 @@ def public_status(stored: str) -> str:
     return states.public(states.normalize(stored))
 
 
-def working_since_us(connection: Connection) -> int | None:
-    return repository.working_since_us(connection)
-
-
-def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
-    return repository.in_doubt_summary(connection)
+working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
+in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges
 
 
 def oldest_due_to_queue_us(connection: Connection, *, now_us: int) -> int | None:

@@ -25,7 +25,6 @@ from typing import Any
 from sqlalchemy import Connection
 
 from paycore.ledger import service as ledger
-from paycore.lifecycle import machine
 from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence
 from paycore.lifecycle.machine import Machine
 from paycore.processor.port import RefundResult
@@ -123,9 +122,8 @@ def move(
     """A change nobody's evidence brings (approve, cancel, a replayed result, a refund that
     cannot be sent): the same compare-and-set, ledger effect and audit event."""
     decision = _decision(to_state, failure_code, None)
-    return machine.move(
+    return MACHINE.move(
         connection,
-        MACHINE,
         refund,
         to_state,
         cause=cause,

@@ -209,9 +209,5 @@ def record_result(connection: Connection, tenant_id: str, refund_id: str, to_sta
     return applied.item
 
 
-def working_since_us(connection: Connection) -> int | None:
-    return repository.working_since_us(connection)
-
-
-def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
-    return repository.in_doubt_summary(connection)
+working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
+in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges
