@@ -85,11 +85,7 @@ def get_balance(account_id: str, request: Request) -> Response:
 
 
 @router.get("/accounts/{account_id}/entries", responses=ERRORS)
-def list_entries(
-    account_id: str,
-    request: Request,
-    paged: paging.PageQuery,
-) -> Response:
+def list_entries(account_id: str, request: Request, paged: paging.PageQuery) -> Response:
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
         page, has_more = ledger.list_entries(

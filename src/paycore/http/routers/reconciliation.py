@@ -35,10 +35,7 @@ _RESOLVE_RESPONSES = {
 
 
 @router.get("/runs", responses=ERRORS)
-def list_runs(
-    request: Request,
-    paged: paging.PageQuery,
-) -> Response:
+def list_runs(request: Request, paged: paging.PageQuery) -> Response:
     """Reconciliation runs, oldest first, each with this tenant's breaks it stored by type."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:

@@ -67,11 +67,7 @@ def create_refund(payment_id: str, body: schemas.RefundCreate, request: Request)
 
 
 @router.get("/v1/payments/{payment_id}/refunds", responses=ERRORS)
-def list_refunds(
-    payment_id: str,
-    request: Request,
-    paged: paging.PageQuery,
-) -> Response:
+def list_refunds(payment_id: str, request: Request, paged: paging.PageQuery) -> Response:
     """The payment's refunds, oldest first."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
