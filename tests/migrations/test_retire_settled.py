@@ -92,7 +92,7 @@ class Population:
 
 def settle_as_0004_code(database: Database, payout: Payout) -> None:
     """What the code of revision 0004 wrote when the bank settled a payout: the columns and
-    the ledger transfer of `lifecycle.move(..., SETTLED)`, with the status spelled `settled`
+    the ledger transfer of `lifecycle.MACHINE.move(..., SETTLED)`, with the status spelled `settled`
     (today's code writes `succeeded`, which 0004's constraint refuses)."""
 
     def work(connection: Connection) -> None:
@@ -508,7 +508,7 @@ def test_code_at_head_moves_a_legacy_settled_row_exactly_once(empty_database: Da
         assert repository.count_by_status(connection)[states.SETTLED] == 1
 
     def return_it(connection: Connection) -> bool:  # each caller holds the same, now stale, view
-        return lifecycle.move(
+        return lifecycle.MACHINE.move(
             connection, legacy, states.RETURNED, cause="bank_returned", actor="processor", now_us=now_us()
         ).changed
 

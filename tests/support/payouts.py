@@ -90,7 +90,7 @@ def move(database: Database, payout: Payout, *path: str, **values: Any) -> Payou
     def work(connection: Connection) -> Payout:
         current = service.load(connection, payout.tenant_id, payout.id, for_update=True)
         for step in path:
-            moved = lifecycle.move(
+            moved = lifecycle.MACHINE.move(
                 connection, current, step, cause="test", actor="local", now_us=now_us(), values=values or None
             )
             assert moved.changed, (current.status, step)

@@ -217,9 +217,10 @@ def _apply_payout(connection: Connection, event: ProcessorEvent, now_us: int) ->
         return_amount_minor=data.return_amount_minor,
         return_fee_minor=data.return_fee_minor or 0,
     )
-    moved, outcome = payouts.apply_result(
-        connection, payout, result, cause="webhook", actor=actors.PROCESSOR, now_us=now_us
+    applied = payouts.apply_evidence(
+        connection, payout, Evidence.of_result(result), cause="webhook", actor=actors.PROCESSOR, now_us=now_us
     )
+    moved, outcome = applied.item, applied.reason
     if outcome in ("stale", "no_change"):  # settled may not be terminal, yet a rejection contradicts it
         _contradiction(connection, event, "payout", moved, payouts.public_status(moved.status), now_us)
     _record(connection, event, "payout", payout.id, outcome, now_us)

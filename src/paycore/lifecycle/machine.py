@@ -41,6 +41,15 @@ class Item(Protocol):
     def updated_at_us(self) -> int: ...
 
 
+class StateTable(Protocol):
+    """A domain's `states` module: its transition table and its terminal states."""
+
+    @property
+    def TRANSITIONS(self) -> frozenset[tuple[str, str]]: ...
+    @property
+    def TERMINAL(self) -> frozenset[str]: ...
+
+
 T = TypeVar("T", bound=Item)
 NotFound = Callable[[], Exception]
 
@@ -71,13 +80,13 @@ def _always(item: Any, result: Any) -> bool:
 
 @dataclass(frozen=True)
 class Machine(Generic[T]):
-    """What the lifecycle needs of one kind of object. Only `object_type`, `table`,
-    `transitions`, `terminal`, `from_row`, `to_row` and `not_found` are required."""
+    """What the lifecycle needs of one kind of object. Only `object_type`, `table`, `states`
+    (the domain's transition table and terminal states), `from_row`, `to_row` and `not_found`
+    are required."""
 
     object_type: str  # "payment": the audit log's object type, the events' prefix
     table: Table
-    transitions: frozenset[tuple[str, str]]
-    terminal: frozenset[str]
+    states: StateTable
     from_row: Callable[[Mapping[Any, Any]], T]
     to_row: Callable[[T], Mapping[str, Any]]  # the row that stores an item (the repository's shape)
     not_found: NotFound  # the error a missing item is
@@ -106,6 +115,17 @@ class Machine(Generic[T]):
     # The statuses (public names) in which an item waits on the other system's word: what a
     # person may ask about again, or resolve by hand (ADR 0016).
     waiting: frozenset[str] = frozenset({"processing", "in_doubt"})
+    # When and in which statuses (stored names) an item has moved the money: the time column
+    # and statuses reconciliation reads for the lines the other system should have sent.
+    moved: tuple[str, tuple[str, ...]] = ("created_at_us", ("succeeded",))
+
+    @property
+    def transitions(self) -> frozenset[tuple[str, str]]:
+        return self.states.TRANSITIONS
+
+    @property
+    def terminal(self) -> frozenset[str]:
+        return self.states.TERMINAL
 
     def allowed(self, from_state: str, to_state: str) -> bool:
         return (from_state, to_state) in self.transitions
@@ -150,6 +170,16 @@ class Machine(Generic[T]):
         )
         return [self.from_row(row._mapping) for row in rows]
 
+    def moved_between(
+        self, connection: Connection, window_us: tuple[int, int], *, after: tuple[str, str] | None, limit: int
+    ) -> list[T]:
+        """A page of the items, over every tenant, that moved money in the window (`moved`):
+        the money paycore believes the other system moved then (reconciliation's missing lines)."""
+        time_column, statuses = self.moved
+        return self.between(
+            connection, time_column=time_column, statuses=statuses, window_us=window_us, after=after, limit=limit
+        )
+
     def stored(self, public_names: Collection[str]) -> list[str]:
         """Every stored value (retired spellings too) of the statuses named publicly."""
         known = {state for pair in self.transitions for state in pair}
@@ -186,11 +216,95 @@ class Machine(Generic[T]):
         now fell due: what worker lag measures."""
         return store.oldest_due_us(connection, self.table, self.stored(statuses), now_us=now_us)
 
+    def in_doubt_summary(self, connection: Connection) -> tuple[int, int | None]:
+        """(count, oldest in_doubt_since_us) over every tenant: the in-doubt gauges."""
+        return store.in_doubt_summary(connection, self.table, self.in_doubt)
+
+    def working_since_us(self, connection: Connection) -> int | None:
+        """When the oldest item in `processing` (a call in flight) last changed status."""
+        return store.working_since_us(connection, self.table)
+
     def load(self, connection: Connection, tenant_id: str, item_id: str, *, for_update: bool = False) -> T:
         item = self.find(connection, tenant_id, item_id, for_update=for_update)
         if item is None:
             raise self.not_found()
         return item
+
+    def move(
+        self,
+        connection: Connection,
+        item: T,
+        to_state: str,
+        *,
+        cause: str,
+        actor: str,
+        now_us: int,
+        values: Mapping[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> Applied[T]:
+        """Move `item` (as loaded in this transaction) to `to_state` if the table allows it and
+        nobody moved it first. `values` are further columns changed with the status."""
+        if not self.allowed(item.status, to_state):
+            return Applied(item, False, "stale" if item.status in self.terminal else "no_change")
+        # `now_us` may predate a lock wait: never record a change as earlier than the one it follows.
+        now_us = max(now_us, item.updated_at_us + 1)
+        changes: dict[str, Any] = {"status": to_state, "updated_at_us": now_us, **(values or {})}
+        if to_state == self.in_doubt and self.scheduled:
+            changes[IN_DOUBT_SINCE_US] = now_us
+        if to_state in self.terminal and self.scheduled:
+            changes.update(UNSCHEDULED)
+        changes.update(self.columns_of(to_state, now_us))
+        if not store.change_status(
+            connection, self.table, item.tenant_id, item.id, self.spellings((item.status,)), changes
+        ):
+            return Applied(self.load(connection, item.tenant_id, item.id), False, "lost_race")
+        self.effect(connection, item, to_state, now_us)
+        moved = replaced(item, changes)  # what the UPDATE wrote: no re-read
+        _record(connection, self, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
+        if to_state == self.in_doubt:
+            # Written once the change has committed: never for a change rolled back, once if retried.
+            after_commit(partial(_log_in_doubt, self, item, cause))
+        return Applied(moved, True, "applied")
+
+    def apply_evidence(
+        self,
+        connection: Connection,
+        item: T,
+        evidence: Evidence[Any],
+        *,
+        cause: str,
+        actor: str,
+        now_us: int,
+        values: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Applied[T]:
+        """Move `item` (as loaded, row-locked, in this transaction) as far as `evidence` proves.
+        `values` (e.g. the worker's schedule) are written with every move; `data` is added to each
+        move's audit data (e.g. a manual resolution's people and note). A late answer can prove
+        several steps at once: each is applied and recorded in order, with its cause."""
+        decision = self.decide(item.status, evidence)
+        if not decision.path:
+            return Applied(item, False, "no_change")
+        if evidence.result is not None and not self.matches(item, evidence.result):
+            return Applied(item, False, "mismatch")  # never applied: the call or webhook is in the log
+        if not self.allowed(item.status, decision.path[0]):
+            return Applied(item, False, "stale" if item.status in self.terminal else "no_change")
+        changed = False
+        for step in decision.path:
+            moved = self.move(
+                connection,
+                item,
+                step,
+                cause=cause,
+                actor=actor,
+                now_us=now_us,
+                values={**decision.values, **(values or {})},
+                data={**(decision.data or {}), **data} if data else decision.data,
+            )
+            if not moved.changed:
+                return Applied(moved.item, changed, "applied" if changed else moved.reason)
+            item, changed = moved.item, True
+        return Applied(item, True, "applied")
 
 
 def create(
@@ -207,43 +321,6 @@ def create(
     connection.execute(insert(machine.table), machine.to_row(item))
     _record(connection, machine, item, None, cause=cause, actor=actor, now_us=item.updated_at_us, data=data)
     return item
-
-
-def move(
-    connection: Connection,
-    machine: Machine[T],
-    item: T,
-    to_state: str,
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    values: Mapping[str, Any] | None = None,
-    data: dict[str, Any] | None = None,
-) -> Applied[T]:
-    """Move `item` (as loaded in this transaction) to `to_state` if the table allows it and
-    nobody moved it first. `values` are further columns changed with the status."""
-    if not machine.allowed(item.status, to_state):
-        return Applied(item, False, "stale" if item.status in machine.terminal else "no_change")
-    # `now_us` may predate a lock wait: never record a change as earlier than the one it follows.
-    now_us = max(now_us, item.updated_at_us + 1)
-    changes: dict[str, Any] = {"status": to_state, "updated_at_us": now_us, **(values or {})}
-    if to_state == machine.in_doubt and machine.scheduled:
-        changes[IN_DOUBT_SINCE_US] = now_us
-    if to_state in machine.terminal and machine.scheduled:
-        changes.update(UNSCHEDULED)
-    changes.update(machine.columns_of(to_state, now_us))
-    if not store.change_status(
-        connection, machine.table, item.tenant_id, item.id, machine.spellings((item.status,)), changes
-    ):
-        return Applied(machine.load(connection, item.tenant_id, item.id), False, "lost_race")
-    machine.effect(connection, item, to_state, now_us)
-    moved = replaced(item, changes)  # what the UPDATE wrote: no re-read
-    _record(connection, machine, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
-    if to_state == machine.in_doubt:
-        # Written once the change has committed: never for a change rolled back, once if retried.
-        after_commit(partial(_log_in_doubt, machine, item, cause))
-    return Applied(moved, True, "applied")
 
 
 def _record(
@@ -272,48 +349,6 @@ def _record(
         data=data,
         snapshot=None if machine.snapshot is None else machine.snapshot(item),
     )
-
-
-def apply_evidence(
-    connection: Connection,
-    machine: Machine[T],
-    item: T,
-    evidence: Evidence[Any],
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    values: Mapping[str, Any] | None = None,
-    data: Mapping[str, Any] | None = None,
-) -> Applied[T]:
-    """Move `item` (as loaded, row-locked, in this transaction) as far as `evidence` proves.
-    `values` (e.g. the worker's schedule) are written with every move; `data` is added to each
-    move's audit data (e.g. a manual resolution's people and note). A late answer can prove
-    several steps at once: each is applied and recorded in order, with its cause."""
-    decision = machine.decide(item.status, evidence)
-    if not decision.path:
-        return Applied(item, False, "no_change")
-    if evidence.result is not None and not machine.matches(item, evidence.result):
-        return Applied(item, False, "mismatch")  # never applied: the call or webhook is in the log
-    if not machine.allowed(item.status, decision.path[0]):
-        return Applied(item, False, "stale" if item.status in machine.terminal else "no_change")
-    changed = False
-    for step in decision.path:
-        moved = move(
-            connection,
-            machine,
-            item,
-            step,
-            cause=cause,
-            actor=actor,
-            now_us=now_us,
-            values={**decision.values, **(values or {})},
-            data={**(decision.data or {}), **data} if data else decision.data,
-        )
-        if not moved.changed:
-            return Applied(moved.item, changed, "applied" if changed else moved.reason)
-        item, changed = moved.item, True
-    return Applied(item, True, "applied")
 
 
 def ask_again(connection: Connection, machine: Machine[T], item: T, *, actor: str, now_us: int) -> bool:

@@ -34,7 +34,7 @@ from paycore.kit.clock import now_us as clock_now_us
 from paycore.lifecycle import calls, store
 from paycore.lifecycle.columns import ATTEMPTS, CLAIMED_BY, CLAIMED_UNTIL_US, NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.evidence import Applied, Evidence
-from paycore.lifecycle.machine import Item, Machine, apply_evidence, move, replaced
+from paycore.lifecycle.machine import Item, Machine, replaced
 from paycore.lifecycle.policy import Policy, next_attempt_at_us
 
 T = TypeVar("T", bound=Item)
@@ -52,7 +52,7 @@ def _apply(
     now_us: int,
     values: Mapping[str, Any] | None = None,
 ) -> Applied[T]:
-    return apply_evidence(connection, machine, item, evidence, cause=cause, actor=actor, now_us=now_us, values=values)
+    return machine.apply_evidence(connection, item, evidence, cause=cause, actor=actor, now_us=now_us, values=values)
 
 
 @dataclass(frozen=True)
@@ -182,9 +182,8 @@ def claim_and_start(
         # The lease, set with the move; due again when it lapses: an ask round then takes a
         # send its worker never finished.
         values = {CLAIMED_BY: worker, CLAIMED_UNTIL_US: lease_until_us, NEXT_ATTEMPT_AT_US: lease_until_us}
-        moved = move(
+        moved = job.machine.move(
             connection,
-            job.machine,
             entry.item,
             job.sending,
             cause=job.send_cause,
@@ -243,9 +242,8 @@ def _finish(
     if due is None and applied.item.status == job.sending:
         # Out of rounds with the other side still saying `pending` (or a mismatch): make it
         # visible in the in-doubt queue for a person rather than leave it quietly processing.
-        move(
+        machine.move(
             connection,
-            machine,
             replaced(applied.item, schedule),
             machine.in_doubt,
             cause="attempts_exhausted",

@@ -56,7 +56,7 @@ def job(processor: Processor) -> work.Job[Payment, ChargeRequest]:
         build=_build,
         send=lambda payment, request: charge(processor, payment, request),
         ask=lambda payment: get_charge(processor, payment),
-        apply=lifecycle.apply,
+        apply=lifecycle.apply_evidence,
     )
 
 

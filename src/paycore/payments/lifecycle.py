@@ -18,6 +18,7 @@ the processor's evidence ever takes it out.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection
@@ -27,7 +28,7 @@ from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import Outcome
 from paycore.ledger import service as ledger
 from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence
-from paycore.lifecycle.machine import Machine, apply_evidence
+from paycore.lifecycle.machine import Machine
 from paycore.payments import states
 from paycore.payments.errors import PaymentNotFound
 from paycore.payments.models import payments
@@ -77,18 +78,13 @@ def _effect(connection: Connection, payment: Payment, to_state: str, now_us: int
         ledger.settle_pending(connection, payment.tenant_id, payment.transfer_id, post=post, now_us=now_us)
 
 
-def _not_found() -> Exception:
-    return PaymentNotFound("no such payment", param="id")
-
-
 MACHINE: Machine[Payment] = Machine(
     object_type="payment",
     table=payments,
-    transitions=states.TRANSITIONS,
-    terminal=states.TERMINAL,
+    states=states,
     from_row=payment_from_row,
     to_row=payment_row,
-    not_found=_not_found,
+    not_found=partial(PaymentNotFound, "no such payment", param="id"),
     effect=_effect,
     decide=decide,
     matches=matches,
@@ -97,7 +93,7 @@ MACHINE: Machine[Payment] = Machine(
 )
 
 
-def apply(
+def apply_evidence(
     connection: Connection,
     payment: Payment,
     evidence: Evidence[Any],
@@ -110,8 +106,8 @@ def apply(
 ) -> Applied[Payment]:
     """Move `payment` (as loaded in this transaction) to what `evidence` proves, if anything;
     a payment leaving `processing` settles its creating request's answer."""
-    applied = apply_evidence(
-        connection, MACHINE, payment, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
+    applied = MACHINE.apply_evidence(
+        connection, payment, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
     )
     if applied.changed and payment.status == states.PROCESSING:
         settle_creation_response(connection, applied.item)

@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy import Connection, Row
 
 from paycore.lifecycle import store
-from paycore.payments import states
 from paycore.payments.models import payments
 
 
@@ -31,13 +30,3 @@ def list_payments(
         limit=limit,
         newest_first=True,
     )
-
-
-def working_since_us(connection: Connection) -> int | None:
-    """When the oldest payment in `processing` (a call in flight) last changed status."""
-    return store.working_since_us(connection, payments, states.PROCESSING)
-
-
-def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
-    """(count, oldest in_doubt_since_us) over every tenant: the in-doubt gauges."""
-    return store.in_doubt_summary(connection, payments, states.IN_DOUBT)

@@ -46,7 +46,8 @@ _FAILURE_MESSAGES = {
 }
 
 
-def payment_json(payment: Payment, history: list[Event]) -> dict[str, Any]:
+def payment_object(payment: Payment) -> dict[str, Any]:
+    """The payment without its history: the snapshot its published events carry."""
     refundable = payment.amount_minor - payment.refunded_minor if payment.status == states.SUCCEEDED else 0
     return {
         "id": payment.id,
@@ -64,15 +65,12 @@ def payment_json(payment: Payment, history: list[Event]) -> dict[str, Any]:
         "metadata": payment.metadata,
         "created_at": to_rfc3339(payment.created_at_us),
         "updated_at": to_rfc3339(payment.updated_at_us),
-        "history": history_json(history),
     }
 
 
-def payment_object(payment: Payment) -> dict[str, Any]:
-    """The payment without its history: the snapshot its published events carry."""
-    body = payment_json(payment, [])
-    del body["history"]
-    return body
+def payment_json(payment: Payment, history: list[Event]) -> dict[str, Any]:
+    """The payment with its state changes (oldest first), last."""
+    return {**payment_object(payment), "history": history_json(history)}
 
 
 def creation_outcome(payment: Payment, history: list[Event]) -> Outcome:

@@ -5,7 +5,7 @@
    clearing -> destination). After this commit no duplicate can start a second payment, and
    the request id is known before any call is made (SPEC §3.1, outgoing calls).
 2. The processor is called with no transaction open.
-3. One transaction records the call and applies its evidence (`lifecycle.apply`): a
+3. One transaction records the call and applies its evidence (`lifecycle.apply_evidence`): a
    result moves the payment; no answer makes it `in_doubt`; then the key's response is
    recorded if nobody (a faster webhook) recorded it first, and that response is returned.
 
@@ -19,9 +19,9 @@ with the same key replays whatever the resolver recorded on it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from sqlalchemy import Connection
 
@@ -40,7 +40,6 @@ from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.lifecycle import columns, machine
 from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
-from paycore.lifecycle.evidence import Applied, Evidence
 from paycore.lifecycle.machine import Machine
 from paycore.lifecycle.store import set_values
 from paycore.payments import jobs, lifecycle, repository, states
@@ -63,10 +62,6 @@ class PaymentTimings:
 # The payment's lifecycle: the console's lists, queues and counts read through it (search,
 # summary, counts, oldest_due_us), as every status change goes through it.
 MACHINE: Final[Machine[Payment]] = lifecycle.MACHINE
-
-
-def clearing_code(currency: str) -> str:
-    return chart.processor_clearing(currency)
 
 
 def create_payment(
@@ -105,9 +100,8 @@ def create_payment(
         )
         # No answer (in_doubt) or `pending`: the resolver asks soon; a webhook may come first.
         due = {NEXT_ATTEMPT_AT_US: now + timings.first_retry_ms * 1000}
-        applied = machine.apply_evidence(
+        applied = lifecycle.MACHINE.apply_evidence(
             connection,
-            lifecycle.MACHINE,
             payment,
             call.evidence,
             cause="processor_answer",
@@ -165,7 +159,7 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
     clearing = ledger.ensure_account(
         connection,
         tenant_id,
-        code=clearing_code(new.currency),
+        code=chart.processor_clearing(new.currency),
         currency=new.currency,
         normal_balance="debit",
         no_overdraft=False,
@@ -188,29 +182,43 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
         now_us=now,
         known_accounts={clearing.id: clearing, destination.id: destination},
     )
-    payment = Payment(
+    due_us = now + timings.processing_stale_ms * 1000
+    payment = _new_payment(tenant_id, payment_id, scope.key, new, states.PROCESSING, transfer.id, now, due_us)
+    machine.create(connection, lifecycle.MACHINE, payment, cause="api_request", actor=new.actor)
+    return payment  # what was inserted: no re-read
+
+
+def _new_payment(
+    tenant_id: str,
+    payment_id: str,
+    idempotency_key: str,
+    new: NewPayment,
+    status: str,
+    transfer_id: str,
+    now_us: int,
+    next_attempt_at_us: int | None,
+) -> Payment:
+    return Payment(
         tenant_id=tenant_id,
         id=payment_id,
-        idempotency_key=scope.key,
+        idempotency_key=idempotency_key,
         amount_minor=new.amount_minor,
         currency=new.currency,
         source_type=new.source_type,
         source_token=new.source_token,
-        destination_account_id=destination.id,
+        destination_account_id=new.destination_account_id,
         description=new.description,
         metadata=dict(new.metadata),
-        status=states.PROCESSING,
+        status=status,
         failure_code=None,
         processor_request_id=payment_id,  # stable: every call about this payment sends it
         processor_reference=None,
-        transfer_id=transfer.id,
+        transfer_id=transfer_id,
         refunded_minor=0,
-        **columns.fresh(next_attempt_at_us=now + timings.processing_stale_ms * 1000),
-        created_at_us=now,
-        updated_at_us=now,
+        **columns.fresh(next_attempt_at_us=next_attempt_at_us),
+        created_at_us=now_us,
+        updated_at_us=now_us,
     )
-    machine.create(connection, lifecycle.MACHINE, payment, cause="api_request", actor=new.actor)
-    return payment  # what was inserted: no re-read
 
 
 def _await_answer(database: Database, scope: KeyScope, wait_ms: int) -> Outcome:
@@ -259,7 +267,7 @@ def import_settled_payment(
     clearing = ledger.ensure_account(
         connection,
         tenant_id,
-        code=clearing_code(currency),
+        code=chart.processor_clearing(currency),
         currency=currency,
         normal_balance="debit",
         no_overdraft=False,
@@ -279,26 +287,9 @@ def import_settled_payment(
         ),
         now_us=now_us,
     )
-    payment = Payment(
-        tenant_id=tenant_id,
-        id=payment_id,
-        idempotency_key=f"import:{payment_id}",
-        amount_minor=amount_minor,
-        currency=currency,
-        source_type="card",
-        source_token="imported",
-        destination_account_id=destination_account_id,
-        description=None,
-        metadata={},
-        status=states.SUCCEEDED,
-        failure_code=None,
-        processor_request_id=payment_id,
-        processor_reference=None,
-        transfer_id=transfer.id,
-        refunded_minor=0,
-        **columns.fresh(),
-        created_at_us=now_us,
-        updated_at_us=now_us,
+    new = NewPayment(amount_minor, currency, "card", "imported", destination_account_id, None, {}, actors.LOCAL)
+    payment = _new_payment(
+        tenant_id, payment_id, f"import:{payment_id}", new, states.SUCCEEDED, transfer.id, now_us, None
     )
     machine.create(connection, lifecycle.MACHINE, payment, cause="imported_settled", actor=actors.LOCAL)
     return payment
@@ -307,48 +298,16 @@ def import_settled_payment(
 # --- what other domains read (the refund ceiling and hold: refunds/ceiling.py, refunds/money.py) ---
 
 
-def find(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Payment | None:
-    return lifecycle.MACHINE.find(connection, tenant_id, payment_id, for_update=for_update)
+find: Final = lifecycle.MACHINE.find
+find_many: Final = lifecycle.MACHINE.find_many
+moved_between: Final = lifecycle.MACHINE.moved_between
 
 
-def find_many(connection: Connection, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], Payment]:
-    """The payments with these (tenant_id, payment_id) keys that exist, in one statement."""
-    return lifecycle.MACHINE.find_many(connection, keys)
+working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
+in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges
 
 
-def moved_between(
-    connection: Connection, window_us: tuple[int, int], *, after: tuple[str, str] | None, limit: int
-) -> list[Payment]:
-    """A page of the payments, over every tenant, that succeeded and were created in the window:
-    the money paycore believes the processor moved then (reconciliation's missing lines)."""
-    return lifecycle.MACHINE.between(
-        connection, time_column="created_at_us", statuses=("succeeded",), window_us=window_us, after=after, limit=limit
-    )
-
-
-def working_since_us(connection: Connection) -> int | None:
-    return repository.working_since_us(connection)
-
-
-def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
-    return repository.in_doubt_summary(connection)
-
-
-def load(connection: Connection, tenant_id: str, payment_id: str, *, for_update: bool = False) -> Payment:
-    """The payment, or PaymentNotFound."""
-    return lifecycle.MACHINE.load(connection, tenant_id, payment_id, for_update=for_update)
-
-
-def apply_evidence(
-    connection: Connection,
-    payment: Payment,
-    evidence: Evidence[Any],
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    data: dict[str, Any] | None = None,
-) -> Applied[Payment]:
-    """What the processor said (a webhook, a report line), or a person (a confirmed manual
-    resolution), applied through the payment's lifecycle."""
-    return lifecycle.apply(connection, payment, evidence, cause=cause, actor=actor, now_us=now_us, data=data)
+load: Final = lifecycle.MACHINE.load  # the payment, or PaymentNotFound
+# What the processor said (a webhook, a report line), or a person (a confirmed manual
+# resolution), applied through the payment's lifecycle.
+apply_evidence: Final = lifecycle.apply_evidence

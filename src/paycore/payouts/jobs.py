@@ -89,7 +89,9 @@ def queue_due(database: Database, batch_max: int, *, actor: str) -> int:
         )
         for payout in due:
             values = {"next_attempt_at_us": now}
-            lifecycle.move(connection, payout, states.QUEUED, cause="due", actor=actor, now_us=now, values=values)
+            lifecycle.MACHINE.move(
+                connection, payout, states.QUEUED, cause="due", actor=actor, now_us=now, values=values
+            )
         return len(due)
 
     return database.transaction(queue)

@@ -14,13 +14,13 @@ its window (`record_bank_return`); the bank's fee is booked at settlement.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.kit.clock import utc_day
-from paycore.lifecycle import machine
 from paycore.lifecycle.columns import IN_DOUBT_SINCE_US, UNSCHEDULED
 from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence, Reason
 from paycore.lifecycle.machine import Machine
@@ -115,18 +115,13 @@ def _effect(connection: Connection, payout: Payout, to_state: str, now_us: int) 
     # returned: the return adjustment, written with it (record_bank_return)
 
 
-def _not_found() -> Exception:
-    return PayoutNotFound("no such payout", param="id")
-
-
 MACHINE: Machine[Payout] = Machine(
     object_type="payout",
     table=payouts,
-    transitions=states.TRANSITIONS,
-    terminal=states.TERMINAL,
+    states=states,
     from_row=payout_from_row,
     to_row=payout_row,
-    not_found=_not_found,
+    not_found=partial(PayoutNotFound, "no such payout", param="id"),
     effect=_effect,
     columns_of=_columns_of,
     decide=decide,
@@ -137,34 +132,8 @@ MACHINE: Machine[Payout] = Machine(
     snapshot=payout_json,
     references=("bank_reference", "idempotency_key", "batch_id"),
     waiting=frozenset({states.PROCESSING, states.IN_DOUBT, states.SENT}),
+    moved=("settled_at_us", (states.SETTLED, states.RETURNED)),  # returned since or not
 )
-
-
-def move(
-    connection: Connection,
-    payout: Payout,
-    to_state: str,
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    values: dict[str, Any] | None = None,
-    data: dict[str, Any] | None = None,
-) -> Applied[Payout]:
-    """Move `payout` (as loaded in this transaction) to `to_state` if the table allows it and
-    nobody moved it first. `values` are further columns changed with the status."""
-    return machine.move(
-        connection, MACHINE, payout, to_state, cause=cause, actor=actor, now_us=now_us, values=values, data=data
-    )
-
-
-def apply(
-    connection: Connection, payout: Payout, result: PayoutResult, *, cause: str, actor: str, now_us: int
-) -> tuple[Payout, str]:
-    """Move the payout as far as the bank's `result` proves. Returns (payout now, outcome)
-    where outcome is applied | no_change | stale | mismatch | late (a return after its window)."""
-    applied = apply_evidence(connection, payout, Evidence.of_result(result), cause=cause, actor=actor, now_us=now_us)
-    return applied.item, applied.reason
 
 
 def apply_evidence(
@@ -185,8 +154,8 @@ def apply_evidence(
         cause = "bank_refused"
     elif evidence.kind == "unreachable":
         cause = "no_answer"
-    applied = machine.apply_evidence(
-        connection, MACHINE, payout, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
+    applied = MACHINE.apply_evidence(
+        connection, payout, evidence, cause=cause, actor=actor, now_us=now_us, values=values, data=data
     )
     reason = "no_change" if applied.reason == "lost_race" else applied.reason
     current, result = applied.item, evidence.result
@@ -257,7 +226,7 @@ def record_bank_return(
             data={"return_code": code, "window_closed_at_us": closes_at_us},
         )
         return "late"
-    moved = move(
+    moved = MACHINE.move(
         connection, payout, states.RETURNED, cause=cause, actor=actor, now_us=now_us, values={"return_code": code}
     )
     if not moved.changed:

@@ -67,15 +67,6 @@ def count_by_status(connection: Connection) -> dict[str, int]:
     return counts
 
 
-def working_since_us(connection: Connection) -> int | None:
-    """When the oldest payout in `processing` (a call in flight) last changed status."""
-    return store.working_since_us(connection, payouts, states.PROCESSING)
-
-
-def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
-    return store.in_doubt_summary(connection, payouts, states.IN_DOUBT)
-
-
 # --- adjustments ---------------------------------------------------------------------------
 
 

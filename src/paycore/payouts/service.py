@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from sqlalchemy import Connection
 
@@ -24,13 +24,11 @@ from paycore.kit.money import is_amount_minor
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound, CurrencyMismatch
 from paycore.lifecycle import columns, machine
-from paycore.lifecycle.evidence import Applied, Evidence
 from paycore.lifecycle.machine import Machine
 from paycore.payouts import lifecycle, money, repository, states, validation
 from paycore.payouts.errors import PayoutNotCancelable
 from paycore.payouts.types import Adjustment, Payout, adjustment_from_row, payout_from_row
 from paycore.payouts.validation import Beneficiary
-from paycore.processor.port import PayoutResult
 
 HISTORY_LENGTH_MAX = 100
 
@@ -141,7 +139,7 @@ def cancel(connection: Connection, tenant_id: str, payout_id: str, *, now_us: in
     if payout.status == states.CANCELED:
         return payout
     if payout.status in states.CANCELABLE:
-        moved = lifecycle.move(
+        moved = lifecycle.MACHINE.move(
             connection, payout, states.CANCELED, cause="cancel_requested", actor=actor, now_us=now_us
         )
         if moved.changed or moved.item.status == states.CANCELED:
@@ -173,18 +171,9 @@ def adjustments(connection: Connection, payout: Payout) -> list[Adjustment]:
     return [adjustment_from_row(row) for row in repository.adjustments_of(connection, payout.tenant_id, payout.id)]
 
 
-def load(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Payout:
-    """The payout, or PayoutNotFound."""
-    return lifecycle.MACHINE.load(connection, tenant_id, payout_id, for_update=for_update)
-
-
-def find(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Payout | None:
-    return lifecycle.MACHINE.find(connection, tenant_id, payout_id, for_update=for_update)
-
-
-def find_many(connection: Connection, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], Payout]:
-    """The payouts with these (tenant_id, payout_id) keys that exist, in one statement."""
-    return lifecycle.MACHINE.find_many(connection, keys)
+load: Final = lifecycle.MACHINE.load  # the payout, or PayoutNotFound
+find: Final = lifecycle.MACHINE.find
+find_many: Final = lifecycle.MACHINE.find_many
 
 
 def bank_fees_of(connection: Connection, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str, str], int]:
@@ -193,42 +182,10 @@ def bank_fees_of(connection: Connection, keys: Collection[tuple[str, str]]) -> d
     return repository.bank_fees_of(connection, keys)
 
 
-def moved_between(
-    connection: Connection, window_us: tuple[int, int], *, after: tuple[str, str] | None, limit: int
-) -> list[Payout]:
-    """A page of the payouts, over every tenant, settled in the window (returned since or not):
-    the money paycore believes the bank paid out then (reconciliation's missing lines)."""
-    return lifecycle.MACHINE.between(
-        connection,
-        time_column="settled_at_us",
-        statuses=(states.SETTLED, states.RETURNED),
-        window_us=window_us,
-        after=after,
-        limit=limit,
-    )
-
-
-def apply_evidence(
-    connection: Connection,
-    payout: Payout,
-    evidence: Evidence[Any],
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    data: dict[str, Any] | None = None,
-) -> Applied[Payout]:
-    """Evidence of any kind (a person's confirmed manual resolution too), applied through the
-    payout's lifecycle, its ledger effects and the bank's fee and return."""
-    return lifecycle.apply_evidence(connection, payout, evidence, cause=cause, actor=actor, now_us=now_us, data=data)
-
-
-def apply_result(
-    connection: Connection, payout: Payout, result: PayoutResult, *, cause: str, actor: str, now_us: int
-) -> tuple[Payout, str]:
-    """What the bank said (a webhook, a report line), applied through the payout's lifecycle.
-    Returns (payout now, outcome): applied | no_change | stale | mismatch | late."""
-    return lifecycle.apply(connection, payout, result, cause=cause, actor=actor, now_us=now_us)
+moved_between: Final = lifecycle.MACHINE.moved_between
+# Evidence of any kind (a person's confirmed manual resolution too), applied through the
+# payout's lifecycle, its ledger effects and the bank's fee and return.
+apply_evidence: Final = lifecycle.apply_evidence
 
 
 def public_status(stored: str) -> str:
@@ -236,12 +193,8 @@ def public_status(stored: str) -> str:
     return states.public(states.normalize(stored))
 
 
-def working_since_us(connection: Connection) -> int | None:
-    return repository.working_since_us(connection)
-
-
-def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
-    return repository.in_doubt_summary(connection)
+working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
+in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges
 
 
 def oldest_due_to_queue_us(connection: Connection, *, now_us: int) -> int | None:

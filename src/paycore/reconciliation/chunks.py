@@ -250,10 +250,9 @@ def _apply(connection: Connection, line: Line, item: Any, proves: str, context: 
         evidence = Evidence.of_result(result)
         applied = domain.apply_evidence(connection, item, evidence, cause=CAUSE, actor=actor, now_us=now_us)
         return applied.item, applied.changed
-    moved, outcome = payouts.apply_result(
-        connection, item, _payout_result(line, item), cause=CAUSE, actor=actor, now_us=now_us
-    )
-    return moved, outcome == "applied"
+    said = Evidence.of_result(_payout_result(line, item))
+    applied = payouts.apply_evidence(connection, item, said, cause=CAUSE, actor=actor, now_us=now_us)
+    return applied.item, applied.reason == "applied"
 
 
 def _payout_result(line: Line, payout: Any) -> PayoutResult:

@@ -19,12 +19,12 @@ pending transfer posted on success, voided on failure or cancel), the refund cei
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection
 
 from paycore.ledger import service as ledger
-from paycore.lifecycle import machine
 from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence
 from paycore.lifecycle.machine import Machine
 from paycore.processor.port import RefundResult
@@ -88,10 +88,6 @@ def _effect(connection: Connection, refund: Refund, to_state: str, now_us: int) 
         ledger.settle_pending(connection, refund.tenant_id, refund.transfer_id, post=post, now_us=now_us)
 
 
-def _not_found() -> Exception:
-    return RefundNotFound("no such refund", param="id")
-
-
 def _log_ids(refund: Refund) -> dict[str, str]:
     return {"payment_id": refund.payment_id}
 
@@ -99,11 +95,10 @@ def _log_ids(refund: Refund) -> dict[str, str]:
 MACHINE: Machine[Refund] = Machine(
     object_type="refund",
     table=refunds,
-    transitions=states.TRANSITIONS,
-    terminal=states.TERMINAL,
+    states=states,
     from_row=refund_from_row,
     to_row=refund_row,
-    not_found=_not_found,
+    not_found=partial(RefundNotFound, "no such refund", param="id"),
     effect=_effect,
     decide=decide,
     matches=matches,
@@ -127,9 +122,8 @@ def move(
     """A change nobody's evidence brings (approve, cancel, a replayed result, a refund that
     cannot be sent): the same compare-and-set, ledger effect and audit event."""
     decision = _decision(to_state, failure_code, None)
-    return machine.move(
+    return MACHINE.move(
         connection,
-        MACHINE,
         refund,
         to_state,
         cause=cause,

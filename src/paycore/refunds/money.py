@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
+from paycore.ledger import chart
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
-from paycore.payments import service as payments
 from paycore.payments.types import Payment
 
 
 def hold(connection: Connection, payment: Payment, refund_id: str, amount_minor: int, *, now_us: int) -> str:
     """The refund's pending transfer, from the account the payment credited back to the
     processor's clearing account; its id."""
-    clearing = ledger.find_account_by_code(connection, payment.tenant_id, payments.clearing_code(payment.currency))
+    clearing = ledger.find_account_by_code(connection, payment.tenant_id, chart.processor_clearing(payment.currency))
     assert clearing is not None, "a succeeded payment's clearing account exists"
     spec = TransferSpec(
         entries=(

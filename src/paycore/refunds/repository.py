@@ -8,7 +8,6 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from paycore.lifecycle import store
-from paycore.refunds import states
 from paycore.refunds.models import refunds
 
 
@@ -48,12 +47,3 @@ def totals_by_status(connection: Connection, tenant_id: str, payment_id: str) ->
         .group_by(refunds.c.status)
     )
     return {status: int(total) for status, total in connection.execute(query)}
-
-
-def working_since_us(connection: Connection) -> int | None:
-    """When the oldest refund in `processing` (a call in flight) last changed status."""
-    return store.working_since_us(connection, refunds, states.PROCESSING)
-
-
-def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
-    return store.in_doubt_summary(connection, refunds, states.IN_DOUBT)

@@ -20,9 +20,9 @@ class RefundCreate(StrictModel):
     reason: str | None = Field(default=None, min_length=1, max_length=REASON_LENGTH_MAX)
 
 
-def refund_json(refund: Refund, history: list[Event]) -> dict[str, Any]:
-    """The refund with its state changes (oldest first). `processor_reference` is the
-    processor's refund id, known once the processor answered with a result."""
+def summary_json(refund: Refund) -> dict[str, Any]:
+    """A list item: the refund without its history (GET the refund for that).
+    `processor_reference` is the processor's refund id, known once it answered with a result."""
     return {
         "id": refund.id,
         "object": "refund",
@@ -35,12 +35,9 @@ def refund_json(refund: Refund, history: list[Event]) -> dict[str, Any]:
         "processor_reference": refund.processor_reference,
         "created_at": to_rfc3339(refund.created_at_us),
         "updated_at": to_rfc3339(refund.updated_at_us),
-        "history": history_json(history),
     }
 
 
-def summary_json(refund: Refund) -> dict[str, Any]:
-    """A list item: the refund without its history (GET the refund for that)."""
-    payload = refund_json(refund, [])
-    del payload["history"]
-    return payload
+def refund_json(refund: Refund, history: list[Event]) -> dict[str, Any]:
+    """The refund with its state changes (oldest first), last."""
+    return {**summary_json(refund), "history": history_json(history)}

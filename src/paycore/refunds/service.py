@@ -14,9 +14,9 @@ they differ only in how ids are made and how results are rendered.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from sqlalchemy import Connection
 
@@ -25,7 +25,6 @@ from paycore.kit import ids
 from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
 from paycore.lifecycle import columns, machine
-from paycore.lifecycle.evidence import Applied, Evidence
 from paycore.lifecycle.machine import Machine
 from paycore.operators import service as operators
 from paycore.payments import service as payments
@@ -148,27 +147,10 @@ def requested_by(connection: Connection, refund: Refund) -> str:
     return birth.actor
 
 
-def find(connection: Connection, tenant_id: str, refund_id: str, *, for_update: bool = False) -> Refund | None:
-    return lifecycle.MACHINE.find(connection, tenant_id, refund_id, for_update=for_update)
-
-
-def find_many(connection: Connection, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], Refund]:
-    """The refunds with these (tenant_id, refund_id) keys that exist, in one statement."""
-    return lifecycle.MACHINE.find_many(connection, keys)
-
-
-def moved_between(
-    connection: Connection, window_us: tuple[int, int], *, after: tuple[str, str] | None, limit: int
-) -> list[Refund]:
-    """A page of the refunds, over every tenant, that succeeded and were created in the window:
-    the money paycore believes the processor moved then (reconciliation's missing lines)."""
-    return lifecycle.MACHINE.between(
-        connection, time_column="created_at_us", statuses=("succeeded",), window_us=window_us, after=after, limit=limit
-    )
-
-
-def load(connection: Connection, tenant_id: str, refund_id: str, *, for_update: bool = False) -> Refund:
-    return lifecycle.MACHINE.load(connection, tenant_id, refund_id, for_update=for_update)
+find: Final = lifecycle.MACHINE.find
+find_many: Final = lifecycle.MACHINE.find_many
+moved_between: Final = lifecycle.MACHINE.moved_between
+load: Final = lifecycle.MACHINE.load
 
 
 def of_payment(
@@ -209,21 +191,9 @@ def history(connection: Connection, refund: Refund) -> list[audit.Event]:
     return audit.events_of(connection, refund.tenant_id, refund.id, limit=HISTORY_LENGTH_MAX)
 
 
-def apply_evidence(
-    connection: Connection,
-    refund: Refund,
-    evidence: Evidence[Any],
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    data: dict[str, Any] | None = None,
-) -> Applied[Refund]:
-    """What the processor said (a webhook, a report line), or a person (a confirmed manual
-    resolution), applied through the refund's lifecycle."""
-    return machine.apply_evidence(
-        connection, lifecycle.MACHINE, refund, evidence, cause=cause, actor=actor, now_us=now_us, data=data
-    )
+# What the processor said (a webhook, a report line), or a person (a confirmed manual
+# resolution), applied through the refund's lifecycle.
+apply_evidence: Final = lifecycle.MACHINE.apply_evidence
 
 
 def record_result(connection: Connection, tenant_id: str, refund_id: str, to_state: str, *, actor: str) -> Refund:
@@ -239,9 +209,5 @@ def record_result(connection: Connection, tenant_id: str, refund_id: str, to_sta
     return applied.item
 
 
-def working_since_us(connection: Connection) -> int | None:
-    return repository.working_since_us(connection)
-
-
-def in_doubt_summary(connection: Connection) -> tuple[int, int | None]:
-    return repository.in_doubt_summary(connection)
+working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
+in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges

@@ -5,24 +5,20 @@ published to the tenant's endpoints: the item's own change, when confirmed, is."
 
 from __future__ import annotations
 
+from functools import partial
+
 from paycore.lifecycle.machine import Machine
 from paycore.resolutions import states
 from paycore.resolutions.errors import ResolutionNotFound
 from paycore.resolutions.models import manual_resolutions
 from paycore.resolutions.types import Resolution, resolution_from_row, resolution_row
 
-
-def _not_found() -> Exception:
-    return ResolutionNotFound("no such manual resolution", param="id")
-
-
 MACHINE: Machine[Resolution] = Machine(
     object_type="manual_resolution",
     table=manual_resolutions,
-    transitions=states.TRANSITIONS,
-    terminal=states.TERMINAL,
+    states=states,
     from_row=resolution_from_row,
     to_row=resolution_row,
-    not_found=_not_found,
+    not_found=partial(ResolutionNotFound, "no such manual resolution", param="id"),
     scheduled=False,
 )

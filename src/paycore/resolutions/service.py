@@ -200,8 +200,7 @@ def open_proposal(connection: Connection, tenant_id: str, kind: Kind, object_id:
     return resolution_from_row(row)
 
 
-def get(connection: Connection, tenant_id: str, resolution_id: str) -> Resolution:
-    return lifecycle.MACHINE.load(connection, tenant_id, resolution_id)
+get: Final = lifecycle.MACHINE.load  # the proposal, or ResolutionNotFound
 
 
 def of_object(connection: Connection, tenant_id: str, object_id: str) -> list[Resolution]:
@@ -236,9 +235,8 @@ def _decide(
 ) -> Resolution:
     values = {"decided_by": actor, "decided_at_us": now_us, "decision_note": note}
     data = {"object_type": current.object_type, "object_id": current.object_id, "outcome": current.outcome}
-    moved = machine.move(
+    moved = lifecycle.MACHINE.move(
         connection,
-        lifecycle.MACHINE,
         current,
         to_status,
         cause=to_status,

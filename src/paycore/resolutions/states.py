@@ -1,5 +1,5 @@
 """A manual resolution's state machine (ADR 0016): the transition table its one status change
-(`lifecycle.machine.move`, through `lifecycle.MACHINE`) checks.
+(`Machine.move`, through `lifecycle.MACHINE`) checks.
 
     proposed -> confirmed   (a second person, an approver, confirms: the item moves)
     proposed -> rejected    (a second person rejects: nothing moves)

@@ -27,6 +27,7 @@ from paycore.invariants import service as invariants
 from paycore.kit import ids
 from paycore.kit.clock import now_us
 from paycore.kit.money import AMOUNT_MINOR_MAX
+from paycore.ledger import chart
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.payments import service as payments
@@ -125,7 +126,7 @@ def break_the_books(database: Database, business: dict[str, Any]) -> None:
     payment, payout = business["payment"], business["payout"]
 
     def work(connection: Connection) -> None:
-        clearing = ledger.find_account_by_code(connection, TENANT, payments.clearing_code("USD"))
+        clearing = ledger.find_account_by_code(connection, TENANT, chart.processor_clearing("USD"))
         assert clearing is not None
         # The payment taken from the processor clearing account a second time.
         legs = (EntrySpec(clearing.id, "debit", 1_000), EntrySpec(business["merchant"], "credit", 1_000))

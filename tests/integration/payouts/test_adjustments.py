@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
+from paycore.lifecycle.evidence import Evidence
 from paycore.payouts import lifecycle, service, states
 from paycore.payouts.types import Payout
 from paycore.processor.port import PayoutResult
@@ -40,7 +41,9 @@ def bank_says(database: Database, payout: Payout, status: str, **fields: Any) ->
 
     def work(connection: Any) -> tuple[Payout, str]:
         current = service.load(connection, payout.tenant_id, payout.id, for_update=True)
-        return lifecycle.apply(connection, current, result, cause="test", actor="processor", now_us=now_us())
+        evidence, at_us = Evidence.of_result(result), now_us()
+        applied = lifecycle.apply_evidence(connection, current, evidence, cause="test", actor="processor", now_us=at_us)
+        return applied.item, applied.reason
 
     return database.transaction(work)
 

@@ -1,6 +1,6 @@
 """The loss report's fixture set, built through the real service code: funded source accounts
-(ledger transfers), `payouts.service.schedule`, the transition table (`lifecycle.move`), the
-bank's answers (`lifecycle.apply` with `PayoutResult`s: fees at settlement, returns and their
+(ledger transfers), `payouts.service.schedule`, the transition table (`lifecycle.MACHINE.move`), the
+bank's answers (`lifecycle.apply_evidence` with `PayoutResult`s: fees at settlement, returns and their
 fees) and people's adjustments (`adjustments.record_from_api`). Every step is its own
 transaction at a chosen UTC moment, so each adjustment's `effective_on` is the day named here.
 
@@ -32,6 +32,7 @@ from sqlalchemy import Connection
 from paycore.db.engine import Database
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
+from paycore.lifecycle.evidence import Evidence
 from paycore.payouts import adjustments, lifecycle, states
 from paycore.payouts import service as payouts
 from paycore.payouts.adjustments import NewAdjustment
@@ -113,7 +114,7 @@ class World:
         def work(connection: Connection) -> Payout:
             current = payout
             for step, cause in ((states.QUEUED, "due"), (states.PROCESSING, "claimed")):
-                moved = lifecycle.move(
+                moved = lifecycle.MACHINE.move(
                     connection, current, step, cause=cause, actor="worker:send_payouts", now_us=at(day, 10)
                 )
                 assert moved.changed
@@ -137,11 +138,12 @@ class World:
 
         def work(connection: Connection) -> Payout:
             current = payouts.load(connection, payout.tenant_id, payout.id)
-            moved, outcome = lifecycle.apply(
-                connection, current, result, cause="bank_webhook", actor="processor", now_us=at(day, 15)
+            evidence = Evidence.of_result(result)
+            applied = lifecycle.apply_evidence(
+                connection, current, evidence, cause="bank_webhook", actor="processor", now_us=at(day, 15)
             )
-            assert outcome == "applied", outcome
-            return moved
+            assert applied.reason == "applied", applied.reason
+            return applied.item
 
         applied: Payout = self.run(work)
         return applied

@@ -11,9 +11,9 @@ from fastapi.responses import Response
 
 from paycore.audit import service as audit
 from paycore.audit.service import AuditFilter, Event
+from paycore.http import paging
 from paycore.http.context import authenticate, caller
-from paycore.http.errors import json_response
-from paycore.http.responses import ERRORS, StartingAfter
+from paycore.http.responses import ERRORS
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
 from paycore.kit.clock import parse_rfc3339
@@ -58,6 +58,7 @@ def time_param(value: str | None, name: str) -> int | None:
 @router.get("", responses=ERRORS)
 def list_audit_events(
     request: Request,
+    paged: paging.PageQuery,
     event_type: Annotated[str | None, Query(alias="type", min_length=1, max_length=64)] = None,
     object_id: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     actor: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
@@ -65,8 +66,6 @@ def list_audit_events(
     idempotency_key: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
     created_gte: Time = None,
     created_lt: Time = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: StartingAfter = None,
 ) -> Response:
     """The tenant's audit log, newest first, filtered by `type` (`payment.succeeded`,
     `api.payouts.schedule`, `operator.login`, ...), `object_id`, `actor` (`operator:alice`,
@@ -82,8 +81,6 @@ def list_audit_events(
         created_lt_us=time_param(created_lt, "created_lt"),
         idempotency_key=idempotency_key,
     )
-    limit = min(limit, request.app.state.settings.page_limit_max)
     with request.app.state.database.read() as connection:
-        page = audit.audit_page(connection, where, starting_after=starting_after, limit=limit + 1)
-    data = [audit_event_json(event) for event in page[:limit]]
-    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+        page = audit.audit_page(connection, where, starting_after=paged.starting_after, limit=paged.fetch)
+    return paged.json(page, audit_event_json)

@@ -12,10 +12,10 @@ from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.audit.service import Event
-from paycore.http import idempotent
+from paycore.http import idempotent, paging
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
-from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
+from paycore.http.responses import ERRORS, IDEMPOTENT
 from paycore.http.routing import JsonRoute
 from paycore.kit.clock import to_rfc3339
 from paycore.kit.errors import InvalidRequest
@@ -51,13 +51,12 @@ def event_json(event: Event) -> dict[str, Any]:
 @router.get("", responses=ERRORS)
 def list_events(
     request: Request,
+    paged: paging.PageQuery,
     event_type: Annotated[
         str | None, Query(alias="type", max_length=64, json_schema_extra={"enum": list(EVENT_TYPES)})
     ] = None,
     object_type: Annotated[str | None, Query(max_length=32, json_schema_extra={"enum": _OBJECT_TYPES})] = None,
     object_id: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: StartingAfter = None,
 ) -> Response:
     """The tenant's published events, oldest first, filtered by `type` and by the object they
     are filed under (`object_type`, `object_id`). `data` is the object after the change."""
@@ -66,7 +65,6 @@ def list_events(
         raise InvalidRequest('type must be an event type (docs/webhooks.md, "Event types")', param="type")
     if object_type is not None and object_type not in _OBJECT_TYPES:
         raise InvalidRequest(f"object_type must be one of {', '.join(_OBJECT_TYPES)}", param="object_type")
-    limit = min(limit, request.app.state.settings.page_limit_max)
     with request.app.state.database.read() as connection:
         page = audit.list_published(
             connection,
@@ -74,11 +72,10 @@ def list_events(
             type=event_type,
             object_type=object_type,
             object_id=object_id,
-            starting_after=starting_after,
-            limit=limit + 1,
+            starting_after=paged.starting_after,
+            limit=paged.fetch,
         )
-    data = [schemas.published_json(event) for event in page[:limit]]
-    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+    return paged.json(page, schemas.published_json)
 
 
 @router.get("/{event_id}", responses={**ERRORS, **_NOT_FOUND})
@@ -97,7 +94,7 @@ def event_deliveries(event_id: str, request: Request) -> Response:
     with request.app.state.database.read() as connection:
         deliveries, attempts = webhooks.deliveries_of(connection, tenant_id, event_id)
     data = [schemas.delivery_json(delivery, attempts) for delivery in deliveries]
-    return json_response(200, {"object": "list", "data": data, "has_more": False})
+    return paging.list_json(data)
 
 
 @router.post("/{event_id}/redeliver", responses={**ERRORS, **_NOT_FOUND}, openapi_extra=IDEMPOTENT)
@@ -110,6 +107,6 @@ def redeliver(event_id: str, request: Request) -> Response:
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
         deliveries = webhooks.redeliver(connection, tenant_id, event_id, actor=caller(request).actor, now_us=now_us)
         data = [schemas.delivery_json(delivery, []) for delivery in deliveries]
-        return 200, {"object": "list", "data": data, "has_more": False}
+        return 200, paging.list_body(data)
 
     return idempotent.run(request, tenant_id=tenant_id, key=key, body={}, effect=effect, keep_forever=False)

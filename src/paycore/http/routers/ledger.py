@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import Response
 from sqlalchemy import Connection
 from starlette.convertors import StringConvertor, register_url_convertor
 
-from paycore.http import idempotent
+from paycore.http import idempotent, paging
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import dumps, json_response, render_refusal
-from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
+from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.http.routing import JsonRoute
 from paycore.kit.errors import InvalidAmount, InvalidRequest
 from paycore.ledger import keyed, schemas
@@ -85,19 +85,13 @@ def get_balance(account_id: str, request: Request) -> Response:
 
 
 @router.get("/accounts/{account_id}/entries", responses=ERRORS)
-def list_entries(
-    account_id: str,
-    request: Request,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: StartingAfter = None,
-) -> Response:
+def list_entries(account_id: str, request: Request, paged: paging.PageQuery) -> Response:
     tenant_id = caller(request).tenant_id
-    limit = min(limit, _settings(request).page_limit_max)
     with request.app.state.database.read() as connection:
         page, has_more = ledger.list_entries(
-            connection, tenant_id, account_id, limit=limit, starting_after=starting_after
+            connection, tenant_id, account_id, limit=paged.limit, starting_after=paged.starting_after
         )
-    return json_response(200, {"object": "list", "data": [schemas.entry_json(e) for e in page], "has_more": has_more})
+    return paging.list_json([schemas.entry_json(e) for e in page], has_more=has_more)
 
 
 @router.post("/transfers", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from paycore.audit import service as audit
-from paycore.http import idempotent
+from paycore.http import idempotent, paging
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response, render_refusal
-from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
+from paycore.http.responses import ERRORS, IDEMPOTENT
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
@@ -84,19 +84,16 @@ def create_payment(body: schemas.PaymentCreate, request: Request) -> Response:
 @router.get("", responses=ERRORS)
 def list_payments(
     request: Request,
+    paged: paging.PageQuery,
     status: Literal["processing", "succeeded", "failed", "in_doubt"] | None = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: StartingAfter = None,
 ) -> Response:
     """Newest first; `?status=in_doubt` is the in-doubt queue."""
     tenant_id = caller(request).tenant_id
-    limit = min(limit, request.app.state.settings.page_limit_max)
     with request.app.state.database.read() as connection:
         page = payments.list_payments(
-            connection, tenant_id, status=status, starting_after=starting_after, limit=limit + 1
+            connection, tenant_id, status=status, starting_after=paged.starting_after, limit=paged.fetch
         )
-    data = [_summary(payment) for payment in page[:limit]]
-    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+    return paged.json(page, _summary)
 
 
 @router.get("/{payment_id}", responses=ERRORS)
@@ -108,13 +105,13 @@ def get_payment(payment_id: str, request: Request) -> Response:
 
 
 @router.get("/{payment_id}/events", responses=ERRORS)
-def payment_events(payment_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=100)] = 100) -> Response:
+def payment_events(payment_id: str, request: Request, limit: paging.Limit = 100) -> Response:
     """The payment's audit log: state changes, processor calls, webhooks."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
         payments.load(connection, tenant_id, payment_id)
         found = audit.events_of(connection, tenant_id, payment_id, limit=limit)
-    return json_response(200, {"object": "list", "data": [event_json(e) for e in found], "has_more": False})
+    return paging.list_json([event_json(e) for e in found])
 
 
 def _summary(payment: Payment) -> dict[str, Any]:

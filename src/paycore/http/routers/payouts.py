@@ -14,10 +14,10 @@ from fastapi.responses import Response
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
-from paycore.http import idempotent
+from paycore.http import idempotent, paging
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
-from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
+from paycore.http.responses import ERRORS, IDEMPOTENT
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
 from paycore.kit.errors import InvalidRequest
@@ -91,23 +91,22 @@ def schedule_payout(body: schemas.PayoutCreate, request: Request) -> Response:
 @router.get("/v1/payouts", responses=ERRORS)
 def list_payouts(
     request: Request,
+    paged: paging.PageQuery,
     status: Annotated[
         str | None, Query(max_length=16, json_schema_extra={"enum": [states.public(s) for s in states.STATUSES]})
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: StartingAfter = None,
 ) -> Response:
     """The tenant's payouts, oldest first; `?status=in_doubt` for the ones awaiting the bank."""
     tenant_id = caller(request).tenant_id
     if status is not None and status not in {states.public(s) for s in states.STATUSES}:
         names = ", ".join(states.public(s) for s in states.STATUSES)
         raise InvalidRequest(f"status must be one of {names}", param="status")
-    limit = min(limit, request.app.state.settings.page_limit_max)
     stored = None if status is None else states.stored(status)
     with request.app.state.database.read() as connection:
-        page = payouts.page(connection, tenant_id, status=stored, starting_after=starting_after, limit=limit + 1)
-    data = [schemas.payout_json(payout) for payout in page[:limit]]
-    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+        page = payouts.page(
+            connection, tenant_id, status=stored, starting_after=paged.starting_after, limit=paged.fetch
+        )
+    return paged.json(page, schemas.payout_json)
 
 
 @router.get("/v1/payouts/{payout_id}", responses=ERRORS)
@@ -135,7 +134,7 @@ def cancel_payout(payout_id: str, request: Request) -> Response:
 
 
 @router.get("/v1/payouts/{payout_id}/events", responses=ERRORS)
-def payout_events(payout_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=100)] = 100) -> Response:
+def payout_events(payout_id: str, request: Request, limit: paging.Limit = 100) -> Response:
     """The payout's audit log, oldest first: the API result that created it, every state
     change, every bank call (attempt number, request, answer or error, latency), webhooks,
     adjustments."""
@@ -143,7 +142,7 @@ def payout_events(payout_id: str, request: Request, limit: Annotated[int, Query(
     with request.app.state.database.read() as connection:
         payouts.load(connection, tenant_id, payout_id)
         found = audit.events_of(connection, tenant_id, payout_id, limit=limit)
-    return json_response(200, {"object": "list", "data": [event_json(e) for e in found], "has_more": False})
+    return paging.list_json([event_json(e) for e in found])
 
 
 @router.post(
@@ -175,4 +174,4 @@ def list_adjustments(payout_id: str, request: Request) -> Response:
     with request.app.state.database.read() as connection:
         payout = payouts.load(connection, tenant_id, payout_id)
         data = [schemas.adjustment_json(a) for a in payouts.adjustments(connection, payout)]
-    return json_response(200, {"object": "list", "data": data, "has_more": False})
+    return paging.list_json(data)

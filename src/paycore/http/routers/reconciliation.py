@@ -12,10 +12,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from sqlalchemy import Connection
 
-from paycore.http import idempotent
+from paycore.http import idempotent, paging
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
-from paycore.http.responses import ERRORS, IDEMPOTENT, StartingAfter
+from paycore.http.responses import ERRORS, IDEMPOTENT
 from paycore.http.routing import JsonRoute
 from paycore.reconciliation import schemas, states
 from paycore.reconciliation import service as reconciliation
@@ -35,18 +35,12 @@ _RESOLVE_RESPONSES = {
 
 
 @router.get("/runs", responses=ERRORS)
-def list_runs(
-    request: Request,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: StartingAfter = None,
-) -> Response:
+def list_runs(request: Request, paged: paging.PageQuery) -> Response:
     """Reconciliation runs, oldest first, each with this tenant's breaks it stored by type."""
     tenant_id = caller(request).tenant_id
-    limit = min(limit, request.app.state.settings.page_limit_max)
     with request.app.state.database.read() as connection:
-        page = reconciliation.list_runs(connection, tenant_id, starting_after=starting_after, limit=limit + 1)
-    data = [schemas.run_json(run) for run in page[:limit]]
-    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+        page = reconciliation.list_runs(connection, tenant_id, starting_after=paged.starting_after, limit=paged.fetch)
+    return paged.json(page, schemas.run_json)
 
 
 @router.get("/runs/{run_id}", responses=ERRORS)
@@ -60,27 +54,24 @@ def get_run(run_id: str, request: Request) -> Response:
 @router.get("/breaks", responses=ERRORS)
 def list_breaks(
     request: Request,
+    paged: paging.PageQuery,
     status: Annotated[str | None, Query(max_length=16, json_schema_extra={"enum": list(states.STATUSES)})] = None,
     break_type: Annotated[
         str | None, Query(alias="type", max_length=32, json_schema_extra={"enum": list(reconciliation.BREAK_TYPES)})
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: StartingAfter = None,
 ) -> Response:
     """The tenant's breaks, oldest first; `?status=open` is the work left for a person."""
     tenant_id = caller(request).tenant_id
-    limit = min(limit, request.app.state.settings.page_limit_max)
     with request.app.state.database.read() as connection:
         page = reconciliation.list_breaks(
             connection,
             tenant_id,
             status=status,
             break_type=break_type,
-            starting_after=starting_after,
-            limit=limit + 1,
+            starting_after=paged.starting_after,
+            limit=paged.fetch,
         )
-    data = [schemas.break_json(found) for found in page[:limit]]
-    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+    return paged.json(page, schemas.break_json)
 
 
 @router.get("/breaks/{break_id}", responses=ERRORS)

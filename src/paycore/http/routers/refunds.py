@@ -11,10 +11,10 @@ from fastapi.responses import Response
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
-from paycore.http import idempotent
+from paycore.http import idempotent, paging
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
-from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
+from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
 from paycore.kit.errors import InvalidRequest
@@ -67,39 +67,33 @@ def create_refund(payment_id: str, body: schemas.RefundCreate, request: Request)
 
 
 @router.get("/v1/payments/{payment_id}/refunds", responses=ERRORS)
-def list_refunds(
-    payment_id: str,
-    request: Request,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: StartingAfter = None,
-) -> Response:
+def list_refunds(payment_id: str, request: Request, paged: paging.PageQuery) -> Response:
     """The payment's refunds, oldest first."""
     tenant_id = caller(request).tenant_id
-    limit = min(limit, request.app.state.settings.page_limit_max)
     with request.app.state.database.read() as connection:
         payments.load(connection, tenant_id, payment_id)
-        page = refunds.of_payment(connection, tenant_id, payment_id, starting_after=starting_after, limit=limit + 1)
-    data = [schemas.summary_json(refund) for refund in page[:limit]]
-    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+        page = refunds.of_payment(
+            connection, tenant_id, payment_id, starting_after=paged.starting_after, limit=paged.fetch
+        )
+    return paged.json(page, schemas.summary_json)
 
 
 @router.get("/v1/refunds", responses=ERRORS)
 def list_all_refunds(
     request: Request,
+    paged: paging.PageQuery,
     status: Annotated[str | None, Query(max_length=32, json_schema_extra={"enum": list(states.STATUSES)})] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    starting_after: StartingAfter = None,
 ) -> Response:
     """The tenant's refunds of every payment, oldest first; `?status=in_doubt` for the ones
     awaiting the processor's word."""
     tenant_id = caller(request).tenant_id
     if status is not None and status not in states.STATUSES:
         raise InvalidRequest(f"status must be one of {', '.join(states.STATUSES)}", param="status")
-    limit = min(limit, request.app.state.settings.page_limit_max)
     with request.app.state.database.read() as connection:
-        page = refunds.page(connection, tenant_id, status=status, starting_after=starting_after, limit=limit + 1)
-    data = [schemas.summary_json(refund) for refund in page[:limit]]
-    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+        page = refunds.page(
+            connection, tenant_id, status=status, starting_after=paged.starting_after, limit=paged.fetch
+        )
+    return paged.json(page, schemas.summary_json)
 
 
 @router.get("/v1/refunds/{refund_id}", responses=ERRORS)
@@ -124,13 +118,13 @@ def cancel_refund(refund_id: str, request: Request) -> Response:
 
 
 @router.get("/v1/refunds/{refund_id}/events", responses=ERRORS)
-def refund_events(refund_id: str, request: Request, limit: Annotated[int, Query(ge=1, le=100)] = 100) -> Response:
+def refund_events(refund_id: str, request: Request, limit: paging.Limit = 100) -> Response:
     """The refund's audit log: state changes, processor calls, webhooks."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
         refunds.load(connection, tenant_id, refund_id)
         found = audit.events_of(connection, tenant_id, refund_id, limit=limit)
-    return json_response(200, {"object": "list", "data": [event_json(e) for e in found], "has_more": False})
+    return paging.list_json([event_json(e) for e in found])
 
 
 def _change(request: Request, refund_id: str, change: Callable[..., Refund]) -> Response:

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
+from paycore.http import paging
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, StartingAfter
@@ -47,7 +48,7 @@ def loss_report(
     filters = losses.parse_filters(tenant_id, from_day=from_day, to_day=to_day, rail=rail, currency=currency)
     after_id = losses.check_starting_after(starting_after)
     after = None if after_id is None else Cursor(tenant_id, after_id)
-    limit = min(limit, request.app.state.settings.page_limit_max)
+    limit = paging.limit_of(request, limit)
     with request.app.state.database.read() as connection:
         losses.begin_report(connection)
         found = losses.report(connection, filters, after=after, limit=limit)

@@ -5,16 +5,16 @@ for its replays with the secret sealed (ADR 0018), and opened for the client eac
 from __future__ import annotations
 
 from functools import partial
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from sqlalchemy import Connection
 
-from paycore.http import idempotent
+from paycore.http import idempotent, paging
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
-from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT, StartingAfter
+from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.http.routing import JsonRoute
 from paycore.keyring import Keyring
 from paycore.kit.clock import now_us as clock_now_us
@@ -62,16 +62,12 @@ def create_endpoint(body: schemas.EndpointCreate, request: Request) -> Response:
 
 
 @router.get("", responses=ERRORS)
-def list_endpoints(
-    request: Request, limit: Annotated[int, Query(ge=1, le=100)] = 20, starting_after: StartingAfter = None
-) -> Response:
+def list_endpoints(request: Request, paged: paging.PageQuery) -> Response:
     tenant_id = caller(request).tenant_id
-    limit = min(limit, request.app.state.settings.page_limit_max)
     with request.app.state.database.read() as connection:
-        page = webhooks.list_endpoints(connection, tenant_id, starting_after=starting_after, limit=limit + 1)
+        page = webhooks.list_endpoints(connection, tenant_id, starting_after=paged.starting_after, limit=paged.fetch)
     now = clock_now_us()
-    data = [schemas.endpoint_json(endpoint, now_us=now) for endpoint in page[:limit]]
-    return json_response(200, {"object": "list", "data": data, "has_more": len(page) > limit})
+    return paged.json(page, lambda endpoint: schemas.endpoint_json(endpoint, now_us=now))
 
 
 @router.get("/{endpoint_id}", responses={**ERRORS, **_NOT_FOUND})
