@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Table, insert
 
 from paycore.audit import service as audit
 from paycore.db.engine import after_commit
-from paycore.lifecycle import store
+from paycore.lifecycle import store, transition
 from paycore.lifecycle.columns import IN_DOUBT_SINCE_US, UNSCHEDULED
 from paycore.lifecycle.evidence import Applied, Decision, Evidence
 
@@ -233,13 +233,24 @@ def move(
     if to_state in machine.terminal and machine.scheduled:
         changes.update(UNSCHEDULED)
     changes.update(machine.columns_of(to_state, now_us))
-    if not store.change_status(
-        connection, machine.table, item.tenant_id, item.id, machine.spellings((item.status,)), changes
+    moved = replaced(item, changes)  # what the UPDATE wrote: no re-read
+
+    def record(count: int) -> None:
+        machine.effect(connection, item, to_state, now_us)
+        _record(connection, machine, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
+
+    if not transition.change(
+        connection,
+        machine.table,
+        {"tenant_id": item.tenant_id, "id": item.id},
+        transitions=machine.transitions,
+        from_status=item.status,
+        to_status=to_state,
+        record=record,
+        values=changes,
+        stored=machine.spellings((item.status,)),
     ):
         return Applied(machine.load(connection, item.tenant_id, item.id), False, "lost_race")
-    machine.effect(connection, item, to_state, now_us)
-    moved = replaced(item, changes)  # what the UPDATE wrote: no re-read
-    _record(connection, machine, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
     if to_state == machine.in_doubt:
         # Written once the change has committed: never for a change rolled back, once if retried.
         after_commit(partial(_log_in_doubt, machine, item, cause))
