@@ -239,16 +239,16 @@ def move(
         machine.effect(connection, item, to_state, now_us)
         _record(connection, machine, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
 
+    key, stored = {"tenant_id": item.tenant_id, "id": item.id}, machine.spellings((item.status,))
     if not transition.change(
         connection,
         machine.table,
-        {"tenant_id": item.tenant_id, "id": item.id},
+        key,
+        (item.status, to_state),
         transitions=machine.transitions,
-        from_status=item.status,
-        to_status=to_state,
         record=record,
         values=changes,
-        stored=machine.spellings((item.status,)),
+        stored=stored,
     ):
         return Applied(machine.load(connection, item.tenant_id, item.id), False, "lost_race")
     if to_state == machine.in_doubt:

@@ -28,20 +28,20 @@ def change(
     connection: Connection,
     table: Table,
     key: Mapping[str, Any],
+    move: tuple[str, str],
     *,
     transitions: Collection[tuple[str, str]],
-    from_status: str,
-    to_status: str,
     record: Record | None,
     values: Mapping[str, Any] | None = None,
     stored: Collection[str] | None = None,
 ) -> int:
     """Move the row `key` names (column -> value; a key naming several rows moves each of them,
-    e.g. an endpoint's pending deliveries) from `from_status` to `to_status`, with `values`
-    written beside the status, then `record` it. `stored`: every stored spelling of
-    `from_status` (default: itself). `record` None: the caller wrote the change's record in this
-    transaction already. Returns how many rows changed: 0 when none was in `from_status` any more."""
-    assert (from_status, to_status) in transitions, (table.name, from_status, to_status)
+    e.g. an endpoint's pending deliveries) as `move` says (from, to), with `values` written
+    beside the status, then `record` it. `stored`: every stored spelling of the from-status
+    (default: itself). `record` None: the caller wrote the change's record in this transaction
+    already. Returns how many rows changed: 0 when none was in the from-status any more."""
+    from_status, to_status = move
+    assert move in transitions, (table.name, move)
     assert (values or {}).get("status", to_status) == to_status, values
     statement = update(table).where(
         *(table.c[name] == value for name, value in key.items()),

@@ -94,15 +94,9 @@ def move(
         _record(connection, moved, from_status=current.status, cause=cause, actor=actor, now_us=now_us, data=data)
 
     key = {"tenant_id": current.tenant_id, "id": current.id}
+    step = (current.status, to_status)
     if not transition.change(
-        connection,
-        reconciliation_breaks,
-        key,
-        transitions=TRANSITIONS,
-        from_status=current.status,
-        to_status=to_status,
-        record=record,
-        values=values,
+        connection, reconciliation_breaks, key, step, transitions=TRANSITIONS, record=record, values=values
     ):
         status_now = repository.break_status(connection, current.tenant_id, current.id)
         assert status_now is not None and status_now != current.status, (current.id, status_now)

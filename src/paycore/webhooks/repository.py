@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, Table, and_, case, exists, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, Select, and_, case, exists, func, insert, or_, select, update
 
 from paycore.lifecycle import lease, transition
 from paycore.webhooks.models import webhook_attempts, webhook_deliveries, webhook_endpoints
@@ -23,6 +23,7 @@ from paycore.webhooks.states import (
 )
 
 E, D, A = webhook_endpoints, webhook_deliveries, webhook_attempts
+_DELIVERY, _ENDPOINT = DELIVERY_TRANSITIONS, ENDPOINT_TRANSITIONS
 
 
 def insert_endpoint(connection: Connection, values: Mapping[str, Any]) -> None:
@@ -131,7 +132,10 @@ def change_delivery(
     """A pending delivery's status change (the lifecycle's one, `transition.change`), False when
     it is not pending any more. Its record is the attempt its transaction wrote first."""
     key = {"tenant_id": tenant_id, "id": delivery_id}
-    return _change(connection, D, key, DELIVERY_TRANSITIONS, PENDING, to_status, values, record=None) == 1
+    return (
+        transition.change(connection, D, key, (PENDING, to_status), transitions=_DELIVERY, record=None, values=values)
+        == 1
+    )
 
 
 def reschedule_delivery(connection: Connection, tenant_id: str, delivery_id: str, values: Mapping[str, Any]) -> bool:
@@ -145,45 +149,20 @@ def cancel_pending(connection: Connection, tenant_id: str, endpoint_id: str, val
     """Every pending delivery of the endpoint canceled (one statement, through the lifecycle's
     status change); their record is the endpoint's deletion, in the same transaction."""
     key = {"tenant_id": tenant_id, "endpoint_id": endpoint_id}
-    return _change(connection, D, key, DELIVERY_TRANSITIONS, PENDING, CANCELED, values, record=None)
+    return transition.change(connection, D, key, (PENDING, CANCELED), transitions=_DELIVERY, record=None, values=values)
 
 
 def change_endpoint(
     connection: Connection,
-    tenant_id: str,
-    endpoint_id: str,
-    from_status: str,
-    to_status: str,
+    endpoint: tuple[str, str],
+    move: tuple[str, str],
     values: Mapping[str, Any],
     *,
     record: transition.Record,
 ) -> bool:
-    """An endpoint's status change (the lifecycle's one), recorded by `record`."""
-    key = {"tenant_id": tenant_id, "id": endpoint_id}
-    return _change(connection, E, key, ENDPOINT_TRANSITIONS, from_status, to_status, values, record=record) == 1
-
-
-def _change(
-    connection: Connection,
-    table: Table,
-    key: Mapping[str, str],
-    transitions: frozenset[tuple[str, str]],
-    from_status: str,
-    to_status: str,
-    values: Mapping[str, Any],
-    *,
-    record: transition.Record | None,
-) -> int:
-    return transition.change(
-        connection,
-        table,
-        key,
-        transitions=transitions,
-        from_status=from_status,
-        to_status=to_status,
-        record=record,
-        values=values,
-    )
+    """An endpoint's ((tenant_id, id)) status change (the lifecycle's one), recorded by `record`."""
+    key = {"tenant_id": endpoint[0], "id": endpoint[1]}
+    return transition.change(connection, E, key, move, transitions=_ENDPOINT, record=record, values=values) == 1
 
 
 def deliveries_of_event(connection: Connection, tenant_id: str, event_id: str) -> list[Row[Any]]:

@@ -513,9 +513,8 @@ def change_endpoint_status(
     def record(count: int) -> None:
         _record_endpoint_change(connection, endpoint, to_status, cause=cause, actor=actor, now_us=now_us)
 
-    return repository.change_endpoint(
-        connection, endpoint.tenant_id, endpoint.id, endpoint.status, to_status, values or {}, record=record
-    )
+    key, move = (endpoint.tenant_id, endpoint.id), (endpoint.status, to_status)
+    return repository.change_endpoint(connection, key, move, values or {}, record=record)
 
 
 def _record_endpoint_change(
