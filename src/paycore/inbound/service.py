@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from pydantic import ValidationError
 from sqlalchemy import Connection
@@ -32,6 +33,7 @@ from paycore.kit import actors, signing, strict_json
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle.evidence import Applied, Evidence
+from paycore.lifecycle.policy import Backoff, retry_at_us
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.processor.port import (
@@ -47,8 +49,8 @@ from paycore.refunds import service as refunds
 
 log = logging.getLogger(__name__)
 REMATCH_ATTEMPTS_MAX = 50
-_REMATCH_BACKOFF_MS = 1000
-_REMATCH_BACKOFF_MAX_MS = 3_600_000
+# The lifecycle's backoff with jitter: kept events that failed together are not retried together.
+REMATCH_BACKOFF: Final = Backoff(first_ms=1000, max_ms=3_600_000)
 
 
 class InvalidSignature(InvalidRequest):
@@ -96,7 +98,7 @@ def receive(database: Database, secret: str, signature: str | None, body: bytes)
         if not insert_or_ignore(connection, processor_webhooks, row, ("tenant_id", "event_id")):
             return Received(event.id, "duplicate")
         result = _apply(connection, event, now)
-        _settle(connection, event.data.merchant_id, event.id, result, attempts=1, now_us=now)
+        _settle(connection, event.data.merchant_id, event.id, result, attempts=1, now_us=now, rng=random.Random())
         return Received(event.id, result)
 
     return database.transaction(work)
@@ -243,14 +245,25 @@ def _record(
     )
 
 
-def _settle(connection: Connection, tenant_id: str, event_id: str, result: str, *, attempts: int, now_us: int) -> None:
+def _settle(
+    connection: Connection,
+    tenant_id: str,
+    event_id: str,
+    result: str,
+    *,
+    attempts: int,
+    now_us: int,
+    rng: random.Random,
+) -> None:
+    """The event's row after `attempts` tries to match it: done, or due again with the
+    lifecycle's backoff and jitter, or abandoned once out of tries (the lifecycle's give-up)."""
     values: dict[str, Any] = {"attempts": attempts}
     if result == "unmatched":
-        if attempts >= REMATCH_ATTEMPTS_MAX:
+        due = retry_at_us(attempts, REMATCH_BACKOFF, rng, now_us=now_us, attempts_max=REMATCH_ATTEMPTS_MAX)
+        if due is None:
             values.update(status="abandoned", next_attempt_at_us=None, processed_at_us=now_us)
         else:
-            delay_ms = min(_REMATCH_BACKOFF_MAX_MS, _REMATCH_BACKOFF_MS * 2 ** min(attempts - 1, 30))
-            values.update(status="unmatched", next_attempt_at_us=now_us + delay_ms * 1000)
+            values.update(status="unmatched", next_attempt_at_us=due)
     else:
         status = "applied" if result == "applied" else "stale"  # stale, mismatch, conflict: kept, not applied
         values.update(status=status, next_attempt_at_us=None, processed_at_us=now_us)
@@ -263,10 +276,11 @@ def rematch_due(database: Database, batch_max: int) -> int:
     def work(connection: Connection) -> int:
         now = clock_now_us()
         rows = repository.due_unmatched(connection, now, batch_max)
+        rng = random.Random()
         for row in rows:
             event = ProcessorEvent.model_validate(json.loads(row.payload))
             result = _apply(connection, event, now)
-            _settle(connection, row.tenant_id, row.event_id, result, attempts=row.attempts + 1, now_us=now)
+            _settle(connection, row.tenant_id, row.event_id, result, attempts=row.attempts + 1, now_us=now, rng=rng)
         return len(rows)
 
     return database.transaction(work)

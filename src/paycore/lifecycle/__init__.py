@@ -1,16 +1,22 @@
 """The one lifecycle of everything paycore sends to another system and then waits on (SPEC
 §6-§11): a payment at the processor, a refund, a payout at the bank — and, built on the same
-pieces, a settlement report's lines (evidence) and a webhook delivery (a work item).
+pieces, a settlement report's lines (evidence), a webhook delivery (a work item), a
+reconciliation day's run and break, and the processor's events matched again (ADR 0020).
 
-- `machine`: an object's transition table as data (`Machine`), the compare-and-set `move`
-  with the domain's ledger effect and the audit event, and `apply_evidence`, which turns
-  evidence into moves through the table. The only code that changes a status.
+- `transition`: the one status change of any table: the transition table, a compare-and-set
+  on the stored status, the change's record in the same transaction. The only code that
+  changes a status.
+- `machine`: an object's transition table as data (`Machine`), `move` (the status change with
+  the domain's ledger effect and the audit event as its record), and `apply_evidence`, which
+  turns evidence into moves through the table.
+- `lease`: a worker's lease on any row (take, renew, release; claim with FOR UPDATE SKIP
+  LOCKED on PostgreSQL).
 - `evidence`: what a call, a webhook or a report established (`Evidence`), and what a domain
   decided it proves (`Decision`).
 - `store`: the SQL every work table shares (compare-and-set, lease claims with FOR UPDATE
   SKIP LOCKED on PostgreSQL, the in-doubt gauges).
 - `calls`: one timed call to another system, classified, and its recorded attempt.
-- `policy`: one backoff-with-jitter and give-up policy.
+- `policy`: one backoff with jitter (`delay_ms`) and one give-up rule (`retry_at_us`).
 - `work`: one round of a worker: claim due items, call with no transaction open, apply.
 
 A domain supplies its table, its `Machine` (transition table, ledger effects, columns a state

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Table, insert
 
 from paycore.audit import service as audit
 from paycore.db.engine import after_commit
-from paycore.lifecycle import store
+from paycore.lifecycle import store, transition
 from paycore.lifecycle.columns import IN_DOUBT_SINCE_US, UNSCHEDULED
 from paycore.lifecycle.evidence import Applied, Decision, Evidence
 
@@ -254,13 +254,24 @@ class Machine(Generic[T]):
         if to_state in self.terminal and self.scheduled:
             changes.update(UNSCHEDULED)
         changes.update(self.columns_of(to_state, now_us))
-        if not store.change_status(
-            connection, self.table, item.tenant_id, item.id, self.spellings((item.status,)), changes
+        moved = replaced(item, changes)  # what the UPDATE wrote: no re-read
+
+        def record(count: int) -> None:
+            self.effect(connection, item, to_state, now_us)
+            _record(connection, self, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
+
+        key, stored = {"tenant_id": item.tenant_id, "id": item.id}, self.spellings((item.status,))
+        if not transition.change(
+            connection,
+            self.table,
+            key,
+            (item.status, to_state),
+            transitions=self.transitions,
+            record=record,
+            values=changes,
+            stored=stored,
         ):
             return Applied(self.load(connection, item.tenant_id, item.id), False, "lost_race")
-        self.effect(connection, item, to_state, now_us)
-        moved = replaced(item, changes)  # what the UPDATE wrote: no re-read
-        _record(connection, self, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
         if to_state == self.in_doubt:
             # Written once the change has committed: never for a change rolled back, once if retried.
             after_commit(partial(_log_in_doubt, self, item, cause))

@@ -1,6 +1,6 @@
-"""One run of a day at a time (ADR 0014): a lease on the day's row in `reconciliation_days`,
-taken by a compare-and-set, renewed by every transaction the run writes in, released when the
-run completes.
+"""One run of a day at a time (ADR 0014): a lease on the day's row in `reconciliation_days`
+(the lifecycle's lease, `paycore.lifecycle.lease`), taken by a compare-and-set, renewed by
+every transaction the run writes in, released when the run completes.
 
 Two workers, or a worker and a CLI run, in any processes, on SQLite or PostgreSQL: the second
 finds the day held and gets `DayBusy` before it writes anything. No in-process lock is involved.
@@ -25,8 +25,11 @@ from typing import Final
 
 from sqlalchemy import Connection
 
+from paycore.db.sql import insert_or_ignore
+from paycore.lifecycle import lease
 from paycore.reconciliation import repository, states
 from paycore.reconciliation.errors import BreakNotOpen, DayBusy
+from paycore.reconciliation.models import ALL_TENANTS, reconciliation_days
 from paycore.reconciliation.types import Abandoned, break_from_row
 
 DAY_LEASE_MS: Final = 300_000  # PAYCORE_RECONCILE_LEASE_MS's default
@@ -42,11 +45,18 @@ class LeaseLost(Exception):
         super().__init__(f"the lease on day {day} lapsed and another run took it: this run stopped")
 
 
+def _key(day: str) -> dict[str, str]:
+    return {"tenant_id": ALL_TENANTS, "day": day}
+
+
 def claim(connection: Connection, day: str, holder: str, *, now_us: int, lease_ms: int = DAY_LEASE_MS) -> None:
     """Take the day for `holder` (a run id), or raise DayBusy naming the run that holds it."""
-    other = repository.claim_day(connection, day, holder, now_us=now_us, until_us=now_us + lease_ms * 1000)
-    if other is not None:
-        raise DayBusy(day, other)
+    row = {**_key(day), "claimed_by": None, "claimed_until_us": None, "created_at_us": now_us}
+    insert_or_ignore(connection, reconciliation_days, row, ("tenant_id", "day"))  # a day's first run
+    if not lease.take(
+        connection, reconciliation_days, _key(day), holder, now_us=now_us, until_us=now_us + lease_ms * 1000
+    ):
+        raise DayBusy(day, str(lease.holder_of(connection, reconciliation_days, _key(day))))
 
 
 def take(
@@ -94,10 +104,10 @@ def abandon(connection: Connection, run_id: str, day: str, *, actor: str, now_us
 
 
 def renew(connection: Connection, day: str, holder: str, *, now_us: int, lease_ms: int = DAY_LEASE_MS) -> None:
-    if not repository.renew_day(connection, day, holder, until_us=now_us + lease_ms * 1000):
+    if not lease.renew(connection, reconciliation_days, _key(day), holder, until_us=now_us + lease_ms * 1000):
         raise LeaseLost(day)
 
 
 def release(connection: Connection, day: str, holder: str) -> bool:
     """Give the day up; False when `holder` no longer held it (another run took it)."""
-    return repository.release_day(connection, day, holder)
+    return lease.release(connection, reconciliation_days, _key(day), holder)

@@ -6,9 +6,12 @@ person may give, and the one place a break's status changes.
                           or the run that stored it did not complete: `days.abandon`)
 
 `resolved` and `superseded` are terminal. A break waits on no other system, so it has no
-lifecycle `Machine` (paycore.lifecycle): its one move lives here, beside its table: a
-compare-and-set on the stored status (`UPDATE ... WHERE status = :from`) and, in the same
-transaction, one audit event. `record_opened` records the event of a break just stored.
+lifecycle `Machine` (no ledger effect, no work columns, no `updated_at_us`), but it changes
+status through the lifecycle's one status change (`paycore.lifecycle.transition.change`, as
+`Machine.move` does): the transition table, a compare-and-set on the stored status
+(`UPDATE ... WHERE status = :from`) and, in the same transaction, its record: one audit event
+(`move` below is that call with the break's record). `record_opened` records the event of a
+break just stored.
 
 Where the events go: on the object the break names (the payment, refund or payout), so that the
 object's events (`GET /v1/payments/{id}/events`, ...) show its breaks; on the break itself when
@@ -30,8 +33,10 @@ from typing import Any, Final, Literal, get_args
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
+from paycore.lifecycle import transition
 from paycore.reconciliation import repository
 from paycore.reconciliation.errors import BreakNotOpen
+from paycore.reconciliation.models import reconciliation_breaks
 from paycore.reconciliation.rendering import break_json
 from paycore.reconciliation.types import Break
 
@@ -82,14 +87,20 @@ def move(
     assert not values or "status" not in values
     if not allowed(current.status, to_status):
         raise BreakNotOpen(current.status)
-    changes = {"status": to_status, **(values or {})}
-    if not repository.change_break_status(connection, current.tenant_id, current.id, current.status, changes):
+    moved = dataclasses.replace(current, status=to_status, **(values or {}))
+    data = {"resolution": moved.resolution, "note": moved.note} if to_status == RESOLVED else {}
+
+    def record(count: int) -> None:
+        _record(connection, moved, from_status=current.status, cause=cause, actor=actor, now_us=now_us, data=data)
+
+    key = {"tenant_id": current.tenant_id, "id": current.id}
+    step = (current.status, to_status)
+    if not transition.change(
+        connection, reconciliation_breaks, key, step, transitions=TRANSITIONS, record=record, values=values
+    ):
         status_now = repository.break_status(connection, current.tenant_id, current.id)
         assert status_now is not None and status_now != current.status, (current.id, status_now)
         raise BreakNotOpen(status_now)
-    moved = dataclasses.replace(current, **changes)
-    data = {"resolution": moved.resolution, "note": moved.note} if to_status == RESOLVED else {}
-    _record(connection, moved, from_status=current.status, cause=cause, actor=actor, now_us=now_us, data=data)
     return moved
 
 

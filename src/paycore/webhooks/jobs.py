@@ -40,7 +40,7 @@ from paycore.kit import actors, ids
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.clock import to_rfc3339
 from paycore.kit.signing import SIGNATURE_HEADER, sign_all
-from paycore.lifecycle.policy import Policy, backoff_ms
+from paycore.lifecycle.policy import Backoff, delay_ms, retry_at_us
 from paycore.webhooks import repository, service, states, transport
 from paycore.webhooks.models import ERROR_LENGTH, EXCERPT_LENGTH
 from paycore.webhooks.types import Delivery, Endpoint
@@ -249,16 +249,21 @@ def _record(
         "updated_at_us": now,
     }
     if delivered:
-        values.update(status=states.DELIVERED, delivered_at_us=now, next_attempt_at_us=None)
-        repository.change_delivery(connection, delivery.tenant_id, delivery.id, states.PENDING, values)
+        values.update(delivered_at_us=now, next_attempt_at_us=None)
+        repository.change_delivery(connection, delivery.tenant_id, delivery.id, states.DELIVERED, values)
         if failures:
             repository.update_endpoint(connection, endpoint.tenant_id, endpoint.id, service.healthy_values())
         return
-    if now - delivery.created_at_us >= config.retry_window_ms * 1000:
-        values.update(status=states.FAILED, next_attempt_at_us=None)  # out of time: the tenant can redeliver
+    retry_until_us = delivery.created_at_us + config.retry_window_ms * 1000
+    due = retry_at_us(attempt, _backoff(config), rng, now_us=now, until_us=retry_until_us)
+    if due is None:  # out of time: the tenant can redeliver
+        repository.change_delivery(
+            connection, delivery.tenant_id, delivery.id, states.FAILED, {**values, "next_attempt_at_us": None}
+        )
     else:
-        values["next_attempt_at_us"] = now + backoff_ms(attempt, _policy(config), rng) * 1000
-    repository.change_delivery(connection, delivery.tenant_id, delivery.id, states.PENDING, values)
+        repository.reschedule_delivery(
+            connection, delivery.tenant_id, delivery.id, {**values, "next_attempt_at_us": due}
+        )
     _endpoint_failed(connection, config, endpoint, failures + 1, error or "failed", now, rng)
 
 
@@ -270,24 +275,30 @@ def _endpoint_failed(
         "failures": failures,
         "failing_since_us": failing_since,
         "last_error": error[:ERROR_LENGTH],
-        "blocked_until_us": now + backoff_ms(failures, _policy(config), rng) * 1000,
+        "blocked_until_us": now + delay_ms(failures, _backoff(config), rng) * 1000,
     }
+    repository.update_endpoint(connection, endpoint.tenant_id, endpoint.id, values)
     if now - failing_since >= config.disable_after_ms * 1000 and endpoint.status == states.ENABLED:
         since = to_rfc3339(failing_since)
-        values.update(status=states.DISABLED, disabled_reason=f"failing since {since}: {error}"[:ERROR_LENGTH])
-        service.record_endpoint_change(connection, endpoint, states.DISABLED, cause="failing", actor=_ACTOR, now_us=now)
-        log.warning(
-            "webhook endpoint %s disabled: failing since %s",
-            endpoint.id,
-            since,
-            extra={"event": "webhook_endpoint_disabled", "tenant_id": endpoint.tenant_id, "endpoint_id": endpoint.id},
-        )
-    repository.update_endpoint(connection, endpoint.tenant_id, endpoint.id, values)
+        reason = {"disabled_reason": f"failing since {since}: {error}"[:ERROR_LENGTH]}
+        # A compare-and-set: an endpoint the tenant disabled or deleted meanwhile stays as the tenant left it.
+        if service.change_endpoint_status(
+            connection, endpoint, states.DISABLED, cause="failing", actor=_ACTOR, now_us=now, values=reason
+        ):
+            log.warning(
+                "webhook endpoint %s disabled: failing since %s",
+                endpoint.id,
+                since,
+                extra={
+                    "event": "webhook_endpoint_disabled",
+                    "tenant_id": endpoint.tenant_id,
+                    "endpoint_id": endpoint.id,
+                },
+            )
 
 
 def _release(connection: Connection, *, endpoint: Endpoint, worker_id: str) -> None:
-    values = {"claimed_by": None, "claimed_until_us": None}
-    repository.update_endpoint(connection, endpoint.tenant_id, endpoint.id, values, claimed_by=worker_id)
+    repository.release_endpoint(connection, endpoint.tenant_id, endpoint.id, worker_id)
 
 
 def _error_of(answer: transport.Answer, delivered: bool) -> str | None:
@@ -298,12 +309,6 @@ def _error_of(answer: transport.Answer, delivered: bool) -> str | None:
     return f"http_{answer.status_code}"
 
 
-def _policy(config: Config) -> Policy:
-    # The lifecycle's one backoff-with-jitter; attempts_max unused: the window bounds retries.
-    return Policy(
-        attempts_max=1,
-        backoff_ms=config.backoff_ms,
-        backoff_max_ms=config.backoff_max_ms,
-        lease_ms=config.lease_ms,
-        batch_max=config.batch_max,
-    )
+def _backoff(config: Config) -> Backoff:
+    """The lifecycle's one backoff with jitter, for a delivery's retries and an endpoint's own wait."""
+    return Backoff(first_ms=config.backoff_ms, max_ms=config.backoff_max_ms)

@@ -1,7 +1,7 @@
 """SQL for outgoing webhooks: endpoints, deliveries, attempts. Nothing here decides anything.
 
-Claims lock endpoints with FOR UPDATE SKIP LOCKED on PostgreSQL (SQLite has one writer, whose
-write transaction is already exclusive), as the lifecycle's claims do (paycore.lifecycle.store)."""
+An endpoint's lease is the lifecycle's (`paycore.lifecycle.lease`): claimed with FOR UPDATE SKIP
+LOCKED on PostgreSQL, given up by a compare-and-set on its holder."""
 
 from __future__ import annotations
 
@@ -10,10 +10,20 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, Select, and_, case, exists, func, insert, or_, select, update
 
+from paycore.lifecycle import lease, transition
 from paycore.webhooks.models import webhook_attempts, webhook_deliveries, webhook_endpoints
-from paycore.webhooks.states import DISABLED, ENABLED, FAILED, PENDING
+from paycore.webhooks.states import (
+    CANCELED,
+    DELIVERY_TRANSITIONS,
+    DISABLED,
+    ENABLED,
+    ENDPOINT_TRANSITIONS,
+    FAILED,
+    PENDING,
+)
 
 E, D, A = webhook_endpoints, webhook_deliveries, webhook_attempts
+_DELIVERY, _ENDPOINT = DELIVERY_TRANSITIONS, ENDPOINT_TRANSITIONS
 
 
 def insert_endpoint(connection: Connection, values: Mapping[str, Any]) -> None:
@@ -43,18 +53,8 @@ def enabled_endpoints(connection: Connection, tenant_id: str) -> list[Row[Any]]:
     return list(connection.execute(query))
 
 
-def update_endpoint(
-    connection: Connection,
-    tenant_id: str,
-    endpoint_id: str,
-    values: Mapping[str, Any],
-    *,
-    claimed_by: str | None = None,
-) -> bool:
-    """Change an endpoint; with `claimed_by`, only while that worker still holds its lease."""
+def update_endpoint(connection: Connection, tenant_id: str, endpoint_id: str, values: Mapping[str, Any]) -> bool:
     statement = update(E).where(E.c.tenant_id == tenant_id, E.c.id == endpoint_id)
-    if claimed_by is not None:
-        statement = statement.where(E.c.claimed_by == claimed_by)
     return connection.execute(statement.values(**values)).rowcount == 1
 
 
@@ -72,7 +72,7 @@ def _claimable(now_us: int) -> Select[Any]:
         .where(
             E.c.status == ENABLED,
             or_(E.c.blocked_until_us.is_(None), E.c.blocked_until_us <= now_us),
-            or_(E.c.claimed_until_us.is_(None), E.c.claimed_until_us < now_us),
+            lease.free(E, now_us),
             due,
         )
         .order_by(E.c.served_at_us.is_not(None), E.c.served_at_us, E.c.tenant_id, E.c.id)
@@ -89,19 +89,14 @@ def claim_endpoints(
     connection: Connection, *, now_us: int, worker_id: str, lease_until_us: int, limit: int
 ) -> list[Row[Any]]:
     """Up to `limit` claimable endpoints (`_claimable`), each leased to `worker_id` in this
-    transaction (FOR UPDATE SKIP LOCKED on PostgreSQL: concurrent claims take disjoint sets)."""
+    transaction (the lifecycle's lease: concurrent claims take disjoint sets)."""
     query = _claimable(now_us).limit(limit)
-    if connection.dialect.name == "postgresql":
-        query = query.with_for_update(of=E, skip_locked=True)
-    keys = [(row.tenant_id, row.id) for row in connection.execute(query)]
-    claimed = []
-    for tenant_id, endpoint_id in keys:
-        values = {"claimed_by": worker_id, "claimed_until_us": lease_until_us, "served_at_us": now_us}
-        update_endpoint(connection, tenant_id, endpoint_id, values)
-        row = get_endpoint(connection, tenant_id, endpoint_id)
-        assert row is not None
-        claimed.append(row)
-    return claimed
+    return lease.claim(connection, E, query, holder=worker_id, until_us=lease_until_us, values={"served_at_us": now_us})
+
+
+def release_endpoint(connection: Connection, tenant_id: str, endpoint_id: str, worker_id: str) -> bool:
+    """Give up `worker_id`'s lease on the endpoint; False when another worker holds it now."""
+    return lease.release(connection, E, {"tenant_id": tenant_id, "id": endpoint_id}, worker_id)
 
 
 def due_deliveries(
@@ -132,16 +127,42 @@ def get_delivery(connection: Connection, tenant_id: str, delivery_id: str) -> Ro
 
 
 def change_delivery(
-    connection: Connection, tenant_id: str, delivery_id: str, from_status: str, values: Mapping[str, Any]
+    connection: Connection, tenant_id: str, delivery_id: str, to_status: str, values: Mapping[str, Any]
 ) -> bool:
-    """Compare-and-set on the delivery's status."""
-    statement = update(D).where(D.c.tenant_id == tenant_id, D.c.id == delivery_id, D.c.status == from_status)
+    """A pending delivery's status change (the lifecycle's one, `transition.change`), False when
+    it is not pending any more. Its record is the attempt its transaction wrote first."""
+    key = {"tenant_id": tenant_id, "id": delivery_id}
+    return (
+        transition.change(connection, D, key, (PENDING, to_status), transitions=_DELIVERY, record=None, values=values)
+        == 1
+    )
+
+
+def reschedule_delivery(connection: Connection, tenant_id: str, delivery_id: str, values: Mapping[str, Any]) -> bool:
+    """A delivery still pending after a failed attempt: its next attempt (no status change;
+    nothing when it left `pending` meanwhile, e.g. canceled)."""
+    statement = update(D).where(D.c.tenant_id == tenant_id, D.c.id == delivery_id, D.c.status == PENDING)
     return connection.execute(statement.values(**values)).rowcount == 1
 
 
 def cancel_pending(connection: Connection, tenant_id: str, endpoint_id: str, values: Mapping[str, Any]) -> int:
-    statement = update(D).where(D.c.tenant_id == tenant_id, D.c.endpoint_id == endpoint_id, D.c.status == PENDING)
-    return int(connection.execute(statement.values(**values)).rowcount)
+    """Every pending delivery of the endpoint canceled (one statement, through the lifecycle's
+    status change); their record is the endpoint's deletion, in the same transaction."""
+    key = {"tenant_id": tenant_id, "endpoint_id": endpoint_id}
+    return transition.change(connection, D, key, (PENDING, CANCELED), transitions=_DELIVERY, record=None, values=values)
+
+
+def change_endpoint(
+    connection: Connection,
+    endpoint: tuple[str, str],
+    move: tuple[str, str],
+    values: Mapping[str, Any],
+    *,
+    record: transition.Record,
+) -> bool:
+    """An endpoint's ((tenant_id, id)) status change (the lifecycle's one), recorded by `record`."""
+    key = {"tenant_id": endpoint[0], "id": endpoint[1]}
+    return transition.change(connection, E, key, move, transitions=_ENDPOINT, record=record, values=values) == 1
 
 
 def deliveries_of_event(connection: Connection, tenant_id: str, event_id: str) -> list[Row[Any]]:

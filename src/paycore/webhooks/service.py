@@ -148,23 +148,28 @@ def update_endpoint(
         values.update(status=states.DISABLED, disabled_reason="disabled by the tenant")
     elif disabled is False and current.status == states.DISABLED:
         values.update(healthy_values(), status=states.ENABLED, disabled_reason=None)
+    status = values.pop("status", None)
     repository.update_endpoint(connection, tenant_id, endpoint_id, values)
-    if "status" in values:
-        record_endpoint_change(connection, current, values["status"], cause="tenant", actor=actor, now_us=now_us)
+    if status is not None:
+        changed = change_endpoint_status(connection, current, status, cause="tenant", actor=actor, now_us=now_us)
+        assert changed, "the endpoint is row-locked (PostgreSQL) or the writer's (SQLite) since it was read"
     return get_endpoint(connection, tenant_id, endpoint_id)
 
 
 def delete_endpoint(connection: Connection, tenant_id: str, endpoint_id: str, *, actor: str, now_us: int) -> Endpoint:
     """The endpoint is gone for the tenant (404 from now on); its pending deliveries are canceled."""
     current = get_endpoint(connection, tenant_id, endpoint_id, for_update=True)
-    repository.update_endpoint(connection, tenant_id, endpoint_id, {"status": states.DELETED, "updated_at_us": now_us})
-    repository.cancel_pending(
+    repository.cancel_pending(connection, tenant_id, endpoint_id, {"next_attempt_at_us": None, "updated_at_us": now_us})
+    deleted = change_endpoint_status(
         connection,
-        tenant_id,
-        endpoint_id,
-        {"status": states.CANCELED, "next_attempt_at_us": None, "updated_at_us": now_us},
+        current,
+        states.DELETED,
+        cause="tenant",
+        actor=actor,
+        now_us=now_us,
+        values={"updated_at_us": now_us},
     )
-    record_endpoint_change(connection, current, states.DELETED, cause="tenant", actor=actor, now_us=now_us)
+    assert deleted, "the endpoint is row-locked (PostgreSQL) or the writer's (SQLite) since it was read"
     return dataclasses.replace(current, status=states.DELETED, updated_at_us=now_us)
 
 
@@ -491,7 +496,28 @@ def count_endpoints(connection: Connection) -> int:
     return repository.count_endpoints(connection)
 
 
-def record_endpoint_change(
+def change_endpoint_status(
+    connection: Connection,
+    endpoint: Endpoint,
+    to_status: str,
+    *,
+    cause: str,
+    actor: str,
+    now_us: int,
+    values: dict[str, Any] | None = None,
+) -> bool:
+    """An endpoint (as read in this transaction) to `to_status`, with `values` beside it: the
+    lifecycle's status change (a compare-and-set on the status read), recorded on the
+    endpoint's audit log. False when its status changed since it was read: nothing written."""
+
+    def record(count: int) -> None:
+        _record_endpoint_change(connection, endpoint, to_status, cause=cause, actor=actor, now_us=now_us)
+
+    key, move = (endpoint.tenant_id, endpoint.id), (endpoint.status, to_status)
+    return repository.change_endpoint(connection, key, move, values or {}, record=record)
+
+
+def _record_endpoint_change(
     connection: Connection, endpoint: Endpoint, to_status: str, *, cause: str, actor: str, now_us: int
 ) -> None:
     """An endpoint's status change, on its audit log (a `note`: endpoints are not published)."""
