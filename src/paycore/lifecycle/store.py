@@ -104,23 +104,6 @@ def page(
     return list(connection.execute(query.order_by(order).limit(limit)))
 
 
-def change_status(
-    connection: Connection,
-    table: Table,
-    tenant_id: str,
-    item_id: str,
-    from_states: Collection[str],
-    values: Mapping[str, Any],
-) -> bool:
-    """Compare-and-set: True only if the item was still in one of `from_states`."""
-    statement = (
-        update(table)
-        .where(table.c.tenant_id == tenant_id, table.c.id == item_id, table.c.status.in_(list(from_states)))
-        .values(**values)
-    )
-    return connection.execute(statement).rowcount == 1
-
-
 def make_due(
     connection: Connection, table: Table, tenant_id: str, item_id: str, statuses: Collection[str], now_us: int
 ) -> bool:
