@@ -131,10 +131,14 @@ BEGIN
     ), checked AS (
         SELECT moves.*,
             (dp > total_max OR cp > total_max OR dq > total_max OR cq > total_max) AS overflow,
-            (SELECT min(f.k) FROM unnest(paycore_balance_figures(normals[a], dp, cp, dq, cq),
-                    paycore_balance_figures(normals[a], dp - ddp, cp - dcp, dq - ddq, cq - dcq))
-                    WITH ORDINALITY AS f(after, before, k)
-                WHERE abs(f.after) > balance_max AND abs(f.after) > abs(f.before)) AS past_limit,
+            -- No figure's absolute value exceeds greatest(dp, cp) + greatest(dq, cq): below
+            -- balance_max the figures need not be computed (most moves).
+            CASE WHEN greatest(dp, cp) + greatest(dq, cq) > balance_max THEN
+                (SELECT min(f.k) FROM unnest(paycore_balance_figures(normals[a], dp, cp, dq, cq),
+                        paycore_balance_figures(normals[a], dp - ddp, cp - dcp, dq - ddq, cq - dcq))
+                        WITH ORDINALITY AS f(after, before, k)
+                    WHERE abs(f.after) > balance_max AND abs(f.after) > abs(f.before))
+            END AS past_limit,
             -- available = posted - outgoing holds (paycore.ledger.balances.balance_of)
             ((guard = 'credit' AND cp - dp - dq < 0) OR (guard = 'debit' AND dp - cp - cq < 0)) AS overdrawn
         FROM moves
