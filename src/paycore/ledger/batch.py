@@ -93,7 +93,7 @@ def write_batch(
         try:
             check_spec(connection, tenant_id, spec, f"transfers[{index}].", accounts)
         except DomainError:
-            _write_parts(connection, tenant_id, specs[:index], accounts, now_us, batch_id)  # refuses first?
+            _write_parts(connection, tenant_id, specs[:index], accounts, now_us, batch_id)  # an earlier refusal first
             raise
     return _write_parts(connection, tenant_id, specs, accounts, now_us, batch_id)
 
