@@ -36,6 +36,7 @@ def readyz(database: Database) -> tuple[int, str]:
         ("0012", "behind", 503),  # no reconciliation tables: this release's /metrics reads them (0013)
         ("0013", "behind", 503),  # this release's reconciliation leases days and books fees (0014)
         ("0017", "behind", 503),  # this release marks reconciliation runs `abandoned` (0018)
+        ("0018", "behind", 503),  # this release writes a ledger batch by 0019's function
         ("head", "current", 200),
     ],
 )

@@ -106,8 +106,9 @@ def check_sqlite_foreign_keys(connection: Connection) -> None:
 # wrong to declare 0012: its /metrics read 0013's tables). 0015: every state change writes
 # its published event's sequence and snapshot, and fans out into the webhook tables. 0016:
 # every tenant's settings are read with 0016's manual window. 0018: reconciliation marks a run
-# whose lease lapsed `abandoned`, which 0017's CHECK refuses.
-OLDEST_COMPATIBLE_REVISION: Final = "0018"
+# whose lease lapsed `abandoned`, which 0017's CHECK refuses. 0019: a ledger batch on
+# PostgreSQL is one call of 0019's `paycore_create_batch`.
+OLDEST_COMPATIBLE_REVISION: Final = "0019"
 
 
 def is_current(database: Database) -> bool:

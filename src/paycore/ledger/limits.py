@@ -24,7 +24,11 @@ in SQL that this module cannot generate:
 - PostgreSQL's `paycore_create_transfer` (migration 0009, its body replaced by migration 0010)
   checks all three (`total_max`, `balance_max`, `p_guard`), with the figures of
   `paycore_balance_figures` (migration 0010). Migrations are history and never change, so a
-  change to this rule needs a new migration that replaces the function.
+  change to this rule needs a new migration that replaces the function;
+- PostgreSQL's `paycore_create_batch` (migration 0019) checks all three on a batch's running
+  totals (`total_max`, `balance_max` with `paycore_balance_figures`, `p_guard`), and
+  `paycore.ledger.batch._checked` does on SQLite, with the functions here; both are held to
+  the reference path by `tests/integration/ledger/test_batch.py`.
 
 `tests/integration/ledger/test_limit_copies.py` holds every copy to this module: it reads the
 function as it stands in a migrated PostgreSQL database (`pg_proc`), evaluates its bounds,

@@ -247,14 +247,14 @@ def _apply(
         if applied is None:
             if repository.get_account(connection, tenant_id, account_id) is None:
                 raise AccountNotFound(f"no account {account_id!r}", param=f"{prefix}entries")
-            raise BalanceOverflow(f"account {account_id} would exceed its balance range", param=f"{prefix}entries")
+            raise overflow_refusal(account_id, prefix)
         totals, counts[account_id] = applied
         assert all(type(value) is int and 0 <= value <= TOTAL_MINOR_MAX for value in vars(totals).values())
         row = account_rows[account_id]
         if added.get(account_id, 0):  # only entries move money: releasing a hold is never refused
             _check_balance_limit(account_id, _minus(totals, delta), totals, row.normal_balance, prefix)
         if (row.no_overdraft or account_id in guarded) and breaks_no_overdraft(totals, row.normal_balance):
-            raise InsufficientFunds(f"account {account_id} has insufficient available funds", param=f"{prefix}entries")
+            raise overdraft_refusal(account_id, prefix)
     return counts
 
 
@@ -263,9 +263,25 @@ def _check_balance_limit(account_id: str, before: Totals, after: Totals, normal_
     (the rule: `paycore.ledger.limits`)."""
     figure = grows_past(before, after, normal_balance, BALANCE_LIMIT_MINOR)
     if figure is not None:
-        raise BalanceLimitExceeded(
-            f"account {account_id} would have a {figure} balance past 2^53 - 1", param=f"{prefix}entries"
-        )
+        raise limit_refusal(account_id, figure, prefix)
+
+
+# The refusals of the three limits (paycore.ledger.limits), one text each for every path that
+# applies them (this module, and a batch's: paycore.ledger.batch).
+
+
+def overflow_refusal(account_id: str, prefix: str) -> BalanceOverflow:
+    return BalanceOverflow(f"account {account_id} would exceed its balance range", param=f"{prefix}entries")
+
+
+def limit_refusal(account_id: str, figure: str, prefix: str) -> BalanceLimitExceeded:
+    return BalanceLimitExceeded(
+        f"account {account_id} would have a {figure} balance past 2^53 - 1", param=f"{prefix}entries"
+    )
+
+
+def overdraft_refusal(account_id: str, prefix: str) -> InsufficientFunds:
+    return InsufficientFunds(f"account {account_id} has insufficient available funds", param=f"{prefix}entries")
 
 
 def _minus(totals: Totals, delta: Totals) -> Totals:

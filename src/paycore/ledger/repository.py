@@ -18,6 +18,7 @@ from sqlalchemy.orm import aliased
 from paycore.db import driver
 from paycore.db.sql import insert_or_ignore
 from paycore.ledger.balances import Totals
+from paycore.ledger.batch_repository import binary_arrays
 from paycore.ledger.limits import bound_before_adding
 from paycore.ledger.models import accounts, entries, transfers
 
@@ -233,10 +234,12 @@ def insert_entries(connection: Connection, rows: Sequence[dict[str, Any]]) -> No
 
 # PostgreSQL only (migration 0009, ADR 0011): the key, the transfer, the totals, the entries and
 # the response in one call, committed by it (the connection is in autocommit).
-_CREATE_TRANSFER_CALL = driver.statement(
-    "SELECT paycore_create_transfer(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-    " ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[],"
-    " ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?, ?::text[])"
+_CREATE_TRANSFER_CALL = binary_arrays(
+    driver.statement(
+        "SELECT paycore_create_transfer(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+        " ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[],"
+        " ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?, ?::text[])"
+    )
 )
 
 

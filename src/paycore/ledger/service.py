@@ -19,7 +19,7 @@ from sqlalchemy import Connection
 
 from paycore.kit import ids
 from paycore.kit.errors import InvalidStartingAfter
-from paycore.ledger import repository
+from paycore.ledger import batch, repository
 from paycore.ledger.accounts import (
     create_account,
     ensure_account,
@@ -227,19 +227,10 @@ def create_batch(
     now_us: int,
     idempotency_key: str | None,
 ) -> tuple[str, list[Transfer]]:
-    """All transfers apply or none: they share the caller's transaction."""
+    """All transfers apply or none: they share the caller's transaction, which the caller
+    rolls back on an error. Written as one call on PostgreSQL (`paycore.ledger.batch`)."""
     batch_id = ids.new_id("batch")
-    created = [
-        create_transfer(
-            connection,
-            tenant_id,
-            spec,
-            now_us=now_us,
-            batch_id=batch_id,
-            param_prefix=f"transfers[{index}].",
-        )
-        for index, spec in enumerate(specs)
-    ]
+    created = batch.write_batch(connection, tenant_id, specs, now_us=now_us, batch_id=batch_id)
     del idempotency_key  # the batch's key lives in the idempotency record, not on each transfer
     return batch_id, created
 

@@ -1,0 +1,251 @@
+"""A batch of transfers written at once (`service.create_batch`, issue 31).
+
+The reference is a loop of `service.create_transfer`, one transfer after the other in the
+caller's transaction: about seven statements each. This writes the same rows, numbered the
+same way, refused by the same rules with the same errors, in a fixed number of statements:
+
+- every transfer is checked first (`postings.check_spec`: accounts, currencies, balance), its
+  accounts read once for the whole batch;
+- the batch is planned as *moves*, each transfer's change to each of its accounts, in the
+  batch's order and in each transfer its accounts' sorted order (the lock order of every
+  transfer): the reference path applies exactly these, one after the other;
+- PostgreSQL: one call of `paycore_create_batch` (migration 0019) locks the accounts, finds
+  the first move the limits refuse and otherwise writes everything; SQLite (one writer, the
+  write lock held since BEGIN IMMEDIATE): the moves are checked here on the totals read, with
+  the rules of `paycore.ledger.limits`, then each account is updated once and the rows are
+  inserted by multi-row statements.
+
+A refusal is the reference path's own error, naming the transfer (`transfers[3].entries`).
+The reference path refused transfers in order, so a transfer that fails `check_spec` after
+one that the limits refuse must not hide it: the transfers before it are applied first.
+Every error leaves rows written in the caller's transaction, as the reference path did:
+the caller rolls it back (all or nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection
+
+from paycore.kit import ids
+from paycore.kit.errors import DomainError
+from paycore.ledger import batch_repository, repository
+from paycore.ledger.accounts import load_account_facts
+from paycore.ledger.balances import Totals
+from paycore.ledger.errors import AccountNotFound
+from paycore.ledger.limits import (
+    BALANCE_LIMIT_MINOR,
+    TOTAL_MINOR_MAX,
+    bound_before_adding,
+    breaks_no_overdraft,
+    grows_past,
+    limited_figures,
+)
+from paycore.ledger.postings import (
+    check_spec,
+    entry_row,
+    entry_totals,
+    limit_refusal,
+    overdraft_refusal,
+    overflow_refusal,
+    transfer_values,
+)
+from paycore.ledger.types import Account, Transfer, TransferSpec, new_transfer_view
+
+# Transfers per call of `paycore_create_batch`: bounds one statement's parameters (about 30
+# values per two-entry transfer). A larger batch is written by several calls, in order, in
+# the same transaction.
+TRANSFERS_PER_CALL_MAX = 10_000
+# The figures of the balance limit, in the order `paycore_balance_figures` returns them.
+_FIGURES = tuple(limited_figures(Totals(0, 0, 0, 0), "credit"))
+
+
+@dataclass(frozen=True)
+class _Move:
+    transfer: int  # position in the batch
+    account_id: str
+    delta: Totals
+    added: int  # entries
+    guard: str | None  # the normal balance of an account that must keep available >= 0
+
+
+@dataclass
+class _Plan:
+    """What a part of the batch writes: rows with every entry's sequence number 0 (handed out
+    when written), and the moves, in the order they apply."""
+
+    transfers: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[list[dict[str, Any]]] = field(default_factory=list)  # per transfer
+    entry_moves: list[list[int]] = field(default_factory=list)  # per transfer: each entry's move
+    moves: list[_Move] = field(default_factory=list)
+
+
+def write_batch(
+    connection: Connection, tenant_id: str, specs: Sequence[TransferSpec], *, now_us: int, batch_id: str
+) -> list[Transfer]:
+    """Write the transfers of `specs` as one batch, all or none (see the module)."""
+    wanted = {entry.account_id for spec in specs for entry in spec.entries}
+    accounts = load_account_facts(connection, tenant_id, wanted)
+    for index, spec in enumerate(specs):
+        try:
+            check_spec(connection, tenant_id, spec, f"transfers[{index}].", accounts)
+        except DomainError:
+            _write_parts(connection, tenant_id, specs[:index], accounts, now_us, batch_id)  # an earlier refusal first
+            raise
+    return _write_parts(connection, tenant_id, specs, accounts, now_us, batch_id)
+
+
+def _write_parts(
+    connection: Connection,
+    tenant_id: str,
+    specs: Sequence[TransferSpec],
+    accounts: Mapping[str, Account],
+    now_us: int,
+    batch_id: str,
+) -> list[Transfer]:
+    created: list[Transfer] = []
+    for start in range(0, len(specs), TRANSFERS_PER_CALL_MAX):
+        plan = _plan(tenant_id, specs[start : start + TRANSFERS_PER_CALL_MAX], start, accounts, now_us, batch_id)
+        if connection.dialect.name == "postgresql":
+            _number(plan, _write_on_postgresql(connection, tenant_id, plan, now_us, batch_id))
+        else:
+            _write_on_sqlite(connection, tenant_id, plan, accounts)
+        created.extend(
+            new_transfer_view(values, rows) for values, rows in zip(plan.transfers, plan.entries, strict=True)
+        )
+    return created
+
+
+def _plan(
+    tenant_id: str,
+    specs: Sequence[TransferSpec],
+    offset: int,
+    accounts: Mapping[str, Account],
+    now_us: int,
+    batch_id: str,
+) -> _Plan:
+    plan = _Plan()
+    for index, spec in enumerate(specs, start=offset):
+        transfer_id = ids.new_id("txn")
+        kind = "pending" if spec.pending else "transfer"
+        plan.transfers.append(transfer_values(tenant_id, transfer_id, kind, spec, now_us, None, batch_id))
+        deltas, added = entry_totals(spec.entries, pending=spec.pending)
+        guarded = frozenset(spec.guard_available)
+        move_of = {}
+        for account_id in sorted(added):  # the lock order of every transfer
+            account = accounts[account_id]
+            guard = account.normal_balance if account.no_overdraft or account_id in guarded else None
+            move_of[account_id] = len(plan.moves)
+            plan.moves.append(_Move(index, account_id, deltas[account_id], added[account_id], guard))
+        plan.entries.append([entry_row(tenant_id, transfer_id, e, accounts, 0, now_us) for e in spec.entries])
+        plan.entry_moves.append([move_of[e.account_id] for e in spec.entries])
+    return plan
+
+
+def _number(plan: _Plan, first_sequences: Sequence[int]) -> None:
+    """Number the entries from each move's first sequence number, in entry order."""
+    next_sequence = list(first_sequences)
+    for rows, moves in zip(plan.entries, plan.entry_moves, strict=True):
+        for row, move in zip(rows, moves, strict=True):
+            row["account_sequence"] = next_sequence[move]
+            next_sequence[move] += 1
+
+
+def _write_on_postgresql(connection: Connection, tenant_id: str, plan: _Plan, now_us: int, batch_id: str) -> list[int]:
+    """One call; each move's first sequence number."""
+    account_ids = sorted({move.account_id for move in plan.moves})
+    position = {account_id: number for number, account_id in enumerate(account_ids, start=1)}
+    first_transfer = plan.moves[0].transfer if plan.moves else 0
+    entries = [row for rows in plan.entries for row in rows]
+    entry_moves = [move for moves in plan.entry_moves for move in moves]
+    params = [
+        tenant_id,
+        batch_id,
+        now_us,
+        [values["id"] for values in plan.transfers],
+        [values["kind"] for values in plan.transfers],
+        [values["reference_type"] for values in plan.transfers],
+        [values["reference_id"] for values in plan.transfers],
+        [values["metadata"] for values in plan.transfers],
+        [values["expires_at_us"] for values in plan.transfers],
+        account_ids,
+        [move.transfer - first_transfer + 1 for move in plan.moves],
+        [position[move.account_id] for move in plan.moves],
+        [move.delta.debits_posted_minor for move in plan.moves],
+        [move.delta.credits_posted_minor for move in plan.moves],
+        [move.delta.debits_pending_minor for move in plan.moves],
+        [move.delta.credits_pending_minor for move in plan.moves],
+        [move.added for move in plan.moves],
+        [move.guard for move in plan.moves],
+        [row["id"] for row in entries],
+        [move + 1 for move in entry_moves],
+        [row["direction"] for row in entries],
+        [row["amount_minor"] for row in entries],
+    ]
+    first_sequences, refused, account_id, refusal = batch_repository.create_batch_call(connection, params)
+    if first_sequences is None:
+        raise _refusal(refusal, account_id, first_transfer + refused)
+    assert len(first_sequences) == len(plan.moves), (len(first_sequences), len(plan.moves))
+    return first_sequences
+
+
+def _refusal(refusal: str, account_id: str, transfer: int) -> DomainError:
+    prefix = f"transfers[{transfer}]."
+    if refusal == "overflow":
+        return overflow_refusal(account_id, prefix)
+    if refusal == "insufficient":
+        return overdraft_refusal(account_id, prefix)
+    if refusal == "not_found":
+        return AccountNotFound(f"no account {account_id!r}", param=f"{prefix}entries")
+    kind, _, figure = refusal.partition(":")
+    assert kind == "limit", refusal
+    return limit_refusal(account_id, _FIGURES[int(figure) - 1], prefix)
+
+
+def _write_on_sqlite(connection: Connection, tenant_id: str, plan: _Plan, accounts: Mapping[str, Account]) -> None:
+    """Check the moves in order on the totals read under the write lock; then one UPDATE per
+    account and multi-row INSERTs."""
+    rows = repository.get_accounts(connection, tenant_id, {move.account_id for move in plan.moves})
+    totals = {
+        account_id: Totals(
+            row.debits_posted_minor, row.credits_posted_minor, row.debits_pending_minor, row.credits_pending_minor
+        )
+        for account_id, row in rows.items()
+    }
+    counts = {account_id: int(row.entries_count) for account_id, row in rows.items()}
+    started = dict(totals)
+    first = []
+    for move in plan.moves:
+        if move.account_id not in rows:  # a cached id of a transaction that rolled back
+            raise AccountNotFound(f"no account {move.account_id!r}", param=f"transfers[{move.transfer}].entries")
+        totals[move.account_id] = _checked(move, totals[move.account_id], accounts[move.account_id].normal_balance)
+        first.append(counts[move.account_id] + 1)
+        counts[move.account_id] += move.added
+    for account_id in sorted(totals):
+        before, after = started[account_id], totals[account_id]
+        delta = Totals(*(a - b for a, b in zip(vars(after).values(), vars(before).values(), strict=True)))
+        added = counts[account_id] - int(rows[account_id].entries_count)
+        applied = repository.apply_totals(connection, tenant_id, account_id, delta, added, TOTAL_MINOR_MAX)
+        assert applied == (after, counts[account_id]), (account_id, applied)  # the lock was held throughout
+    _number(plan, first)
+    batch_repository.insert_transfers(connection, plan.transfers)
+    repository.insert_entries(connection, [row for rows in plan.entries for row in rows])
+
+
+def _checked(move: _Move, before: Totals, normal_balance: str) -> Totals:
+    """The account's totals after the move, or the refusal of the first limit it breaks, in
+    the order `postings._apply` checks them."""
+    prefix = f"transfers[{move.transfer}]."
+    old, delta = vars(before).values(), vars(move.delta).values()
+    if any(total > bound_before_adding(change) for total, change in zip(old, delta, strict=True)):
+        raise overflow_refusal(move.account_id, prefix)
+    after = Totals(*(total + change for total, change in zip(old, delta, strict=True)))
+    figure = grows_past(before, after, normal_balance, BALANCE_LIMIT_MINOR)
+    if figure is not None:
+        raise limit_refusal(move.account_id, figure, prefix)
+    if move.guard is not None and breaks_no_overdraft(after, move.guard):
+        raise overdraft_refusal(move.account_id, prefix)
+    return after
