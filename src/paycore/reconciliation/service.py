@@ -40,7 +40,8 @@ from paycore.reconciliation.matching import BreakType, Finding, Kind, Known
 from paycore.reconciliation.report import Line, Malformed, NotAReport, encoded, read
 from paycore.reconciliation.types import Abandoned, Break, Run, break_from_row, run_from_row
 
-CHUNK_LINES: Final = 500  # lines per transaction
+CHUNK_LINES: Final = 500  # lines of the first chunk (read before the run writes anything)
+CHUNK_LINES_MAX: Final = 16_000  # each chunk doubles the last one's lines up to this: one transaction each
 GRACE_MS_DEFAULT: Final = 3_600_000  # PAYCORE_RECONCILE_GRACE_MS's default
 SOURCES: Final = ("file", "processor")
 RUN_STATUSES: Final = models.RUN_STATUSES
@@ -102,8 +103,7 @@ def reconcile(
     abandoned = database.transaction(start)
     try:
         counts = Counts()
-        remaining: Iterator[Line | Malformed] = itertools.chain(leading, items)
-        for number, chunk in enumerate(iter(lambda: list(itertools.islice(remaining, CHUNK_LINES)), [])):
+        for number, chunk in enumerate(_chunks(leading, items)):
             now_us = clock.now_us()
             context = Context(run_id, day, actor, now_us, number)
             if number and number & (number + 1) == 0:  # after 1, 3, 7, 15, ... chunks: log2 of the lines
@@ -132,7 +132,23 @@ def _start(
     return abandoned
 
 
-def _chunk(connection: Connection, *, chunk: list[Line | Malformed], context: Context, lease_ms: int) -> Counts:
+def _chunks(leading: list[Line | Malformed], items: Iterator[Line | Malformed]) -> Iterator[chunks.Chunk]:
+    """The report in chunks: the leading lines, then twice as many lines as the chunk before, up
+    to CHUNK_LINES_MAX: a transaction per chunk, and its fixed cost spread over more lines as
+    the report proves long. Each is read whole before its transaction (a retry replays it)."""
+    size = len(leading)
+    chunk = chunks.Chunk()
+    for entry in leading:
+        chunk.add(entry)
+    while chunk.lines:
+        yield chunk
+        size = min(max(size, CHUNK_LINES) * 2, CHUNK_LINES_MAX)
+        chunk = chunks.Chunk()
+        for entry in itertools.islice(items, size):
+            chunk.add(entry)
+
+
+def _chunk(connection: Connection, *, chunk: chunks.Chunk, context: Context, lease_ms: int) -> Counts:
     days.renew(connection, context.day, context.run_id, now_us=context.now_us, lease_ms=lease_ms)
     return chunks.reconcile_chunk(connection, chunk, context)
 
