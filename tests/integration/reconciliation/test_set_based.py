@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -65,15 +66,17 @@ def scenario(env: Env) -> list[str]:
     payouts.bank_finishes(env, deliver=False)
     lines = report_of_days(env)
     for tenant_id in sorted({"default", payouts.TENANT}):  # out of local mode: a merchant may be no tenant
-        env.database.transaction(
-            lambda connection, tenant_id=tenant_id: tenants.create_tenant(connection, tenant_id, now_us=now_us())
-        )
+        env.database.transaction(partial(make_tenant, tenant_id=tenant_id))
     wrong = changed(lines, succeeded[2]["id"], amount_minor="999")  # amount_mismatch
     wrong = changed(wrong, succeeded[3]["id"], currency="EUR")  # currency_mismatch
     wrong = changed(wrong, declined[0]["id"], status="succeeded")  # status_mismatch
     wrong = changed(wrong, in_doubt[2]["id"], status="pending")  # nothing proved yet
     dropped = succeeded[4]["id"]  # missing_at_processor
     return [text for text in wrong if text.split(",")[1] != dropped]
+
+
+def make_tenant(connection: Connection, *, tenant_id: str) -> None:
+    tenants.create_tenant(connection, tenant_id, now_us=now_us())
 
 
 def spread(lines: list[str]) -> list[str]:
