@@ -43,7 +43,7 @@ from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
 from paycore.reconciliation import repository, staging, states
 from paycore.reconciliation.matching import KIND_OF_LINE, Finding, Kind, Known, judge
 from paycore.reconciliation.models import ALL_TENANTS
-from paycore.reconciliation.report import Line, Malformed, parse
+from paycore.reconciliation.report import Line, Malformed, Staged, line_of
 from paycore.refunds import service as refunds
 from paycore.tenants import service as tenants
 
@@ -102,7 +102,7 @@ class Chunk:
     what it read): its lines as staging rows in file order, its malformed lines, and the
     merchants they name."""
 
-    rows: list[staging.StagedRow] = field(default_factory=list)
+    rows: list[Staged] = field(default_factory=list)
     malformed: list[Malformed] = field(default_factory=list)
     merchants: set[str] = field(default_factory=set)
 
@@ -110,16 +110,15 @@ class Chunk:
     def lines(self) -> int:
         return len(self.rows) + len(self.malformed)
 
-    def add(self, entry: Line | Malformed) -> None:
+    def add(self, entry: Staged | Malformed) -> None:
         if isinstance(entry, Malformed):
             self.malformed.append(entry)
             merchant = _merchant_of(entry.fields)
             if merchant is not None:
                 self.merchants.add(merchant)
             return
-        fields = entry.fields
-        self.rows.append((entry.number, *fields[:4], entry.amount_minor, entry.fee_minor, *fields[6:]))
-        self.merchants.add(entry.merchant_id)
+        self.rows.append(entry)
+        self.merchants.add(entry[4])
 
 
 def reconcile_chunk(connection: Connection, chunk: Chunk, context: Context) -> Counts:
@@ -129,7 +128,7 @@ def reconcile_chunk(connection: Connection, chunk: Chunk, context: Context) -> C
     merchants = _merchants(connection, chunk.merchants)
     staging.create(connection)
     staging.write(connection, chunk.rows)
-    strangers = [_line(row) for row in staging.take_tenants(connection, _not_tenants(chunk.merchants, merchants))]
+    strangers = [line_of(row) for row in staging.take_tenants(connection, _not_tenants(chunk.merchants, merchants))]
     strays: list[Line | Malformed] = [*chunk.malformed, *strangers]
     for entry in sorted(strays, key=lambda entry: entry.number):
         if isinstance(entry, Malformed):
@@ -142,12 +141,12 @@ def reconcile_chunk(connection: Connection, chunk: Chunk, context: Context) -> C
             finding = Finding("unknown_account", _unknown(entry.merchant_id, merchants))
             counts.breaks[finding.type] += store(connection, context, ALL_TENANTS, key, finding, entry)
     staging.record_seen(connection, context.run_id)
-    duplicates = [_line(row) for row in staging.duplicates(connection, context.run_id)]
+    duplicates = [line_of(row) for row in staging.duplicates(connection, context.run_id)]
     for line in duplicates:
         finding = Finding("duplicate_line", f"a second {line.type} line for {line.request_id} in this report")
         key = f"duplicate_line:{line.type}:{line.request_id}:{line.number}"
         counts.breaks[finding.type] += store(connection, context, line.merchant_id, key, finding, line)
-    unsettled = [_line(row) for row in staging.unsettled(connection, context.run_id)]
+    unsettled = [line_of(row) for row in staging.unsettled(connection, context.run_id)]
     plain_fees = staging.record_plain_fees(connection, context.run_id, context.now_us)
     counts.matched += len(chunk.rows) - len(strangers) - len(duplicates) - len(unsettled)
     to_book: list[tuple[Line, Known]] = []
@@ -156,12 +155,6 @@ def reconcile_chunk(connection: Connection, chunk: Chunk, context: Context) -> C
     _book_fees(connection, to_book, context, counts, plain_fees)
     staging.clear(connection)
     return counts
-
-
-def _line(row: staging.StagedRow) -> Line:
-    line = parse(*staging.fields_of(row))
-    assert isinstance(line, Line), (row, line)  # it was one when it was staged
-    return line
 
 
 def _not_tenants(named: set[str], merchants: Merchants) -> list[str]:

@@ -37,7 +37,7 @@ from paycore.reconciliation import chunks, closing, days, matching, models, repo
 from paycore.reconciliation.chunks import CAUSE, Context, Counts
 from paycore.reconciliation.errors import BreakNotFound, DayBusy, RunNotFound, UnknownResolution
 from paycore.reconciliation.matching import BreakType, Finding, Kind, Known
-from paycore.reconciliation.report import Line, Malformed, NotAReport, encoded, read
+from paycore.reconciliation.report import Malformed, NotAReport, Staged, created_at_us_of, encoded, read_staged
 from paycore.reconciliation.types import Abandoned, Break, Run, break_from_row, run_from_row
 
 CHUNK_LINES: Final = 500  # lines of the first chunk (read before the run writes anything)
@@ -88,14 +88,14 @@ def reconcile(
     even do that (killed) is abandoned once its lease lapses (`days`)."""
     assert source in SOURCES
     digest = hashlib.sha256()
-    items = read(_hashed(lines, digest))
+    items = read_staged(_hashed(lines, digest))
     # Up to the first good line (the header is read here: NotAReport now writes nothing).
     leading = list(itertools.islice(items, CHUNK_LINES))
     if day is None:
-        first = next((item for item in leading if isinstance(item, Line)), None)
+        first = next((item for item in leading if not isinstance(item, Malformed)), None)
         if first is None:
             raise NotAReport(f"no line among the first {len(leading)} gives the day: give it (--day YYYY-MM-DD)")
-        day = clock.utc_day(first.created_at_us).isoformat()
+        day = clock.utc_day(created_at_us_of(first)).isoformat()
     run_id = ids.new_id("rcn")
     actor = actors.reconcile(run_id)  # who the audit log says acted: the run
     started_us = clock.now_us()
@@ -132,7 +132,7 @@ def _start(
     return abandoned
 
 
-def _chunks(leading: list[Line | Malformed], items: Iterator[Line | Malformed]) -> Iterator[chunks.Chunk]:
+def _chunks(leading: list[Staged | Malformed], items: Iterator[Staged | Malformed]) -> Iterator[chunks.Chunk]:
     """The report in chunks: the leading lines, then twice as many lines as the chunk before, up
     to CHUNK_LINES_MAX: a transaction per chunk, and its fixed cost spread over more lines as
     the report proves long. Each is read whole before its transaction (a retry replays it)."""

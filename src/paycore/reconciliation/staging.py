@@ -41,7 +41,7 @@ from paycore.db import driver
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.reconciliation.matching import WAITING, Kind
-from paycore.reconciliation.report import HEADER
+from paycore.reconciliation.report import HEADER, Staged
 from paycore.refunds import service as refunds
 
 TABLE: Final = "reconciliation_lines"
@@ -49,7 +49,6 @@ TABLE: Final = "reconciliation_lines"
 COLUMNS: Final = ("line_number", "line_type", "request_id", "processor_id", "tenant_id", *HEADER[4:])
 assert HEADER[:4] == ("type", "request_id", "processor_id", "merchant_id"), HEADER
 assert COLUMNS[5:7] == ("amount_minor", "fee_minor"), COLUMNS
-StagedRow = tuple[Any, ...]  # (line number, type, request id, processor id, merchant, amount, fee, ...)
 
 _CREATE: Final = (
     f"CREATE TEMP TABLE IF NOT EXISTS {TABLE} ("
@@ -78,7 +77,7 @@ def clear(connection: Connection) -> None:
         connection.exec_driver_sql(f"DELETE FROM {TABLE}")
 
 
-def write(connection: Connection, rows: Sequence[StagedRow]) -> None:
+def write(connection: Connection, rows: Sequence[Staged]) -> None:
     """The chunk's lines into the staging table, in one statement (COPY) or one executemany."""
     if not rows:
         return
@@ -98,7 +97,7 @@ def write(connection: Connection, rows: Sequence[StagedRow]) -> None:
         cursor.close()
 
 
-def take_tenants(connection: Connection, tenant_ids: Iterable[str]) -> list[StagedRow]:
+def take_tenants(connection: Connection, tenant_ids: Iterable[str]) -> list[Staged]:
     """The staged lines of these merchants (no tenants of paycore), removed from the chunk."""
     wanted = sorted(set(tenant_ids))
     if not wanted:
@@ -121,13 +120,13 @@ def record_seen(connection: Connection, run_id: str) -> None:
     _execute(connection, sql, [run_id])
 
 
-def duplicates(connection: Connection, run_id: str) -> list[StagedRow]:
+def duplicates(connection: Connection, run_id: str) -> list[Staged]:
     """The staged lines whose object the run saw first on another line, in line order."""
     sql = f"SELECT {_LINE_COLUMNS} FROM {TABLE} l {_FIRST} WHERE s.line_number <> l.line_number ORDER BY l.line_number"
     return _fetch(connection, sql, [run_id])
 
 
-def unsettled(connection: Connection, run_id: str) -> list[StagedRow]:
+def unsettled(connection: Connection, run_id: str) -> list[Staged]:
     """The staged lines seen first that are not plainly matched (see the module), in line
     order: the ones `matching.judge` decides, one by one."""
     plain = " OR ".join(f"({_plain(line_type, new_fee=False)})" for line_type in _PLAIN_TYPES)
@@ -168,12 +167,6 @@ def record_plain_fees(connection: Connection, run_id: str, now_us: int) -> list[
         total[0] += int(fee_minor)
         total[1] += 1
     return [(tenant, currency, total, count) for (tenant, currency), (total, count) in totals.items()]
-
-
-def fields_of(row: StagedRow) -> tuple[int, tuple[str, ...]]:
-    """(line number, the line's fields as read) of a staged row: `report.parse` reads them again."""
-    number, kind, request_id, processor_id, merchant, amount, fee, *rest = row
-    return int(number), (kind, request_id, processor_id, merchant, str(amount), str(fee), *rest)
 
 
 # --- the money paycore believes moved that no line named (closing's missing_at_processor) --

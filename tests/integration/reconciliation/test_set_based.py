@@ -30,7 +30,7 @@ from paycore.kit.clock import now_us
 from paycore.ledger.verify import verify
 from paycore.reconciliation import chunks, staging
 from paycore.reconciliation import service as reconciliation
-from paycore.reconciliation.report import HEADER
+from paycore.reconciliation.report import HEADER, Staged
 from paycore.tenants import service as tenants
 from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support as payouts
@@ -137,7 +137,7 @@ def copied(database_url: str, database: Database) -> Iterator[Database]:
 def every_line_judged(monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine before issue 31: every line seen first judged one by one, no fee set-based."""
 
-    def unsettled(connection: Connection, run_id: str) -> list[staging.StagedRow]:
+    def unsettled(connection: Connection, run_id: str) -> list[Staged]:
         query = (
             f"SELECT {staging._LINE_COLUMNS} FROM {staging.TABLE} l {staging._FIRST} "
             "WHERE s.line_number = l.line_number ORDER BY l.line_number"
