@@ -1,9 +1,10 @@
-"""One chunk of a report, in one transaction (ADR 0014): the merchants the lines name checked
-to be tenants, the lines recorded as seen (a second line for one object in a run is a
-`duplicate_line`), their objects loaded with one statement per kind, each line judged
-(`matching.judge`), its breaks stored, what it proves applied through the object's own lifecycle
-(cause `settlement_report`), and the processor's fees of the chunk booked on the ledger, once
-per object.
+"""One chunk of a report, in one transaction (ADR 0014, issue 31): the merchants the lines name
+checked to be tenants, the lines written into the staging table and matched set-based
+(`staging`: recorded as seen, a second line for one object in a run being a `duplicate_line`;
+the plainly matched ones counted and their fees recorded without a line of Python each), and the
+other lines judged one by one (`matching.judge`): their objects loaded with one statement per
+kind, their breaks stored, what they prove applied through the object's own lifecycle (cause
+`settlement_report`). The chunk's processor fees are booked on the ledger, once per object.
 
 A line's `merchant_id` is the tenant it belongs to. One that names no tenant of paycore (or one
 that differs from a tenant's only by case: tenant ids are case-sensitive) is one
@@ -13,11 +14,11 @@ merchant is not a tenant is stored under `*` too. A tenant exists once `paycore 
 made it; in local mode (no API key and no operator yet) there is no list of tenants, every
 request acts as the tenant it names, and so every well-formed merchant id is taken as one.
 
-The queries per chunk do not grow with its lines: two or three for the tenants (is it local
-mode; which merchants are tenants; a fourth when some are not: which differ only by case), one
-to record the lines, one per kind of object, one for the fees already booked, one to record new
-fees and one ledger transfer per tenant and currency. Only a line that finds something (a break,
-an object to move) costs statements of its own, and such lines are few.
+The statements per chunk do not grow with its lines: two or three for the tenants, one to write
+the staging table, one each to record the lines seen, find the duplicates, find the lines not
+plainly matched and record the plain fees, one ledger transfer per tenant and currency. Only a
+line that is not plainly matched costs Python and statements of its own (its kind's lookup,
+500 lines at a time; a break, an object to move), and such lines are few.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ from paycore.operators import service as operators
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
-from paycore.reconciliation import repository, states
+from paycore.reconciliation import repository, staging, states
 from paycore.reconciliation.matching import KIND_OF_LINE, Finding, Kind, Known, judge
 from paycore.reconciliation.models import ALL_TENANTS
-from paycore.reconciliation.report import Line, Malformed
+from paycore.reconciliation.report import Line, Malformed, Staged, line_of
 from paycore.refunds import service as refunds
 from paycore.tenants import service as tenants
 
@@ -50,6 +51,7 @@ CAUSE: Final = "settlement_report"
 FAILED_CODE: Final = "failed_per_settlement_report"  # the report says failed, not why
 FEE_LINE_TYPES: Final = frozenset({"charge", "refund"})  # a payout's bank fee is booked by its settlement
 _LINE_OF_FEE: Final = {"payment": "charge", "refund": "refund"}
+JUDGED_LINES_MAX: Final = 500  # lines judged one by one per round of lookups (bounds each statement)
 _TENANT_ID_CHARACTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -94,27 +96,75 @@ class Merchants:
         return self.known is None or merchant in self.known
 
 
-def reconcile_chunk(connection: Connection, chunk: list[Line | Malformed], context: Context) -> Counts:
-    counts = Counts(lines=len(chunk))
-    merchants = _merchants(connection, chunk)
-    lines: list[Line] = []
-    for entry in chunk:
+@dataclass
+class Chunk:
+    """A chunk of the report as read, before its transaction (which may be retried: it holds
+    what it read): its lines as staging rows in file order, its malformed lines, and the
+    merchants they name."""
+
+    rows: list[Staged] = field(default_factory=list)
+    malformed: list[Malformed] = field(default_factory=list)
+    merchants: set[str] = field(default_factory=set)
+
+    @property
+    def lines(self) -> int:
+        return len(self.rows) + len(self.malformed)
+
+    def add(self, entry: Staged | Malformed) -> None:
+        if isinstance(entry, Malformed):
+            self.malformed.append(entry)
+            merchant = _merchant_of(entry.fields)
+            if merchant is not None:
+                self.merchants.add(merchant)
+            return
+        self.rows.append(entry)
+        self.merchants.add(entry[4])
+
+
+def reconcile_chunk(connection: Connection, chunk: Chunk, context: Context) -> Counts:
+    """The chunk staged and matched set-based (`staging`); the lines that are not plainly
+    matched judged one by one, JUDGED_LINES_MAX at a time; the chunk's fees booked."""
+    counts = Counts(lines=chunk.lines)
+    merchants = _merchants(connection, chunk.merchants)
+    staging.create(connection)
+    staging.write(connection, chunk.rows)
+    strangers = [line_of(row) for row in staging.take_tenants(connection, _not_tenants(chunk.merchants, merchants))]
+    strays: list[Line | Malformed] = [*chunk.malformed, *strangers]
+    for entry in sorted(strays, key=lambda entry: entry.number):
         if isinstance(entry, Malformed):
             key = f"malformed_line:{entry.number}:{hashlib.sha256(repr(entry.fields).encode()).hexdigest()[:16]}"
             finding = Finding("malformed_line", entry.reason)
             tenant_id = _tenant_of(entry.fields, merchants)
             counts.breaks[finding.type] += store(connection, context, tenant_id, key, finding, entry)
-        elif not merchants.is_tenant(entry.merchant_id):
+        else:
             key = f"unknown_account:{entry.type}:{entry.merchant_id}:{entry.request_id}"
             finding = Finding("unknown_account", _unknown(entry.merchant_id, merchants))
             counts.breaks[finding.type] += store(connection, context, ALL_TENANTS, key, finding, entry)
-        else:
-            lines.append(entry)
-    first, duplicates = _first_sightings(connection, context.run_id, lines)
+    staging.record_seen(connection, context.run_id)
+    duplicates = [line_of(row) for row in staging.duplicates(connection, context.run_id)]
     for line in duplicates:
         finding = Finding("duplicate_line", f"a second {line.type} line for {line.request_id} in this report")
         key = f"duplicate_line:{line.type}:{line.request_id}:{line.number}"
         counts.breaks[finding.type] += store(connection, context, line.merchant_id, key, finding, line)
+    unsettled = [line_of(row) for row in staging.unsettled(connection, context.run_id)]
+    plain_fees = staging.record_plain_fees(connection, context.run_id, context.now_us)
+    counts.matched += len(chunk.rows) - len(strangers) - len(duplicates) - len(unsettled)
+    to_book: list[tuple[Line, Known]] = []
+    for start in range(0, len(unsettled), JUDGED_LINES_MAX):
+        to_book += _judge_all(connection, unsettled[start : start + JUDGED_LINES_MAX], context, counts)
+    _book_fees(connection, to_book, context, counts, plain_fees)
+    staging.clear(connection)
+    return counts
+
+
+def _not_tenants(named: set[str], merchants: Merchants) -> list[str]:
+    return [] if merchants.known is None else sorted(named - merchants.known)
+
+
+def _judge_all(connection: Connection, first: list[Line], context: Context, counts: Counts) -> list[tuple[Line, Known]]:
+    """Judge each line (`matching.judge`), store its breaks, apply what it proves; returns the
+    lines whose fee is to be booked. Statements: one per kind of object and one for the fees,
+    then only for a line that finds something."""
     found = _find_all(connection, first)
     fees = _fees_booked(connection, first)
     to_book: list[tuple[Line, Known]] = []
@@ -138,20 +188,14 @@ def reconcile_chunk(connection: Connection, chunk: list[Line | Malformed], conte
             counts.resolved += int(moved)
         if verdict.matched and verdict.fee_to_book_minor > 0 and line.type in FEE_LINE_TYPES and known is not None:
             to_book.append((line, known))
-    _book_fees(connection, to_book, context, counts)
-    return counts
+    return to_book
 
 
-def _merchants(connection: Connection, chunk: list[Line | Malformed]) -> Merchants:
+def _merchants(connection: Connection, named: set[str]) -> Merchants:
     """The chunk's merchants checked against the tenants: two statements in local mode (asking
     whether it is), three otherwise (four when some are not tenants: the case check)."""
     if operators.local_mode(connection):
         return Merchants(None, {})
-    named: set[str] = set()
-    for entry in chunk:
-        merchant = entry.merchant_id if isinstance(entry, Line) else _merchant_of(entry.fields)
-        if merchant is not None:
-            named.add(merchant)
     known = frozenset(tenants.tenant_ids(connection, sorted(named)))
     unknown = sorted(named - known)
     return Merchants(known, tenants.tenants_ignoring_case(connection, unknown) if unknown else {})
@@ -173,18 +217,6 @@ def _manual_or(connection: Connection, line: Line, known: Known | None, finding:
         return finding
     detail = f"a person resolved it by hand as {known.status}; the report says {line.type} {line.status}"
     return Finding("manual_resolution_contradicted", detail)
-
-
-def _first_sightings(connection: Connection, run_id: str, lines: list[Line]) -> tuple[list[Line], list[Line]]:
-    """(lines read for the first time in this run, lines for an object the run has read before)."""
-    sightings = [(line.type, line.merchant_id, line.request_id, line.number) for line in lines]
-    first_time = repository.insert_seen(connection, run_id, sightings)
-    first: list[Line] = []
-    duplicates: list[Line] = []
-    for line in lines:
-        key = (line.type, line.merchant_id, line.request_id)
-        (first if (key, line.number) in first_time else duplicates).append(line)
-    return first, duplicates
 
 
 def _find_all(connection: Connection, lines: list[Line]) -> dict[tuple[Kind, str, str], Any]:
@@ -284,9 +316,16 @@ def _payout_result(line: Line, payout: Any) -> PayoutResult:
     )
 
 
-def _book_fees(connection: Connection, to_book: list[tuple[Line, Known]], context: Context, counts: Counts) -> None:
+def _book_fees(
+    connection: Connection,
+    to_book: list[tuple[Line, Known]],
+    context: Context,
+    counts: Counts,
+    plain: list[tuple[str, str, int, int]],
+) -> None:
     """Record each object's fee once (its key in `reconciliation_fees`), then book the fees
-    recorded now on the ledger, one transfer per tenant and currency."""
+    recorded now (these and the `plain` ones staging recorded: tenant, currency, total,
+    objects) on the ledger, one transfer per tenant and currency."""
     rows = [
         {
             "tenant_id": line.merchant_id,
@@ -300,6 +339,9 @@ def _book_fees(connection: Connection, to_book: list[tuple[Line, Known]], contex
         for line, known in to_book
     ]
     totals: Counter[tuple[str, str]] = Counter()
+    for tenant_id, currency, fee_minor, objects in plain:
+        totals[(tenant_id, currency)] += fee_minor
+        counts.fees_booked += objects
     for row in repository.insert_fees(connection, rows):
         tenant_id, currency, fee_minor = row.tenant_id, row.currency, row.fee_minor
         totals[(tenant_id, currency)] += int(fee_minor)

@@ -16,31 +16,23 @@ and waits for it; the next day's window starts where this one ends.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from sqlalchemy import Connection
 
 from paycore.kit import clock
-from paycore.payments import service as payments
 from paycore.payouts import service as payouts
-from paycore.reconciliation import chunks, repository, states
+from paycore.reconciliation import chunks, repository, staging, states
 from paycore.reconciliation.errors import BreakNotOpen
 from paycore.reconciliation.matching import Finding, Kind, Known
 from paycore.reconciliation.types import break_from_row
-from paycore.refunds import service as refunds
 
 PAGE_ITEMS: Final = 1_000  # objects per page of the missing-line check, one transaction each
 SUPERSEDE_BATCH: Final = 500
 CAUSE: Final = "corrected_report"  # why a break is superseded
 
-# Per kind: the line that would name it, and the pages of objects whose money moved.
-_MOVED: Final[dict[Kind, tuple[str, Callable[..., list[Any]]]]] = {
-    "payment": ("charge", payments.moved_between),
-    "refund": ("refund", refunds.moved_between),
-    "payout": ("payout", payouts.moved_between),
-}
+_LINE_OF: Final[dict[Kind, str]] = {"payment": "charge", "refund": "refund", "payout": "payout"}
 
 
 @dataclass(frozen=True)
@@ -64,24 +56,23 @@ def previous_day(day: str) -> str:
 def missing_page(
     connection: Connection, kind: Kind, after: tuple[str, str] | None, span: Window, context: chunks.Context
 ) -> tuple[int, tuple[str, str] | None]:
-    """Store `missing_at_processor` for one page of `kind`; (breaks stored, where the next page
-    starts, None after the last)."""
-    line_type, moved = _MOVED[kind]
-    items = moved(connection, (span.start_us, span.end_us), after=after, limit=PAGE_ITEMS)
-    if not items:
-        return 0, None
-    named = repository.seen_among(connection, span.run_ids, line_type, [(item.tenant_id, item.id) for item in items])
+    """Store `missing_at_processor` for one page of the objects of `kind` that no line named
+    (`staging.unnamed`: one anti-join); (breaks stored, where the next page starts, None after
+    the last)."""
+    line_type = _LINE_OF[kind]
+    items = staging.unnamed(
+        connection, kind, window_us=(span.start_us, span.end_us), run_ids=span.run_ids, after=after, limit=PAGE_ITEMS
+    )
     stored = 0
-    for item in items:
-        if (item.tenant_id, item.id) in named:
-            continue
-        status = payouts.public_status(item.status) if kind == "payout" else item.status
-        known = Known(kind, item.id, status, item.amount_minor, item.currency)
-        finding = Finding("missing_at_processor", f"no {line_type} line for {kind} {item.id} ({status})")
-        key = f"missing_at_processor:{line_type}:{item.id}"
-        stored += chunks.store(connection, context, item.tenant_id, key, finding, None, known)
-    last = items[-1]
-    return stored, (None if len(items) < PAGE_ITEMS else (last.tenant_id, last.id))
+    for tenant_id, item_id, stored_status, amount_minor, currency in items:
+        status = payouts.public_status(stored_status) if kind == "payout" else stored_status
+        known = Known(kind, item_id, status, amount_minor, currency)
+        finding = Finding("missing_at_processor", f"no {line_type} line for {kind} {item_id} ({status})")
+        key = f"missing_at_processor:{line_type}:{item_id}"
+        stored += chunks.store(connection, context, tenant_id, key, finding, None, known)
+    if len(items) < PAGE_ITEMS:
+        return stored, None
+    return stored, (items[-1][0], items[-1][1])
 
 
 def supersede_unmet(connection: Connection, day: str, run_id: str, *, actor: str, now_us: int) -> int:

@@ -20,10 +20,11 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
 from paycore.kit import clock
 from paycore.processor.port import SETTLEMENT_REPORT_COLUMNS
@@ -48,6 +49,11 @@ BYTE_ORDER_MARK: Final = "\ufeff"  # UTF-8's EF BB BF, decoded
 _UNDECODED = re.compile("[\udc80-\udcff]")
 _UTF16_MARKS: Final = ("\udcff\udcfe", "\udcfe\udcff")  # FF FE and FE FF, undecoded
 CHECK_BLOCK_BYTES: Final = 1_048_576  # read at a time when a file is checked whole
+
+
+# A good line as a run stages it: (number, type, request id, processor id, merchant, amount_minor,
+# fee_minor, currency, status, created_at, batch_id, code), the amounts as integers.
+Staged = tuple[Any, ...]
 
 
 class NotAReport(ValueError):
@@ -124,26 +130,57 @@ def encoded(line: str) -> bytes:
 
 def read(lines: Iterable[str]) -> Iterator[Line | Malformed]:
     """Each data line of the report in `lines` (text lines, CRLF or LF), in file order."""
-    reader = csv.reader(_text(lines), strict=True)
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise NotAReport("the report is empty: a settlement report starts with its header line") from None
-    except csv.Error as error:
-        raise NotAReport(f"line 1 is not CSV ({error})") from None
+    for number, fields in _data(lines):
+        yield Malformed(number, f"not CSV: {fields}", ()) if isinstance(fields, csv.Error) else parse(number, fields)
+
+
+def read_staged(lines: Iterable[str]) -> Iterator[Staged | Malformed]:
+    """`read`, each good line as its staging row (`Staged`) rather than a `Line`: what a run
+    writes into its staging table, without building a `Line` per line (issue 31)."""
+    for number, fields in _data(lines):
+        yield Malformed(number, f"not CSV: {fields}", ()) if isinstance(fields, csv.Error) else staged(number, fields)
+
+
+def _data(lines: Iterable[str]) -> Iterator[tuple[int, list[str] | csv.Error]]:
+    """(line number, fields or the CSV error) of each data line, after the header is checked
+    (NotAReport); blank lines skipped."""
+    records = _records(_text(lines))
+    first = next(records, None)
+    if first is None:
+        raise NotAReport("the report is empty: a settlement report starts with its header line")
+    header = first[1]
+    if isinstance(header, csv.Error):
+        raise NotAReport(f"line 1 is not CSV ({header})") from None
     if tuple(header) != HEADER:
         raise NotAReport(f"line 1 is not a settlement report's header: expected {','.join(HEADER)}")
-    while True:
+    for number, fields in records:
+        if fields:  # not a blank line
+            yield number, fields
+
+
+def _records(text: Iterator[str]) -> Iterator[tuple[int, list[str] | csv.Error]]:
+    """The CSV records of the text lines as `csv.reader(text, strict=True)` reads them, each with
+    the number of the last line it was read from, and a record's error in its place (the reader
+    goes on with the next line, as csv's does). A line without a quote or a line break inside
+    is split on its commas without the csv module, which is what it would do (issue 31: a
+    quarter of a line's cost); any other line starts a csv reader, which reads on as far as
+    its record goes (a quoted field across lines)."""
+    number = 0
+    for line in text:
+        body = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith(("\n", "\r")) else line
+        if '"' not in body and "\r" not in body and "\n" not in body and body:
+            number += 1
+            yield number, body.split(",")
+            continue
+        reader = csv.reader(itertools.chain((line,), text), strict=True)
         try:
-            fields = next(reader)
+            fields: list[str] | csv.Error = next(reader)
+        except csv.Error as error:
+            fields = error
         except StopIteration:
             return
-        except csv.Error as error:  # e.g. an unterminated quote at the end of a truncated file
-            yield Malformed(reader.line_num, f"not CSV: {error}", ())
-            continue
-        if not fields:
-            continue  # a blank line
-        yield parse(reader.line_num, tuple(fields))
+        number += reader.line_num
+        yield number, fields
 
 
 def _text(lines: Iterable[str]) -> Iterator[str]:
@@ -166,43 +203,72 @@ def _text(lines: Iterable[str]) -> Iterator[str]:
         yield line
 
 
-def parse(number: int, fields: tuple[str, ...]) -> Line | Malformed:
+def parse(number: int, fields: Sequence[str]) -> Line | Malformed:
     """One data line: a `Line`, or a `Malformed` naming its first wrong field."""
-    if len(fields) != len(HEADER):
-        return Malformed(number, f"{len(fields)} fields, a report line has {len(HEADER)}", fields)
-    too_long = next((name for name, value in zip(HEADER, fields, strict=True) if len(value) > FIELD_LENGTH_MAX), None)
-    if too_long is not None:
-        return Malformed(number, f"{too_long} is longer than {FIELD_LENGTH_MAX} characters", fields[:1])
-    values = dict(zip(HEADER, fields, strict=True))
-    kind = values["type"]
-    if kind not in STATUSES_BY_TYPE:
-        return Malformed(number, f"type {kind!r} is not one of {', '.join(STATUSES_BY_TYPE)}", fields)
-    for name in ("request_id", "processor_id", "merchant_id"):
-        if not _ID.fullmatch(values[name]):
-            return Malformed(number, f"{name} {values[name]!r} is not an id", fields)
-    for name in ("amount_minor", "fee_minor"):
-        if not _MINOR.fullmatch(values[name]) or int(values[name]) > AMOUNT_MINOR_MAX:
-            return Malformed(number, f"{name} {values[name]!r} is not a whole number of minor units", fields)
-    if not _CURRENCY.fullmatch(values["currency"]):
-        return Malformed(number, f"currency {values['currency']!r} is not an ISO 4217 code", fields)
-    if values["status"] not in STATUSES_BY_TYPE[kind]:
-        return Malformed(number, f"status {values['status']!r} is not one a {kind} line has", fields)
-    try:
-        created_at_us = clock.parse_rfc3339(values["created_at"])
-    except ValueError:
-        return Malformed(number, f"created_at {values['created_at']!r} is not an RFC 3339 time", fields)
+    checked = _checked(number, fields)
+    if isinstance(checked, Malformed):
+        return checked
+    amount_minor, fee_minor, created_at_us = checked
     return Line(
         number=number,
-        type=kind,
-        request_id=values["request_id"],
-        processor_id=values["processor_id"],
-        merchant_id=values["merchant_id"],
-        amount_minor=int(values["amount_minor"]),
-        fee_minor=int(values["fee_minor"]),
-        currency=values["currency"],
-        status=values["status"],
+        type=fields[0],
+        request_id=fields[1],
+        processor_id=fields[2],
+        merchant_id=fields[3],
+        amount_minor=amount_minor,
+        fee_minor=fee_minor,
+        currency=fields[6],
+        status=fields[7],
         created_at_us=created_at_us,
-        batch_id=values["batch_id"] or None,
-        code=values["code"] or None,
-        fields=fields,
+        batch_id=fields[9] or None,
+        code=fields[10] or None,
+        fields=tuple(fields),
     )
+
+
+def staged(number: int, fields: Sequence[str]) -> Staged | Malformed:
+    """One data line as its staging row (the checks of `parse`), or a `Malformed`."""
+    checked = _checked(number, fields)
+    if isinstance(checked, Malformed):
+        return checked
+    return (number, fields[0], fields[1], fields[2], fields[3], checked[0], checked[1], *fields[6:])
+
+
+def line_of(row: Staged) -> Line:
+    """The `Line` of a staging row (read again: the same checks, the same values)."""
+    number, kind, request_id, processor_id, merchant, amount_minor, fee_minor, *rest = row
+    line = parse(number, (kind, request_id, processor_id, merchant, str(amount_minor), str(fee_minor), *rest))
+    assert isinstance(line, Line), (row, line)  # it was one when it was staged
+    return line
+
+
+def created_at_us_of(row: Staged) -> int:
+    return clock.parse_rfc3339(row[9])
+
+
+def _checked(number: int, fields: Sequence[str]) -> tuple[int, int, int] | Malformed:
+    """(amount_minor, fee_minor, created_at_us) of a good line, else what is wrong with it,
+    checked in the order of the header; the common case takes no loop and no dict."""
+    if len(fields) != len(HEADER):
+        return Malformed(number, f"{len(fields)} fields, a report line has {len(HEADER)}", tuple(fields))
+    if max(map(len, fields)) > FIELD_LENGTH_MAX:
+        too_long = next(name for name, value in zip(HEADER, fields, strict=True) if len(value) > FIELD_LENGTH_MAX)
+        return Malformed(number, f"{too_long} is longer than {FIELD_LENGTH_MAX} characters", tuple(fields[:1]))
+    kind, request_id, processor_id, merchant_id, amount, fee, currency, status, created_at = fields[:9]
+    if kind not in STATUSES_BY_TYPE:
+        return Malformed(number, f"type {kind!r} is not one of {', '.join(STATUSES_BY_TYPE)}", tuple(fields))
+    if not (_ID.fullmatch(request_id) and _ID.fullmatch(processor_id) and _ID.fullmatch(merchant_id)):
+        name, value = next((n, v) for n, v in zip(HEADER[1:4], fields[1:4], strict=True) if not _ID.fullmatch(v))
+        return Malformed(number, f"{name} {value!r} is not an id", tuple(fields))
+    for name, value in (("amount_minor", amount), ("fee_minor", fee)):
+        if not _MINOR.fullmatch(value) or int(value) > AMOUNT_MINOR_MAX:
+            return Malformed(number, f"{name} {value!r} is not a whole number of minor units", tuple(fields))
+    if not _CURRENCY.fullmatch(currency):
+        return Malformed(number, f"currency {currency!r} is not an ISO 4217 code", tuple(fields))
+    if status not in STATUSES_BY_TYPE[kind]:
+        return Malformed(number, f"status {status!r} is not one a {kind} line has", tuple(fields))
+    try:
+        created_at_us = clock.parse_rfc3339(created_at)
+    except ValueError:
+        return Malformed(number, f"created_at {created_at!r} is not an RFC 3339 time", tuple(fields))
+    return int(amount), int(fee), created_at_us

@@ -117,51 +117,13 @@ def _insert_ignoring_conflicts(connection: Connection) -> Any:
     return postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
 
 
-def insert_seen(
-    connection: Connection, run_id: str, lines: list[tuple[str, str, str, int]]
-) -> set[tuple[SeenKey, int]]:
-    """Record the lines (type, tenant, request id, line number) the run has read, in one
-    statement; returns the (key, line number) of those seen for the first time in this run."""
-    if not lines:
-        return set()
-    table = reconciliation_seen.c
-    rows = [
-        {"run_id": run_id, "line_type": kind, "tenant_id": tenant, "request_id": request, "line_number": number}
-        for kind, tenant, request, number in lines
-    ]
-    statement = (
-        _insert_ignoring_conflicts(connection)(reconciliation_seen)
-        .on_conflict_do_nothing()
-        .returning(table.line_type, table.tenant_id, table.request_id, table.line_number)
-    )
-    # executemany with RETURNING: SQLAlchemy batches the rows into multi-row INSERTs and
-    # caches the statement (a `.values(rows)` statement is compiled again for every chunk).
-    returned = connection.execute(statement, rows)
-    return {((kind, tenant, request), number) for kind, tenant, request, number in returned}
-
-
 def analyze_staging(connection: Connection) -> None:
     """Refresh PostgreSQL's statistics of the tables a run fills as it goes (the lines seen, the
     fees). Planned with the statistics of a nearly empty table, the chunk's lookups by primary
-    key and each `seen_among` page became sequential scans of every row so far: measured,
+    key and each missing-line page became sequential scans of every row so far: measured,
     seconds per page at 300k lines, quadratic in the report. SQLite plans by the key without."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("ANALYZE reconciliation_seen, reconciliation_fees"))
-
-
-def seen_among(
-    connection: Connection, run_ids: Collection[str], line_type: str, keys: Collection[tuple[str, str]]
-) -> set[tuple[str, str]]:
-    """Which of the (tenant, request id) keys these runs read a `line_type` line for."""
-    if not keys or not run_ids:
-        return set()
-    table = reconciliation_seen.c
-    query = select(table.tenant_id, table.request_id).where(
-        table.run_id.in_(list(run_ids)),
-        table.line_type == line_type,
-        keys_in((table.tenant_id, table.request_id), keys),
-    )
-    return {(tenant, request) for tenant, request in connection.execute(query)}
 
 
 def forget_seen_of_day(connection: Connection, day: str, *, keep_run_id: str) -> None:

@@ -37,10 +37,11 @@ from paycore.reconciliation import chunks, closing, days, matching, models, repo
 from paycore.reconciliation.chunks import CAUSE, Context, Counts
 from paycore.reconciliation.errors import BreakNotFound, DayBusy, RunNotFound, UnknownResolution
 from paycore.reconciliation.matching import BreakType, Finding, Kind, Known
-from paycore.reconciliation.report import Line, Malformed, NotAReport, encoded, read
+from paycore.reconciliation.report import Malformed, NotAReport, Staged, created_at_us_of, encoded, read_staged
 from paycore.reconciliation.types import Abandoned, Break, Run, break_from_row, run_from_row
 
-CHUNK_LINES: Final = 500  # lines per transaction
+CHUNK_LINES: Final = 500  # lines of the first chunk (read before the run writes anything)
+CHUNK_LINES_MAX: Final = 16_000  # each chunk doubles the last one's lines up to this: one transaction each
 GRACE_MS_DEFAULT: Final = 3_600_000  # PAYCORE_RECONCILE_GRACE_MS's default
 SOURCES: Final = ("file", "processor")
 RUN_STATUSES: Final = models.RUN_STATUSES
@@ -87,14 +88,14 @@ def reconcile(
     even do that (killed) is abandoned once its lease lapses (`days`)."""
     assert source in SOURCES
     digest = hashlib.sha256()
-    items = read(_hashed(lines, digest))
+    items = read_staged(_hashed(lines, digest))
     # Up to the first good line (the header is read here: NotAReport now writes nothing).
     leading = list(itertools.islice(items, CHUNK_LINES))
     if day is None:
-        first = next((item for item in leading if isinstance(item, Line)), None)
+        first = next((item for item in leading if not isinstance(item, Malformed)), None)
         if first is None:
             raise NotAReport(f"no line among the first {len(leading)} gives the day: give it (--day YYYY-MM-DD)")
-        day = clock.utc_day(first.created_at_us).isoformat()
+        day = clock.utc_day(created_at_us_of(first)).isoformat()
     run_id = ids.new_id("rcn")
     actor = actors.reconcile(run_id)  # who the audit log says acted: the run
     started_us = clock.now_us()
@@ -102,8 +103,7 @@ def reconcile(
     abandoned = database.transaction(start)
     try:
         counts = Counts()
-        remaining: Iterator[Line | Malformed] = itertools.chain(leading, items)
-        for number, chunk in enumerate(iter(lambda: list(itertools.islice(remaining, CHUNK_LINES)), [])):
+        for number, chunk in enumerate(_chunks(leading, items)):
             now_us = clock.now_us()
             context = Context(run_id, day, actor, now_us, number)
             if number and number & (number + 1) == 0:  # after 1, 3, 7, 15, ... chunks: log2 of the lines
@@ -132,7 +132,23 @@ def _start(
     return abandoned
 
 
-def _chunk(connection: Connection, *, chunk: list[Line | Malformed], context: Context, lease_ms: int) -> Counts:
+def _chunks(leading: list[Staged | Malformed], items: Iterator[Staged | Malformed]) -> Iterator[chunks.Chunk]:
+    """The report in chunks: the leading lines, then twice as many lines as the chunk before, up
+    to CHUNK_LINES_MAX: a transaction per chunk, and its fixed cost spread over more lines as
+    the report proves long. Each is read whole before its transaction (a retry replays it)."""
+    size = len(leading)
+    chunk = chunks.Chunk()
+    for entry in leading:
+        chunk.add(entry)
+    while chunk.lines:
+        yield chunk
+        size = min(max(size, CHUNK_LINES) * 2, CHUNK_LINES_MAX)
+        chunk = chunks.Chunk()
+        for entry in itertools.islice(items, size):
+            chunk.add(entry)
+
+
+def _chunk(connection: Connection, *, chunk: chunks.Chunk, context: Context, lease_ms: int) -> Counts:
     days.renew(connection, context.day, context.run_id, now_us=context.now_us, lease_ms=lease_ms)
     return chunks.reconcile_chunk(connection, chunk, context)
 
