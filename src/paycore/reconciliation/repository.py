@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, exists, func, insert, or_, select, text, update
+from sqlalchemy import Connection, Row, delete, exists, func, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from paycore.db.sql import insert_or_ignore, keys_in
@@ -82,35 +82,6 @@ def get_run(connection: Connection, run_id: str) -> Row[Any] | None:
         reconciliation_runs.c.tenant_id == ALL_TENANTS, reconciliation_runs.c.id == run_id
     )
     return connection.execute(query).first()
-
-
-def claim_day(connection: Connection, day: str, holder: str, *, now_us: int, until_us: int) -> str | None:
-    """Compare-and-set the day's lease to `holder`; None when taken, else who holds it."""
-    row = {"tenant_id": ALL_TENANTS, "day": day, "claimed_by": None, "claimed_until_us": None, "created_at_us": now_us}
-    insert_or_ignore(connection, reconciliation_days, row, ("tenant_id", "day"))
-    table = reconciliation_days.c
-    free = or_(table.claimed_by.is_(None), table.claimed_until_us < now_us, table.claimed_by == holder)
-    statement = update(reconciliation_days).where(table.tenant_id == ALL_TENANTS, table.day == day, free)
-    if connection.execute(statement.values(claimed_by=holder, claimed_until_us=until_us)).rowcount == 1:
-        return None
-    query = select(table.claimed_by).where(table.tenant_id == ALL_TENANTS, table.day == day)
-    return str(connection.execute(query).scalar_one())
-
-
-def renew_day(connection: Connection, day: str, holder: str, *, until_us: int) -> bool:
-    table = reconciliation_days.c
-    statement = update(reconciliation_days).where(
-        table.tenant_id == ALL_TENANTS, table.day == day, table.claimed_by == holder
-    )
-    return connection.execute(statement.values(claimed_until_us=until_us)).rowcount == 1
-
-
-def release_day(connection: Connection, day: str, holder: str) -> bool:
-    table = reconciliation_days.c
-    statement = update(reconciliation_days).where(
-        table.tenant_id == ALL_TENANTS, table.day == day, table.claimed_by == holder
-    )
-    return connection.execute(statement.values(claimed_by=None, claimed_until_us=None)).rowcount == 1
 
 
 def _insert_ignoring_conflicts(connection: Connection) -> Any:
@@ -299,18 +270,6 @@ def break_page(
     if starting_after is not None:
         query = query.where(table.c.id > starting_after)
     return list(connection.execute(query.order_by(table.c.id).limit(limit)))
-
-
-def change_break_status(
-    connection: Connection, tenant_id: str, break_id: str, from_status: str, values: Mapping[str, Any]
-) -> bool:
-    """Compare-and-set: True only if the break was still in `from_status`."""
-    statement = update(reconciliation_breaks).where(
-        reconciliation_breaks.c.tenant_id == tenant_id,
-        reconciliation_breaks.c.id == break_id,
-        reconciliation_breaks.c.status == from_status,
-    )
-    return connection.execute(statement.values(**values)).rowcount == 1
 
 
 def recent_runs(connection: Connection, *, limit: int) -> list[Row[Any]]:
