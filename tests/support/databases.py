@@ -4,19 +4,13 @@ Each test run migrates one template per backend, then copies it per test (a file
 SQLite, `CREATE DATABASE ... TEMPLATE` on PostgreSQL), so every test starts on a freshly
 migrated, empty database without paying for the migrations each time. Database names carry
 the run's pid and a random suffix, so concurrent runs never share one.
-
-A PostgreSQL test's database is dropped behind it, by a thread of the worker's own, while the
-next test runs: `DROP DATABASE` waits on the server (it removes the files and, on PostgreSQL 15,
-waits for a checkpoint's sync), and no test needs to wait for it. `close` drops what is left.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import secrets
 import shutil
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,10 +55,6 @@ class PostgresDatabases:
         database = Database(Settings(database_url=sqlalchemy_url(self.template), db_pool_size=2))
         migrate.upgrade(database)
         database.dispose()
-        self._to_drop: queue.Queue[str | None] = queue.Queue()
-        self._drop_errors: list[psycopg.Error] = []
-        self._dropper = threading.Thread(target=self._drop_in_turn, name="drop-test-databases", daemon=True)
-        self._dropper.start()
 
     def new(self) -> str:
         self._count += 1
@@ -76,23 +66,8 @@ class PostgresDatabases:
     def drop(name: str) -> None:
         _admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
-    def drop_later(self, name: str) -> None:
-        """Drop `name` behind the caller (its connections are ended by the drop)."""
-        self._to_drop.put(name)
-
-    def _drop_in_turn(self) -> None:
-        while (name := self._to_drop.get()) is not None:
-            try:
-                self.drop(name)
-            except psycopg.Error as error:  # raised at close, after the others are dropped
-                self._drop_errors.append(error)
-
     def close(self) -> None:
-        self._to_drop.put(None)
-        self._dropper.join()
         self.drop(self.template)
-        if self._drop_errors:
-            raise self._drop_errors[0]
 
 
 class SqliteDatabases:
@@ -122,4 +97,4 @@ def fresh_url(backend: str, sqlite: SqliteDatabases | None, postgres: PostgresDa
     try:
         yield sqlalchemy_url(name)
     finally:
-        postgres.drop_later(name)
+        postgres.drop(name)
