@@ -22,7 +22,7 @@ schedule to the new holder.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -39,20 +39,6 @@ from paycore.lifecycle.policy import Policy, next_attempt_at_us
 
 T = TypeVar("T", bound=Item)
 Q = TypeVar("Q")
-
-
-def _apply(
-    machine: Machine[T],
-    connection: Connection,
-    item: T,
-    evidence: Evidence[Any],
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    values: Mapping[str, Any] | None = None,
-) -> Applied[T]:
-    return machine.apply_evidence(connection, item, evidence, cause=cause, actor=actor, now_us=now_us, values=values)
 
 
 @dataclass(frozen=True)
@@ -79,7 +65,7 @@ class Job(Generic[T, Q]):
     def applied(self, connection: Connection, item: T, evidence: Evidence[Any], **kwargs: Any) -> Applied[T]:
         if self.apply is not None:
             return self.apply(connection, item, evidence, **kwargs)
-        return _apply(self.machine, connection, item, evidence, **kwargs)
+        return self.machine.apply_evidence(connection, item, evidence, **kwargs)
 
 
 @dataclass(frozen=True)
