@@ -187,11 +187,15 @@ class Load:
 class Readiness:
     port: int
     stop: threading.Event = field(default_factory=threading.Event)
-    seen: list[tuple[float, int]] = field(default_factory=list)
+    # (sent at, answered at, status): a probe sent just before the database was let back may
+    # be checked after it and rightly answer 200, so "during" is judged by both ends.
+    seen: list[tuple[float, float, int]] = field(default_factory=list)
 
     def run(self) -> None:
         while not self.stop.is_set():
-            self.seen.append((time.monotonic(), call(self.port, "GET", "/readyz", timeout_s=REQUEST_TIMEOUT_S).status))
+            sent_at = time.monotonic()
+            status = call(self.port, "GET", "/readyz", timeout_s=REQUEST_TIMEOUT_S).status
+            self.seen.append((sent_at, time.monotonic(), status))
             time.sleep(0.2)
 
 
@@ -278,10 +282,11 @@ def run_the_outage(
         for thread in threads:
             thread.start()
         time.sleep(BEFORE_S)
-        away_from, away_from_us = time.monotonic(), now_us()
+        away_from_us = now_us()
         refuse_connections(postgres_url)
+        gone_at = time.monotonic()  # every connection ended: nothing reaches the database from here
         time.sleep(AWAY_S)
-        back_at_us = now_us()  # before: a process may be back before allow_connections returns
+        back_at_us, letting_back = now_us(), time.monotonic()  # before: a process may be back before it returns
         allow_connections(postgres_url)
         back_at = time.monotonic()
         time.sleep(AFTER_S)
@@ -291,7 +296,7 @@ def run_the_outage(
             thread.join(REQUEST_TIMEOUT_S * 2)
         assert not any(thread.is_alive() for thread in threads)
         assert load.errors == [], load.errors
-        assert_answers(load, readiness, away_from, back_at)
+        assert_answers(load, readiness, (gone_at, letting_back), back_at)
         settle(load)
         assert_one_result_per_key(load, database, sandbox)
         assert_ledger_verifies(postgres_url)
@@ -316,14 +321,17 @@ def prepare(port: int, database: Database) -> Load:
     return Load(port=port, destination=str(reply.body["id"]), source=source)
 
 
-def assert_answers(load: Load, readiness: Readiness, away_from: float, back_at: float) -> None:
+def assert_answers(load: Load, readiness: Readiness, away: tuple[float, float], back_at: float) -> None:
+    """No 500 ever; the outage answered 503 by `/readyz` for every probe sent and answered
+    while the database was `away` (from when its last connection ended until it was let back),
+    and 200 again two seconds after `back_at`."""
     statuses = [status for sent in load.sent for status, _, _ in sent.replies]
     assert 500 not in statuses
     unavailable = [r for sent in load.sent for r in sent.replies if r[1] == "database_unavailable"]
     assert unavailable, "the load never saw the outage"
     assert any(status in (201, 202, 402) for status in statuses)
-    during = [status for at, status in readiness.seen if away_from + 1 < at < back_at]
-    after = [status for at, status in readiness.seen if at > back_at + 2]
+    during = [status for sent_at, answered_at, status in readiness.seen if away[0] < sent_at < answered_at < away[1]]
+    after = [status for sent_at, _, status in readiness.seen if sent_at > back_at + 2]
     assert during and set(during) == {503}, readiness.seen
     assert after and set(after) == {200}, readiness.seen
 
