@@ -25,6 +25,7 @@ from paycore.kit.errors import DomainError, InvalidAmount, NotFound
 from paycore.lifecycle import machine
 from paycore.operators import service as operators
 from paycore.operators.types import Action, Principal
+from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
 from paycore.refunds.service import NewRefund
@@ -210,7 +211,7 @@ async def resolve_break(request: Request, who: Who, break_id: str) -> Response:
     fields = await session.form(request)
 
     def work(connection: Connection, now: int) -> str:
-        found = reconciliation.find_break(connection, break_id, tenant_id=who.scope)
+        found = reconciliation_queries.find_break(connection, break_id, tenant_id=who.scope)
         if found is None:
             raise Missing(f"no break {break_id} here")
         note = fields.get("note", "").strip() or None
