@@ -140,7 +140,7 @@ def _driver_connection(spec: ClientSpec) -> Any:
 
         assert spec.sqlite_path is not None
         connection = sqlite3.connect(spec.sqlite_path, isolation_level=None)
-        # Exactly what paycore.db.engine sets on every SQLite connection.
+        # Exactly what paycore.db.engines sets on every SQLite connection.
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
         connection.execute("PRAGMA foreign_keys=ON")

@@ -18,7 +18,7 @@ from paycore.operations import service as operations
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.payouts import states as payout_states
-from paycore.reconciliation import service as reconciliation
+from paycore.reconciliation import queries as reconciliation_queries
 from paycore.refunds import service as refunds
 from paycore.webhooks import service as webhooks
 
@@ -100,13 +100,13 @@ class ReconciliationCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         with self._database.read() as connection:
-            counts = reconciliation.breaks_by_type_and_status(connection)
-            resolved, finished_at_us = reconciliation.runs_summary(connection)
+            counts = reconciliation_queries.breaks_by_type_and_status(connection)
+            resolved, finished_at_us = reconciliation_queries.runs_summary(connection)
         breaks = GaugeMetricFamily(
             "paycore_reconciliation_breaks", "Reconciliation breaks by type and status", labels=["type", "status"]
         )
-        for kind in reconciliation.BREAK_TYPES:
-            for status in reconciliation.BREAK_STATUSES:
+        for kind in reconciliation_queries.BREAK_TYPES:
+            for status in reconciliation_queries.BREAK_STATUSES:
                 breaks.add_metric([kind, status], counts.get((kind, status), 0))
         yield breaks
         yield CounterMetricFamily(
@@ -168,7 +168,7 @@ class OperationsCollector(Collector):
         now = now_us()
         with self._database.read() as connection:
             lag = operations.worker_lag_us(connection, self._schedules, now_us=now)
-            open_breaks = reconciliation.open_breaks_by_type(connection)
+            open_breaks = reconciliation_queries.open_breaks_by_type(connection)
             defects = operations.escaped_defects(connection)
         lag_family = GaugeMetricFamily(
             "paycore_worker_lag_seconds",
@@ -183,7 +183,7 @@ class OperationsCollector(Collector):
             "Age of the oldest open reconciliation break (0 if none)",
             labels=["type"],
         )
-        for kind in reconciliation.BREAK_TYPES:
+        for kind in reconciliation_queries.BREAK_TYPES:
             found = open_breaks.get(kind)
             oldest.add_metric([kind], 0 if found is None else max(0, now - found[1]) // 1_000_000)
         yield oldest

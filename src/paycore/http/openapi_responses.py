@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from paycore.kit.money import AMOUNT_MINOR_MAX
-from paycore.reconciliation import service as reconciliation
+from paycore.reconciliation import queries as reconciliation_queries
 
 JsonSchema = dict[str, Any]
 
@@ -83,11 +83,11 @@ RECONCILIATION_RUN = _resource(
     "breaks",
     "created_at",
     "finished_at",
-    status={"enum": list(reconciliation.RUN_STATUSES)},
+    status={"enum": list(reconciliation_queries.RUN_STATUSES)},
     report_sha256=_nullable(_STRING),
     breaks={
         "type": "object",
-        "propertyNames": {"enum": list(reconciliation.BREAK_TYPES)},
+        "propertyNames": {"enum": list(reconciliation_queries.BREAK_TYPES)},
         "additionalProperties": {"type": "integer", "minimum": 1},
     },
     finished_at=_nullable(TIMESTAMP),
@@ -110,8 +110,8 @@ RECONCILIATION_BREAK = _resource(
     "resolved_by",
     "resolved_at",
     "created_at",
-    type={"enum": list(reconciliation.BREAK_TYPES)},
-    status={"enum": list(reconciliation.BREAK_STATUSES)},
+    type={"enum": list(reconciliation_queries.BREAK_TYPES)},
+    status={"enum": list(reconciliation_queries.BREAK_STATUSES)},
     line={"type": "array", "items": _STRING},
     resolved_at=_nullable(TIMESTAMP),
 )

@@ -47,7 +47,7 @@ from paycore.db.metadata import ID_LENGTH
 from paycore.kit import ids
 from paycore.kit.errors import InvalidAmount, InvalidRequest, UnsupportedCurrency
 from paycore.kit.money import is_amount_minor, is_known_currency
-from paycore.ledger import chart, repository
+from paycore.ledger import chart, fees_repository
 from paycore.ledger.accounts import ensure_accounts
 from paycore.ledger.errors import FeeKeyTaken
 from paycore.ledger.models import transfers
@@ -154,7 +154,7 @@ def booked_fees(connection: Connection, tenant_id: str, keys: Collection[str]) -
     if not wanted:
         return {}
     found: dict[str, int] = {}
-    for key, amount_minor in repository.keyed_debits(connection, tenant_id, sorted(wanted), _FEES_CODE_PREFIX):
+    for key, amount_minor in fees_repository.keyed_debits(connection, tenant_id, sorted(wanted), _FEES_CODE_PREFIX):
         assert key in wanted and type(amount_minor) is int and amount_minor > 0, (key, amount_minor)
         found[key] = found.get(key, 0) + amount_minor
     return found
@@ -177,7 +177,7 @@ def _book(
     by_code = _fee_accounts(connection, tenant_id, {fee.currency for fee in to_book}, now_us)
     by_id = {account.id: account for account in by_code.values()}
     planned = [_planned_transfer(connection, tenant_id, fee, by_code, now_us) for fee in to_book]
-    inserted = repository.insert_keyed_transfers(connection, [values for values, _ in planned])
+    inserted = fees_repository.insert_keyed_transfers(connection, [values for values, _ in planned])
     written = [(values["id"], spec.entries) for values, spec in planned if values["idempotency_key"] in inserted]
     rows = write_entries_of_transfers(connection, tenant_id, written, by_id, now_us)
     assert len(rows) == 2 * len(inserted), (len(rows), len(inserted))

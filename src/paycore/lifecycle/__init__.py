@@ -9,6 +9,9 @@ reconciliation day's run and break, and the processor's events matched again (AD
 - `machine`: an object's transition table as data (`Machine`), `move` (the status change with
   the domain's ledger effect and the audit event as its record), and `apply_evidence`, which
   turns evidence into moves through the table.
+- `recording`: what is written beside a status change: an item's birth (`create`), each
+  change's audit event (`record`, published when the machine renders a snapshot), and a
+  person asking the other system again (`ask_again`).
 - `lease`: a worker's lease on any row (take, renew, release; claim with FOR UPDATE SKIP
   LOCKED on PostgreSQL).
 - `evidence`: what a call, a webhook or a report established (`Evidence`), and what a domain

@@ -8,6 +8,9 @@ resolver) finds the status changed and changes nothing.
 `apply_evidence` asks the domain what evidence proves (`Machine.decide`) and moves the item
 there, step by step. One rule for every domain: a result whose amount or currency (or rail)
 differ from the item's is never applied (`Machine.matches`): a person must look.
+
+A new item is stored with its birth event by `recording.create`; the audit event each move
+writes is `recording.record`.
 """
 
 from __future__ import annotations
@@ -19,11 +22,10 @@ from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from sqlalchemy import Connection, Table, insert
+from sqlalchemy import Connection, Table
 
-from paycore.audit import service as audit
 from paycore.db.engine import after_commit
-from paycore.lifecycle import store, transition
+from paycore.lifecycle import recording, store, transition
 from paycore.lifecycle.columns import IN_DOUBT_SINCE_US, UNSCHEDULED
 from paycore.lifecycle.evidence import Applied, Decision, Evidence
 
@@ -258,7 +260,7 @@ class Machine(Generic[T]):
 
         def record(count: int) -> None:
             self.effect(connection, item, to_state, now_us)
-            _record(connection, self, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
+            recording.record(connection, self, moved, item.status, cause=cause, actor=actor, now_us=now_us, data=data)
 
         key, stored = {"tenant_id": item.tenant_id, "id": item.id}, self.spellings((item.status,))
         if not transition.change(
@@ -316,75 +318,6 @@ class Machine(Generic[T]):
                 return Applied(moved.item, changed, "applied" if changed else moved.reason)
             item, changed = moved.item, True
         return Applied(item, True, "applied")
-
-
-def create(
-    connection: Connection,
-    machine: Machine[T],
-    item: T,
-    *,
-    cause: str,
-    actor: str,
-    data: dict[str, Any] | None = None,
-) -> T:
-    """Store a new item in its first state, with the audit event of its birth (from no state),
-    in the caller's transaction. Returns `item`: what was inserted, no re-read."""
-    connection.execute(insert(machine.table), machine.to_row(item))
-    _record(connection, machine, item, None, cause=cause, actor=actor, now_us=item.updated_at_us, data=data)
-    return item
-
-
-def _record(
-    connection: Connection,
-    machine: Machine[T],
-    item: T,
-    from_state: str | None,
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    data: dict[str, Any] | None,
-) -> None:
-    """The audit event of `item`'s change (as it is after it), in the change's transaction;
-    published to the tenant's webhook endpoints when the machine renders a snapshot."""
-    audit.record_state_change(
-        connection,
-        item.tenant_id,
-        object_type=machine.object_type,
-        object_id=item.id,
-        from_state=None if from_state is None else machine.public(from_state),
-        to_state=machine.public(item.status),
-        cause=cause,
-        actor=actor,
-        now_us=now_us,
-        data=data,
-        snapshot=None if machine.snapshot is None else machine.snapshot(item),
-    )
-
-
-def ask_again(connection: Connection, machine: Machine[T], item: T, *, actor: str, now_us: int) -> bool:
-    """A person asks the other system again: the item (waiting on it, held by no worker) is due
-    for the next asking round now, one more round even after its rounds ran out; audited. False
-    when it waits on nothing or a worker holds it (that worker is asking)."""
-    if machine.public(item.status) not in machine.waiting:
-        return False
-    if not store.make_due(
-        connection, machine.table, item.tenant_id, item.id, machine.spellings((item.status,)), now_us
-    ):
-        return False
-    audit.record_other(
-        connection,
-        item.tenant_id,
-        kind="note",
-        type=f"{machine.object_type}.asked_again",
-        object_type=machine.object_type,
-        object_id=item.id,
-        cause="asked_again",
-        actor=actor,
-        now_us=now_us,
-        data={"status": machine.public(item.status)},
-    )
-    return True
 
 
 def replaced(item: T, changes: Mapping[str, Any]) -> T:

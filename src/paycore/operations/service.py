@@ -41,6 +41,7 @@ from paycore.ledger import service as ledger
 from paycore.lifecycle.machine import Machine
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
+from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
 from paycore.reports import losses
@@ -128,7 +129,7 @@ def _reconcile_due_us(connection: Connection, schedules: Schedules, now_us: int)
 
 def escaped_defects(connection: Connection) -> dict[str, int]:
     """Escaped money defects by kind (see the module): every kind, 0 where there is none."""
-    breaks = reconciliation.breaks_by_type_and_status(connection)
+    breaks = reconciliation_queries.breaks_by_type_and_status(connection)
     found = {kind: sum(count for (type_, _), count in breaks.items() if type_ == kind) for kind in DEFECT_BREAK_TYPES}
     checks = invariants.violations_by_check(connection)
     duplicates = invariants.duplicate_movements(checks)
@@ -160,7 +161,7 @@ def overview(connection: Connection, schedules: Schedules, *, tenant_id: str | N
         in_doubt={
             kind: machine.summary(connection, "in_doubt", tenant_id=tenant_id) for kind, machine in _MACHINES.items()
         },
-        open_breaks=reconciliation.open_breaks_by_type(connection, tenant_id=tenant_id),
+        open_breaks=reconciliation_queries.open_breaks_by_type(connection, tenant_id=tenant_id),
         worker_lag_us=worker_lag_us(connection, schedules, now_us=now_us),
         today={
             kind: machine.counts(connection, tenant_id=tenant_id, created_gte_us=clock.day_start_us(today))

@@ -37,7 +37,7 @@ from paycore.ledger import chart
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound
 from paycore.ledger.service import EntrySpec, TransferSpec
-from paycore.lifecycle import columns, machine
+from paycore.lifecycle import columns, recording
 from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.machine import Machine
@@ -184,7 +184,7 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
     )
     due_us = now + timings.processing_stale_ms * 1000
     payment = _new_payment(tenant_id, payment_id, scope.key, new, states.PROCESSING, transfer.id, now, due_us)
-    machine.create(connection, lifecycle.MACHINE, payment, cause="api_request", actor=new.actor)
+    recording.create(connection, lifecycle.MACHINE, payment, cause="api_request", actor=new.actor)
     return payment  # what was inserted: no re-read
 
 
@@ -291,7 +291,7 @@ def import_settled_payment(
     payment = _new_payment(
         tenant_id, payment_id, f"import:{payment_id}", new, states.SUCCEEDED, transfer.id, now_us, None
     )
-    machine.create(connection, lifecycle.MACHINE, payment, cause="imported_settled", actor=actors.LOCAL)
+    recording.create(connection, lifecycle.MACHINE, payment, cause="imported_settled", actor=actors.LOCAL)
     return payment
 
 

@@ -23,7 +23,7 @@ from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound, CurrencyMismatch
-from paycore.lifecycle import columns, machine
+from paycore.lifecycle import columns, recording
 from paycore.lifecycle.machine import Machine
 from paycore.payouts import lifecycle, money, repository, states, validation
 from paycore.payouts.errors import PayoutNotCancelable
@@ -82,7 +82,7 @@ def schedule(
     payout_id = new_id()
     transfer_id = money.hold(connection, tenant_id, payout_id, source.id, new.amount_minor, new.currency, now_us)
     payout = _new_payout(tenant_id, payout_id, new, beneficiary, execute_on, transfer_id, now_us)
-    machine.create(
+    recording.create(
         connection,
         lifecycle.MACHINE,
         payout,

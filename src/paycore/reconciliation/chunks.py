@@ -3,7 +3,7 @@ checked to be tenants, the lines written into the staging table and matched set-
 (`staging`: recorded as seen, a second line for one object in a run being a `duplicate_line`;
 the plainly matched ones counted and their fees recorded without a line of Python each), and the
 other lines judged one by one (`matching.judge`): their objects loaded with one statement per
-kind, their breaks stored, what they prove applied through the object's own lifecycle (cause
+kind (`lookups`), their breaks stored, what they prove applied through the object's own lifecycle (cause
 `settlement_report`). The chunk's processor fees are booked on the ledger, once per object.
 
 A line's `merchant_id` is the tenant it belongs to. One that names no tenant of paycore (or one
@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -40,8 +39,9 @@ from paycore.operators import service as operators
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
-from paycore.reconciliation import repository, staging, states
-from paycore.reconciliation.matching import KIND_OF_LINE, Finding, Kind, Known, judge
+from paycore.reconciliation import lookups, repository, staging, states
+from paycore.reconciliation.lookups import FEE_LINE_TYPES
+from paycore.reconciliation.matching import KIND_OF_LINE, Finding, Known, judge
 from paycore.reconciliation.models import ALL_TENANTS
 from paycore.reconciliation.report import Line, Malformed, Staged, line_of
 from paycore.refunds import service as refunds
@@ -49,8 +49,6 @@ from paycore.tenants import service as tenants
 
 CAUSE: Final = "settlement_report"
 FAILED_CODE: Final = "failed_per_settlement_report"  # the report says failed, not why
-FEE_LINE_TYPES: Final = frozenset({"charge", "refund"})  # a payout's bank fee is booked by its settlement
-_LINE_OF_FEE: Final = {"payment": "charge", "refund": "refund"}
 JUDGED_LINES_MAX: Final = 500  # lines judged one by one per round of lookups (bounds each statement)
 _TENANT_ID_CHARACTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -165,16 +163,16 @@ def _judge_all(connection: Connection, first: list[Line], context: Context, coun
     """Judge each line (`matching.judge`), store its breaks, apply what it proves; returns the
     lines whose fee is to be booked. Statements: one per kind of object and one for the fees,
     then only for a line that finds something."""
-    found = _find_all(connection, first)
-    fees = _fees_booked(connection, first)
+    found = lookups.find_all(connection, first)
+    fees = lookups.fees_booked(connection, first)
     to_book: list[tuple[Line, Known]] = []
     for line in first:
         item: Any = found.get((KIND_OF_LINE[line.type], line.merchant_id, line.request_id))
-        known: Known | None = None if item is None else _known(item, line, fees)
+        known: Known | None = None if item is None else lookups.known_of(item, line, fees)
         verdict = judge(line, known)
         if verdict.proves is not None and item is not None:  # judge again on the row, locked
-            item = _find_one(connection, line)
-            known = None if item is None else _known(item, line, fees)
+            item = lookups.find_one(connection, line)
+            known = None if item is None else lookups.known_of(item, line, fees)
             verdict = judge(line, known)
         for found_now in verdict.findings:
             finding = _manual_or(connection, line, known, found_now)
@@ -217,59 +215,6 @@ def _manual_or(connection: Connection, line: Line, known: Known | None, finding:
         return finding
     detail = f"a person resolved it by hand as {known.status}; the report says {line.type} {line.status}"
     return Finding("manual_resolution_contradicted", detail)
-
-
-def _find_all(connection: Connection, lines: list[Line]) -> dict[tuple[Kind, str, str], Any]:
-    """The objects the lines name, by (kind, tenant, id): one statement per kind."""
-    keys: dict[Kind, set[tuple[str, str]]] = defaultdict(set)
-    for line in lines:
-        keys[KIND_OF_LINE[line.type]].add((line.merchant_id, line.request_id))
-    finders: dict[Kind, Callable[[Connection, set[tuple[str, str]]], dict[tuple[str, str], Any]]] = {
-        "payment": payments.find_many,
-        "refund": refunds.find_many,
-        "payout": payouts.find_many,
-    }
-    found: dict[tuple[Kind, str, str], Any] = {}
-    for kind, wanted in keys.items():
-        for (tenant_id, object_id), item in finders[kind](connection, wanted).items():
-            found[(kind, tenant_id, object_id)] = item
-    return found
-
-
-def _find_one(connection: Connection, line: Line) -> Any:
-    """The object the line names, locked for this transaction (before it is moved)."""
-    kind = KIND_OF_LINE[line.type]
-    finder = {"payment": payments.find, "refund": refunds.find, "payout": payouts.find}[kind]
-    return finder(connection, line.merchant_id, line.request_id, for_update=True)
-
-
-def _fees_booked(connection: Connection, lines: list[Line]) -> dict[tuple[str, str, str], int]:
-    """The fees paycore booked for the lines' objects, by (tenant, line type, request id): the
-    processor's fee of a charge or refund (booked by reconciliation), the bank's fee of a
-    payout's settlement or return (booked by that transition). Two statements per chunk."""
-    booked = repository.fees_of(connection, [_fee_key(line) for line in lines if line.type in FEE_LINE_TYPES])
-    fees = {(tenant, _LINE_OF_FEE[kind], object_id): fee for (tenant, kind, object_id), fee in booked.items()}
-    payout_keys = {(line.merchant_id, line.request_id) for line in lines if line.type not in FEE_LINE_TYPES}
-    for (tenant, payout_id, kind), fee in payouts.bank_fees_of(connection, payout_keys).items():
-        fees[(tenant, "payout" if kind == "fee" else "payout_return", payout_id)] = fee
-    return fees
-
-
-def _known(item: Any, line: Line, fees: dict[tuple[str, str, str], int]) -> Known:
-    """What paycore holds for the line's object. A payout paycore holds as settled (or returned,
-    for a return line) had its bank fee booked by that transition: none booked is 0 then."""
-    kind = KIND_OF_LINE[line.type]
-    status = payouts.public_status(item.status) if kind == "payout" else item.status
-    fee = fees.get((line.merchant_id, line.type, line.request_id))
-    if fee is None and line.type == "payout" and status in ("settled", "returned"):
-        fee = 0
-    if fee is None and line.type == "payout_return" and status == "returned":
-        fee = 0
-    return Known(kind, item.id, status, item.amount_minor, item.currency, fee)
-
-
-def _fee_key(line: Line) -> repository.FeeKey:
-    return (line.merchant_id, KIND_OF_LINE[line.type], line.request_id)
 
 
 def _apply(connection: Connection, line: Line, item: Any, proves: str, context: Context) -> tuple[Any, bool]:

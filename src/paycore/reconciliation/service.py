@@ -24,30 +24,27 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, TypeVar, get_args
+from typing import Any, Final, TypeVar
 
 from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.db.engine import Database
 from paycore.kit import actors, clock, ids
-from paycore.kit.errors import InvalidRequest, InvalidStartingAfter
+from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle.evidence import MANUAL_CAUSE
-from paycore.reconciliation import chunks, closing, days, matching, models, repository, states
+from paycore.reconciliation import chunks, closing, days, matching, queries, repository, states
 from paycore.reconciliation.chunks import CAUSE, Context, Counts
-from paycore.reconciliation.errors import BreakNotFound, DayBusy, RunNotFound, UnknownResolution
-from paycore.reconciliation.matching import BreakType, Finding, Kind, Known
+from paycore.reconciliation.errors import DayBusy, UnknownResolution
+from paycore.reconciliation.matching import Finding, Kind, Known
 from paycore.reconciliation.report import Malformed, NotAReport, Staged, created_at_us_of, encoded, read_staged
-from paycore.reconciliation.types import Abandoned, Break, Run, break_from_row, run_from_row
+from paycore.reconciliation.types import Abandoned, Break, break_from_row
 
 CHUNK_LINES: Final = 500  # lines of the first chunk (read before the run writes anything)
 CHUNK_LINES_MAX: Final = 16_000  # each chunk doubles the last one's lines up to this: one transaction each
 GRACE_MS_DEFAULT: Final = 3_600_000  # PAYCORE_RECONCILE_GRACE_MS's default
 SOURCES: Final = ("file", "processor")
-RUN_STATUSES: Final = models.RUN_STATUSES
 LAPSED_RUNS_MAX: Final = 100  # runs abandoned per look (more: the next look)
-BREAK_TYPES: Final[tuple[str, ...]] = get_args(BreakType)
-BREAK_STATUSES: Final = models.BREAK_STATUSES
 _KINDS: Final[tuple[Kind, ...]] = ("payment", "refund", "payout")
 
 __all__ = ["CAUSE", "reconcile"]
@@ -258,112 +255,7 @@ def _hashed(lines: Iterable[str], digest: Any) -> Iterator[str]:
         yield text
 
 
-def run(connection: Connection, run_id: str) -> dict[str, Any] | None:
-    row = repository.get_run(connection, run_id)
-    return None if row is None else dict(row._mapping)
-
-
-def breaks_of(connection: Connection, tenant_id: str, *, limit: int = 100) -> list[dict[str, Any]]:
-    return [dict(row._mapping) for row in repository.breaks(connection, tenant_id, limit=limit)]
-
-
-def breaks_by_type_and_status(connection: Connection) -> dict[tuple[str, str], int]:
-    """Breaks over every tenant by (type, status): the metric's series."""
-    return repository.breaks_by_type_and_status(connection)
-
-
-def open_breaks_by_type(connection: Connection, *, tenant_id: str | None = None) -> dict[str, tuple[int, int]]:
-    """Open breaks by type: (count, when the oldest was found), of one tenant or every one."""
-    return repository.open_breaks_by_type(connection, tenant_id)
-
-
-def runs_summary(connection: Connection) -> tuple[int, int | None]:
-    """(items the reports resolved, when the newest completed run finished)."""
-    return repository.runs_summary(connection)
-
-
-# --- the HTTP API: runs and breaks as a tenant sees them, resolving a break (issue 20) --------
-
-
-def list_runs(connection: Connection, tenant_id: str, *, starting_after: str | None, limit: int) -> list[Run]:
-    """Runs oldest first, each with the tenant's own break counts (one query for the page).
-    `starting_after` is a run; anything else is refused."""
-    if starting_after is not None and repository.get_run(connection, starting_after) is None:
-        raise InvalidStartingAfter("starting_after is not a reconciliation run", param="starting_after")
-    rows = [row._mapping for row in repository.run_page(connection, starting_after=starting_after, limit=limit)]
-    counts = repository.break_counts_of_runs(connection, tenant_id, {row["id"]: row["day"] for row in rows})
-    return [run_from_row(row, counts[row["id"]]) for row in rows]
-
-
-def get_run(connection: Connection, tenant_id: str, run_id: str) -> Run:
-    """The run with the tenant's own break counts, or RunNotFound."""
-    row = repository.get_run(connection, run_id)
-    if row is None:
-        raise RunNotFound("no such reconciliation run", param="id")
-    counts = repository.break_counts_of_runs(connection, tenant_id, {row.id: row.day})
-    return run_from_row(row._mapping, counts[row.id])
-
-
-def list_breaks(
-    connection: Connection,
-    tenant_id: str,
-    *,
-    status: str | None,
-    break_type: str | None,
-    starting_after: str | None,
-    limit: int,
-) -> list[Break]:
-    """The tenant's breaks oldest first, in `status` and of `break_type` if given.
-    `starting_after` is a break of the tenant, whatever its status or type."""
-    if status is not None and status not in states.STATUSES:
-        raise InvalidRequest(f"status must be one of {', '.join(states.STATUSES)}", param="status")
-    if break_type is not None and break_type not in BREAK_TYPES:
-        raise InvalidRequest(f"type must be one of {', '.join(BREAK_TYPES)}", param="type")
-    if starting_after is not None and repository.get_break(connection, tenant_id, starting_after) is None:
-        raise InvalidStartingAfter("starting_after is not a break of this tenant", param="starting_after")
-    rows = repository.break_page(
-        connection, tenant_id, status=status, break_type=break_type, starting_after=starting_after, limit=limit
-    )
-    return [break_from_row(row._mapping) for row in rows]
-
-
-def get_break(connection: Connection, tenant_id: str, break_id: str) -> Break:
-    """The tenant's break, or BreakNotFound (also for another tenant's)."""
-    row = repository.get_break(connection, tenant_id, break_id)
-    if row is None:
-        raise BreakNotFound("no such break", param="id")
-    return break_from_row(row._mapping)
-
-
-def recent_runs(connection: Connection, *, limit: int) -> list[dict[str, Any]]:
-    """The newest runs with their volumes over every tenant (the platform's console)."""
-    return [dict(row._mapping) for row in repository.recent_runs(connection, limit=limit)]
-
-
-def breaks_of_any(
-    connection: Connection,
-    *,
-    tenant_id: str | None,
-    status: str | None,
-    break_type: str | None,
-    starting_after: str | None,
-    limit: int,
-) -> list[Break]:
-    """Breaks oldest first, of one tenant or of every one (None): the console's list."""
-    if status is not None and status not in states.STATUSES:
-        raise InvalidRequest(f"status must be one of {', '.join(states.STATUSES)}", param="status")
-    if break_type is not None and break_type not in BREAK_TYPES:
-        raise InvalidRequest(f"type must be one of {', '.join(BREAK_TYPES)}", param="type")
-    rows = repository.breaks_any(
-        connection, tenant_id, status=status, break_type=break_type, starting_after=starting_after, limit=limit
-    )
-    return [break_from_row(row._mapping) for row in rows]
-
-
-def find_break(connection: Connection, break_id: str, *, tenant_id: str | None) -> Break | None:
-    """The break with this id, in `tenant_id` or in any tenant when None (the console)."""
-    row = repository.find_break(connection, break_id, tenant_id)
-    return None if row is None else break_from_row(row._mapping)
+# --- the HTTP API: resolving a break (issue 20); its reads are queries.py -------------------
 
 
 def resolve_break(
@@ -382,7 +274,7 @@ def resolve_break(
         raise UnknownResolution(f"resolution must be one of {', '.join(states.RESOLUTIONS)}", param="resolution")
     if note is not None and not 0 < len(note) <= states.NOTE_CHARS_MAX:
         raise InvalidRequest(f"note must be 1 to {states.NOTE_CHARS_MAX} characters", param="note")
-    current = get_break(connection, tenant_id, break_id)
+    current = queries.get_break(connection, tenant_id, break_id)
     values = {"resolution": resolution, "note": note, "resolved_by": actor, "resolved_at_us": now_us}
     return states.move(
         connection, current, states.RESOLVED, cause=resolution, actor=actor, now_us=now_us, values=values

@@ -24,7 +24,7 @@ from paycore.audit import service as audit
 from paycore.kit import ids
 from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
 from paycore.kit.money import is_amount_minor
-from paycore.lifecycle import columns, machine
+from paycore.lifecycle import columns, recording
 from paycore.lifecycle.machine import Machine
 from paycore.operators import service as operators
 from paycore.payments import service as payments
@@ -104,7 +104,7 @@ def create_refund(
         created_at_us=now_us,
         updated_at_us=now_us,
     )
-    machine.create(connection, lifecycle.MACHINE, refund, cause="refund_requested", actor=actor)
+    recording.create(connection, lifecycle.MACHINE, refund, cause="refund_requested", actor=actor)
     return refund  # what was inserted: no re-read
 
 

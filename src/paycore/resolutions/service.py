@@ -28,7 +28,7 @@ from typing import Any, Final
 from sqlalchemy import Connection
 
 from paycore.kit.errors import InvalidStartingAfter
-from paycore.lifecycle import machine
+from paycore.lifecycle import recording
 from paycore.lifecycle.evidence import MANUAL_CAUSE, Evidence
 from paycore.operators import service as operators
 from paycore.payments import service as payments
@@ -151,7 +151,7 @@ def propose(
         decided_at_us=None,
     )
     data = {"object_type": kind, "object_id": object_id, "outcome": checked_outcome, "evidence": note}
-    return machine.create(connection, lifecycle.MACHINE, resolution, cause="proposed", actor=actor, data=data)
+    return recording.create(connection, lifecycle.MACHINE, resolution, cause="proposed", actor=actor, data=data)
 
 
 def confirm(

@@ -20,7 +20,7 @@ from sqlalchemy import text
 
 from paycore.kit.clock import now_us
 from paycore.operations import service as operations
-from paycore.reconciliation import service as reconciliation
+from paycore.reconciliation import queries as reconciliation_queries
 from tests.integration.payments.conftest import Env, env, processor, sandbox
 from tests.integration.reconciliation.test_http import one_break, resolve, wrong_report
 from tests.integration.refunds import support as refunds
@@ -128,7 +128,7 @@ def test_a_fresh_app_reports_every_label_at_zero_but_the_days_never_reconciled(c
     assert {job for job, seconds in lag.items() if seconds > 0} == set(NEVER_RECONCILED)
     assert by(client, "paycore_escaped_money_defects_total", "kind") == dict.fromkeys(operations.DEFECT_KINDS, 0)
     assert by(client, "paycore_reconciliation_break_oldest_age_seconds", "type") == dict.fromkeys(
-        reconciliation.BREAK_TYPES, 0
+        reconciliation_queries.BREAK_TYPES, 0
     )
     assert by(client, "paycore_in_doubt_items", "kind") == dict.fromkeys(operations.KINDS, 0)
     assert by(client, "paycore_in_doubt_oldest_age_seconds", "kind") == dict.fromkeys(operations.KINDS, 0)

@@ -24,7 +24,7 @@ from paycore.kit import ids
 from paycore.kit.clock import now_us
 from paycore.kit.errors import InvalidAmount, InvalidRequest, UnsupportedCurrency
 from paycore.kit.money import AMOUNT_MINOR_MAX
-from paycore.ledger import chart, repository
+from paycore.ledger import chart, fees_repository, repository
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import BalanceLimitExceeded, FeeKeyTaken
 from paycore.ledger.service import EntrySpec, TransferSpec
@@ -340,13 +340,13 @@ def test_booked_fees_finds_the_keys_through_their_own_index(database: Database, 
     index = "uq_ledger_transfers_tenant_id_idempotency_key"
     with database.read() as connection:
         if backend == "sqlite":
-            sql = repository.KEYED_DEBITS.sqlite
+            sql = fees_repository.KEYED_DEBITS.sqlite
             plan = "\n".join(
                 str(row[3]) for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", ("t", "[]", "p"))
             )
             assert f"SEARCH t USING INDEX {index} (tenant_id=? AND idempotency_key=?)" in plan, plan
             return
-        numbered = repository.KEYED_DEBITS.postgresql.replace("%s", "{}").format("$1", "$2::text[]", "$3")
+        numbered = fees_repository.KEYED_DEBITS.postgresql.replace("%s", "{}").format("$1", "$2::text[]", "$3")
         connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
         connection.exec_driver_sql(f"PREPARE keyed_debits AS {numbered}")
         plan = "\n".join(row[0] for row in connection.exec_driver_sql("EXPLAIN EXECUTE keyed_debits ('t', '{}', 'p')"))

@@ -13,6 +13,7 @@ import pytest
 
 from paycore.audit import service as audit
 from paycore.kit import clock
+from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation import states
 from paycore.reconciliation.errors import BreakNotOpen
@@ -285,7 +286,7 @@ def test_a_stale_read_loses_to_the_resolution_that_committed_first(env: Env) -> 
     wrong_report(env)
     found = one_break(env, "status_mismatch")
     with env.database.read() as connection:
-        stale = reconciliation.get_break(connection, TENANT, found["id"])
+        stale = reconciliation_queries.get_break(connection, TENANT, found["id"])
     assert resolve(env, found["id"], {"resolution": "accepted"}, "first").status_code == 200
 
     def second(connection: Any) -> None:

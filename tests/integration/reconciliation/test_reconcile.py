@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 from paycore.cli.main import app
 from paycore.kit import clock
 from paycore.ledger.verify import verify
+from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.models import reconciliation_breaks, reconciliation_runs
 from paycore.reconciliation.report import HEADER, NotAReport
@@ -62,7 +63,7 @@ def paid(env: Env, token: str = "tok_ok", amount_minor: int = 2500) -> dict[str,
 
 def breaks(env: Env, tenant_id: str = TENANT) -> list[dict[str, Any]]:
     with env.database.read() as connection:
-        return reconciliation.breaks_of(connection, tenant_id)
+        return reconciliation_queries.breaks_of(connection, tenant_id)
 
 
 def counts(env: Env) -> tuple[int, int]:
@@ -82,7 +83,7 @@ def test_a_report_that_agrees_matches_every_line_and_stores_its_run(env: Env) ->
     assert (summary.day, summary.lines_read, summary.matched, summary.resolved) == (today(), 2, 2, 0)
     assert not summary.breaks and breaks(env) == []
     with env.database.read() as connection:
-        run = reconciliation.run(connection, summary.run_id)
+        run = reconciliation_queries.run(connection, summary.run_id)
     assert run is not None
     assert (run["status"], run["day"], run["lines_read"], run["matched"], run["breaks_found"]) == (
         "completed",

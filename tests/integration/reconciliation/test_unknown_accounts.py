@@ -20,6 +20,7 @@ from sqlalchemy import Table, select
 from paycore.audit.models import events
 from paycore.kit.clock import now_us
 from paycore.operators import service as operators
+from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.models import ALL_TENANTS, reconciliation_breaks, reconciliation_seen
 from paycore.reconciliation.report import HEADER
@@ -110,7 +111,7 @@ def test_unknown_account_is_a_break_type_of_the_api_metrics_and_console(keyed: E
     reconciliation.reconcile(env.database, [report(env)[0], ghost])
     (found,) = run_breaks(env)
 
-    assert "unknown_account" in reconciliation.BREAK_TYPES
+    assert "unknown_account" in reconciliation_queries.BREAK_TYPES
     refused = env.client.get("/v1/reconciliation/breaks?type=nonsense").json()
     assert "unknown_account" in refused["message"]
     assert env.client.get("/v1/reconciliation/breaks?type=unknown_account").json()["data"] == []  # not acme's

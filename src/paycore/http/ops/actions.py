@@ -22,9 +22,10 @@ from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError, InvalidAmount, NotFound
-from paycore.lifecycle import machine
+from paycore.lifecycle import recording
 from paycore.operators import service as operators
 from paycore.operators.types import Action, Principal
+from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
 from paycore.refunds.service import NewRefund
@@ -71,7 +72,7 @@ async def ask_again(request: Request, who: Who, kind: str, object_id: str) -> Re
 
     def work(connection: Connection, now: int) -> str:
         item = _item(connection, who, checked, object_id)
-        asked = machine.ask_again(connection, BY_NAME[checked].machine, item, actor=who.actor, now_us=now)
+        asked = recording.ask_again(connection, BY_NAME[checked].machine, item, actor=who.actor, now_us=now)
         return "The worker asks the processor at its next round." if asked else "A worker is asking right now."
 
     return await _act(request, who, "ask_again", work, f"/ops/{checked}s/{object_id}")
@@ -210,7 +211,7 @@ async def resolve_break(request: Request, who: Who, break_id: str) -> Response:
     fields = await session.form(request)
 
     def work(connection: Connection, now: int) -> str:
-        found = reconciliation.find_break(connection, break_id, tenant_id=who.scope)
+        found = reconciliation_queries.find_break(connection, break_id, tenant_id=who.scope)
         if found is None:
             raise Missing(f"no break {break_id} here")
         note = fields.get("note", "").strip() or None

@@ -18,7 +18,7 @@ from paycore.kit.clock import now_us
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle.store import Search
 from paycore.operators.types import Principal
-from paycore.reconciliation import service as reconciliation
+from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation.report import HEADER
 from paycore.refunds import service as refunds
 from paycore.resolutions import service as resolutions
@@ -92,9 +92,9 @@ def reconciliation_page(request: Request, who: Who) -> Response:
     after = request.query_params.get("starting_after") or None
     try:
         with request.app.state.database.read() as connection:
-            runs = reconciliation.recent_runs(connection, limit=RUNS_SHOWN)
-            summary = reconciliation.open_breaks_by_type(connection, tenant_id=who.scope)
-            found = reconciliation.breaks_of_any(
+            runs = reconciliation_queries.recent_runs(connection, limit=RUNS_SHOWN)
+            summary = reconciliation_queries.open_breaks_by_type(connection, tenant_id=who.scope)
+            found = reconciliation_queries.breaks_of_any(
                 connection,
                 tenant_id=who.scope,
                 status=status,
@@ -115,7 +115,7 @@ def reconciliation_page(request: Request, who: Who) -> Response:
         breaks=found[: scope.PAGE_ROWS],
         more=more,
         given={"status": status or "", "type": break_type or ""},
-        types=reconciliation.BREAK_TYPES,
+        types=reconciliation_queries.BREAK_TYPES,
         now=now,
     )
 
@@ -124,7 +124,7 @@ def reconciliation_page(request: Request, who: Who) -> Response:
 def break_page(request: Request, who: Who, break_id: str) -> Response:
     """A break's evidence (the report line or webhook as read) beside the object it names."""
     with request.app.state.database.read() as connection:
-        found = reconciliation.find_break(connection, break_id, tenant_id=who.scope)
+        found = reconciliation_queries.find_break(connection, break_id, tenant_id=who.scope)
         if found is None:
             message = f"No break {break_id} here."
             return render.page(

@@ -17,6 +17,7 @@ from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT
 from paycore.http.routing import JsonRoute
+from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import schemas, states
 from paycore.reconciliation import service as reconciliation
 
@@ -39,7 +40,9 @@ def list_runs(request: Request, paged: paging.PageQuery) -> Response:
     """Reconciliation runs, oldest first, each with this tenant's breaks it stored by type."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        page = reconciliation.list_runs(connection, tenant_id, starting_after=paged.starting_after, limit=paged.fetch)
+        page = reconciliation_queries.list_runs(
+            connection, tenant_id, starting_after=paged.starting_after, limit=paged.fetch
+        )
     return paged.json(page, schemas.run_json)
 
 
@@ -47,7 +50,7 @@ def list_runs(request: Request, paged: paging.PageQuery) -> Response:
 def get_run(run_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        run = reconciliation.get_run(connection, tenant_id, run_id)
+        run = reconciliation_queries.get_run(connection, tenant_id, run_id)
     return json_response(200, schemas.run_json(run))
 
 
@@ -57,13 +60,14 @@ def list_breaks(
     paged: paging.PageQuery,
     status: Annotated[str | None, Query(max_length=16, json_schema_extra={"enum": list(states.STATUSES)})] = None,
     break_type: Annotated[
-        str | None, Query(alias="type", max_length=32, json_schema_extra={"enum": list(reconciliation.BREAK_TYPES)})
+        str | None,
+        Query(alias="type", max_length=32, json_schema_extra={"enum": list(reconciliation_queries.BREAK_TYPES)}),
     ] = None,
 ) -> Response:
     """The tenant's breaks, oldest first; `?status=open` is the work left for a person."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        page = reconciliation.list_breaks(
+        page = reconciliation_queries.list_breaks(
             connection,
             tenant_id,
             status=status,
@@ -78,7 +82,7 @@ def list_breaks(
 def get_break(break_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        found = reconciliation.get_break(connection, tenant_id, break_id)
+        found = reconciliation_queries.get_break(connection, tenant_id, break_id)
     return json_response(200, schemas.break_json(found))
 
 

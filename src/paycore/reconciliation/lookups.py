@@ -1,0 +1,76 @@
+"""What paycore holds for the lines of a chunk that are judged one by one (`chunks`): the
+objects they name, one statement per kind (or one object, locked, before it is moved), and the
+fees booked for them (two statements per chunk), as `matching.Known`, what `matching.judge`
+compares a line with.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any, Final
+
+from sqlalchemy import Connection
+
+from paycore.payments import service as payments
+from paycore.payouts import service as payouts
+from paycore.reconciliation import repository
+from paycore.reconciliation.matching import KIND_OF_LINE, Kind, Known
+from paycore.reconciliation.report import Line
+from paycore.refunds import service as refunds
+
+FEE_LINE_TYPES: Final = frozenset({"charge", "refund"})  # a payout's bank fee is booked by its settlement
+_LINE_OF_FEE: Final = {"payment": "charge", "refund": "refund"}
+
+
+def find_all(connection: Connection, lines: list[Line]) -> dict[tuple[Kind, str, str], Any]:
+    """The objects the lines name, by (kind, tenant, id): one statement per kind."""
+    keys: dict[Kind, set[tuple[str, str]]] = defaultdict(set)
+    for line in lines:
+        keys[KIND_OF_LINE[line.type]].add((line.merchant_id, line.request_id))
+    finders: dict[Kind, Callable[[Connection, set[tuple[str, str]]], dict[tuple[str, str], Any]]] = {
+        "payment": payments.find_many,
+        "refund": refunds.find_many,
+        "payout": payouts.find_many,
+    }
+    found: dict[tuple[Kind, str, str], Any] = {}
+    for kind, wanted in keys.items():
+        for (tenant_id, object_id), item in finders[kind](connection, wanted).items():
+            found[(kind, tenant_id, object_id)] = item
+    return found
+
+
+def find_one(connection: Connection, line: Line) -> Any:
+    """The object the line names, locked for this transaction (before it is moved)."""
+    kind = KIND_OF_LINE[line.type]
+    finder = {"payment": payments.find, "refund": refunds.find, "payout": payouts.find}[kind]
+    return finder(connection, line.merchant_id, line.request_id, for_update=True)
+
+
+def fees_booked(connection: Connection, lines: list[Line]) -> dict[tuple[str, str, str], int]:
+    """The fees paycore booked for the lines' objects, by (tenant, line type, request id): the
+    processor's fee of a charge or refund (booked by reconciliation), the bank's fee of a
+    payout's settlement or return (booked by that transition). Two statements per chunk."""
+    booked = repository.fees_of(connection, [_fee_key(line) for line in lines if line.type in FEE_LINE_TYPES])
+    fees = {(tenant, _LINE_OF_FEE[kind], object_id): fee for (tenant, kind, object_id), fee in booked.items()}
+    payout_keys = {(line.merchant_id, line.request_id) for line in lines if line.type not in FEE_LINE_TYPES}
+    for (tenant, payout_id, kind), fee in payouts.bank_fees_of(connection, payout_keys).items():
+        fees[(tenant, "payout" if kind == "fee" else "payout_return", payout_id)] = fee
+    return fees
+
+
+def known_of(item: Any, line: Line, fees: dict[tuple[str, str, str], int]) -> Known:
+    """What paycore holds for the line's object. A payout paycore holds as settled (or returned,
+    for a return line) had its bank fee booked by that transition: none booked is 0 then."""
+    kind = KIND_OF_LINE[line.type]
+    status = payouts.public_status(item.status) if kind == "payout" else item.status
+    fee = fees.get((line.merchant_id, line.type, line.request_id))
+    if fee is None and line.type == "payout" and status in ("settled", "returned"):
+        fee = 0
+    if fee is None and line.type == "payout_return" and status == "returned":
+        fee = 0
+    return Known(kind, item.id, status, item.amount_minor, item.currency, fee)
+
+
+def _fee_key(line: Line) -> repository.FeeKey:
+    return (line.merchant_id, KIND_OF_LINE[line.type], line.request_id)
