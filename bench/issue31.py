@@ -347,7 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     size = QUICK if args.quick else FULL
     table = Table(smoke=args.quick)
-    workdir = Path(tempfile.mkdtemp(prefix="i31-bench-", dir=Path.home() / ".cache"))
+    cache = Path.home() / ".cache"
+    cache.mkdir(parents=True, exist_ok=True)  # absent on a fresh machine: mkdtemp does not make parents
+    workdir = Path(tempfile.mkdtemp(prefix="i31-bench-", dir=cache))
     facts = common.machine_facts(
         [("workdir", f"{workdir} — {common.filesystem_of(workdir)}"), ("peers", str(peers.PEERS))]
     )
