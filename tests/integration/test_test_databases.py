@@ -68,3 +68,24 @@ def test_a_database_left_refusing_connections_is_dropped(postgres_databases: dat
 
     assert postgres_databases._free == free_before
     assert not _exists(name)
+
+
+def test_a_reused_database_plans_as_a_fresh_copy(postgres_databases: databases.PostgresDatabases) -> None:
+    """No pages and no statistics left from the test before: plans are chosen as on a fresh copy."""
+    first = postgres_databases.new()
+    with _connect(first) as connection:
+        connection.execute(
+            "INSERT INTO tenants (tenant_id, name, created_at_us)"
+            " SELECT 't' || i, 'n', 1 FROM generate_series(1, 500) AS i"
+        )
+        connection.execute("ANALYZE tenants")
+    postgres_databases.release(first)
+    second = postgres_databases.new()
+    try:
+        with _connect(second) as connection:
+            assert connection.execute("SELECT pg_relation_size('tenants')").fetchone() == (0,)
+            assert connection.execute("SELECT reltuples FROM pg_class WHERE relname = 'tenants'").fetchone() == (-1,)
+            stats = connection.execute("SELECT count(*) FROM pg_statistic WHERE starelid = 'tenants'::regclass")
+            assert stats.fetchone() == (0,)
+    finally:
+        postgres_databases.release(second)
