@@ -103,6 +103,15 @@ _USED = "SELECT relation FROM unnest(%s::text[]) AS relation WHERE pg_relation_s
 _SEQUENCES = "SELECT format('%I.%I', schemaname, sequencename), last_value FROM pg_sequences"
 
 
+def _relaxed(name: str) -> None:
+    """A test database's commits do not wait for the WAL to reach the disk
+    (`synchronous_commit = off`): what a test sees is the same (a commit is atomic and visible
+    at once); only a crash of the PostgreSQL server itself could lose the last commits, and no
+    test crashes it. Waiting for fsync on every commit was test time spent on durability no test
+    checks. The setting is the database's, so the copies and every connection get it."""
+    _admin(sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(sql.Identifier(name)))
+
+
 def _connect(name: str) -> psycopg.Connection[tuple[object, ...]]:
     base, _, _ = ADMIN_URL.rpartition("/")
     return psycopg.connect(f"{base}/{name}", autocommit=True)
@@ -202,6 +211,7 @@ class PostgresDatabases:
         self._count = 0
         self._free: list[str] = []
         _admin(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.template)))
+        _relaxed(self.template)
         database = Database(Settings(database_url=sqlalchemy_url(self.template), db_pool_size=2))
         migrate.upgrade(database)
         database.dispose()
@@ -213,6 +223,7 @@ class PostgresDatabases:
             return self._free.pop()
         name = self._next_name()
         _admin(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(self.template)))
+        _relaxed(name)
         return name
 
     def release(self, name: str) -> None:
