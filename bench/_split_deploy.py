@@ -76,7 +76,13 @@ def deploy(
         for index, port in enumerate(ports):
             _start(deployment, ["serve", "--port", str(port)], env, workdir / f"api-{tag}-{index}.log")
             payments_bench.wait_ready(port, deployment.processes[-1], deployment.logs[-1])
-        wait_sandbox(sandbox_port, deployment.processes[0], deployment.logs[0])
+        payments_bench.wait_ready(
+            sandbox_port,
+            deployment.processes[0],
+            deployment.logs[0],
+            path="/v1/sandbox/faults",
+            name="the sandbox processor",
+        )
         for _ in range(workers):
             start_worker(deployment, tag)
     except BaseException:
@@ -90,20 +96,6 @@ def _start(deployment: SplitDeployment, args: list[str], env: dict[str, str], lo
         command = [*payments_bench.paycore_command(), *args]
         deployment.processes.append(subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env))
     deployment.logs.append(log)
-
-
-def wait_sandbox(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the sandbox processor exited at start-up:\n{log.read_text()[-2000:]}")
-        try:
-            if payments_bench.Client(port).call("GET", "/v1/sandbox/faults")[0] == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"the sandbox processor did not answer; see {log}")
 
 
 def start_worker(deployment: SplitDeployment, tag: str) -> int:

@@ -126,18 +126,21 @@ def deploy(backend: str, processes: int, workdir: Path, args: argparse.Namespace
     return Deployment(backend, database_url, sandbox_url, ports, procs, logs, names)
 
 
-def wait_ready(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+def wait_ready(
+    port: int, process: subprocess.Popen[bytes], log: Path, *, path: str = "/readyz", name: str = "paycore"
+) -> None:
+    """Until `GET path` answers 200 (60 s at most), or the process exits."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"paycore exited at start-up:\n{log.read_text()[-2000:]}")
+            raise RuntimeError(f"{name} exited at start-up:\n{log.read_text()[-2000:]}")
         try:
-            if Client(port).call("GET", "/readyz")[0] == 200:
+            if Client(port).call("GET", path)[0] == 200:
                 return
         except OSError:
             pass
         time.sleep(0.2)
-    raise RuntimeError(f"paycore did not become ready; see {log}")
+    raise RuntimeError(f"{name} did not become ready; see {log}")
 
 
 def merchant_account(port: int, tag: str) -> str:
