@@ -17,6 +17,7 @@ from fastapi.responses import Response
 
 from paycore.http.errors import json_response
 from paycore.http.responses import StartingAfter
+from paycore.kit.errors import InvalidRequest
 
 T = TypeVar("T")
 
@@ -59,6 +60,13 @@ def page_query(request: Request, limit: Limit = LIMIT_DEFAULT, starting_after: S
 
 # An endpoint's paged query (the parameters are documented as the endpoint's own).
 PageQuery = Annotated[Page, Depends(page_query)]
+
+
+def status_filter(status: str | None, names: Sequence[str]) -> str | None:
+    """A list's `?status=`: one of `names` (as the client spells them), or a 400 naming them."""
+    if status is not None and status not in names:
+        raise InvalidRequest(f"status must be one of {', '.join(names)}", param="status")
+    return status
 
 
 def list_body(data: Iterable[Any], *, has_more: bool = False) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from paycore.http.app import create_app
 from paycore.kit.clock import now_us
 from paycore.kit.money import CURRENCY_EXPONENTS
 from paycore.payouts import states
+from paycore.refunds import states as refund_states
 from paycore.tenants import service as tenants
 
 
@@ -53,6 +54,22 @@ def test_every_documented_payout_status_filters_the_list(client: TestClient) -> 
         response = client.get("/v1/payouts", params={"status": status})
         assert response.status_code == 200, response.text
     assert client.get("/v1/payouts", params={"status": "settling"}).json()["error"] == "invalid_request"
+
+
+@pytest.mark.parametrize(
+    ("path", "names"),
+    [
+        ("/v1/payouts", [states.public(status) for status in states.STATUSES]),
+        ("/v1/refunds", list(refund_states.STATUSES)),
+    ],
+)
+def test_an_unknown_status_filter_is_a_400_naming_the_statuses(client: TestClient, path: str, names: list[str]) -> None:
+    response = client.get(path, params={"status": "settling"})
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert (body["error"], body["param"]) == ("invalid_request", "status")
+    assert body["message"] == f"status must be one of {', '.join(names)}"
+    assert _parameter(_document(client), path, "status")["enum"] == names
 
 
 def test_the_loss_report_documents_its_filters(client: TestClient) -> None:

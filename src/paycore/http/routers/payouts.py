@@ -20,7 +20,6 @@ from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
-from paycore.kit.errors import InvalidRequest
 from paycore.payouts import adjustments, schemas, states
 from paycore.payouts import service as payouts
 from paycore.payouts.adjustments import NewAdjustment
@@ -98,10 +97,8 @@ def list_payouts(
 ) -> Response:
     """The tenant's payouts, oldest first; `?status=in_doubt` for the ones awaiting the bank."""
     tenant_id = caller(request).tenant_id
-    if status is not None and status not in {states.public(s) for s in states.STATUSES}:
-        names = ", ".join(states.public(s) for s in states.STATUSES)
-        raise InvalidRequest(f"status must be one of {names}", param="status")
-    stored = None if status is None else states.stored(status)
+    public = paging.status_filter(status, [states.public(s) for s in states.STATUSES])
+    stored = None if public is None else states.stored(public)
     with request.app.state.database.read() as connection:
         page = payouts.page(
             connection, tenant_id, status=stored, starting_after=paged.starting_after, limit=paged.fetch

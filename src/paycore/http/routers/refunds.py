@@ -17,7 +17,6 @@ from paycore.http.errors import json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
-from paycore.kit.errors import InvalidRequest
 from paycore.payments import service as payments
 from paycore.refunds import schemas, states
 from paycore.refunds import service as refunds
@@ -87,8 +86,7 @@ def list_all_refunds(
     """The tenant's refunds of every payment, oldest first; `?status=in_doubt` for the ones
     awaiting the processor's word."""
     tenant_id = caller(request).tenant_id
-    if status is not None and status not in states.STATUSES:
-        raise InvalidRequest(f"status must be one of {', '.join(states.STATUSES)}", param="status")
+    paging.status_filter(status, states.STATUSES)
     with request.app.state.database.read() as connection:
         page = refunds.page(
             connection, tenant_id, status=status, starting_after=paged.starting_after, limit=paged.fetch
