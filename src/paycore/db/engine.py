@@ -312,22 +312,24 @@ def _in_callers_context(
     work: Callable[[Connection], T], actions: list[Callable[[], None]]
 ) -> Callable[[Connection], T]:
     """`work` as its caller would run it, on whatever thread runs it: a SQLite group's leader
-    (another request's thread, or the writer thread) runs the work of every call in its group.
-    - Under the caller's request id, so the audit events and log lines the work writes name
-      the request that asked for it.
+    (another request's thread, a worker's, or the writer thread) runs the work of every call in
+    its group.
+    - Under the caller's request id and worker id, none if the caller has none, so the audit
+      events and log lines the work writes name the request (and worker) that asked for it,
+      never the leader's.
     - With its `after_commit` actions collected into `actions`, afresh each time it runs (a
       group rolled back and run again runs each work again)."""
-    request_id = logs.request_id()
+    request_id, worker_id = logs.request_id(), logs.worker_id()
 
     def work_in_context(connection: Connection) -> T:
         actions.clear()
         deferred = _AFTER_COMMIT.set(actions)
-        named = logs.set_request_id(request_id) if request_id is not None else None
+        named, worker = logs.set_request_id(request_id), logs.set_worker_id(worker_id)
         try:
             return work(connection)
         finally:
-            if named is not None:
-                logs.reset_request_id(named)
+            logs.reset_worker_id(worker)
+            logs.reset_request_id(named)
             _AFTER_COMMIT.reset(deferred)
 
     return work_in_context

@@ -308,3 +308,37 @@ def test_threads_work_runs_under_its_callers_request_id(database: Database) -> N
     for thread in threads:
         thread.join(timeout=60)
     assert seen == {f"{index}-{r}": f"req-{index}" for index in range(8) for r in range(20)}
+
+
+def test_threads_work_runs_under_its_callers_worker_id_or_none(database: Database) -> None:
+    """A worker's thread leading a group must not lend its worker id to an API request's work
+    in that group: an event the request writes would name a worker that never ran it (seen in
+    docs/api.md's example, `serve --dev` on SQLite, where the API and the workers share the
+    process's group commit)."""
+    barrier = threading.Barrier(8)
+    seen: dict[str, tuple[str | None, str | None]] = {}
+
+    def one(index: int) -> None:
+        worker = logs.set_worker_id(f"worker-{index}" if index % 2 else None)
+        token = logs.set_request_id(f"req-{index}" if index % 2 == 0 else None)
+        try:
+            barrier.wait(timeout=10)
+            for round_index in range(20):
+                seen[f"{index}-{round_index}"] = database.transaction(
+                    lambda connection: (logs.request_id(), logs.worker_id())
+                )
+        finally:
+            logs.reset_request_id(token)
+            logs.reset_worker_id(worker)
+
+    threads = [threading.Thread(target=one, args=(index,)) for index in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    expected = {
+        f"{index}-{r}": (f"req-{index}" if index % 2 == 0 else None, f"worker-{index}" if index % 2 else None)
+        for index in range(8)
+        for r in range(20)
+    }
+    assert seen == expected
