@@ -41,9 +41,14 @@ def postgres_reachable() -> str | None:
     return None
 
 
-def sqlalchemy_url(database_name: str) -> str:
+def _libpq_url(database_name: str) -> str:
+    """The admin URL's server and role, on `database_name`."""
     base, _, _ = ADMIN_URL.rpartition("/")
-    return base.replace("postgresql://", "postgresql+psycopg://", 1) + "/" + database_name
+    return f"{base}/{database_name}"
+
+
+def sqlalchemy_url(database_name: str) -> str:
+    return _libpq_url(database_name).replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 def _admin(statement: sql.Composed) -> None:
@@ -113,8 +118,7 @@ def _relaxed(name: str) -> None:
 
 
 def _connect(name: str) -> psycopg.Connection[tuple[object, ...]]:
-    base, _, _ = ADMIN_URL.rpartition("/")
-    return psycopg.connect(f"{base}/{name}", autocommit=True)
+    return psycopg.connect(_libpq_url(name), autocommit=True)
 
 
 def _fingerprint(connection: psycopg.Connection[tuple[object, ...]]) -> str:
@@ -162,10 +166,10 @@ class _Baseline:
         tables = tuple(str(row[0]) for row in connection.execute(_TABLES))
         rows: dict[str, bytes] = {}
         for table in tables:
+            if connection.execute(f"SELECT EXISTS (SELECT FROM {table})").fetchone() != (True,):
+                continue  # nothing of the template's own to put back
             with connection.cursor().copy(f"COPY {table} TO STDOUT (FORMAT binary)") as copy:
-                data = b"".join(bytes(block) for block in copy)
-            if connection.execute(f"SELECT EXISTS (SELECT FROM {table})").fetchone() == (True,):
-                rows[table] = data
+                rows[table] = b"".join(bytes(block) for block in copy)
         sequences = tuple((str(name), value) for name, value in connection.execute(_SEQUENCES))
         return cls(_fingerprint(connection), tables, rows, sequences)
 

@@ -289,38 +289,18 @@ def test_work_runs_under_its_callers_request_id(database: Database) -> None:
     assert asyncio.run(many()) == [f"req-{index}" for index in range(CALLS)]
 
 
-def test_threads_work_runs_under_its_callers_request_id(database: Database) -> None:
+Ids = tuple[str | None, str | None]  # (request id, worker id)
+
+
+def _seen_from_threads(database: Database, ids_of: Callable[[int], Ids]) -> dict[str, Ids]:
+    """8 threads at once, each under its own (request id, worker id), 20 transactions each:
+    the ids each transaction's work ran under, by thread and round."""
     barrier = threading.Barrier(8)
-    seen: dict[str, str | None] = {}
+    seen: dict[str, Ids] = {}
 
     def one(index: int) -> None:
-        token = logs.set_request_id(f"req-{index}")
-        try:
-            barrier.wait(timeout=10)
-            for round_index in range(20):
-                seen[f"{index}-{round_index}"] = database.transaction(lambda connection: logs.request_id())
-        finally:
-            logs.reset_request_id(token)
-
-    threads = [threading.Thread(target=one, args=(index,)) for index in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert seen == {f"{index}-{r}": f"req-{index}" for index in range(8) for r in range(20)}
-
-
-def test_threads_work_runs_under_its_callers_worker_id_or_none(database: Database) -> None:
-    """A worker's thread leading a group must not lend its worker id to an API request's work
-    in that group: an event the request writes would name a worker that never ran it (seen in
-    docs/api.md's example, `serve --dev` on SQLite, where the API and the workers share the
-    process's group commit)."""
-    barrier = threading.Barrier(8)
-    seen: dict[str, tuple[str | None, str | None]] = {}
-
-    def one(index: int) -> None:
-        worker = logs.set_worker_id(f"worker-{index}" if index % 2 else None)
-        token = logs.set_request_id(f"req-{index}" if index % 2 == 0 else None)
+        request_id, worker_id = ids_of(index)
+        token, worker = logs.set_request_id(request_id), logs.set_worker_id(worker_id)
         try:
             barrier.wait(timeout=10)
             for round_index in range(20):
@@ -328,17 +308,32 @@ def test_threads_work_runs_under_its_callers_worker_id_or_none(database: Databas
                     lambda connection: (logs.request_id(), logs.worker_id())
                 )
         finally:
-            logs.reset_request_id(token)
             logs.reset_worker_id(worker)
+            logs.reset_request_id(token)
 
     threads = [threading.Thread(target=one, args=(index,)) for index in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    expected = {
-        f"{index}-{r}": (f"req-{index}" if index % 2 == 0 else None, f"worker-{index}" if index % 2 else None)
-        for index in range(8)
-        for r in range(20)
+    return seen
+
+
+def test_threads_work_runs_under_its_callers_request_id(database: Database) -> None:
+    seen = _seen_from_threads(database, lambda index: (f"req-{index}", None))
+    assert {key: request_id for key, (request_id, _) in seen.items()} == {
+        f"{index}-{r}": f"req-{index}" for index in range(8) for r in range(20)
     }
-    assert seen == expected
+
+
+def test_threads_work_runs_under_its_callers_worker_id_or_none(database: Database) -> None:
+    """A worker's thread leading a group must not lend its worker id to an API request's work
+    in that group: an event the request writes would name a worker that never ran it (seen in
+    docs/api.md's example, `serve --dev` on SQLite, where the API and the workers share the
+    process's group commit)."""
+
+    def ids_of(index: int) -> Ids:
+        return (f"req-{index}", None) if index % 2 == 0 else (None, f"worker-{index}")
+
+    seen = _seen_from_threads(database, ids_of)
+    assert seen == {f"{index}-{r}": ids_of(index) for index in range(8) for r in range(20)}
