@@ -7,21 +7,47 @@ from typing import Any
 from sqlalchemy import Connection, Row, and_, bindparam, case, delete, func, or_, select, update
 
 from paycore.db import driver
-from paycore.db.sql import insert_or_ignore
 from paycore.idempotency.models import idempotency_keys as keys
 
 # Recording the response is on every money-moving POST: it runs on the driver
-# (paycore.db.driver), like the transfer's own statements (the claim does too, through
-# insert_or_ignore).
+# (paycore.db.driver), like the transfer's own statements and the claim.
 _RECORD = driver.statement(
     'UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE tenant_id = ? AND "key" = ?'
 )
 
 
+# On PostgreSQL the claim first queues on an advisory lock of its (tenant, key), held to the
+# end of the transaction, so that a duplicate waits for a key once, however many requests hold
+# it in turn (ADR 0004, "One wait"). Without it the INSERT waits on the holder's uncommitted row,
+# and when the holder rolls back and another duplicate claims the key, waits again with a fresh
+# lock_timeout: a duplicate could wait several bounds. Waiters on one lock are served in order
+# and each one's lock_timeout runs from when it began to wait. The two-integer form keeps these
+# locks apart from the migrations' (`paycore.db.migrate`); a hash shared by two keys only makes
+# them take turns. The function `paycore_create_transfer` (migration 0020) queues the same way.
+KEY_QUEUE_CLASS = 0x6B6579  # "key"
+_COLUMNS = ("tenant_id", "key", "fingerprint", "response_status", "response_body", "created_at_us", "expires_at_us")
+_INTO = (
+    'INSERT INTO idempotency_keys (tenant_id, "key", fingerprint, response_status, response_body, created_at_us,'
+    " expires_at_us)"
+)
+_CLAIM = driver.Statement(
+    sqlite=f'{_INTO} VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, "key") DO NOTHING RETURNING "key"',
+    postgresql=(
+        f"{_INTO} SELECT %s, %s, %s, %s::integer, %s::text, %s::bigint, %s::bigint"
+        f" FROM (SELECT pg_advisory_xact_lock({KEY_QUEUE_CLASS}, hashtext(%s || '/' || %s))) AS queued"
+        ' ON CONFLICT (tenant_id, "key") DO NOTHING RETURNING "key"'
+    ),
+)
+
+
 def claim(connection: Connection, values: dict[str, Any]) -> bool:
-    """Insert the key's row; False (and no change) if the key exists. On PostgreSQL a row
-    another transaction inserted and has not committed makes this wait for its outcome."""
-    return insert_or_ignore(connection, keys, values, ("tenant_id", "key"))
+    """Insert the key's row; False (and no change) if the key exists. On PostgreSQL a
+    transaction that holds the key and has not ended makes this wait (bounded by lock_timeout,
+    once) for its outcome."""
+    params = [values[name] for name in _COLUMNS]
+    if connection.dialect.name == "postgresql":
+        params += [values["tenant_id"], values["key"]]
+    return bool(driver.fetch(connection, _CLAIM, params))
 
 
 _GET = select(keys).where(keys.c.tenant_id == bindparam("t"), keys.c.key == bindparam("k"))

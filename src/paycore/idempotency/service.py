@@ -6,10 +6,11 @@ and the response is written to it before that transaction commits. So:
 
 - the effect and its key commit together or not at all: a crash or a rolled-back request
   leaves no key behind, and the same key can be retried;
-- two requests with one key never both execute. On PostgreSQL the second one's INSERT
-  waits on the first's uncommitted row (bounded by lock_timeout, default 10 s) and then
-  finds the committed key and replays it; on SQLite the write transaction is serialised
-  at `BEGIN IMMEDIATE`. No in-process lock is involved, so this holds across processes;
+- two requests with one key never both execute. On PostgreSQL the second one waits for the
+  first's transaction to end (queued on the key's advisory lock, bounded once by lock_timeout,
+  default 10 s: `repository.claim`) and then finds the committed key and replays it; on
+  SQLite the write transaction is serialised at `BEGIN IMMEDIATE`. No in-process lock is
+  involved, so this holds across processes;
 - a business refusal (a recorded `DomainError`) rolls the whole transaction back, and the
   refusal is then recorded as the key's response in a second transaction (unless a
   concurrent duplicate recorded an outcome first, which is then replayed), so a retry
@@ -297,6 +298,14 @@ def recorded(connection: Connection, scope: KeyScope) -> Outcome | None:
 def complete(connection: Connection, tenant_id: str, key: str, outcome: Outcome) -> bool:
     """Record the response of an open key, once: False if one was recorded already."""
     return repository.complete(connection, tenant_id, key, outcome.status, outcome.body)
+
+
+def waited_for_the_key(context: str) -> bool:
+    """Whether a PostgreSQL lock wait past its bound, by its error's context (the statement
+    that waited), was the wait for a key's holder: its queue (`repository.KEY_QUEUE_CLASS`) or
+    its row."""
+    queue = f"pg_advisory_xact_lock({repository.KEY_QUEUE_CLASS},"
+    return queue in context or "INSERT INTO idempotency_keys" in context
 
 
 def in_progress_error() -> IdempotencyRequestInProgress:

@@ -111,7 +111,7 @@ def _waited_too_long(error: DBAPIError) -> Exception:
     a duplicate behind its first request's uncommitted key is "still in progress"; any other
     lock (an account's) is "busy"."""
     context = getattr(getattr(error.orig, "diag", None), "context", None) or ""
-    if "INSERT INTO idempotency_keys" in context:
+    if idempotency.waited_for_the_key(context):
         return idempotency.in_progress_error()
     return DatabaseBusy(str(error.orig))
 

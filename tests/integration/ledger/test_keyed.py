@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -389,5 +390,57 @@ def test_on_postgres_a_lock_wait_past_its_bound_is_answered_after_one_wait(datab
             waited_s = time.monotonic() - started
         assert WAIT_MS / 1000 <= waited_s < 1.8 * WAIT_MS / 1000, waited_s
         assert books.both("after", legs)[1][0] == 201  # nothing was left behind
+    finally:
+        database.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("tenant", [REFERENCE, ONE_CALL], ids=["reference", "one_call"])
+def test_on_postgres_a_duplicate_waits_once_while_its_key_passes_from_holder_to_holder(
+    database_url: str, tenant: str
+) -> None:
+    """ADR 0004, "One wait": the key's holder rolls back while two duplicates wait; one of them
+    takes the key (and then waits on a held account), the other must still give up one bound
+    after it began to wait. Waiting on the key's row alone, it waited again on the new holder,
+    with a fresh bound: it gave up a whole bound later (or, let in after the new holder rolled
+    back in turn, later still)."""
+    from paycore.idempotency import repository as keys
+
+    database = Database(Settings(database_url=database_url, idempotency_wait_ms=WAIT_MS))
+    try:
+        books = Books(database)
+        legs = [("wallet", "debit", 1), ("merchant", "credit", 1)]
+        scope = books.scope(tenant, "passed-on", books.body(legs, {}))
+        outcomes: dict[str, tuple[str, float]] = {}
+
+        def duplicate(name: str) -> None:
+            started = time.monotonic()
+            try:
+                books.send(tenant, "passed-on", legs)
+                outcomes[name] = ("answered", time.monotonic() - started)
+            except (IdempotencyRequestInProgress, DatabaseBusy) as error:
+                outcomes[name] = (type(error).__name__, time.monotonic() - started)
+
+        with database.engine.connect() as account_holder, account_holder.begin():
+            account_holder.execute(
+                text("SELECT 1 FROM ledger_accounts WHERE tenant_id = :t AND id = :id FOR UPDATE"),
+                {"t": tenant, "id": books.ids[tenant]["wallet"]},
+            )
+            with database.engine.connect() as key_holder:
+                key_holder.begin()
+                assert keys.claim(key_holder, scope.row(None))
+                threads = [threading.Thread(target=duplicate, args=(name,)) for name in ("first", "second")]
+                for thread in threads:
+                    thread.start()
+                time.sleep(0.6 * WAIT_MS / 1000)  # both wait on the key by now
+                key_holder.rollback()
+                for thread in threads:
+                    thread.join(10)
+        kinds = sorted(kind for kind, _ in outcomes.values())
+        assert kinds == ["DatabaseBusy", "IdempotencyRequestInProgress"], outcomes  # one took the key
+        waited_s = next(elapsed for kind, elapsed in outcomes.values() if kind == "IdempotencyRequestInProgress")
+        assert WAIT_MS / 1000 <= waited_s < 1.4 * WAIT_MS / 1000, outcomes
+        assert books.both("after-passed-on", legs)[1][0] == 201  # nothing was left behind
     finally:
         database.dispose()
