@@ -40,6 +40,12 @@ _CLAIM = driver.Statement(
 )
 
 
+def waited_for_the_key(context: str) -> bool:
+    """Whether a PostgreSQL lock wait past its bound, by its error's context (the statement
+    that waited), was the wait for a key's holder: its queue or its row."""
+    return f"pg_advisory_xact_lock({KEY_QUEUE_CLASS}," in context or "INSERT INTO idempotency_keys" in context
+
+
 def claim(connection: Connection, values: dict[str, Any]) -> bool:
     """Insert the key's row; False (and no change) if the key exists. On PostgreSQL a
     transaction that holds the key and has not ended makes this wait (bounded by lock_timeout,

@@ -300,12 +300,7 @@ def complete(connection: Connection, tenant_id: str, key: str, outcome: Outcome)
     return repository.complete(connection, tenant_id, key, outcome.status, outcome.body)
 
 
-def waited_for_the_key(context: str) -> bool:
-    """Whether a PostgreSQL lock wait past its bound, by its error's context (the statement
-    that waited), was the wait for a key's holder: its queue (`repository.KEY_QUEUE_CLASS`) or
-    its row."""
-    queue = f"pg_advisory_xact_lock({repository.KEY_QUEUE_CLASS},"
-    return queue in context or "INSERT INTO idempotency_keys" in context
+waited_for_the_key = repository.waited_for_the_key
 
 
 def in_progress_error() -> IdempotencyRequestInProgress:
