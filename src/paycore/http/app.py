@@ -32,10 +32,30 @@ from paycore.http.routers import (
     webhooks,
 )
 from paycore.http.routers import settings as tenant_settings
-from paycore.http.routing import JsonRoute, assert_json_routes
+from paycore.http.routing import JsonRoute, add_routes, assert_json_routes
 from paycore.keyring import Keyring, KeyringSource
 from paycore.operations import service as operations
 from paycore.processor.port import Processor
+
+ROUTERS = tuple(
+    module.router
+    for module in (
+        health,
+        credits,
+        ledger,
+        payments,
+        refunds,
+        payouts,
+        reconciliation,
+        reports,
+        events,
+        audit,
+        webhooks,
+        tenant_settings,
+        processor_webhooks,
+        docs,
+    )
+)
 
 
 class PaycoreApp(FastAPI):
@@ -91,23 +111,7 @@ def create_app(
     app.state.schedules = schedules(settings)
     app.state.metrics = Metrics(database, app.state.schedules)
     errors.install(app)
-    for router in (
-        health,
-        credits,
-        ledger,
-        payments,
-        refunds,
-        payouts,
-        reconciliation,
-        reports,
-        events,
-        audit,
-        webhooks,
-        tenant_settings,
-        processor_webhooks,
-    ):
-        app.include_router(router.router)
-    app.include_router(docs.router)
+    add_routes(app, *ROUTERS)
     ops.install(app, settings)
     openapi.install(app, settings)
     assert_json_routes(app)

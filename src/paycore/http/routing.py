@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any, Final
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
@@ -88,6 +88,21 @@ class JsonRoute(APIRoute):
             return await handle(strict)
 
         return handle_json
+
+
+def add_routes(app: FastAPI, *routers: APIRouter) -> None:
+    """Serve the routers' routes as they are: the route objects made once, when their module was
+    imported, shared by every app of the process.
+
+    `app.include_router` wraps a router, and FastAPI then makes each of its routes again (their
+    parameters' and responses' pydantic adapters), per app, on the app's first request that
+    reaches the router: about 80 ms for paycore's routes. That was the first request's latency
+    of every `paycore serve`, and a large part of the test suite's CPU, where most tests make an
+    app. A route of an `APIRouter` already carries the router's prefix, tags, dependencies and
+    `include_in_schema`, and paycore includes its routers with no option of its own, so the
+    routes are the same either way (tests/integration/http/test_routes.py holds them to it).
+    """
+    app.router.routes.extend(route for router in routers for route in router.routes)
 
 
 def assert_json_routes(app: FastAPI) -> None:

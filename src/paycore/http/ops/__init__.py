@@ -12,7 +12,10 @@ from paycore.config import Settings
 from paycore.http.ops import actions, losses, pages, queues, reports, sign_in
 from paycore.http.ops.render import bare
 from paycore.http.ops.session import CsrfRefused, FormRefused, OpsState, SignInRequired
+from paycore.http.routing import add_routes
 from paycore.operators.service import SessionLimits
+
+ROUTERS = tuple(module.router for module in (sign_in, pages, queues, losses, reports, actions))
 
 
 def install(app: FastAPI, settings: Settings) -> None:
@@ -51,5 +54,4 @@ def install(app: FastAPI, settings: Settings) -> None:
     async def _form(_request: Request, error: FormRefused) -> Response:
         return bare("refused.html", 400, heading="Refused", message=str(error), back="/ops")
 
-    for module in (sign_in, pages, queues, losses, reports, actions):
-        app.include_router(module.router)
+    add_routes(app, *ROUTERS)
