@@ -1,8 +1,11 @@
-"""An empty in-memory SQLite database upgraded to head is a copy of the process's migrated
-template (`paycore.db.migrate._SqliteTemplate`): it must be what the migrations write, and
-each copy its own database."""
+"""An empty in-memory SQLite database upgraded to head, or a new file given to `upgrade_new`,
+is a copy of the process's migrated template (`paycore.db.migrate._SqliteTemplate`): it must
+be what the migrations write, and each copy its own database."""
 
 from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
 
 from alembic import command
 from sqlalchemy import Connection
@@ -78,3 +81,25 @@ def test_a_database_that_is_not_empty_is_migrated_not_overwritten() -> None:
             assert connection.exec_driver_sql("SELECT tenant_id FROM tenants").fetchall() == [("kept",)]
     finally:
         database.dispose()
+
+
+def test_a_new_file_is_a_copy_in_wal_mode_that_every_connection_sees(tmp_path: Path) -> None:
+    """`upgrade_new` (each world of `paycore simulate`): the file gets the template's pages and
+    keeps the journal mode its connections set; a second connection reads the same schema."""
+    migrated, copied = _memory(), Database(Settings(database_url=f"sqlite:///{tmp_path / 'new.db'}"))
+    try:
+        migrate.run(migrated, lambda config: command.upgrade(config, "head"))
+        migrate.upgrade_new(copied)
+        with migrated.engine.connect() as left, copied.engine.connect() as right:
+            assert _contents(right) == _contents(left)
+            assert right.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
+        with sqlite3.connect(tmp_path / "new.db") as other:
+            assert other.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            assert other.execute("SELECT version_num FROM alembic_version").fetchall() == [(migrate.head_revision(),)]
+        copied.transaction(lambda c: c.exec_driver_sql(_INSERT, ("kept",)))
+        migrate.upgrade_new(copied)  # not empty now: migrated (a no-op at head), not overwritten
+        with copied.engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT tenant_id FROM tenants").fetchall() == [("kept",)]
+    finally:
+        migrated.dispose()
+        copied.dispose()

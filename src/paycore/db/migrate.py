@@ -52,6 +52,15 @@ def upgrade(database: Database, revision: str = "head") -> None:
     run(database, lambda config: command.upgrade(config, revision))
 
 
+def upgrade_new(database: Database) -> None:
+    """`upgrade` to head of a database this process has just made and no other process knows
+    (a new file in a new directory, as each world of `paycore simulate`): on SQLite an empty one
+    is a copy of the template, as an in-memory database is. Nothing can write to such a file
+    between the emptiness check and the copy; `upgrade` cannot know that of a file."""
+    if database.is_postgres or not _SQLITE_TEMPLATE.copy_into(database):
+        upgrade(database)
+
+
 class _SqliteTemplate:
     """An in-memory SQLite database at head, migrated once per process, copied page by page
     (SQLite's backup API) into every empty in-memory database upgraded to head after it.
@@ -60,8 +69,9 @@ class _SqliteTemplate:
     of `paycore.refunds.handle` (SPEC 7.2), which migrates a new in-memory database every
     time. The copy is the template's pages, so the schema, its seed rows and `alembic_version`
     are exactly what the migrations wrote; the connection keeps its own settings (foreign keys,
-    busy timeout). Only in-memory databases: no other process can see one, so nothing can
-    write to it between the emptiness check and the copy, as it could to a file."""
+    busy timeout) and journal mode. Only databases no other process can see (in memory, or a
+    new file its caller vouches for: `upgrade_new`), so that nothing writes to one between the
+    emptiness check and the copy."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -197,7 +197,7 @@ def build(transport: str) -> World:
         reconcile_lookback_days=1,
     )
     database = Database(settings)
-    migrate.upgrade(database)
+    migrate.upgrade_new(database)  # a new file in a new directory: no other process knows it
     processor: Processor
     if transport == "inprocess":
         from paycore_sandbox.inprocess import InProcessTransport
