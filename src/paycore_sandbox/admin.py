@@ -14,26 +14,17 @@ settlement report, charges, batches) needs no token: it changes nothing.
 from __future__ import annotations
 
 import hmac
-from typing import Any, Final
+from typing import Any
 
 from fastapi import Depends, Request
 
-from paycore_sandbox.limits import ADMIN_TOKEN_LENGTH_MAX, ADMIN_TOKEN_LENGTH_MIN
+from paycore_sandbox.limits import ADMIN_TOKEN_ENV, admin_token_problem
 
-ADMIN_TOKEN_ENV: Final = "PAYCORE_SANDBOX_ADMIN_TOKEN"
+__all__ = ["ADMIN_TOKEN_ENV", "AdminTokenRequired", "admin_dependencies", "admin_token_problem"]
 
 
 class AdminTokenRequired(Exception):
     """The request lacks the admin token, or carries another: answered 401, nothing changes."""
-
-
-def admin_token_problem(token: str) -> str | None:
-    """Why `token` cannot be an admin token, or None."""
-    if not ADMIN_TOKEN_LENGTH_MIN <= len(token) <= ADMIN_TOKEN_LENGTH_MAX:
-        return f"the admin token must be {ADMIN_TOKEN_LENGTH_MIN} to {ADMIN_TOKEN_LENGTH_MAX} characters"
-    if not all("!" <= character <= "~" for character in token):
-        return "the admin token must be printable ASCII without spaces"
-    return None
 
 
 def admin_dependencies(admin_token: str | None) -> list[Any]:

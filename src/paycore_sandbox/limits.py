@@ -97,3 +97,17 @@ class SandboxSettings:
         assert all(type(fee) is int and fee >= 0 for fee in fees_minor)
         assert type(self.sepa_return_charges_minor) is int and self.sepa_return_charges_minor >= 0
         assert self.ach_sec_code in ("PPD", "CCD")
+
+
+# The admin token (paycore_sandbox.admin): its variable and its rule, here with no web framework,
+# so that the command line reads them without importing one.
+ADMIN_TOKEN_ENV: Final = "PAYCORE_SANDBOX_ADMIN_TOKEN"
+
+
+def admin_token_problem(token: str) -> str | None:
+    """Why `token` cannot be an admin token, or None."""
+    if not ADMIN_TOKEN_LENGTH_MIN <= len(token) <= ADMIN_TOKEN_LENGTH_MAX:
+        return f"the admin token must be {ADMIN_TOKEN_LENGTH_MIN} to {ADMIN_TOKEN_LENGTH_MAX} characters"
+    if not all("!" <= character <= "~" for character in token):
+        return "the admin token must be printable ASCII without spaces"
+    return None

@@ -26,8 +26,6 @@ from paycore.cli.starting import bound_server, refuse_start
 from paycore.config import Settings, log_options_from_env
 from paycore.db import migrate
 from paycore.db.engine import Database
-from paycore.http.exposure import UnsafeBind, check_bind, is_loopback
-from paycore.http.server import tune_gc_for_serving
 from paycore.kit import logs
 from paycore.processor.port import Processor
 
@@ -103,7 +101,10 @@ def serve(
     ),
 ) -> None:
     """Run the HTTP API (with --dev: API, workers and the sandbox processor in one process)."""
+    # The web stack is imported by the commands that serve, not by every command.
     from paycore.http.app import create_app
+    from paycore.http.exposure import is_loopback
+    from paycore.http.server import tune_gc_for_serving
     from paycore.workers.jobs import WorkerContext
     from paycore.workers.loop import run_forever
 
@@ -166,6 +167,8 @@ def _refuse_unsafe_bind(host: str, local_mode: bool, settings: Settings) -> None
     """The rules live in paycore.http.exposure (every entry point passes them, and it logs the
     `start_refused` line); here they are checked before the sandbox and the workers start, and
     a refusal is exit status 2."""
+    from paycore.http.exposure import UnsafeBind, check_bind
+
     try:
         check_bind(host, local_mode=local_mode, webhook_secret=settings.processor_webhook_secret)
     except UnsafeBind:

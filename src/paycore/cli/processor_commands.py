@@ -14,8 +14,13 @@ import logging
 
 import typer
 
-from paycore_sandbox.admin import ADMIN_TOKEN_ENV, admin_token_problem
-from paycore_sandbox.limits import DEFAULT_DATABASE_URL, DEFAULT_WEBHOOK_SECRET, DEFAULT_WEBHOOK_URL
+from paycore_sandbox.limits import (
+    ADMIN_TOKEN_ENV,
+    DEFAULT_DATABASE_URL,
+    DEFAULT_WEBHOOK_SECRET,
+    DEFAULT_WEBHOOK_URL,
+    admin_token_problem,
+)
 
 app = typer.Typer(help="The sandbox card processor (a separate service with its own database).")
 log = logging.getLogger(__name__)

@@ -5,12 +5,16 @@ paycore's one `Server` (its bind rules and HTTP limits: ADR 0013)."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import typer
-from starlette.types import ASGIApp
 
 from paycore.config import Settings
-from paycore.http.server import Server
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from paycore.http.server import Server
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +29,8 @@ def bound_server(app: ASGIApp, host: str, port: int, settings: Settings) -> Serv
     """`Server(app, host, port)`, bound. An address in use or not this machine's is exit status 1
     with a message (as `uvicorn.run` did); an unsafe bind raises `UnsafeBind` (checked first by
     each command, exit status 2)."""
+    from paycore.http.server import Server  # the web stack: only for the commands that serve
+
     try:
         return Server(app, host, port, settings=settings)
     except OSError as error:
