@@ -63,7 +63,7 @@ def test_serve_refuses_local_mode_off_loopback(host: str, dev: bool, tmp_path: P
 def test_serve_refuses_the_default_secret_off_loopback(host: str, dev: bool, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/p.db"
     database = Database(Settings(database_url=url))
-    migrate.upgrade(database)
+    migrate.upgrade_new(database)  # a new file of this test's own
     add_key(database)
     database.dispose()
     result = run_serve(url, "--host", host, *(["--dev"] if dev else []))
@@ -104,7 +104,7 @@ def test_serve_dev_does_not_mount_the_sandbox_off_loopback(tmp_path: Path) -> No
     """With a key and a real secret `serve --dev` may bind 0.0.0.0, but without /sandbox."""
     url = f"sqlite:///{tmp_path}/p.db"
     database = Database(Settings(database_url=url))
-    migrate.upgrade(database)
+    migrate.upgrade_new(database)  # a new file of this test's own
     add_key(database)
     database.dispose()
     with serve_dev(tmp_path, "0.0.0.0", PAYCORE_DATABASE_URL=url, PAYCORE_PROCESSOR_WEBHOOK_SECRET=REAL_SECRET) as port:
