@@ -3,8 +3,8 @@
 A duplicate request waits for the key's holder, bounded by lock_timeout (SPEC 3.1). The claim
 was `INSERT ... ON CONFLICT DO NOTHING`, which waits on the holder's uncommitted row; when the
 holder rolled back (its own lock wait past the bound) and another duplicate claimed the key
-first, the INSERT waited again, with a fresh lock_timeout: a duplicate could wait two or
-three bounds (the flaky test_duplicates_queued_behind_a_full_connection_pool_are_bounded_too).
+first, the INSERT waited again, with a fresh lock_timeout: a duplicate could wait several
+bounds (four, once, in test_duplicates_queued_behind_a_full_connection_pool_are_bounded_too).
 Every claim now first takes the transaction-scoped advisory lock `(KEY_QUEUE_CLASS,
 hashtext(tenant || '/' || key))` (`paycore.idempotency.repository`, ADR 0004, "One wait"):
 waiters on one lock are served in order and each one's lock_timeout counts from when it began
