@@ -24,8 +24,8 @@ BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """What `-n auto` means for this suite (pytest-xdist's hook): two workers per core, not one.
     Many tests wait on a server, a subprocess or a timeout, and a second worker per core runs
-    meanwhile: on this project's two cores the suite took 7:24 with 2 workers and 5:22-5:41 with
-    4 (docs/benchmarks.md, "The test suite"). `scripts/test` runs `-n auto`."""
+    meanwhile: on this project's two cores the suite took 7:24 with 2 workers and 5:16-6:12
+    (median 5:44) with 4 (docs/benchmarks.md, "The test suite"). `scripts/test` runs `-n auto`."""
     return 2 * len(os.sched_getaffinity(0))
 
 
