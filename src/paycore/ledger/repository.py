@@ -14,7 +14,6 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, Row, and_, bindparam, exists, func, or_, select
-from sqlalchemy.orm import aliased
 
 from paycore.db import driver
 from paycore.db.sql import insert_or_ignore
@@ -191,28 +190,30 @@ def get_transfer_by_key(connection: Connection, tenant_id: str, key: str) -> Row
     return connection.execute(query).first()
 
 
+# Posting or voiding a hold reads it back with these two (every payment that ends does).
+_ENTRIES_OF = (
+    select(entries)
+    .where(entries.c.tenant_id == bindparam("t"), entries.c.transfer_id.in_(bindparam("ids", expanding=True)))
+    .order_by(entries.c.id)
+)
+_RESOLUTION = transfers.alias("resolution")
+_WITH_RESOLUTION = select(
+    transfers,
+    select(_RESOLUTION.c.kind)
+    .where(_RESOLUTION.c.tenant_id == transfers.c.tenant_id, _RESOLUTION.c.pending_id == transfers.c.id)
+    .scalar_subquery()
+    .label("resolution_kind"),
+).where(transfers.c.tenant_id == bindparam("t"), transfers.c.id == bindparam("id"))
+
+
 def get_entries_of(connection: Connection, tenant_id: str, transfer_ids: Sequence[str]) -> list[Row[Any]]:
-    query = (
-        select(entries)
-        .where(entries.c.tenant_id == tenant_id, entries.c.transfer_id.in_(list(transfer_ids)))
-        .order_by(entries.c.id)
-    )
-    return list(connection.execute(query))
+    return list(connection.execute(_ENTRIES_OF, {"t": tenant_id, "ids": list(transfer_ids)}))
 
 
 def get_transfer_with_resolution(connection: Connection, tenant_id: str, transfer_id: str) -> Row[Any] | None:
     """The transfer and, in `resolution_kind`, the kind of the transfer that resolved it
     (post, void, expire) if it is a resolved pending transfer: one statement."""
-    resolution = transfers.alias("resolution")
-    resolved = (
-        select(resolution.c.kind)
-        .where(resolution.c.tenant_id == transfers.c.tenant_id, resolution.c.pending_id == transfers.c.id)
-        .scalar_subquery()
-    )
-    query = select(transfers, resolved.label("resolution_kind")).where(
-        transfers.c.tenant_id == tenant_id, transfers.c.id == transfer_id
-    )
-    return connection.execute(query).first()
+    return connection.execute(_WITH_RESOLUTION, {"t": tenant_id, "id": transfer_id}).first()
 
 
 def get_resolution(connection: Connection, tenant_id: str, pending_id: str) -> Row[Any] | None:
@@ -298,11 +299,10 @@ def transfer_references(connection: Connection, tenant_id: str, transfer_ids: Se
 
 
 def due_expired_pending(connection: Connection, now_us: int, limit: int) -> list[Row[Any]]:
-    resolution = aliased(transfers)
     unresolved = ~exists().where(
         and_(
-            resolution.c.tenant_id == transfers.c.tenant_id,
-            resolution.c.pending_id == transfers.c.id,
+            _RESOLUTION.c.tenant_id == transfers.c.tenant_id,
+            _RESOLUTION.c.pending_id == transfers.c.id,
         )
     )
     query = (

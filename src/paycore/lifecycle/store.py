@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, Table, and_, func, or_, select, tuple_, update
+from sqlalchemy import Connection, Row, Select, Table, Update, and_, bindparam, func, or_, select, tuple_, update
 
 from paycore.db.sql import keys_in
 from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, IN_DOUBT_SINCE_US
@@ -21,10 +22,16 @@ from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, IN_DOUBT_SIN
 def get(
     connection: Connection, table: Table, tenant_id: str, item_id: str, *, for_update: bool = False
 ) -> Row[Any] | None:
-    query = select(table).where(table.c.tenant_id == tenant_id, table.c.id == item_id)
-    if for_update and connection.dialect.name == "postgresql":
-        query = query.with_for_update()
-    return connection.execute(query).first()
+    locked = for_update and connection.dialect.name == "postgresql"
+    return connection.execute(_get_statement(table, locked), {"t": tenant_id, "id": item_id}).first()
+
+
+@cache
+def _get_statement(table: Table, locked: bool) -> Select[Any]:
+    """An item by its key, built once per table: every status change loads its item with it,
+    and building the expression and its cache key cost more CPU than running it (issue 31)."""
+    query = select(table).where(table.c.tenant_id == bindparam("t"), table.c.id == bindparam("id"))
+    return query.with_for_update() if locked else query
 
 
 def get_any(connection: Connection, table: Table, item_id: str, tenant_id: str | None) -> Row[Any] | None:
@@ -118,8 +125,15 @@ def make_due(
 
 
 def set_values(connection: Connection, table: Table, tenant_id: str, item_id: str, values: Mapping[str, Any]) -> None:
-    statement = update(table).where(table.c.tenant_id == tenant_id, table.c.id == item_id)
-    connection.execute(statement.values(**values))
+    parameters = {f"v_{name}": value for name, value in values.items()}
+    connection.execute(_set_statement(table, tuple(values)), {"k_t": tenant_id, "k_id": item_id, **parameters})
+
+
+@cache
+def _set_statement(table: Table, columns: tuple[str, ...]) -> Update:
+    """`UPDATE table SET columns WHERE (tenant_id, id) = ...`, built once per shape."""
+    statement = update(table).where(table.c.tenant_id == bindparam("k_t"), table.c.id == bindparam("k_id"))
+    return statement.values({name: bindparam(f"v_{name}") for name in columns})
 
 
 def claim_due(
