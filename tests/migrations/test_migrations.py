@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import secrets
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,6 +117,32 @@ def test_sqlite_refuses_to_commit_a_migration_that_leaves_a_broken_foreign_key(
 def test_the_test_databases_are_at_head(database: Database) -> None:
     assert migrate.current_revision(database) == migrate.head_revision() is not None
     assert schema_differences(database) == []
+
+
+def test_head_revision_is_the_scripts_head() -> None:
+    """A process whose database is at HEAD_REVISION starts without Alembic; a migration added
+    without moving HEAD_REVISION would leave databases unmigrated, so it fails here."""
+    assert migrate.head_revision() == migrate.HEAD_REVISION
+
+
+def test_a_database_at_head_is_upgraded_and_checked_without_alembic(tmp_path: Path) -> None:
+    """What every start of `paycore serve`, `worker` and the CLI's commands does, in a fresh
+    interpreter: at head, neither `upgrade` nor `schema_state` imports Alembic (issue 30: its
+    import cost each of the suite's processes ~0.085 s)."""
+    url = f"sqlite:///{tmp_path / 'at-head.db'}"
+    migrate.upgrade(Database(Settings(database_url=url)))
+    script = (
+        "import sys\n"
+        "from paycore.config import Settings\n"
+        "from paycore.db import migrate\n"
+        "from paycore.db.engine import Database\n"
+        f"database = Database(Settings(database_url={url!r}))\n"
+        "migrate.upgrade(database)\n"
+        "assert migrate.schema_state(database) == 'current'\n"
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'alembic'))\n"
+    )
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    assert found.stdout.strip() == "[]", found.stdout + found.stderr
 
 
 # ---------------------------------------------------------------------------- append-only
