@@ -117,6 +117,12 @@ class Receiver:
             found.finished_s = time.time()
             self._changed.notify_all()
 
+    def _unanswered(self, found: Received) -> None:
+        """The answer marked sent could not be written: the client had left."""
+        with self._changed:
+            found.finished_s = None
+            self._changed.notify_all()
+
     def _pause(self, seconds: float) -> bool:
         """Wait, unless the receiver closes first: then False."""
         return not self._closing.wait(seconds)
@@ -135,6 +141,7 @@ class _Server(http.server.ThreadingHTTPServer):
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    _found: Received | None = None  # the request being answered, once recorded
 
     def do_POST(self) -> None:
         receiver = self.server.receiver
@@ -144,27 +151,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         body = self.rfile.read(length)
         headers = {name.lower(): value for name, value in self.headers.items()}
-        found = receiver._arrived(self.path, headers, body)
+        found = self._found = receiver._arrived(self.path, headers, body)
         try:
-            answered = self._answer(receiver, found.mode)
-        except OSError:  # the client left (a timeout): nothing to answer
-            answered = False
-        if answered:
-            receiver._answered(found)
+            self._answer(receiver, found.mode)
+        except OSError:  # the client left (a timeout): nothing was answered
+            receiver._unanswered(found)
 
     do_GET = do_POST  # a client that followed a redirect with a GET is recorded too
 
-    def _answer(self, receiver: Receiver, mode: str) -> bool:
-        """Answer in `mode`; True if an answer was sent."""
+    def _answer(self, receiver: Receiver, mode: str) -> None:
+        """Answer in `mode` (`_send` counts a complete answer as sent)."""
         self.close_connection = True
         if mode == "close":
-            return False
+            return
         if mode == "timeout" and not receiver._pause(receiver.hang_s):
-            return False
+            return
         if mode == "slow_ok" and not receiver._pause(receiver.slow_s):
-            return False
+            return
         if mode in ("dribble_headers", "dribble_body"):
-            return self._dribble(receiver, in_headers=mode == "dribble_headers")
+            self._dribble(receiver, in_headers=mode == "dribble_headers")
+            return
         if mode == "error_500":
             self._send(500, b'{"error":"internal"}')
         elif mode == "redirect":
@@ -173,7 +179,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, b"x" * receiver.large_bytes)
         else:
             self._send(200, OK_BODY)
-        return True
 
     def _send(self, status: int, body: bytes, location: str | None = None) -> None:
         self.send_response(status)
@@ -181,10 +186,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         if location is not None:
             self.send_header("Location", location)
+        # Counted as answered before its bytes go out (the headers wait in a buffer until
+        # end_headers): the client cannot have the answer before the receiver counts it, so a
+        # test that reads `delivered()` as soon as paycore got its 200 sees it. A write that
+        # fails undoes it (do_POST).
+        if self._found is not None:
+            self.server.receiver._answered(self._found)
         self.end_headers()
         self.wfile.write(body)
 
-    def _dribble(self, receiver: Receiver, *, in_headers: bool) -> bool:
+    def _dribble(self, receiver: Receiver, *, in_headers: bool) -> None:
         """A 200 whose headers (or body) come a byte every `dribble_s`, for `hang_s`."""
         self.wfile.write(b"HTTP/1.1 200 OK\r\n")
         if not in_headers:
@@ -193,10 +204,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         deadline = time.monotonic() + receiver.hang_s
         while time.monotonic() < deadline:
             if not receiver._pause(receiver.dribble_s):
-                return False
+                return
             self.wfile.write(b"x" if not in_headers else b"X")
             self.wfile.flush()
-        return False  # never a complete answer
+        # never a complete answer
 
     def log_message(self, format: str, *args: object) -> None:
         """Quiet: a test's output is its own."""
