@@ -183,8 +183,13 @@ def test_duplicates_of_a_slow_first_request_wait_bounded_then_replay_or_give_up(
 # Regression: the bound on waiting for a duplicate's first request must also cover the wait
 # for a pooled database connection. Before the fix the pool waited SQLAlchemy's default 30 s
 # and its timeout escaped as a 500; with a 1 s bound and a pool of 2, 12 duplicates took ~6 s.
-# Now every request answers within pool wait + key wait + lock wait, each bounded by
-# PAYCORE_IDEMPOTENCY_WAIT_MS, with 409 idempotency_request_in_progress or 503 database_busy.
+# Now every request answers within four waits, each bounded by PAYCORE_IDEMPOTENCY_WAIT_MS, with
+# 409 idempotency_request_in_progress or 503 database_busy: a pooled connection for the check
+# every request makes before its write (local mode's `Database.peek`, a read in the pool on
+# PostgreSQL), another for the write, the key's lock (its holder's transaction), and the
+# account's row (held here by the blocker: a waiter that gets the key becomes the holder and
+# waits on it too). Four full waits in a row were seen (4,028 and 4,039 ms) when the handoffs
+# of the two connections and of the key lined up; the bound said three until then.
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_duplicates_queued_behind_a_full_connection_pool_are_bounded_too(
@@ -201,5 +206,5 @@ def test_duplicates_queued_behind_a_full_connection_pool_are_bounded_too(
     outcomes = Counter((reply.status, reply.error) for reply in replies)
     print(f"12 duplicates, pool of 2, held past the bound: {dict(outcomes)}, elapsed ms {sorted(elapsed)}")
     assert set(outcomes) <= {(409, "idempotency_request_in_progress"), (503, "database_busy")}, outcomes
-    assert max(elapsed) <= 3 * WAIT_MS + 1000, f"waited {max(elapsed)} ms with a {WAIT_MS} ms bound: {sorted(elapsed)}"
+    assert max(elapsed) <= 4 * WAIT_MS + 1000, f"waited {max(elapsed)} ms with a {WAIT_MS} ms bound: {sorted(elapsed)}"
     assert credit_balance(port, "pool") == 100
