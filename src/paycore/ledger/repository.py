@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Connection, Row, and_, bindparam, exists, func, or_, select
@@ -190,30 +191,54 @@ def get_transfer_by_key(connection: Connection, tenant_id: str, key: str) -> Row
     return connection.execute(query).first()
 
 
-# Posting or voiding a hold reads it back with these two (every payment that ends does).
 _ENTRIES_OF = (
     select(entries)
     .where(entries.c.tenant_id == bindparam("t"), entries.c.transfer_id.in_(bindparam("ids", expanding=True)))
     .order_by(entries.c.id)
 )
 _RESOLUTION = transfers.alias("resolution")
-_WITH_RESOLUTION = select(
-    transfers,
-    select(_RESOLUTION.c.kind)
-    .where(_RESOLUTION.c.tenant_id == transfers.c.tenant_id, _RESOLUTION.c.pending_id == transfers.c.id)
-    .scalar_subquery()
-    .label("resolution_kind"),
-).where(transfers.c.tenant_id == bindparam("t"), transfers.c.id == bindparam("id"))
+# Posting or voiding a hold reads it back, with whether it is resolved and its entries, in one
+# statement (every payment, refund and payout that ends does): the entries' columns are
+# labelled `entry_<name>`; a transfer without entries comes back as one row of NULLs for them.
+_ENTRY_PREFIX = "entry_"
+_WITH_RESOLUTION_AND_ENTRIES = (
+    select(
+        transfers,
+        select(_RESOLUTION.c.kind)
+        .where(_RESOLUTION.c.tenant_id == transfers.c.tenant_id, _RESOLUTION.c.pending_id == transfers.c.id)
+        .scalar_subquery()
+        .label("resolution_kind"),
+        *(column.label(_ENTRY_PREFIX + column.name) for column in entries.columns),
+    )
+    .select_from(
+        transfers.outerjoin(
+            entries, and_(entries.c.tenant_id == transfers.c.tenant_id, entries.c.transfer_id == transfers.c.id)
+        )
+    )
+    .where(transfers.c.tenant_id == bindparam("t"), transfers.c.id == bindparam("id"))
+    .order_by(entries.c.id)
+)
 
 
 def get_entries_of(connection: Connection, tenant_id: str, transfer_ids: Sequence[str]) -> list[Row[Any]]:
     return list(connection.execute(_ENTRIES_OF, {"t": tenant_id, "ids": list(transfer_ids)}))
 
 
-def get_transfer_with_resolution(connection: Connection, tenant_id: str, transfer_id: str) -> Row[Any] | None:
-    """The transfer and, in `resolution_kind`, the kind of the transfer that resolved it
-    (post, void, expire) if it is a resolved pending transfer: one statement."""
-    return connection.execute(_WITH_RESOLUTION, {"t": tenant_id, "id": transfer_id}).first()
+def get_transfer_with_resolution(
+    connection: Connection, tenant_id: str, transfer_id: str
+) -> tuple[Row[Any] | None, list[SimpleNamespace]]:
+    """The transfer with, in `resolution_kind`, the kind of the transfer that resolved it
+    (post, void, expire) if it is a resolved pending transfer, and its entries in id order:
+    one statement. (None, []) when there is no such transfer."""
+    rows = list(connection.execute(_WITH_RESOLUTION_AND_ENTRIES, {"t": tenant_id, "id": transfer_id}))
+    if not rows:
+        return None, []
+    cut = len(_ENTRY_PREFIX)
+    found = [
+        SimpleNamespace(**{name[cut:]: value for name, value in row._mapping.items() if name.startswith(_ENTRY_PREFIX)})
+        for row in rows
+    ]
+    return rows[0], [entry for entry in found if entry.id is not None]
 
 
 def get_resolution(connection: Connection, tenant_id: str, pending_id: str) -> Row[Any] | None:

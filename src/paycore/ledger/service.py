@@ -364,9 +364,9 @@ def transfer_references(
 
 
 def _unresolved_pending(connection: Connection, tenant_id: str, transfer_id: str) -> Transfer:
-    """The pending transfer, read with whether it is resolved in one statement (then its
-    entries): what posting or voiding needs, no more."""
-    row = repository.get_transfer_with_resolution(connection, tenant_id, transfer_id)
+    """The pending transfer, read with whether it is resolved and with its entries in one
+    statement: what posting or voiding needs, no more."""
+    row, entry_rows = repository.get_transfer_with_resolution(connection, tenant_id, transfer_id)
     if row is None:
         raise TransferNotFound("no such transfer", param="id")
     if row.kind == "pending":
@@ -375,5 +375,4 @@ def _unresolved_pending(connection: Connection, tenant_id: str, transfer_id: str
         status = RESOLUTION_STATUS.get(row.kind, "posted")
     if status != "pending":
         raise TransferNotPending(f"the transfer is {status}, not pending", status=status)
-    entry_rows = repository.get_entries_of(connection, tenant_id, [row.id])
     return _transfer(row, entry_rows, "pending", None, None)

@@ -32,13 +32,14 @@ from tests.support.payouts import funded_source
 PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 
 # (statements, commits) at most, per backend and flow.
+# Each one lower by a statement since a hold is read back with its entries in one (issue 31).
 BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
-    ("sqlite", "payment"): (30, 3),
-    ("postgres", "payment"): (28, 4),
-    ("sqlite", "refund"): (34, 4),
-    ("postgres", "refund"): (31, 5),
-    ("sqlite", "payout"): (59, 5),
-    ("postgres", "payout"): (55, 6),
+    ("sqlite", "payment"): (29, 3),
+    ("postgres", "payment"): (27, 4),
+    ("sqlite", "refund"): (33, 4),
+    ("postgres", "refund"): (30, 5),
+    ("sqlite", "payout"): (58, 5),
+    ("postgres", "payout"): (54, 6),
 }
 
 
