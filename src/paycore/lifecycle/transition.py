@@ -17,12 +17,15 @@ attempt row its transaction wrote before the change, or its endpoint's deletion)
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from functools import cache
-from typing import Any
+from functools import lru_cache
+from typing import Any, Final
 
 from sqlalchemy import Connection, Table, Update, bindparam, update
 
 Record = Callable[[int], None]  # given how many rows changed (1 but for a bulk change)
+# Compare-and-set statements kept built: one per (table, key columns, columns set) the code
+# uses, a few dozen; past this many the least used is built again when next needed.
+STATEMENT_SHAPES_MAX: Final = 256
 
 
 def change(
@@ -55,7 +58,7 @@ def change(
     return changed
 
 
-@cache
+@lru_cache(maxsize=STATEMENT_SHAPES_MAX)
 def compare_and_set(table: Table, key: tuple[str, ...], columns: tuple[str, ...]) -> Update:
     """`UPDATE table SET columns WHERE key AND status IN (:from_statuses)`, built once per
     shape: the expression and its cache key cost more CPU than running it (issue 31). Bind
