@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from functools import cache
-from typing import Any
+from functools import cache, lru_cache
+from typing import Any, Final
 
-from sqlalchemy import BigInteger, Boolean, Connection, Integer, SmallInteger, String, Table, Text, and_, or_
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Connection,
+    Integer,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    Update,
+    and_,
+    bindparam,
+    or_,
+    update,
+)
 
 from paycore.db import driver
 
@@ -90,3 +104,35 @@ def keys_in(columns: Sequence[Any], keys: Collection[tuple[Any, ...]]) -> Any:
             for prefix, ids in groups.items()
         )
     )
+
+
+# UPDATE statements kept built: one per (table, key columns, columns set, status check) the
+# code uses, a few dozen; past this many the least used is built again when next needed.
+_UPDATE_SHAPES_MAX: Final = 256
+
+
+def update_by_key(
+    connection: Connection,
+    table: Table,
+    key: Mapping[str, Any],
+    values: Mapping[str, Any],
+    *,
+    status_in: Collection[str] | None = None,
+) -> int:
+    """`UPDATE table SET values WHERE key [AND status IN status_in]`; the rows changed. The
+    statement is built once per shape, with bind parameters: building a SQLAlchemy UPDATE and
+    its cache key on every call cost as much CPU as running it (issue 31, bench/profile_api.py)."""
+    statement = _update_by_key(table, tuple(key), tuple(values), status_in is not None)
+    parameters = {f"k_{name}": value for name, value in key.items()}
+    parameters.update({f"v_{name}": value for name, value in values.items()})
+    if status_in is not None:
+        parameters["status_in"] = list(status_in)
+    return int(connection.execute(statement, parameters).rowcount)
+
+
+@lru_cache(maxsize=_UPDATE_SHAPES_MAX)
+def _update_by_key(table: Table, key: tuple[str, ...], columns: tuple[str, ...], by_status: bool) -> Update:
+    conditions = [table.c[name] == bindparam(f"k_{name}") for name in key]
+    if by_status:
+        conditions.append(table.c.status.in_(bindparam("status_in", expanding=True)))
+    return update(table).where(*conditions).values({name: bindparam(f"v_{name}") for name in columns})

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
-from sqlalchemy import Connection, Row, Select, Table, Update, and_, bindparam, func, or_, select, tuple_, update
+from sqlalchemy import Connection, Row, Select, Table, and_, bindparam, func, or_, select, tuple_, update
 
-from paycore.db.sql import keys_in
+from paycore.db.sql import keys_in, update_by_key
 from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, IN_DOUBT_SINCE_US
 
-# Statements kept built per table and shape (an item's load, its scheduling columns): the code
-# uses a few per table; past this many the least used is built again when next needed.
-_STATEMENT_SHAPES_MAX: Final = 128
+# Item loads kept built: two per table (locked or not); past this many the least used is built
+# again when next needed.
+_LOADS_MAX: Final = 64
 
 
 def get(
@@ -30,7 +30,7 @@ def get(
     return connection.execute(_get_statement(table, locked), {"t": tenant_id, "id": item_id}).first()
 
 
-@lru_cache(maxsize=_STATEMENT_SHAPES_MAX)
+@lru_cache(maxsize=_LOADS_MAX)
 def _get_statement(table: Table, locked: bool) -> Select[Any]:
     """An item by its key, built once per table: every status change loads its item with it,
     and building the expression and its cache key cost more CPU than running it (issue 31)."""
@@ -129,15 +129,7 @@ def make_due(
 
 
 def set_values(connection: Connection, table: Table, tenant_id: str, item_id: str, values: Mapping[str, Any]) -> None:
-    parameters = {f"v_{name}": value for name, value in values.items()}
-    connection.execute(_set_statement(table, tuple(values)), {"k_t": tenant_id, "k_id": item_id, **parameters})
-
-
-@lru_cache(maxsize=_STATEMENT_SHAPES_MAX)
-def _set_statement(table: Table, columns: tuple[str, ...]) -> Update:
-    """`UPDATE table SET columns WHERE (tenant_id, id) = ...`, built once per shape."""
-    statement = update(table).where(table.c.tenant_id == bindparam("k_t"), table.c.id == bindparam("k_id"))
-    return statement.values({name: bindparam(f"v_{name}") for name in columns})
+    update_by_key(connection, table, {"tenant_id": tenant_id, "id": item_id}, values)
 
 
 def claim_due(

@@ -17,15 +17,13 @@ attempt row its transaction wrote before the change, or its endpoint's deletion)
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from functools import lru_cache
-from typing import Any, Final
+from typing import Any
 
-from sqlalchemy import Connection, Table, Update, bindparam, update
+from sqlalchemy import Connection, Table
+
+from paycore.db.sql import update_by_key
 
 Record = Callable[[int], None]  # given how many rows changed (1 but for a bulk change)
-# Compare-and-set statements kept built: one per (table, key columns, columns set) the code
-# uses, a few dozen; past this many the least used is built again when next needed.
-STATEMENT_SHAPES_MAX: Final = 256
 
 
 def change(
@@ -48,26 +46,7 @@ def change(
     assert move in transitions, (table.name, move)
     assert (values or {}).get("status", to_status) == to_status, values
     written = {**(values or {}), "status": to_status}
-    statement = compare_and_set(table, tuple(key), tuple(written))
-    parameters = {f"k_{name}": value for name, value in key.items()}
-    parameters.update({f"v_{name}": value for name, value in written.items()})
-    parameters["from_statuses"] = list(stored if stored is not None else (from_status,))
-    changed = int(connection.execute(statement, parameters).rowcount)
+    changed = update_by_key(connection, table, key, written, status_in=stored if stored is not None else (from_status,))
     if changed and record is not None:
         record(changed)
     return changed
-
-
-@lru_cache(maxsize=STATEMENT_SHAPES_MAX)
-def compare_and_set(table: Table, key: tuple[str, ...], columns: tuple[str, ...]) -> Update:
-    """`UPDATE table SET columns WHERE key AND status IN (:from_statuses)`, built once per
-    shape: the expression and its cache key cost more CPU than running it (issue 31). Bind
-    parameters: `k_<key column>`, `v_<set column>`, `from_statuses` (a list)."""
-    return (
-        update(table)
-        .where(
-            *(table.c[name] == bindparam(f"k_{name}") for name in key),
-            table.c.status.in_(bindparam("from_statuses", expanding=True)),
-        )
-        .values({name: bindparam(f"v_{name}") for name in columns})
-    )

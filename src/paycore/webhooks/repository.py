@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, Select, and_, case, exists, func, insert, or_, select, update
 
+from paycore.db.sql import update_by_key
 from paycore.lifecycle import lease, transition
 from paycore.webhooks.models import webhook_attempts, webhook_deliveries, webhook_endpoints
 from paycore.webhooks.states import (
@@ -141,8 +142,7 @@ def change_delivery(
 def reschedule_delivery(connection: Connection, tenant_id: str, delivery_id: str, values: Mapping[str, Any]) -> bool:
     """A delivery still pending after a failed attempt: its next attempt (no status change;
     nothing when it left `pending` meanwhile, e.g. canceled)."""
-    statement = update(D).where(D.c.tenant_id == tenant_id, D.c.id == delivery_id, D.c.status == PENDING)
-    return connection.execute(statement.values(**values)).rowcount == 1
+    return update_by_key(connection, D, {"tenant_id": tenant_id, "id": delivery_id}, values, status_in=(PENDING,)) == 1
 
 
 def cancel_pending(connection: Connection, tenant_id: str, endpoint_id: str, values: Mapping[str, Any]) -> int:
