@@ -85,6 +85,7 @@ def create_credit(
         currency=currency,
         reference_type="credit",
         reference_id=credit_id,
+        owner_id=credit_id,
     )
     transfer = ledger.create_transfer(
         connection,

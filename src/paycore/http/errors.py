@@ -18,8 +18,8 @@ from paycore.db.engine import DatabaseBusy
 from paycore.http.routing import allowed_methods
 from paycore.idempotency.errors import IdempotencyRequestInProgress
 from paycore.idempotency.service import Outcome, key_problem
-from paycore.kit.errors import BusinessRefusal, Conflict, DomainError, InvalidRequest, NotFound
-from paycore.tenants.errors import Forbidden, Unauthorized
+from paycore.kit.errors import BusinessRefusal, Conflict, DomainError, Forbidden, InvalidRequest, NotFound
+from paycore.tenants.errors import Unauthorized
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ _STATUS_BY_CLASS: tuple[tuple[type[DomainError], int], ...] = (
     (BusinessRefusal, 422),
 )
 # Details a client can act on, added to the error body when an error carries them.
-_DETAILS_SHOWN = ("status", "refundable_minor")
+_DETAILS_SHOWN = ("status", "refundable_minor", "owner_id")
 # How long a client is asked to wait before it retries an answer about the database itself:
 # a busy database frees up within a lock wait; one that went away takes longer to come back.
 RETRY_AFTER_BUSY_S = 1

@@ -59,6 +59,7 @@ TRANSFER = _resource(
     amount_minor=_nullable(AMOUNT),
     posted_minor=_nullable(AMOUNT),
     entries={"type": "array", "items": ENTRY, "minItems": 2},
+    owner_id=_nullable({"type": "string"}),
 )
 BATCH = _resource("batch", "batch", "transfers", transfers={"type": "array", "items": TRANSFER, "minItems": 1})
 CREDIT = _resource(None, "cr", "tenant_id", "currency", "amount_minor", "lines", "created_at")

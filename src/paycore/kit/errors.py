@@ -39,6 +39,12 @@ class InvalidStartingAfter(InvalidRequest):
     code = "invalid_starting_after"
 
 
+class Forbidden(DomainError):
+    """The caller may not do this, whatever the input (HTTP 403)."""
+
+    code = "forbidden"
+
+
 class NotFound(DomainError):
     code = "not_found"
 

@@ -1,4 +1,8 @@
-"""Ledger accounts: create, find, and get-or-create the system accounts other domains use."""
+"""Ledger accounts: create, find, and get-or-create the system accounts other domains use.
+
+A tenant creates its own accounts (`create_account`); paycore's system accounts (the chart of
+accounts) are created only by `ensure_account(s)`, flagged `system`, and their codes are
+reserved: a tenant's request for one is refused (`SystemAccount`)."""
 
 from __future__ import annotations
 
@@ -10,9 +14,9 @@ from sqlalchemy import Connection
 from paycore.kit import ids
 from paycore.kit.errors import UnsupportedCurrency
 from paycore.kit.money import is_known_currency
-from paycore.ledger import repository
+from paycore.ledger import chart, repository
 from paycore.ledger.balances import Balance
-from paycore.ledger.errors import AccountExists
+from paycore.ledger.errors import AccountExists, SystemAccount
 from paycore.ledger.types import DIRECTIONS, Account, AccountTemplate, account_from_row
 
 
@@ -27,9 +31,26 @@ def create_account(
     metadata: dict[str, str],
     now_us: int,
 ) -> Account:
+    """A new account of the tenant's; a code of the chart of accounts is refused (SystemAccount)."""
+    if chart.is_reserved(code):
+        raise SystemAccount(f"account code {code!r} is reserved for paycore's system accounts", param="code")
+    return _insert(connection, tenant_id, code, currency, normal_balance, no_overdraft, metadata, now_us)
+
+
+def _insert(
+    connection: Connection,
+    tenant_id: str,
+    code: str,
+    currency: str,
+    normal_balance: str,
+    no_overdraft: bool,
+    metadata: dict[str, str],
+    now_us: int,
+) -> Account:
     assert normal_balance in DIRECTIONS, normal_balance
     if not is_known_currency(currency):
         raise UnsupportedCurrency(f"currency {currency!r} is not supported", param="currency")
+    system = chart.is_reserved(code)
     values = {
         "tenant_id": tenant_id,
         "id": ids.new_id("acct"),
@@ -37,6 +58,7 @@ def create_account(
         "currency": currency,
         "normal_balance": normal_balance,
         "no_overdraft": no_overdraft,
+        "system": system,
         "metadata": json.dumps(metadata, sort_keys=True),
         "debits_posted_minor": 0,
         "credits_posted_minor": 0,
@@ -57,6 +79,7 @@ def create_account(
         metadata=dict(metadata),
         created_at_us=now_us,
         balance=Balance(posted_minor=0, pending_minor=0, available_minor=0),
+        system=system,
     )
 
 
@@ -71,26 +94,31 @@ def ensure_account(
     now_us: int,
 ) -> Account:
     """Get the account with this code, creating it if it does not exist (safe under races:
-    the unique (tenant_id, code) constraint picks one winner)."""
+    the unique (tenant_id, code) constraint picks one winner). A code of the chart of accounts
+    is a system account (the flows' way to their accounts); any other code is the tenant's."""
     template = AccountTemplate(code, currency, normal_balance, no_overdraft)
     row = repository.get_account_by_code(connection, tenant_id, code)
     account = account_from_row(row) if row is not None else _create_or_find(connection, tenant_id, template, now_us)
-    assert (account.currency, account.normal_balance) == (currency, normal_balance), code
+    assert (account.currency, account.normal_balance, account.system) == (
+        currency,
+        normal_balance,
+        chart.is_reserved(code),
+    ), code
     return account
 
 
 def _create_or_find(connection: Connection, tenant_id: str, template: AccountTemplate, now_us: int) -> Account:
     """Create an account known to be missing; if a concurrent transaction created it first, read theirs."""
     try:
-        return create_account(
+        return _insert(
             connection,
             tenant_id,
-            code=template.code,
-            currency=template.currency,
-            normal_balance=template.normal_balance,
-            no_overdraft=template.no_overdraft,
-            metadata={},
-            now_us=now_us,
+            template.code,
+            template.currency,
+            template.normal_balance,
+            template.no_overdraft,
+            {},
+            now_us,
         )
     except AccountExists:
         return account_from_row(repository.get_account_by_code(connection, tenant_id, template.code))
@@ -107,7 +135,11 @@ def ensure_accounts(
         if template.code not in found:
             found[template.code] = _create_or_find(connection, tenant_id, template, now_us)
         account = found[template.code]
-        assert (account.currency, account.normal_balance) == (template.currency, template.normal_balance)
+        assert (account.currency, account.normal_balance, account.system) == (
+            template.currency,
+            template.normal_balance,
+            chart.is_reserved(template.code),
+        ), template.code
     return found
 
 

@@ -1,6 +1,11 @@
 """The chart of accounts: every system account paycore books to, by code, per tenant and
 currency (docs/ledger.md, "The chart of accounts"). The one place an account code is built.
 
+System accounts are paycore's own: they carry `system` (a column the database checks: an entry
+on one needs a transfer that a flow owns), only the flows move money on them, and every code
+under their prefixes is reserved (`is_reserved`): a tenant cannot create `bank.cash.EUR` before
+paycore does and so have paycore book to an account of the tenant's making.
+
 Tenant accounts (a merchant's balance, a payout's source) are the tenant's own and have ids,
 not codes. System accounts are created on first use (`ledger.service.ensure_accounts`), one per
 code, with the normal balance given here.
@@ -56,3 +61,9 @@ def processor_clearing(currency: str) -> str:
 
 def processor_fees(currency: str) -> str:
     return code(PROCESSOR_FEES, currency)
+
+
+def is_reserved(code: str) -> bool:
+    """Whether `code` lies under a system account's prefix (`processor.clearing.` and the
+    rest): such codes are paycore's to create, whatever their currency part."""
+    return any(code.startswith(prefix + ".") for prefix in NORMAL_BALANCE)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from paycore.kit.errors import BusinessRefusal, Conflict, InvalidRequest, NotFound
+from paycore.kit.errors import BusinessRefusal, Conflict, Forbidden, InvalidRequest, NotFound
 
 
 class AccountNotFound(NotFound):
@@ -72,3 +72,20 @@ class FeeKeyTaken(Conflict):
     (a client chose that key for a transfer of its own): the fee cannot be booked under it."""
 
     code = "fee_key_taken"
+
+
+class ManagedTransfer(Conflict):
+    """The transfer belongs to a flow (a payment, refund, payout, credit, or the processor's
+    fees booked by a reconciliation run): only that flow posts, voids or reverses it, as its
+    state machine decides. `owner_id` names the flow's object."""
+
+    code = "managed_transfer"
+    recorded = True
+
+
+class SystemAccount(Forbidden):
+    """The account is one of paycore's own (the chart of accounts: processor and bank clearing,
+    fees, payouts in transit, credits): only paycore's flows move money on it, and its codes
+    are not the tenant's to create."""
+
+    code = "system_account"

@@ -100,6 +100,7 @@ def bank_fee_spec(
         currency=currency,
         reference_type="adjustment",
         reference_id=payout_id,
+        owner_id=payout_id,
     )
 
 
@@ -111,10 +112,14 @@ def book_processor_fee(
     currency: str,
     fee_minor: int,
     now_us: int,
+    owner_id: str,
     payment_id: str | None = None,
 ) -> bool:
     """Book `fee_minor` the processor kept (debit `processor.fees.CUR`, credit
     `processor.clearing.CUR`, both created on first use) under `key`, once per tenant and key.
+
+    `owner_id`: what books it (a reconciliation run's id): the transfer is that flow's
+    (docs/ledger.md, "Who may move a transfer").
 
     True: booked by this call. False: nothing booked, because that key's fee was booked before
     (at whatever amount: compare with `booked_fees`), or because `fee_minor` is 0.
@@ -126,21 +131,21 @@ def book_processor_fee(
     as after every ledger refusal, the caller's transaction must be rolled back (or a savepoint
     around the call)."""
     fee = ProcessorFee(key, currency, fee_minor, payment_id)
-    result = _book(connection, tenant_id, [fee], now_us, one=True)
+    result = _book(connection, tenant_id, [fee], now_us, owner_id, one=True)
     if result.taken:
         raise FeeKeyTaken(f"the key {key!r} names a transfer that is not a processor fee", param="key")
     return key in result.booked
 
 
 def book_processor_fees(
-    connection: Connection, tenant_id: str, fees: Sequence[ProcessorFee], *, now_us: int
+    connection: Connection, tenant_id: str, fees: Sequence[ProcessorFee], *, now_us: int, owner_id: str
 ) -> FeesBooked:
     """`book_processor_fee` for up to FEES_PER_CALL_MAX fees at once (about 40 statements for 1,000).
 
     A key given twice is booked once, at its first fee; a fee of 0 books nothing. A key that
     names a transfer that is not a processor fee is returned in `taken`, the others are booked.
     Raises the same typed errors (param `fees[i].<field>`) before writing anything."""
-    return _book(connection, tenant_id, fees, now_us, one=False)
+    return _book(connection, tenant_id, fees, now_us, owner_id, one=False)
 
 
 def booked_fees(connection: Connection, tenant_id: str, keys: Collection[str]) -> dict[str, int]:
@@ -161,10 +166,11 @@ def booked_fees(connection: Connection, tenant_id: str, keys: Collection[str]) -
 
 
 def _book(
-    connection: Connection, tenant_id: str, fees: Sequence[ProcessorFee], now_us: int, *, one: bool
+    connection: Connection, tenant_id: str, fees: Sequence[ProcessorFee], now_us: int, owner_id: str, *, one: bool
 ) -> FeesBooked:
     assert len(fees) <= FEES_PER_CALL_MAX, f"{len(fees)} fees: book at most {FEES_PER_CALL_MAX} at once"
     assert type(now_us) is int and now_us > 0, now_us
+    assert 0 < len(owner_id) <= ID_LENGTH, owner_id
     for index, fee in enumerate(fees):
         _check_fee(fee, "" if one else f"fees[{index}].")
     first: dict[str, ProcessorFee] = {}
@@ -176,7 +182,7 @@ def _book(
         return FeesBooked(frozenset(), frozenset())
     by_code = _fee_accounts(connection, tenant_id, {fee.currency for fee in to_book}, now_us)
     by_id = {account.id: account for account in by_code.values()}
-    planned = [_planned_transfer(connection, tenant_id, fee, by_code, now_us) for fee in to_book]
+    planned = [_planned_transfer(connection, tenant_id, fee, by_code, now_us, owner_id) for fee in to_book]
     inserted = fees_repository.insert_keyed_transfers(connection, [values for values, _ in planned])
     written = [(values["id"], spec.entries) for values, spec in planned if values["idempotency_key"] in inserted]
     rows = write_entries_of_transfers(connection, tenant_id, written, by_id, now_us)
@@ -197,7 +203,7 @@ def _fee_accounts(connection: Connection, tenant_id: str, currencies: set[str], 
 
 
 def _planned_transfer(
-    connection: Connection, tenant_id: str, fee: ProcessorFee, by_code: dict[str, Account], now_us: int
+    connection: Connection, tenant_id: str, fee: ProcessorFee, by_code: dict[str, Account], now_us: int, owner_id: str
 ) -> tuple[dict[str, Any], TransferSpec]:
     """The fee's transfer row and entries, checked (balanced, one currency) but not written."""
     fees, clearing = by_code[chart.processor_fees(fee.currency)], by_code[chart.processor_clearing(fee.currency)]
@@ -206,6 +212,7 @@ def _planned_transfer(
         currency=fee.currency,
         reference_type="payment" if fee.payment_id is not None else "adjustment",
         reference_id=fee.payment_id,
+        owner_id=owner_id,
     )
     check_spec(connection, tenant_id, spec, "", {fees.id: fees, clearing.id: clearing})  # reads nothing
     return transfer_values(tenant_id, ids.new_id("txn"), "transfer", spec, now_us, fee.key, None), spec

@@ -35,10 +35,11 @@ Render = Callable[[Transfer], str]
 
 _STATUS_CREATED = 201
 # What the call may answer with, having written nothing, for the reference path to decide:
-# its refusals (migrations 0009, 0010), a deadlock, a serialization failure. A lock wait past
+# its refusals (migrations 0009, 0010), the ledger's triggers' (0022: a system account, a
+# flow's transfer), a deadlock, a serialization failure. A lock wait past
 # lock_timeout is answered at once, as the reference path would answer it (a second wait
 # would double the bound). Any other error is raised.
-_DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "40P01", "40001"})
+_DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC004", "PC005", "40P01", "40001"})
 # An entry's sequence number in the rendered body, left as 0 (sequences start at 1). The
 # pattern cannot match inside a JSON string, where every quote is escaped; metadata values
 # are strings, so no user value renders as a bare number there.

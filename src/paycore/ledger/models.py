@@ -10,6 +10,13 @@ by a later `post`, `void` or `expire` transfer whose `pending_id` points at it (
 index makes "exactly once" the database's job). A reversal is a new transfer with
 `reverses_id` (also unique). So a transfer's status is derived, never updated.
 
+A system account (`system`: the chart of accounts, `chart.py`) is paycore's own; a transfer made
+by a flow (a payment, refund, payout, credit, or a reconciliation run's fees) carries its
+**owner** (`owner_id`: the flow object's id), which its resolutions and reversals inherit. The
+database refuses an entry on a system account whose transfer has no owner, and a post, void,
+expiry or reversal whose owner is not its target's (triggers: migration 0022), so a tenant's
+own transfers (owner NULL) can neither move paycore's accounts nor resolve a flow's hold.
+
 Accounts carry cached totals (TigerBeetle's four: debits/credits, posted/pending) and their
 entry count, updated in the same transaction as the entries; `paycore ledger verify`
 recomputes them. Each entry carries its account's next sequence number, taken under the
@@ -30,6 +37,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 
@@ -67,6 +75,8 @@ accounts = Table(
     Column("currency", String(3), nullable=False),
     Column("normal_balance", String(6), nullable=False),
     Column("no_overdraft", Boolean, nullable=False),
+    # paycore's own account (chart.py), created by `ensure_account(s)`; never the tenant's.
+    Column("system", Boolean, nullable=False, server_default=false()),
     Column("metadata", Text, nullable=False),
     Column("debits_posted_minor", BigInteger, nullable=False),
     Column("credits_posted_minor", BigInteger, nullable=False),
@@ -98,6 +108,9 @@ transfers = Table(
     Column("idempotency_key", String(255), nullable=True),
     Column("reference_type", String(16), nullable=False),
     Column("reference_id", String(ID_LENGTH), nullable=True),
+    # The flow object that owns the transfer (pay_, rf_, po_, cr_, rcn_...); NULL: the tenant's
+    # own, made through the ledger API. Set by the flow's code, never from a request.
+    Column("owner_id", String(ID_LENGTH), nullable=True),
     Column("metadata", Text, nullable=False),
     Column("expires_at_us", BigInteger, nullable=True),
     created_at_column(),

@@ -26,6 +26,7 @@ from paycore.ledger.errors import (
     InvalidEntries,
     PartialPostUnsupported,
     PostAmountExceedsPending,
+    SystemAccount,
     TransferNotPending,
     UnbalancedTransfer,
 )
@@ -40,8 +41,9 @@ def check_spec(
     prefix: str,
     known_accounts: Mapping[str, Account] | None = None,
 ) -> dict[str, Account]:
-    """Refuse a transfer that could never apply: unknown accounts, mixed currencies, or
-    entries that do not balance per currency."""
+    """Refuse a transfer that could never apply: unknown accounts, mixed currencies, entries
+    that do not balance per currency, or a system account moved by a transfer no flow owns
+    (the database refuses that entry too: migration 0022)."""
     if len(spec.entries) < 2:
         raise InvalidEntries("a transfer needs at least two entries", param=f"{prefix}entries")
     wanted = {e.account_id for e in spec.entries}
@@ -56,6 +58,11 @@ def check_spec(
         row = account_rows.get(entry.account_id)
         if row is None:
             raise AccountNotFound(f"no account {entry.account_id!r}", param=f"{prefix}entries[{index}].account_id")
+        if row.system and spec.owner_id is None:
+            raise SystemAccount(
+                f"account {row.id} ({row.code}) is paycore's own: only paycore's flows move money on it",
+                param=f"{prefix}entries[{index}].account_id",
+            )
         if spec.currency is not None and row.currency != spec.currency:
             raise CurrencyMismatch(
                 f"account {row.id} holds {row.currency}, not {spec.currency}",
@@ -99,6 +106,7 @@ def transfer_values(
         "idempotency_key": idempotency_key,
         "reference_type": spec.reference_type,
         "reference_id": spec.reference_id,
+        "owner_id": spec.owner_id,
         "metadata": json.dumps(spec.metadata, sort_keys=True),
         "expires_at_us": spec.expires_at_us if spec.pending else None,
         "created_at_us": now_us,
@@ -311,6 +319,7 @@ def insert_resolution(
         "idempotency_key": None,
         "reference_type": pending.reference_type,
         "reference_id": pending.reference_id,
+        "owner_id": pending.owner_id,  # a hold's resolution is its owner's
         "metadata": "{}",
         "expires_at_us": None,
         "created_at_us": now_us,

@@ -324,6 +324,8 @@ def transfer_references(connection: Connection, tenant_id: str, transfer_ids: Se
 
 
 def due_expired_pending(connection: Connection, now_us: int, limit: int) -> list[Row[Any]]:
+    """The tenants' own holds past their expiry and not resolved (a flow's hold, owned, is its
+    flow's to resolve), oldest expiry first."""
     unresolved = ~exists().where(
         and_(
             _RESOLUTION.c.tenant_id == transfers.c.tenant_id,
@@ -332,7 +334,12 @@ def due_expired_pending(connection: Connection, now_us: int, limit: int) -> list
     )
     query = (
         select(transfers.c.tenant_id, transfers.c.id)
-        .where(transfers.c.kind == "pending", transfers.c.expires_at_us <= now_us, unresolved)
+        .where(
+            transfers.c.kind == "pending",
+            transfers.c.expires_at_us <= now_us,
+            transfers.c.owner_id.is_(None),
+            unresolved,
+        )
         .order_by(transfers.c.expires_at_us)
         .limit(limit)
     )

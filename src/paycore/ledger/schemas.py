@@ -177,6 +177,7 @@ def transfer_json(transfer: Transfer) -> dict[str, Any]:
         "resolved_by": transfer.resolved_by,
         "posted_minor": transfer.posted_minor,
         "reference": {"type": transfer.reference_type, "id": transfer.reference_id},
+        "owner_id": transfer.owner_id,
         "metadata": transfer.metadata,
         "expires_at": None if transfer.expires_at_us is None else to_rfc3339(transfer.expires_at_us),
         "created_at": to_rfc3339(transfer.created_at_us),

@@ -28,7 +28,13 @@ from paycore.ledger.accounts import (
     get_account,
     load_account_facts,
 )
-from paycore.ledger.errors import TransferExpired, TransferNotFound, TransferNotPending, TransferNotReversible
+from paycore.ledger.errors import (
+    ManagedTransfer,
+    TransferExpired,
+    TransferNotFound,
+    TransferNotPending,
+    TransferNotReversible,
+)
 from paycore.ledger.fees import (
     BANK_FEE_KINDS,
     FEE_KEYS_PER_READ_MAX,
@@ -139,29 +145,46 @@ def post_pending(
     *,
     amount_minor: int | None,
     now_us: int,
+    owner_id: str | None,
 ) -> Transfer:
-    _post(connection, tenant_id, transfer_id, amount_minor, now_us)
+    """Post a pending transfer (in full, or `amount_minor` of it). `owner_id`: the flow object
+    this is done for, None for the tenant (the ledger API); see `_check_owner`."""
+    _post(connection, tenant_id, transfer_id, amount_minor, now_us, owner_id)
     return get_transfer(connection, tenant_id, transfer_id)
 
 
 def void_pending(
-    connection: Connection, tenant_id: str, transfer_id: str, *, now_us: int, kind: str = "void"
+    connection: Connection,
+    tenant_id: str,
+    transfer_id: str,
+    *,
+    now_us: int,
+    owner_id: str | None,
 ) -> Transfer:
-    _void(connection, tenant_id, transfer_id, kind, now_us)
+    _void(connection, tenant_id, transfer_id, "void", now_us, owner_id)
     return get_transfer(connection, tenant_id, transfer_id)
 
 
-def settle_pending(connection: Connection, tenant_id: str, transfer_id: str, *, post: bool, now_us: int) -> None:
-    """Post (in full) or void a pending transfer, for callers that need no view of it after:
-    the same rules as post_pending/void_pending, without reading the transfer back."""
+def settle_pending(
+    connection: Connection, tenant_id: str, transfer_id: str, *, post: bool, now_us: int, owner_id: str
+) -> None:
+    """Post (in full) or void a flow's pending transfer, for callers that need no view of it
+    after: the same rules as post_pending/void_pending, without reading the transfer back."""
     if post:
-        _post(connection, tenant_id, transfer_id, None, now_us)
+        _post(connection, tenant_id, transfer_id, None, now_us, owner_id)
     else:
-        _void(connection, tenant_id, transfer_id, "void", now_us)
+        _void(connection, tenant_id, transfer_id, "void", now_us, owner_id)
 
 
-def _post(connection: Connection, tenant_id: str, transfer_id: str, amount_minor: int | None, now_us: int) -> None:
-    pending = _unresolved_pending(connection, tenant_id, transfer_id)
+def _post(
+    connection: Connection,
+    tenant_id: str,
+    transfer_id: str,
+    amount_minor: int | None,
+    now_us: int,
+    owner_id: str | None,
+) -> None:
+    pending = _unresolved_pending(connection, tenant_id, transfer_id, owner_id)
     if pending.expires_at_us is not None and now_us >= pending.expires_at_us:
         raise TransferExpired("the pending transfer has expired and can no longer be posted")
     posted_entries = post_entries(pending, amount_minor)
@@ -171,12 +194,29 @@ def _post(connection: Connection, tenant_id: str, transfer_id: str, amount_minor
     write_entries(connection, tenant_id, resolution_id, posted_entries, account_rows, now_us, released=pending.entries)
 
 
-def _void(connection: Connection, tenant_id: str, transfer_id: str, kind: str, now_us: int) -> None:
+def _void(
+    connection: Connection, tenant_id: str, transfer_id: str, kind: str, now_us: int, owner_id: str | None
+) -> None:
     assert kind in ("void", "expire"), kind
-    pending = _unresolved_pending(connection, tenant_id, transfer_id)
+    pending = _unresolved_pending(connection, tenant_id, transfer_id, owner_id)
     insert_resolution(connection, tenant_id, ids.new_id("txn"), kind, pending, now_us)
     account_rows = load_account_facts(connection, tenant_id, [e.account_id for e in pending.entries])
     write_entries(connection, tenant_id, pending.id, (), account_rows, now_us, released=pending.entries)
+
+
+def _check_owner(transfer: Any, owner_id: str | None) -> None:
+    """Only a transfer's owner resolves or reverses it: a flow's transfer (a payment's hold, a
+    payout's post) moves as that flow's state machine decides, never by the tenant's ledger
+    API (ManagedTransfer, naming the owner); a flow acting on another's transfer is a bug.
+    The database holds the same rule (the trigger `ledger_transfers_owner`, migration 0022)."""
+    if transfer.owner_id == owner_id:
+        return
+    assert owner_id is None, f"{owner_id} acted on transfer {transfer.id} of {transfer.owner_id}"
+    raise ManagedTransfer(
+        f"transfer {transfer.id} belongs to {transfer.owner_id}: only that object's own operations move it",
+        param="id",
+        owner_id=transfer.owner_id,
+    )
 
 
 def reverse_transfer(
@@ -185,9 +225,12 @@ def reverse_transfer(
     transfer_id: str,
     *,
     now_us: int,
+    owner_id: str | None,
     metadata: dict[str, str] | None = None,
 ) -> Transfer:
+    """A new transfer that undoes a posted one; `owner_id` as for `post_pending`."""
     original = get_transfer(connection, tenant_id, transfer_id)
+    _check_owner(original, owner_id)
     if original.kind == "pending" and original.status == "posted":
         # A posted hold reads as `posted`, so its id must reverse it too: what moved the
         # money is its post, and reversing that one transfer (whichever id was given) lets
@@ -208,6 +251,7 @@ def reverse_transfer(
         metadata=metadata if metadata is not None else original.metadata,
         reference_type=original.reference_type,
         reference_id=original.reference_id,
+        owner_id=original.owner_id,
     )
     account_rows = check_spec(connection, tenant_id, spec, "")
     reversal_id = ids.new_id("txn")
@@ -236,14 +280,15 @@ def create_batch(
 
 
 def expire_due(connection: Connection, *, now_us: int, limit: int) -> int:
-    """Void (as `expired`) up to `limit` pending transfers whose expiry has passed.
+    """Void (as `expired`) up to `limit` of the tenants' own pending transfers whose expiry has
+    passed (a flow's hold is resolved by its flow, never by this clock).
 
     Safe to run from several workers at once: the resolution insert is unique per pending
     transfer, so a second worker's attempt finds it resolved and moves on."""
     expired = 0
     for row in repository.due_expired_pending(connection, now_us, limit):
         try:
-            _void(connection, row.tenant_id, row.id, "expire", now_us)
+            _void(connection, row.tenant_id, row.id, "expire", now_us, None)
             expired += 1
         except TransferNotPending:
             continue
@@ -290,6 +335,7 @@ def _transfer(
         metadata=json.loads(row.metadata),
         expires_at_us=row.expires_at_us,
         created_at_us=row.created_at_us,
+        owner_id=row.owner_id,
         resolved_by=resolved_by,
         posted_minor=posted_minor,
     )
@@ -363,12 +409,14 @@ def transfer_references(
     return {row.id: (row.kind, row.reference_type, row.reference_id) for row in rows}
 
 
-def _unresolved_pending(connection: Connection, tenant_id: str, transfer_id: str) -> Transfer:
+def _unresolved_pending(connection: Connection, tenant_id: str, transfer_id: str, owner_id: str | None) -> Transfer:
     """The pending transfer, read with whether it is resolved and with its entries in one
-    statement: what posting or voiding needs, no more."""
+    statement: what posting or voiding needs, no more. Its owner's question first: whose it
+    is comes before whether it is still pending."""
     row, entry_rows = repository.get_transfer_with_resolution(connection, tenant_id, transfer_id)
     if row is None:
         raise TransferNotFound("no such transfer", param="id")
+    _check_owner(row, owner_id)
     if row.kind == "pending":
         status = "pending" if row.resolution_kind is None else RESOLUTION_STATUS[row.resolution_kind]
     else:

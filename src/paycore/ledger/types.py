@@ -34,6 +34,9 @@ class TransferSpec:
     metadata: dict[str, str] = field(default_factory=dict)
     reference_type: str = "adjustment"
     reference_id: str | None = None
+    # The flow object that owns the transfer (docs/ledger.md, "Who may move a transfer"): set
+    # by a flow's code, None for the tenant's own. Only an owned transfer may touch a system account.
+    owner_id: str | None = None
     # Accounts whose available balance this transfer may not take below zero, whatever their
     # no_overdraft flag (a payout never spends money its source does not have).
     guard_available: tuple[str, ...] = ()
@@ -49,6 +52,7 @@ class Account:
     metadata: dict[str, str]
     created_at_us: int
     balance: Balance
+    system: bool  # paycore's own (chart.py)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class Transfer:
     metadata: dict[str, str]
     expires_at_us: int | None
     created_at_us: int
+    owner_id: str | None = None
     resolved_by: str | None = None
     posted_minor: int | None = None
 
@@ -107,6 +112,7 @@ def account_from_row(row: Row[Any] | None) -> Account:
         metadata=json.loads(row.metadata),
         created_at_us=row.created_at_us,
         balance=balance_of(totals, row.normal_balance),
+        system=bool(row.system),
     )
 
 
@@ -125,6 +131,7 @@ def new_transfer_view(values: dict[str, Any], entry_rows: Sequence[dict[str, Any
         metadata=json.loads(values["metadata"]),
         expires_at_us=values["expires_at_us"],
         created_at_us=values["created_at_us"],
+        owner_id=values["owner_id"],
     )
 
 

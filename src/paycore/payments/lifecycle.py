@@ -75,7 +75,9 @@ def _effect(connection: Connection, payment: Payment, to_state: str, now_us: int
     """Post the pending transfer (processor clearing -> destination) on success, void it on failure."""
     if to_state in states.TERMINAL:
         post = to_state == states.SUCCEEDED
-        ledger.settle_pending(connection, payment.tenant_id, payment.transfer_id, post=post, now_us=now_us)
+        ledger.settle_pending(
+            connection, payment.tenant_id, payment.transfer_id, post=post, now_us=now_us, owner_id=payment.id
+        )
 
 
 MACHINE: Machine[Payment] = Machine(

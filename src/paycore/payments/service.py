@@ -178,6 +178,7 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
             currency=new.currency,
             reference_type="payment",
             reference_id=payment_id,
+            owner_id=payment_id,
         ),
         now_us=now,
         known_accounts={clearing.id: clearing, destination.id: destination},
@@ -284,6 +285,7 @@ def import_settled_payment(
             currency=currency,
             reference_type="payment",
             reference_id=payment_id,
+            owner_id=payment_id,
         ),
         now_us=now_us,
     )

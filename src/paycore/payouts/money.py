@@ -73,22 +73,29 @@ def hold(
         currency=currency,
         reference_type="payout",
         reference_id=payout_id,
+        owner_id=payout_id,
         guard_available=(source_id,),
     )
     return ledger.create_transfer(connection, tenant_id, spec, now_us=now_us).id
 
 
 def release(connection: Connection, payout: Payout, *, now_us: int) -> None:
-    ledger.settle_pending(connection, payout.tenant_id, payout.transfer_id, post=False, now_us=now_us)
+    ledger.settle_pending(
+        connection, payout.tenant_id, payout.transfer_id, post=False, now_us=now_us, owner_id=payout.id
+    )
 
 
 def commit_hold(connection: Connection, payout: Payout, *, now_us: int) -> None:
-    ledger.settle_pending(connection, payout.tenant_id, payout.transfer_id, post=True, now_us=now_us)
+    ledger.settle_pending(
+        connection, payout.tenant_id, payout.transfer_id, post=True, now_us=now_us, owner_id=payout.id
+    )
 
 
 def give_back(connection: Connection, payout: Payout, *, now_us: int) -> None:
     """A payout rejected after it was sent: the posted hold is reversed to the source."""
-    ledger.reverse_transfer(connection, payout.tenant_id, payout.transfer_id, now_us=now_us, metadata={})
+    ledger.reverse_transfer(
+        connection, payout.tenant_id, payout.transfer_id, now_us=now_us, owner_id=payout.id, metadata={}
+    )
 
 
 def pay_out(connection: Connection, payout: Payout, *, now_us: int) -> str:
@@ -122,7 +129,11 @@ def _return(connection: Connection, payout: Payout, ids: dict[str, str], receive
         entries.append(EntrySpec(ids[LOSSES], "debit", short_minor))
     entries.append(EntrySpec(ids[SOURCE], "credit", payout.amount_minor))
     spec = TransferSpec(
-        entries=tuple(entries), currency=payout.currency, reference_type="adjustment", reference_id=payout.id
+        entries=tuple(entries),
+        currency=payout.currency,
+        reference_type="adjustment",
+        reference_id=payout.id,
+        owner_id=payout.id,
     )
     return ledger.create_transfer(connection, payout.tenant_id, spec, now_us=now_us).id
 
@@ -142,6 +153,7 @@ def _move(
         currency=payout.currency,
         reference_type=reference_type,
         reference_id=payout.id,
+        owner_id=payout.id,
         guard_available=guard,
     )
     return ledger.create_transfer(connection, payout.tenant_id, spec, now_us=now_us).id

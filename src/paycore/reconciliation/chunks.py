@@ -294,7 +294,13 @@ def _book_fees(
     for (tenant_id, currency), fee_minor in sorted(totals.items()):
         key = f"settlement-fees:{context.run_id}:{context.chunk_number}:{currency}"
         ledger.book_processor_fee(
-            connection, tenant_id, key=key, currency=currency, fee_minor=fee_minor, now_us=context.now_us
+            connection,
+            tenant_id,
+            key=key,
+            currency=currency,
+            fee_minor=fee_minor,
+            now_us=context.now_us,
+            owner_id=context.run_id,
         )
         counts.fees_minor[currency] += fee_minor
 

@@ -85,7 +85,9 @@ def _effect(connection: Connection, refund: Refund, to_state: str, now_us: int) 
         ceiling.release(connection, refund.tenant_id, refund.payment_id, refund.amount_minor)
     if to_state in states.TERMINAL and refund.transfer_id is not None:
         post = to_state == states.SUCCEEDED
-        ledger.settle_pending(connection, refund.tenant_id, refund.transfer_id, post=post, now_us=now_us)
+        ledger.settle_pending(
+            connection, refund.tenant_id, refund.transfer_id, post=post, now_us=now_us, owner_id=refund.id
+        )
 
 
 def _log_ids(refund: Refund) -> dict[str, str]:

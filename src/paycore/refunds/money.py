@@ -32,5 +32,6 @@ def hold(connection: Connection, payment: Payment, refund_id: str, amount_minor:
         currency=payment.currency,
         reference_type="refund",
         reference_id=refund_id,
+        owner_id=refund_id,
     )
     return ledger.create_transfer(connection, payment.tenant_id, spec, now_us=now_us).id

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from paycore.kit.errors import Conflict, DomainError, InvalidRequest
+from paycore.kit.errors import Conflict, DomainError, Forbidden, InvalidRequest
 
 
 class InvalidTenantId(InvalidRequest):
@@ -15,5 +15,6 @@ class Unauthorized(DomainError):
     code = "unauthorized"
 
 
-class Forbidden(DomainError):
-    code = "forbidden"
+# Forbidden is kit's (the ledger refuses with it too), named here as well for the callers that
+# check access.
+__all__ = ["Forbidden", "InvalidTenantId", "TenantExists", "Unauthorized"]

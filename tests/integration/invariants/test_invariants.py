@@ -122,7 +122,8 @@ def test_a_clean_database_reports_zero_for_every_check(
 
 
 def break_the_books(database: Database, business: dict[str, Any]) -> None:
-    """What no paycore service writes: each line is an operator's bad SQL (or a bug)."""
+    """What no paycore service writes: each line is an operator's bad SQL (or a bug). The two
+    extra transfers are written as a buggy flow would: owned by the payment and the payout."""
     payment, payout = business["payment"], business["payout"]
 
     def work(connection: Connection) -> None:
@@ -130,13 +131,13 @@ def break_the_books(database: Database, business: dict[str, Any]) -> None:
         assert clearing is not None
         # The payment taken from the processor clearing account a second time.
         legs = (EntrySpec(clearing.id, "debit", 1_000), EntrySpec(business["merchant"], "credit", 1_000))
-        spec = TransferSpec(legs, reference_type="payment", reference_id=payment.id)
+        spec = TransferSpec(legs, reference_type="payment", reference_id=payment.id, owner_id=payment.id)
         ledger.create_transfer(connection, TENANT, spec, now_us=now_us())
         # The payout's amount taken from its source a second time.
         in_transit = ledger.find_account_by_code(connection, TENANT, "payouts.in_transit.USD")
         assert in_transit is not None
         legs = (EntrySpec(business["source"], "debit", 2_000), EntrySpec(in_transit.id, "credit", 2_000))
-        spec = TransferSpec(legs, reference_type="payout", reference_id=payout.id)
+        spec = TransferSpec(legs, reference_type="payout", reference_id=payout.id, owner_id=payout.id)
         ledger.create_transfer(connection, TENANT, spec, now_us=now_us())
         # Two refunds of the whole payment, inserted past the reservation on the payment row.
         for _ in range(2):

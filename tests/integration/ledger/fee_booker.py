@@ -29,6 +29,9 @@ class RolledBack(Exception):
     pass
 
 
+RUN = "rcn_fee_booker"  # what books the fees: a reconciliation run owns their transfers
+
+
 def say(**fields: object) -> None:
     print(json.dumps(fields), flush=True)
 
@@ -38,11 +41,17 @@ def book(connection: Connection, config: dict[str, Any]) -> list[str]:
     keys: list[str] = config["keys"]
     if len(keys) == 1:
         one = ledger.book_processor_fee(
-            connection, config["tenant"], key=keys[0], currency="USD", fee_minor=config["fee_minor"], now_us=now_us
+            connection,
+            config["tenant"],
+            key=keys[0],
+            currency="USD",
+            fee_minor=config["fee_minor"],
+            now_us=now_us,
+            owner_id=RUN,
         )
         return keys if one else []
     fees = [ledger.ProcessorFee(key, "USD", config["fee_minor"]) for key in keys]
-    return sorted(ledger.book_processor_fees(connection, config["tenant"], fees, now_us=now_us).booked)
+    return sorted(ledger.book_processor_fees(connection, config["tenant"], fees, now_us=now_us, owner_id=RUN).booked)
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ from paycore.ledger.verify import verify
 from paycore.payments import service as payments
 
 TENANT = "acme"
+RUN = "rcn_fees_test"  # what books the fees: a reconciliation run owns their transfers
 OTHER_TENANT = "globex"
 BOOKER = Path(__file__).with_name("fee_booker.py")
 LINE_TIMEOUT_S = 30
@@ -49,7 +50,7 @@ def book(database: Database, key: str, fee_minor: int, *, tenant: str = TENANT, 
     return run(
         database,
         lambda c: ledger.book_processor_fee(
-            c, tenant, key=key, currency=currency, fee_minor=fee_minor, now_us=now_us()
+            c, tenant, key=key, currency=currency, fee_minor=fee_minor, now_us=now_us(), owner_id=RUN
         ),
     )
 
@@ -147,7 +148,14 @@ def test_a_charges_fee_is_booked_once_from_clearing_to_fees(database: Database) 
 
     def first(connection: Connection) -> bool:
         return ledger.book_processor_fee(
-            connection, TENANT, key=key, currency="USD", fee_minor=320, now_us=now_us(), payment_id=payment_id
+            connection,
+            TENANT,
+            key=key,
+            currency="USD",
+            fee_minor=320,
+            now_us=now_us(),
+            owner_id=RUN,
+            payment_id=payment_id,
         )
 
     assert run(database, first) is True
@@ -213,7 +221,7 @@ def test_invalid_fees_are_refused_with_typed_errors_and_write_nothing(
     arguments: dict[str, Any] = {"key": "settlement-fee:ch_1", "currency": "USD", "fee_minor": 320, **fields}
     before = counts(database)
     with pytest.raises(error) as raised:
-        run(database, lambda c: ledger.book_processor_fee(c, TENANT, now_us=now_us(), **arguments))
+        run(database, lambda c: ledger.book_processor_fee(c, TENANT, now_us=now_us(), owner_id=RUN, **arguments))
     assert getattr(raised.value, "param", None) == param
     assert counts(database) == before
 
@@ -266,7 +274,7 @@ def test_a_chunk_of_fees_is_booked_in_a_few_statements(database: Database) -> No
         ledger.ProcessorFee(taken, "USD", 5),
     ]
     with statements(database) as seen:
-        result = run(database, lambda c: ledger.book_processor_fees(c, TENANT, fees, now_us=now_us()))
+        result = run(database, lambda c: ledger.book_processor_fees(c, TENANT, fees, now_us=now_us(), owner_id=RUN))
     assert result.booked == frozenset(new) and result.taken == frozenset({taken})
     # Accounts: 1 read and 4 inserts (EUR's and JPY's are new); transfers 2 (500 a statement);
     # totals 6 (two accounts a currency); entries 31 (64 a statement); the conflicted keys'
@@ -288,7 +296,7 @@ def test_a_chunk_with_an_invalid_fee_is_refused_whole(database: Database) -> Non
     fees[3] = ledger.ProcessorFee("settlement-fee:ch_3", "USD", -320)
     before = counts(database)
     with pytest.raises(InvalidAmount) as raised:
-        run(database, lambda c: ledger.book_processor_fees(c, TENANT, fees, now_us=now_us()))
+        run(database, lambda c: ledger.book_processor_fees(c, TENANT, fees, now_us=now_us(), owner_id=RUN))
     assert raised.value.param == "fees[3].fee_minor"
     assert counts(database) == before
 
@@ -296,7 +304,7 @@ def test_a_chunk_with_an_invalid_fee_is_refused_whole(database: Database) -> Non
 def test_a_chunk_larger_than_one_call_holds_is_refused(database: Database) -> None:
     fees = [ledger.ProcessorFee(f"settlement-fee:ch_{n}", "USD", 1) for n in range(ledger.FEES_PER_CALL_MAX + 1)]
     with pytest.raises(AssertionError):
-        run(database, lambda c: ledger.book_processor_fees(c, TENANT, fees, now_us=now_us()))
+        run(database, lambda c: ledger.book_processor_fees(c, TENANT, fees, now_us=now_us(), owner_id=RUN))
 
 
 # ---------------------------------------------------------------------------- reading

@@ -173,13 +173,15 @@ def _act_on_transfer(connection: Connection, model: Model, operation: tuple[Any,
     tenant, now, expected = model.tenant_id, model.now_us, model.status[target]
     try:
         if kind == "post":
-            result = ledger.post_pending(connection, tenant, target, amount_minor=operation[2], now_us=now)
+            result = ledger.post_pending(
+                connection, tenant, target, amount_minor=operation[2], now_us=now, owner_id=None
+            )
             assert result.status == "posted"
         elif kind == "void":
-            result = ledger.void_pending(connection, tenant, target, now_us=now)
+            result = ledger.void_pending(connection, tenant, target, now_us=now, owner_id=None)
             assert result.status == "voided"
         else:
-            reversal = ledger.reverse_transfer(connection, tenant, target, now_us=now)
+            reversal = ledger.reverse_transfer(connection, tenant, target, now_us=now, owner_id=None)
             assert reversal.status == "posted" and reversal.reverses_id is not None
     except TransferNotPending:
         assert expected != "pending", (kind, target, expected)

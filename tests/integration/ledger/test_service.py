@@ -183,15 +183,17 @@ def test_two_phase_at_the_service_level(database: Database, books: dict[str, str
     wallet, shop = books["wallet"], books["shop"]
     hold = move(database, (wallet, "debit", 300), (shop, "credit", 300), pending=True)
     assert status(database, hold) == "pending"
-    posted = run(database, lambda c: ledger.post_pending(c, TENANT, hold, amount_minor=100, now_us=now_us()))
+    posted = run(
+        database, lambda c: ledger.post_pending(c, TENANT, hold, amount_minor=100, now_us=now_us(), owner_id=None)
+    )
     assert posted.status == "posted" and posted.posted_minor == 100 and posted.resolved_by is not None
     assert balance(database, wallet) == (900, 0, 900)
     with pytest.raises(TransferNotPending):
-        run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us()))
+        run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us(), owner_id=None))
     with pytest.raises(TransferNotFound):
-        run(database, lambda c: ledger.void_pending(c, TENANT, "txn_nope", now_us=now_us()))
+        run(database, lambda c: ledger.void_pending(c, TENANT, "txn_nope", now_us=now_us(), owner_id=None))
     with pytest.raises(TransferNotFound):  # another tenant's transfer does not exist for you
-        run(database, lambda c: ledger.void_pending(c, "t2", hold, now_us=now_us()))
+        run(database, lambda c: ledger.void_pending(c, "t2", hold, now_us=now_us(), owner_id=None))
     assert verified(database) == []
 
 
@@ -203,7 +205,10 @@ def test_expiry_at_the_service_level(database: Database, books: dict[str, str]) 
         for i in range(1, 6)
     ]
     with pytest.raises(TransferExpired):
-        run(database, lambda c: ledger.post_pending(c, TENANT, holds[0], amount_minor=None, now_us=start + 1))
+        run(
+            database,
+            lambda c: ledger.post_pending(c, TENANT, holds[0], amount_minor=None, now_us=start + 1, owner_id=None),
+        )
     # Bounded rounds: the earliest expiries go first.
     assert run(database, lambda c: ledger.expire_due(c, now_us=start + 5, limit=2)) == 2
     assert [status(database, h) for h in holds] == ["expired", "expired", "pending", "pending", "pending"]
@@ -217,16 +222,16 @@ def test_expiry_at_the_service_level(database: Database, books: dict[str, str]) 
 def test_reversal_rules(database: Database, books: dict[str, str]) -> None:
     wallet, shop = books["wallet"], books["shop"]
     plain = move(database, (wallet, "debit", 100), (shop, "credit", 100))
-    reversal = run(database, lambda c: ledger.reverse_transfer(c, TENANT, plain, now_us=now_us()))
+    reversal = run(database, lambda c: ledger.reverse_transfer(c, TENANT, plain, now_us=now_us(), owner_id=None))
     assert reversal.reverses_id == plain
     with pytest.raises(TransferNotReversible):
-        run(database, lambda c: ledger.reverse_transfer(c, TENANT, plain, now_us=now_us()))
+        run(database, lambda c: ledger.reverse_transfer(c, TENANT, plain, now_us=now_us(), owner_id=None))
     # A reversal is a transfer like any other: it can itself be reversed, once.
-    run(database, lambda c: ledger.reverse_transfer(c, TENANT, reversal.id, now_us=now_us()))
+    run(database, lambda c: ledger.reverse_transfer(c, TENANT, reversal.id, now_us=now_us(), owner_id=None))
     assert balance(database, shop) == (100, 0, 100)
     hold = move(database, (wallet, "debit", 50), (shop, "credit", 50), pending=True)
     with pytest.raises(TransferNotReversible):
-        run(database, lambda c: ledger.reverse_transfer(c, TENANT, hold, now_us=now_us()))
+        run(database, lambda c: ledger.reverse_transfer(c, TENANT, hold, now_us=now_us(), owner_id=None))
     assert verified(database) == []
 
 
@@ -280,10 +285,10 @@ def test_balance_overflow_is_refused_at_exactly_the_64_bit_edge(database: Databa
     hold = move(database, (source, "debit", 1), (sink, "credit", 1), pending=True)
     before = counts(database)
     with pytest.raises(BalanceOverflow):
-        run(database, lambda c: ledger.post_pending(c, TENANT, hold, amount_minor=None, now_us=now_us()))
+        run(database, lambda c: ledger.post_pending(c, TENANT, hold, amount_minor=None, now_us=now_us(), owner_id=None))
     assert counts(database) == before
     assert status(database, hold) == "pending"
-    run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us()))
+    run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us(), owner_id=None))
     assert balance(database, sink) == (1_010, 0, 1_010)
     assert credits_total(database, sink) == edge
     # Money can still leave the full account.
@@ -331,7 +336,7 @@ def test_a_balance_past_2_53_minus_1_is_refused_whole(database: Database) -> Non
     assert balance(database, sink)[0] == 2**53 - 6
     # Holds that fit are posted whatever else happened meanwhile: the projected balance bounds them.
     hold = move(database, (source, "debit", 5), (sink, "credit", 5), pending=True)
-    run(database, lambda c: ledger.post_pending(c, TENANT, hold, amount_minor=None, now_us=now_us()))
+    run(database, lambda c: ledger.post_pending(c, TENANT, hold, amount_minor=None, now_us=now_us(), owner_id=None))
     assert balance(database, sink)[0] == 2**53 - 1
 
 
@@ -364,7 +369,7 @@ def test_releasing_a_hold_is_never_refused_by_the_balance_limit(database: Databa
             text("UPDATE ledger_accounts SET credits_posted_minor = :total WHERE id = :id"),
             {"total": 2**53 + 10, "id": sink},
         )
-    run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us()))
+    run(database, lambda c: ledger.void_pending(c, TENANT, hold, now_us=now_us(), owner_id=None))
     assert status(database, hold) == "voided"
     assert balance(database, sink) == (2**53 + 10, 0, 2**53 + 10)
 

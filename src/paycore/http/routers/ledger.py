@@ -179,7 +179,9 @@ def post_transfer(
     amount_minor = None if body is None else body.amount_minor
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        transfer = ledger.post_pending(connection, tenant_id, transfer_id, amount_minor=amount_minor, now_us=now_us)
+        transfer = ledger.post_pending(
+            connection, tenant_id, transfer_id, amount_minor=amount_minor, now_us=now_us, owner_id=None
+        )
         return 200, schemas.transfer_json(transfer)
 
     payload = None if body is None else body.model_dump(mode="json")
@@ -192,7 +194,7 @@ def void_transfer(transfer_id: str, request: Request) -> Response:
     key = idempotent.header_key(request, required=True)
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        transfer = ledger.void_pending(connection, tenant_id, transfer_id, now_us=now_us)
+        transfer = ledger.void_pending(connection, tenant_id, transfer_id, now_us=now_us, owner_id=None)
         return 200, schemas.transfer_json(transfer)
 
     return idempotent.run(request, tenant_id=tenant_id, key=key, body=None, effect=effect, keep_forever=True)
@@ -209,7 +211,9 @@ def reverse_transfer(
     metadata = None if body is None else body.metadata
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        transfer = ledger.reverse_transfer(connection, tenant_id, transfer_id, now_us=now_us, metadata=metadata)
+        transfer = ledger.reverse_transfer(
+            connection, tenant_id, transfer_id, now_us=now_us, owner_id=None, metadata=metadata
+        )
         return 201, schemas.transfer_json(transfer)
 
     payload = None if body is None else body.model_dump(mode="json")
