@@ -4,36 +4,22 @@ Every windowed check examines one window of its subjects, in primary-key order: 
 key `(tenant_id, id)` lies in `(:after_t, :after_i) < key <= (:upto_t, :upto_i)`, a window of
 at most PAYCORE_INVARIANTS_ROWS_MAX subjects chosen by `repository.window`. Each query returns
 only problems, as `(tenant_id, subject_id, figures...)`; `describe` turns the figures into the
-finding's detail. `currency_sum_nonzero` is the one check that is not windowed: one aggregate
-over the accounts' cached totals per run (a sum cannot be checked in pieces).
+finding's detail. `currency_sum_nonzero` and `system_account_balance` are the checks that are not
+windowed: one aggregate per run (a sum cannot be checked in pieces). The checks of the books
+against the flows' states are in `books.py`.
 
 The queries run on SQLite and PostgreSQL alike (row-value comparisons: SQLite >= 3.15).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
+from paycore.invariants import books
+from paycore.invariants.types import Check
+from paycore.invariants.types import window_of as _window
 from paycore.ledger.limits import BALANCE_LIMIT_MINOR
 from paycore.ledger.service import recomputed_totals
-
-
-def _window(alias: str, id_column: str = "id") -> str:
-    key = f"({alias}.tenant_id, {alias}.{id_column})"
-    return f"{key} > (:after_t, :after_i) AND {key} <= (:upto_t, :upto_i)"
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str  # stable snake_case: the metric's label, the violations' check_name
-    subject_type: str  # account, transfer, payment, payout, currency: the audit event's object_type
-    subjects: str | None  # the table the window runs over; None: not windowed
-    sql: str
-    describe: Callable[[Sequence[Any]], str]
-    duplicate_movement: bool = False  # counts in paycore_duplicate_money_movements_total
-
 
 # posted/pending/available (paycore.ledger.balances.balance_of) from an account's cached totals
 _FIGURES = """
@@ -53,7 +39,7 @@ _STANDING = """
     AND NOT EXISTS (SELECT 1 FROM ledger_transfers r WHERE r.tenant_id = t.tenant_id AND r.reverses_id = t.id)
 """
 
-CHECKS: Final[tuple[Check, ...]] = (
+_LEDGER: Final[tuple[Check, ...]] = (
     Check(
         "transfer_unbalanced",
         "transfer",
@@ -223,6 +209,8 @@ CHECKS: Final[tuple[Check, ...]] = (
     ),
 )
 
+# The books' own checks, then the books against the flows' states (books.py).
+CHECKS: Final[tuple[Check, ...]] = (*_LEDGER, *books.CHECKS)
 NAMES: Final = tuple(check.name for check in CHECKS)
 DUPLICATE_MOVEMENTS: Final = tuple(check.name for check in CHECKS if check.duplicate_movement)
 assert len(set(NAMES)) == len(NAMES)

@@ -8,12 +8,12 @@ from typing import Any
 from sqlalchemy import Connection, func, select, text, update
 
 from paycore.db.sql import insert_or_ignore
-from paycore.invariants.checks import Check
 from paycore.invariants.models import ALL_TENANTS, invariant_cursors, invariant_violations
+from paycore.invariants.types import Check
 
 START = ("", "")  # before every key: tenant ids are 1..64 characters
 
-_WINDOWED_TABLES = frozenset({"ledger_transfers", "ledger_accounts", "payments", "payouts"})
+_WINDOWED_TABLES = frozenset({"ledger_transfers", "ledger_accounts", "payments", "payouts", "refunds", "credits"})
 
 
 def ensure_cursor(connection: Connection, check_name: str, now_us: int) -> None:
@@ -94,6 +94,13 @@ def problems(
     return [tuple(row) for row in connection.execute(text(check.sql), params)]
 
 
+def every_problem(connection: Connection, check: Check, limit: int) -> list[Sequence[Any]]:
+    """The check's problems over every subject (its `all_sql`), at most `limit`."""
+    assert check.all_sql is not None, check.name
+    statement = text(f"SELECT * FROM ({check.all_sql}) problems LIMIT :limit")
+    return [tuple(row) for row in connection.execute(statement, {"limit": limit})]
+
+
 def add_violation(
     connection: Connection, tenant_id: str, check_name: str, subject_id: str, detail: str, now_us: int
 ) -> bool:
@@ -111,3 +118,11 @@ def add_violation(
 def count_by_check(connection: Connection) -> dict[str, int]:
     query = select(invariant_violations.c.check_name, func.count()).group_by(invariant_violations.c.check_name)
     return {name: int(count) for name, count in connection.execute(query)}
+
+
+def recent_violations(connection: Connection, tenant_id: str | None, limit: int) -> list[Any]:
+    """The latest findings, newest first, of one tenant or of all (None)."""
+    query = select(invariant_violations).order_by(invariant_violations.c.created_at_us.desc()).limit(limit)
+    if tenant_id is not None:
+        query = query.where(invariant_violations.c.tenant_id == tenant_id)
+    return list(connection.execute(query))

@@ -25,8 +25,9 @@ from paycore.audit import service as audit
 from paycore.db.availability import DatabaseUnavailable
 from paycore.db.engine import Database
 from paycore.invariants import repository
-from paycore.invariants.checks import CHECKS, DUPLICATE_MOVEMENTS, NAMES, Check
+from paycore.invariants.checks import CHECKS, DUPLICATE_MOVEMENTS, NAMES
 from paycore.invariants.repository import START
+from paycore.invariants.types import Check
 from paycore.kit import actors
 from paycore.kit.clock import now_us as clock_now_us
 
@@ -157,6 +158,34 @@ def _record(connection: Connection, check: Check, row: Sequence[Any], worker_id:
     return Finding(check.name, tenant_id, check.subject_type, subject_id, detail)
 
 
+@dataclass(frozen=True)
+class Violation:
+    """A finding as recorded: what was found broken, on which subject, when."""
+
+    tenant_id: str
+    check: str
+    subject_type: str
+    subject_id: str
+    detail: str
+    found_at_us: int
+
+
+def recent_violations(connection: Connection, *, tenant_id: str | None, limit: int) -> list[Violation]:
+    """The latest findings, newest first (the console's list), of one tenant or of all."""
+    subject_types = {check.name: check.subject_type for check in CHECKS}
+    return [
+        Violation(
+            row.tenant_id,
+            row.check_name,
+            subject_types.get(row.check_name, "object"),
+            row.subject_id,
+            row.detail,
+            row.created_at_us,
+        )
+        for row in repository.recent_violations(connection, tenant_id, limit)
+    ]
+
+
 def last_runs(connection: Connection) -> dict[str, int]:
     """When each check last ran (epoch microseconds), for the checks that ever ran."""
     return repository.last_runs(connection)
@@ -170,3 +199,19 @@ def violations_by_check(connection: Connection) -> dict[str, int]:
 
 def duplicate_movements(counts: dict[str, int]) -> int:
     return sum(counts[name] for name in DUPLICATE_MOVEMENTS)
+
+
+def verify_books(connection: Connection) -> list[str]:
+    """The checks that have a query over every subject (the books against the flows' states),
+    run whole, for `paycore ledger verify`: each problem as a line naming its check and subject,
+    at most `VERIFY_PROBLEMS_MAX` per check."""
+    found = []
+    for check in CHECKS:
+        if check.all_sql is None:
+            continue
+        for row in repository.every_problem(connection, check, VERIFY_PROBLEMS_MAX):
+            found.append(f"{check.name}: {check.subject_type} {row[0]}/{row[1]}: {check.describe(row)}")
+    return found
+
+
+VERIFY_PROBLEMS_MAX = 100  # per check: a broken database is reported by example, as `ledger verify` does

@@ -14,6 +14,7 @@ from paycore.http.ops import render, scope
 from paycore.http.ops.scope import BY_NAME, KINDS, BadFilter
 from paycore.http.ops.session import principal
 from paycore.http.routing import JsonRoute
+from paycore.invariants import service as invariants
 from paycore.kit.clock import now_us
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle.store import Search
@@ -28,6 +29,7 @@ router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute
 Who = Annotated[Principal, Depends(principal)]
 IN_DOUBT_ROWS: Final = 100  # per kind
 RUNS_SHOWN: Final = 20
+VIOLATIONS_SHOWN: Final = 200
 RESOLUTIONS: Final = ("accepted", "adjusted", "processor_corrected", "written_off")
 
 
@@ -81,6 +83,15 @@ def approvals(request: Request, who: Who) -> Response:
         waiting = list(reversed(refunds.MACHINE.search(connection, search)))
         rows = [{"refund": refund, "requester": refunds.requested_by(connection, refund)} for refund in waiting]
     return render.page(request, "approvals.html", rows=rows, now=now)
+
+
+@router.get("/invariants")
+def invariants_page(request: Request, who: Who) -> Response:
+    """What the invariant checks found broken, newest first: the check, the object (linked),
+    the figures. A finding stays listed after the books are corrected: it is what was found."""
+    with request.app.state.database.read() as connection:
+        found = invariants.recent_violations(connection, tenant_id=who.scope, limit=VIOLATIONS_SHOWN)
+    return render.page(request, "invariants.html", found=found, now=now_us())
 
 
 @router.get("/reconciliation")
