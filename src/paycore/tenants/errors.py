@@ -17,3 +17,10 @@ class Unauthorized(DomainError):
 
 class Forbidden(DomainError):
     code = "forbidden"
+
+
+class ApproverRequired(Forbidden):
+    """A change of the tenant's settings that loosens a control (four eyes, the manual window)
+    needs an approver in the console; an API key may only tighten them."""
+
+    code = "approver_required"
