@@ -6,17 +6,28 @@ On both databases."""
 
 from __future__ import annotations
 
+from collections import Counter
+from functools import partial
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from paycore.config import Settings
+from paycore.db.engine import Database
+from paycore.kit.clock import now_us
+from paycore.tenants import settings as tenant_settings
+from paycore.tenants.errors import ApproverRequired
+from paycore.tenants.settings import TenantSettings
 from tests.integration.ops.conftest import Console, act, csrf_of
 from tests.integration.payments.conftest import Env
+from tests.support.refunds import run_together
 
 DEFAULT_WINDOW = 259_200
 PAGE = "/ops/settings?tenant=acme"
 FORM = 'id="change-settings"'
+KEY_ACTOR = "api_key:key_01RACE"
+RACE_ROUNDS = 40
 
 
 def put(console: Console, threshold: int | None, window: int | None = None) -> Any:
@@ -95,7 +106,7 @@ def test_an_approver_loosens_in_the_console_audited_with_old_and_new(console: Co
         "to": {"refund_approval_threshold_minor": None, "manual_resolution_after_seconds": 60},
     }
     after = bob.get(PAGE).text
-    assert "operator:bob" in after and "518400 → 60" in after and "500 → None" in after
+    assert "operator:bob" in after and "518400 → 60" in after and "500 → none" in after
     raised = in_console(console, "carol", "2500", "60")  # a threshold again, by another approver
     assert raised.status_code == 303 and shown(console) == (2500, 60)
     assert changes(console)[0]["actor"] == "operator:carol"
@@ -129,6 +140,7 @@ def test_the_form_needs_the_csrf_token_the_tenant_and_whole_numbers(console: Con
         }
         assert bob.post("/ops/settings/acme", data=fields).status_code == 400, (threshold, window)
     assert bob.post("/ops/settings/nobody", data={**data, "csrf_token": token}).status_code == 404
+    assert bob.post("/ops/settings/a%20b", data={**data, "csrf_token": token}).status_code == 400
     assert shown(console) == (None, DEFAULT_WINDOW) and changes(console) == []
 
 
@@ -159,3 +171,38 @@ def test_in_local_mode_the_one_developer_may_loosen_by_the_api_and_in_the_consol
     assert env.client.get("/v1/settings").json()["manual_resolution_after_seconds"] == 0
     found = env.client.get("/v1/audit_events", params={"type": "settings.updated"}).json()["data"]
     assert [change["actor"] for change in found] == ["local"] * 3
+
+
+def _key_sets(database: Database, tenant_id: str, threshold: int) -> str:
+    """A tenant key's PUT of the threshold, as the router makes it: 'stored' or 'refused'."""
+    wanted = TenantSettings(refund_approval_threshold_minor=threshold)
+    try:
+        database.transaction(
+            lambda connection: tenant_settings.set(
+                connection, tenant_id, lambda _current: wanted, actor=KEY_ACTOR, by_approver=False, now_us=now_us()
+            )
+        )
+    except ApproverRequired:
+        return "refused"
+    return "stored"
+
+
+def test_two_tightenings_at_once_never_add_up_to_a_loosening(database: Database, settings: Settings) -> None:
+    """None -> 100 and None -> 200 at once: each alone tightens, but 200 after 100 loosens. The
+    row is locked while a change is judged, so the last one standing is always 100."""
+    agents = [Database(settings) for _ in range(2)]
+    try:
+        outcomes: Counter[tuple[str, str]] = Counter()
+        for number in range(RACE_ROUNDS):
+            tenant_id = f"race-{number}"
+            results = run_together(
+                [partial(_key_sets, agent, tenant_id, amount) for agent, amount in zip(agents, (100, 200), strict=True)]
+            )
+            assert all(isinstance(result, str) for result in results), results
+            outcomes[(results[0], results[1])] += 1
+            with database.read() as connection:
+                assert tenant_settings.get(connection, tenant_id).refund_approval_threshold_minor == 100
+    finally:
+        for agent in agents:
+            agent.dispose()
+    assert set(outcomes) <= {("stored", "stored"), ("stored", "refused")}, outcomes

@@ -73,6 +73,7 @@ async def change_settings(request: Request, who: Who, tenant_id: str) -> Respons
     back = f"/ops/settings?{urllib.parse.urlencode({'tenant': tenant_id})}"
 
     def work(connection: Connection) -> str:
+        tenants.check_tenant_id(tenant_id, param="tenant")
         if not _known(connection, who, tenant_id):
             raise NoSuchTenant(f"no tenant {tenant_id} here")
         wanted = _wanted(fields)
@@ -128,5 +129,13 @@ def _whole(raw: str, name: str, maximum: int) -> int:
 def _change_text(data: dict[str, Any]) -> str:
     """A change as a person reads it: each field that changed, from what to what."""
     before, after = data.get("from", {}), data.get("to", {})
-    parts = [f"{name}: {before.get(name)} → {after.get(name)}" for name in after if before.get(name) != after.get(name)]
+    parts = [
+        f"{name}: {_shown(before.get(name))} → {_shown(after.get(name))}"
+        for name in after
+        if before.get(name) != after.get(name)
+    ]
     return "; ".join(parts) or "no change"
+
+
+def _shown(value: object) -> str:
+    return "none" if value is None else str(value)
