@@ -133,10 +133,18 @@ class Console:
         return dict(reply.body)
 
     def refunds_wait_and_doubts_resolve_by_hand(self) -> None:
-        """Every refund waits for an approver; an item in doubt is resolvable by hand at once."""
-        body = {"refund_approval_threshold_minor": 0, "manual_resolution_after_seconds": 0}
-        reply = self.api("PUT", "/v1/settings", body)
+        """Every refund waits for an approver (the tenant's key may set a threshold: it tightens
+        four eyes); an item in doubt is resolvable by hand at once (shortening the manual window
+        loosens a control: an approver, carol, does it on the console's settings page)."""
+        reply = self.api("PUT", "/v1/settings", {"refund_approval_threshold_minor": 0})
         assert reply.status == 200, reply
+        carol = self.signed_in("carol")
+        self.visit(carol, "/ops/settings?tenant=acme", "settings")
+        carol.fill("#change-settings input[name=manual_resolution_after_seconds]", "0")
+        saved = self.submit(carol, carol.get_by_role("button", name="Save"), "settings-saved")
+        assert saved.status == 303 and "Settings of acme changed" in flash(carol), flash(carol)
+        shown = self.api("GET", "/v1/settings").body
+        assert shown == {"refund_approval_threshold_minor": 0, "manual_resolution_after_seconds": 0}, shown
 
     def refunds_of(self, payment_id: str) -> list[dict[str, Any]]:
         reply = self.api("GET", f"/v1/payments/{payment_id}/refunds")

@@ -261,7 +261,10 @@ def _as_amount(schema: dict[str, Any], *, name: str) -> None:
 
 
 # The amounts where null means something; every other amount refuses null (400 invalid_amount).
-NULLABLE_AMOUNTS = {"refund_approval_threshold_minor": " Null: no refund waits for approval."}
+NULLABLE_AMOUNTS = {
+    "refund_approval_threshold_minor": " Null: no refund waits for approval. An API key may only lower it or set "
+    "one where there was none: raising or clearing it is 403 approver_required (an approver's, in the console)."
+}
 
 
 NUL_FREE = "^[^\\u0000]*$"

@@ -2,9 +2,10 @@
 
 Roles rank: a `viewer` reads every page; an `operator` also asks the processor again, redelivers
 events, resolves reconciliation breaks, requests refunds and proposes manual resolutions; an
-`approver` also approves refunds and confirms (or rejects) manual resolutions. Four eyes are kept
-by the rules themselves (refunds.service.approve, resolutions.service.confirm): nobody approves
-what they asked for.
+`approver` also approves refunds, confirms (or rejects) manual resolutions and changes a tenant's
+settings (the refund approval threshold, the manual window: `tenants.settings`, where a tenant's
+API key may only tighten them). Four eyes are kept by the rules themselves
+(refunds.service.approve, resolutions.service.confirm): nobody approves what they asked for.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ Action = Literal[
     "cancel_refund",
     "approve_refund",
     "confirm_resolution",
+    "change_settings",
 ]
 # The least role that may take each action. (Canceling a refund: an approver, or whoever asked
 # for it: the console checks the second case against the refund's requester.)
@@ -44,6 +46,7 @@ LEAST_ROLE: Final[dict[Action, Role]] = {
     "cancel_refund": "approver",
     "approve_refund": "approver",
     "confirm_resolution": "approver",
+    "change_settings": "approver",
 }
 
 

@@ -8,6 +8,9 @@ processes, can never both fit where only one does: on PostgreSQL the second wait
 first's row lock and re-checks the condition on the committed row; on SQLite writers are
 serialised (tests/e2e/test_refund_race_processes.py). `release` gives an amount back when a
 refund fails or is canceled, in the transaction of that change (`refunds/lifecycle.py`).
+What `reserve` returns, the payment row after this refund's amount was added, also decides
+whether the refund needs approval (`service.needs_approval`): the sum comes from the same
+atomic step, never from a read that a concurrent refund could overtake.
 
 Why the statement is here and the table is reached through payments' service: the rule is
 the refunds', so it lives with them; the row is the payment's, and a domain reads another's

@@ -8,6 +8,10 @@ also a pending ledger transfer (`money.hold`: destination account -> processor c
 posted when the processor confirms it and voided when it fails or is canceled, so the
 merchant's available balance never includes money that is on its way back to a customer.
 
+Four eyes by sum: the same reservation returns what the payment's holding refunds add up to
+with this one, and a refund waits in `requires_approval` when that passes the tenant's
+threshold (`needs_approval`), so splitting a refund in pieces never avoids a second person.
+
 Both the HTTP API and the replay entry point (`paycore.refunds.handle`) call these functions;
 they differ only in how ids are made and how results are rendered.
 """
@@ -29,6 +33,7 @@ from paycore.lifecycle.machine import Machine
 from paycore.operators import service as operators
 from paycore.payments import service as payments
 from paycore.payments.errors import PaymentNotFound
+from paycore.payments.types import Payment
 from paycore.refunds import ceiling, lifecycle, money, repository, states
 from paycore.refunds.errors import OverRefund, PaymentNotRefundable, RefundStateConflict
 from paycore.refunds.types import Refund, Totals, refund_from_row
@@ -42,7 +47,8 @@ class NewRefund:
     amount_minor: int
     reason: str | None = None
     idempotency_key: str | None = None
-    # Refunds above this amount wait in requires_approval for a person; None: never.
+    # The tenant's threshold (`needs_approval`): a refund whose payment's refunds, this one
+    # included, add up to more than it waits in requires_approval for a person; None: never.
     approval_threshold_minor: int | None = None
 
 
@@ -84,8 +90,7 @@ def create_refund(
             refundable_minor=refundable,
         )
     refund_id = new_id()
-    threshold = new.approval_threshold_minor
-    status = states.REQUIRES_APPROVAL if threshold is not None and new.amount_minor > threshold else states.PENDING
+    status = states.REQUIRES_APPROVAL if needs_approval(payment, new.approval_threshold_minor) else states.PENDING
     transfer_id = money.hold(connection, payment, refund_id, new.amount_minor, now_us=now_us)
     refund = Refund(
         tenant_id=tenant_id,
@@ -106,6 +111,17 @@ def create_refund(
     )
     recording.create(connection, lifecycle.MACHINE, refund, cause="refund_requested", actor=actor)
     return refund  # what was inserted: no re-read
+
+
+def needs_approval(reserved: Payment, threshold_minor: int | None) -> bool:
+    """Four eyes by sum: a refund waits for a person when the payment's refunds that hold
+    their amount (every one not failed or canceled, this one included) add up to more than the
+    tenant's threshold. `reserved` is the payment as `ceiling.reserve` left it, so its
+    `refunded_minor` is that sum, read in the same atomic UPDATE that reserved this refund: two
+    refunds made at once in any processes are serialised on the payment row, and the second
+    sees the first (never both below the threshold when together they pass it). For a first
+    refund the sum is its own amount: "more than the threshold", as always."""
+    return threshold_minor is not None and reserved.refunded_minor > threshold_minor
 
 
 def approve(connection: Connection, tenant_id: str, refund_id: str, *, actor: str, now_us: int) -> Refund:

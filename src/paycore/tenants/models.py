@@ -33,7 +33,8 @@ tenant_settings = Table(
     "tenant_settings",
     metadata,
     tenant_id_column(),
-    # Refunds above this amount wait in requires_approval for a person; NULL: never.
+    # A refund waits in requires_approval for a person when its payment's refunds (not failed or
+    # canceled, it included) add up to more than this; NULL: never.
     Column("refund_approval_threshold_minor", BigInteger, nullable=True),
     # An item in doubt this long may be resolved by hand; NULL: the default (72 h). Migration 0016.
     Column("manual_resolution_after_seconds", BigInteger, nullable=True),

@@ -53,8 +53,8 @@ def tenants_ignoring_case(connection: Connection, wanted: list[str]) -> dict[str
     return {str(tenant_id).lower(): str(tenant_id) for tenant_id in connection.execute(query).scalars()}
 
 
-def list_tenants(connection: Connection) -> list[Row[Any]]:
-    return list(connection.execute(select(tenants).order_by(tenants.c.tenant_id)))
+def list_tenants(connection: Connection, limit: int) -> list[Row[Any]]:
+    return list(connection.execute(select(tenants).order_by(tenants.c.tenant_id).limit(limit)))
 
 
 def get_settings(connection: Connection, tenant_id: str) -> Row[Any] | None:
@@ -62,10 +62,20 @@ def get_settings(connection: Connection, tenant_id: str) -> Row[Any] | None:
     return connection.execute(query).first()
 
 
-def put_settings(connection: Connection, tenant_id: str, values: dict[str, Any]) -> None:
-    """Insert the tenant's settings row, or update it if it exists (a concurrent first insert
-    is waited for on PostgreSQL, then updated)."""
-    if insert_or_ignore(connection, tenant_settings, {"tenant_id": tenant_id, **values}, ("tenant_id",)):
-        return
+def lock_settings(connection: Connection, tenant_id: str, defaults: dict[str, Any]) -> Row[Any]:
+    """The tenant's settings row, inserted with `defaults` if it has none, locked until the
+    transaction ends: FOR UPDATE on PostgreSQL (a concurrent first insert is waited for, then
+    read as committed); on SQLite the write transaction holds the database already. So a
+    change is checked against the settings it replaces, never against a stale read."""
+    insert_or_ignore(connection, tenant_settings, {"tenant_id": tenant_id, **defaults}, ("tenant_id",))
+    query = select(tenant_settings).where(tenant_settings.c.tenant_id == tenant_id)
+    if connection.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return connection.execute(query).one()
+
+
+def update_settings(connection: Connection, tenant_id: str, values: dict[str, Any]) -> None:
+    """Change the tenant's settings row (`lock_settings` made sure it exists)."""
     statement = update(tenant_settings).where(tenant_settings.c.tenant_id == tenant_id).values(**values)
-    connection.execute(statement)
+    changed = connection.execute(statement).rowcount
+    assert changed == 1, "the row lock_settings made or found"

@@ -17,14 +17,16 @@ WindowSeconds = Annotated[int, Field(strict=True, ge=0, le=MANUAL_RESOLUTION_AFT
 
 
 class SettingsUpdate(StrictModel):
-    # Refunds of more than this wait in requires_approval; 0: every refund; null: none.
+    # A refund waits in requires_approval when its payment's refunds, it included, add up to more
+    # than this; 0: every refund; null: none. A key may only lower it or set one (else 403).
     refund_approval_threshold_minor: ThresholdMinor | None
     # An item in doubt this long may be resolved by hand in the console; absent: unchanged.
     manual_resolution_after_seconds: WindowSeconds | None = Field(
         default=None,
         description="Seconds an item must have been in doubt before two people may resolve it by hand "
         "(default 259200: 72 h), a JSON integer 0..31536000: 1.0, a string or anything else is "
-        "400 invalid_request. Left out: unchanged.",
+        "400 invalid_request. Left out (or null): unchanged. An API key may only lengthen it "
+        "(shortening is 403 approver_required).",
     )
 
 

@@ -71,6 +71,11 @@ def tenant_ids(connection: Connection, wanted: list[str]) -> set[str]:
     return repository.existing_tenants(connection, wanted)
 
 
+def first_tenant_ids(connection: Connection, *, limit: int) -> list[str]:
+    """The first `limit` tenants, by id."""
+    return [str(row.tenant_id) for row in repository.list_tenants(connection, limit)]
+
+
 def tenants_ignoring_case(connection: Connection, wanted: list[str]) -> dict[str, str]:
     """The tenants whose ids equal one of `wanted` but for case, by lower-cased id (tenant ids
     are case-sensitive: `ACME` is not `acme`; this names the one that was probably meant)."""

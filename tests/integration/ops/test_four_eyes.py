@@ -123,3 +123,18 @@ def test_a_threshold_change_is_audited_with_who_made_it(console: Console) -> Non
     assert change["actor"].startswith("api_key:key_")
     assert change["data"]["from"]["refund_approval_threshold_minor"] is None
     assert change["data"]["to"]["refund_approval_threshold_minor"] == 5
+
+
+def test_five_console_refunds_of_the_threshold_wait_after_the_first(console: Console) -> None:
+    """Four eyes by sum: a refund split in the console's form still waits for a second person."""
+    env = console.env
+    _, payment_id = paid(console, amount_minor=5000)
+    assert env.client.put("/v1/settings", json={"refund_approval_threshold_minor": 1000}).status_code == 200
+    found = []
+    for number in range(5):
+        _, asked = refund_from_the_console(console, "alice", payment_id, 1000, f"split-{number}")
+        assert asked.status_code == 303, asked.text
+        found.append(env.client.get(f"/v1/refunds/{refund_id_of(asked)}").json()["status"])
+    assert found == ["pending"] + ["requires_approval"] * 4
+    waiting = console.signed_in("bob").get("/ops/approvals").text
+    assert waiting.count("/approve") == 4

@@ -201,13 +201,15 @@ def test_above_the_threshold_waits_for_approval(env: Env) -> None:
     small = created(env, payment, 500)
     assert small["status"] == "pending"  # "above" the threshold: 500 itself needs no approval
     big = created(env, payment, 400)
-    assert big["status"] == "pending"
+    assert big["status"] == "requires_approval"  # by sum: 500 + 400 is more than 500
     set_threshold(env, 0)
     waiting = created(env, payment, 100)
     assert waiting["status"] == "requires_approval"
-    assert support.money(env, merchant) == (1000, -1000, 0)  # held while it waits, like any refund
-    assert support.send(env) == 2  # the worker sends the two pending ones, not the waiting one
+    assert support.money(env, merchant) == (1000, -1000, 0)  # held while they wait, like any refund
+    assert support.send(env) == 1  # the worker sends the pending one, not the waiting ones
     assert support.status_of(env, waiting["id"]) == "requires_approval"
+    assert env.client.post(f"/v1/refunds/{big['id']}/approve").json()["status"] == "pending"
+    assert support.send(env) == 1
 
     approved = env.client.post(f"/v1/refunds/{waiting['id']}/approve")
     assert (approved.status_code, approved.json()["status"]) == (200, "pending")
