@@ -2,7 +2,7 @@
 refund's and payout's final state and amount, and nothing is left waiting on the processor;
 the processor never gave back more than a payment; no request moved money twice (the
 processor keeps one row per request id); no reconciliation break is left open; the ledger
-verifies. Read from both sides' own databases."""
+verifies, the books against every flow's state included. Read from both sides' own databases."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Row, create_engine, select, text
 
+from paycore.invariants import service as invariants
 from paycore.ledger.verify import verify
 from paycore.payments.models import payments
 from paycore.payouts import states as payout_states
@@ -43,6 +44,7 @@ def check(world: World) -> list[str]:
         paid_out = list(connection.execute(select(payouts)))
         breaks = list(connection.execute(select(reconciliation_breaks).where(reconciliation_breaks.c.status == "open")))
         report = verify(connection)
+        report.problems.extend(invariants.verify_books(connection))
     theirs = _processor_rows(world)
     broken = [
         *_refunds_agree(ours, theirs["sandbox_refunds"]),
