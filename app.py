@@ -46,13 +46,15 @@ def make_server(host: str = "127.0.0.1", port: int = 8000) -> Server:
     """A server bound to (host, port) serving the whole /v1 API; port 0 picks a free port.
     Raises `paycore.http.exposure.UnsafeBind`, before binding, for an address it must not
     serve in this state (local mode or the public webhook secret off loopback), and
-    `paycore.keyring.SecretsKeyRefused` outside local mode without PAYCORE_SECRETS_KEY."""
+    `paycore.keyring.SecretsKeyRefused` outside local mode without PAYCORE_SECRETS_KEY.
+    The server owns its database: `shutdown()` (or `server_close()`) closes its connections
+    and stops its writer thread once the last request is answered."""
     settings = Settings.from_env()
     logs.configure_unless_configured(settings.log_format, settings.log_level)
     database = Database(settings)
     try:
         migrate.upgrade(database)
-        return Server(create_app(settings, database), host, port)
+        return Server(create_app(settings, database), host, port, owned=[database.dispose])
     except BaseException:
         database.dispose()  # a refused start leaves no pooled connection behind
         raise

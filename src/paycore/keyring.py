@@ -18,7 +18,10 @@ Where the keys come from (`load`): the environment, whenever it is set. Otherwis
 only, the file `paycore.secrets.key` beside the SQLite database (in the working directory for
 PostgreSQL), generated on first start (mode 0600) and reused afterwards. Outside local mode
 without PAYCORE_SECRETS_KEY every entry point refuses to start (`SecretsKeyRefused`, logged
-`start_refused`): a key in the data folder travels with every copy of that folder.
+`start_refused`): a key in the data folder travels with every copy of that folder. One
+exception, a developer's machine: `paycore serve --dev` on a loopback address keeps using the
+key file it made in local mode once API keys or operators exist, with a warning saying how to
+move to PAYCORE_SECRETS_KEY (it never makes a new one outside local mode).
 """
 
 from __future__ import annotations
@@ -132,17 +135,21 @@ class KeyringSource:
         return keyring
 
 
-def load(settings: Settings, *, local_mode: Callable[[], bool]) -> Keyring:
+def load(settings: Settings, *, local_mode: Callable[[], bool], dev_key_file: bool = False) -> Keyring:
     """The keyring of this process: PAYCORE_SECRETS_KEY's keys; else, if `local_mode()` says so,
-    the local key file's (made on first start); else SecretsKeyRefused. `local_mode` is asked
-    only when the environment holds no key."""
+    the local key file's (made on first start); else, with `dev_key_file` (`paycore serve --dev`
+    on loopback), the local key file's if there is one, with a warning; else SecretsKeyRefused.
+    `local_mode` is asked only when the environment holds no key."""
     if settings.secrets_keys:
         return Keyring(settings.secrets_keys)
     path = key_file_path(settings.database_url)
-    if not local_mode():
+    if local_mode():
+        if not path.exists():
+            _create(path)
+    elif dev_key_file and path.exists():
+        _warn_dev_key_file(path)
+    else:
         raise _refused(_missing_message(path), "secrets_key_missing")
-    if not path.exists():
-        _create(path)
     return Keyring([_read(path)])
 
 
@@ -165,9 +172,23 @@ def _missing_message(path: Path) -> str:
         return message + (
             f"The secrets written in local mode are sealed with the key in {path}: set "
             "PAYCORE_SECRETS_KEY to its content (to move to a new key, to the new key, a comma and "
-            "that one, then run `paycore secrets rotate`)."
+            "that one, then run `paycore secrets rotate`). Only `paycore serve --dev` on a loopback "
+            "address keeps using the file."
         )
     return message + SECRETS_KEY_HOWTO
+
+
+def _warn_dev_key_file(path: Path) -> None:
+    log.warning(
+        "serve --dev: API keys or operators exist and PAYCORE_SECRETS_KEY is not set, so the webhook "
+        "signing secrets are still sealed with the local key file %s, as in local mode. Every other entry "
+        "point (paycore serve, paycore worker, app.make_server) refuses to start so. To move to "
+        'PAYCORE_SECRETS_KEY, set it to that file\'s content (export PAYCORE_SECRETS_KEY="$(cat %s)"), '
+        "or to a new key, a comma and that content, then run `paycore secrets rotate`",
+        path,
+        path,
+        extra={"event": "secrets_key_dev_file", "path": str(path)},
+    )
 
 
 def _read(path: Path) -> bytes:

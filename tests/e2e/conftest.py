@@ -63,11 +63,4 @@ def make_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., int]]
         server.shutdown()
         thread.join(STOP_TIMEOUT_S)
         assert not thread.is_alive(), "make_server's serve_forever did not return after shutdown()"
-        if hasattr(server, "server_close"):
-            server.server_close()
-        # Close the server's connection pool (not part of the contract, hence the care).
-        found: Any = server
-        for name in ("_server", "config", "app", "state", "database"):
-            found = getattr(found, name, None)
-        if found is not None:
-            found.dispose()
+        server.server_close()  # shutdown() released its database already (test_make_server_closes.py)

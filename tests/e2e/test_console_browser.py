@@ -41,6 +41,7 @@ from paycore_sandbox.inprocess import InProcessTransport
 from paycore_sandbox.service import Sandbox
 from tests.e2e.support import REPO_ROOT, Reply, call
 from tests.integration.reports import world
+from tests.support.days import clear_of_midnight
 from tests.support.servers import serve_in_thread
 
 pytestmark = pytest.mark.slow
@@ -402,6 +403,7 @@ def test_an_in_doubt_payment_resolved_by_hand_by_two_people(console: Console) ->
 
 
 def test_a_reconciliation_break_resolved_by_an_operator(console: Console) -> None:
+    clear_of_midnight()  # it reads today's report of what it made (tests/support/days.py)
     merchant = console.account()
     payment = console.paid(merchant, 2500)
     today = dt.datetime.now(dt.UTC).date().isoformat()

@@ -154,6 +154,26 @@ def test_outside_local_mode_the_refusal_points_at_the_local_key_file(tmp_path: P
     assert made.current_key_id == key_id(decode_secrets_key(path.read_text()) or b"")
 
 
+def test_serve_dev_on_loopback_keeps_the_local_key_file_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    made = keyring.load(settings_in(tmp_path), local_mode=lambda: True)  # local mode, then a first API key
+    path = tmp_path / keyring.KEY_FILE_NAME
+    caplog.set_level(logging.WARNING)
+    kept = keyring.load(settings_in(tmp_path), local_mode=lambda: False, dev_key_file=True)
+    assert kept.current_key_id == made.current_key_id
+    [warning] = caplog.records
+    assert (warning.levelname, warning.event, warning.path) == ("WARNING", "secrets_key_dev_file", str(path))  # type: ignore[attr-defined]
+    assert "PAYCORE_SECRETS_KEY" in warning.getMessage() and path.read_text().strip() not in warning.getMessage()
+
+
+def test_serve_dev_never_makes_a_key_file_outside_local_mode(tmp_path: Path) -> None:
+    with pytest.raises(SecretsKeyRefused) as raised:
+        keyring.load(settings_in(tmp_path), local_mode=lambda: False, dev_key_file=True)
+    assert raised.value.reason == "secrets_key_missing"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_in_local_mode_the_key_file_is_made_once_private_and_reused(tmp_path: Path) -> None:
     first = keyring.load(settings_in(tmp_path), local_mode=lambda: True)
     path = tmp_path / keyring.KEY_FILE_NAME

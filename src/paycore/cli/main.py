@@ -117,7 +117,9 @@ def serve(
     with database.read() as connection:
         local_mode = operators.local_mode(connection)
     _refuse_unsafe_bind(host, local_mode, settings)
-    keyring = secrets_commands.keyring_or_exit(settings, local_mode=lambda: local_mode)
+    # A developer's machine keeps the key file --dev made in local mode, on loopback only.
+    dev_key_file = dev and is_loopback(host)
+    keyring = secrets_commands.keyring_or_exit(settings, local_mode=lambda: local_mode, dev_key_file=dev_key_file)
     sandbox = None
     if dev:
         processor, sandbox = _dev_sandbox(settings, host, port)

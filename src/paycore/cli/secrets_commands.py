@@ -44,11 +44,12 @@ errors = Console(stderr=True)
 Batch = Callable[..., webhooks.Resealed]
 
 
-def keyring_or_exit(settings: Settings, *, local_mode: Callable[[], bool]) -> Keyring:
-    """The keys of secrets at rest (paycore.keyring); without one outside local mode (logged as
-    `start_refused` there), exit status 2, as for the other start-up refusals."""
+def keyring_or_exit(settings: Settings, *, local_mode: Callable[[], bool], dev_key_file: bool = False) -> Keyring:
+    """The keys of secrets at rest (paycore.keyring, `dev_key_file` for `serve --dev` on
+    loopback); without one outside local mode (logged as `start_refused` there), exit status 2,
+    as for the other start-up refusals."""
     try:
-        return load_keyring(settings, local_mode=local_mode)
+        return load_keyring(settings, local_mode=local_mode, dev_key_file=dev_key_file)
     except SecretsKeyRefused:
         raise typer.Exit(2) from None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import socket
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import uvicorn
@@ -96,6 +97,10 @@ def check_app_keyring(app: ASGIApp) -> None:
 
 
 class Server:
+    """`owned`: what the server's maker opened for it alone (`app.make_server`: its database,
+    the pool and the writer thread): released once the server has stopped, by `shutdown()` (after
+    the last request) or `server_close()`, whichever comes first, once."""
+
     def __init__(
         self,
         app: ASGIApp,
@@ -104,6 +109,7 @@ class Server:
         *,
         settings: Settings | None = None,
         log_level: str = "warning",
+        owned: Sequence[Callable[[], None]] = (),
     ) -> None:
         check_app_bind(app, host)  # before anything is bound
         check_app_keyring(app)
@@ -117,6 +123,8 @@ class Server:
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
         self._server = uvicorn.Server(uvicorn_config(app, settings, log_level=log_level))
         self._done = threading.Event()
+        self._owned = list(owned)
+        self._owned_lock = threading.Lock()
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         del poll_interval  # uvicorn polls should_exit on its own schedule
@@ -126,8 +134,17 @@ class Server:
             self._done.set()
 
     def shutdown(self) -> None:
+        """Stop serving, wait for `serve_forever` to return, then release what the server owns."""
         self._server.should_exit = True
         self._done.wait()
+        self._release()
 
     def server_close(self) -> None:
         self.socket.close()
+        self._release()
+
+    def _release(self) -> None:
+        with self._owned_lock:
+            owned, self._owned = self._owned, []
+        for release in owned:
+            release()

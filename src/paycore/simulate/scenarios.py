@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -231,14 +232,17 @@ def payout_stuck_in_doubt_reconciled(story: Story) -> None:
 
 
 def _reconciled(story: Story, kind: str, object_id: str, status: str, *, lines: int) -> list[tuple[str | None, str]]:
-    """Today's report, through the real reconciliation, resolves the item and breaks nothing;
-    then paycore's webhook endpoint comes back, and what the processor delivers to it changes
-    nothing. Returns the item's steps (from, to)."""
+    """The world's reports (today's, and yesterday's too if the world lived across midnight),
+    through the real reconciliation, resolve the item and break nothing; then paycore's webhook
+    endpoint comes back, and what the processor delivers to it changes nothing. Returns the
+    item's steps (from, to)."""
     world = story.world
-    summary = world.reconcile()
-    counts = (summary.lines_read, summary.matched, summary.resolved)
+    summaries = world.reconcile()
+    counts = tuple(
+        sum(getattr(summary, name) for summary in summaries) for name in ("lines_read", "matched", "resolved")
+    )
     story.expect("report lines read, matched, resolved", counts, (lines, lines, 1))
-    story.expect("new breaks", dict(summary.breaks), {})
+    story.expect("new breaks", dict(sum((summary.breaks for summary in summaries), Counter())), {})
     story.expect("after the settlement report", story.status(kind, object_id), status)
     steps = story.history(kind, object_id)
     story.expect("moved by the report", [step[2] for step in steps[-1:]], [SETTLEMENT_REPORT])

@@ -5,6 +5,7 @@ the paycore API driven in-process, the workers run on demand, and a timeline of 
 
 from __future__ import annotations
 
+import datetime as dt
 import http.client
 import json
 import os
@@ -36,6 +37,7 @@ from paycore_sandbox.service import Sandbox
 START_TIMEOUT_S = 30
 TIMEOUT_MS = 1_000
 DAY_MS = 86_400_000
+WEBHOOK_LOOKAHEAD_US = 10**9  # in-process: webhook deliveries due within this are sent now
 PROCESSOR_PATHS = {"payment": "/v1/charges/", "refund": "/v1/refunds/", "payout": "/v1/payouts/"}
 
 
@@ -61,6 +63,7 @@ class World:
     worker: WorkerContext | None = None  # one worker for the world's life, as `paycore worker`
     webhooks_up: bool = True
     started: float = field(default_factory=time.monotonic)
+    first_day: dt.date = field(default_factory=lambda: clock.utc_day(clock.now_us()))
     lines: list[Line] = field(default_factory=list)
 
     # --- the timeline --------------------------------------------------------------
@@ -125,8 +128,14 @@ class World:
         return None if status == 404 else {"status": f"not said (HTTP {status}: {body.get('error')})"}
 
     def settle_and_deliver(self) -> None:
-        """The processor's background work: finish late items, deliver webhooks to paycore."""
-        later_us = time.time_ns() // 1000 + 10**9
+        """The processor's background work: finish what is due, deliver webhooks to paycore.
+
+        In-process, the sandbox settles at the real time: its settlement report dates a payout's
+        line by the moment the bank settled it, and a moment ahead of the clock would put that
+        line in a day paycore's clock has not reached (the last minutes of a UTC day). Only the
+        webhook deliveries look ahead: a retry after paycore's endpoint was down is due at once."""
+        now_us = clock.now_us()
+        later_us = now_us + WEBHOOK_LOOKAHEAD_US
 
         def sink(body: bytes, headers: dict[str, str]) -> int:
             if not self.webhooks_up:
@@ -134,7 +143,7 @@ class World:
             return self.client.post("/v1/webhooks/processor", content=body, headers=headers).status_code
 
         if self.sandbox is not None:
-            settled = self.sandbox.settle_due(now_us=later_us)
+            settled = self.sandbox.settle_due(now_us=now_us)
             delivered = self.sandbox.deliver_due(sink, later_us)
             if settled or delivered:
                 self.say("processor", f"settled {settled} late item(s), delivered {delivered} webhook(s)")
@@ -146,20 +155,29 @@ class World:
         self.webhooks_up = up
         self.say("driver", f"paycore's webhook endpoint {'up' if up else 'down (503)'}")
 
-    def reconcile(self) -> reconciliation.Summary:
-        """Fetch today's settlement report from the processor and reconcile it, as
-        `paycore reconcile --day` does (the worker's job only takes days long closed)."""
-        day = clock.utc_day(clock.now_us()).isoformat()
-        summary = reconciliation_jobs.reconcile_from_processor(
-            self.database, self.processor, day, grace_ms=self.settings.reconcile_grace_ms
-        )
-        breaks = ", ".join(f"{kind} {count}" for kind, count in sorted(summary.breaks.items())) or "none"
-        self.say(
-            "paycore",
-            f"settlement report of {day}: {summary.lines_read} line(s), {summary.matched} matched, "
-            f"{summary.resolved} resolved, new breaks: {breaks}",
-        )
-        return summary
+    def reconcile(self) -> list[reconciliation.Summary]:
+        """Fetch the processor's settlement report of every day of the world, from the day it was
+        built to today, and reconcile each, as `paycore reconcile --day` does (the worker's
+        scheduled job only takes days long closed). A world that lives across midnight has lines
+        in two days' reports: a payout sent at 23:59:59 settles in the next day's."""
+        summaries = []
+        for day in self.days():
+            summary = reconciliation_jobs.reconcile_from_processor(
+                self.database, self.processor, day, grace_ms=self.settings.reconcile_grace_ms
+            )
+            breaks = ", ".join(f"{kind} {count}" for kind, count in sorted(summary.breaks.items())) or "none"
+            self.say(
+                "paycore",
+                f"settlement report of {day}: {summary.lines_read} line(s), {summary.matched} matched, "
+                f"{summary.resolved} resolved, new breaks: {breaks}",
+            )
+            summaries.append(summary)
+        return summaries
+
+    def days(self) -> list[str]:
+        """The UTC days of the world so far, from the one it was built on to today's."""
+        last = clock.utc_day(clock.now_us())
+        return [(self.first_day + dt.timedelta(days=n)).isoformat() for n in range((last - self.first_day).days + 1)]
 
     def wait_for(self, done: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
         """Poll until `done()` (over HTTP the processor's webhooks arrive on their own schedule)."""
@@ -191,8 +209,8 @@ def build(transport: str) -> World:
         resolver_backoff_ms=1,
         resolver_backoff_max_ms=2,
         resolver_attempts_max=3,
-        # A world lives within one day: the scenarios reconcile today's report themselves, and
-        # the worker's scheduled job, which takes only days closed this long, finds none due.
+        # The scenarios reconcile the world's days themselves (`World.reconcile`), and the
+        # worker's scheduled job, which takes only days closed this long, finds none due.
         reconcile_delay_ms=DAY_MS,
         reconcile_lookback_days=1,
     )

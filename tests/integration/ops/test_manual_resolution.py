@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.integration.ops.conftest import Console, act
+from tests.support.days import clear_of_midnight
 
 
 def in_doubt_payment(console: Console) -> tuple[str, str]:
@@ -123,6 +124,7 @@ def test_an_open_break_makes_an_item_eligible_before_its_window(console: Console
     from paycore.reconciliation import service as reconciliation
     from tests.integration.reconciliation.test_reconcile import changed, today
 
+    clear_of_midnight()  # it reads today's report of what it made (tests/support/days.py)
     env = console.env
     _, payment_id = in_doubt_payment(console)
     _, early = propose(console, "alice", payment_id, "succeeded")
@@ -159,6 +161,7 @@ def test_a_settlement_report_contradicting_a_manual_outcome_is_that_break_not_a_
     from paycore.reconciliation import service as reconciliation
     from tests.integration.reconciliation.test_reconcile import today
 
+    clear_of_midnight()  # it reads today's report of what it made (tests/support/days.py)
     env = console.env
     _, payment_id = in_doubt_payment(console)  # charged at the processor; the answer was lost
     window(console, 0)

@@ -19,8 +19,14 @@ from paycore_sandbox.report_faults import UNKNOWN_REQUEST_ID_PREFIX
 from paycore_sandbox.service import SandboxSchemaOutdated
 from tests.integration.sandbox.bank_support import CLOSE_MS, RETURN_MS, SETTLE_MS, ach, at_ms, install_clock, sepa
 from tests.integration.sandbox.conftest import Harness
+from tests.support.days import clear_of_midnight
 
 Row = dict[str, str]
+
+
+@pytest.fixture(autouse=True)
+def _clear_of_midnight() -> None:
+    clear_of_midnight()  # the tests here read today's report of what they made (tests/support/days.py)
 
 
 def today() -> str:

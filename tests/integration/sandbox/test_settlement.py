@@ -13,6 +13,12 @@ from paycore.processor.port import ChargeRequest, ProcessorRefused, RefundReques
 from paycore_sandbox import Sandbox, SandboxSettings
 from paycore_sandbox.settlement import COLUMNS, fee_minor
 from tests.integration.sandbox.conftest import Harness
+from tests.support.days import clear_of_midnight
+
+
+@pytest.fixture(autouse=True)
+def _clear_of_midnight() -> None:
+    clear_of_midnight()  # the tests here read today's report of what they made (tests/support/days.py)
 
 
 def today() -> str:

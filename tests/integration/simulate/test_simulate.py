@@ -4,14 +4,13 @@ invariant check can fail."""
 
 from __future__ import annotations
 
-import datetime as dt
+from collections import Counter
 
 import pytest
 from sqlalchemy import create_engine, select, text
 from typer.testing import CliRunner
 
 from paycore.cli.main import app
-from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.models import reconciliation_runs
 from paycore.simulate import driver, invariants, world
 from paycore.simulate.scenarios import SCENARIOS, Story
@@ -63,9 +62,10 @@ def test_the_invariants_catch_a_payment_or_a_payout_the_sides_disagree_on_and_an
             connection.execute(text("UPDATE sandbox_charges SET amount_minor = 999"))
             connection.execute(text("UPDATE sandbox_bank_payouts SET amount_minor = 599"))
         engine.dispose()
-        # The day's report now says other amounts than paycore: breaks, left open.
-        summary = reconciliation.reconcile(built.database, built.processor.settlement_report(today()))
-        assert dict(summary.breaks) == {"amount_mismatch": 2}
+        # The world's reports (one day's, or two across midnight) now say other amounts than
+        # paycore: breaks, left open.
+        breaks = sum((summary.breaks for summary in built.reconcile()), Counter())
+        assert dict(breaks) == {"amount_mismatch": 2}
 
         problems = invariants.check(built)
 
@@ -78,8 +78,9 @@ def test_the_invariants_catch_a_payment_or_a_payout_the_sides_disagree_on_and_an
 
 @pytest.mark.parametrize("name", ["stuck-in-doubt-reconciled", "payment-stuck-in-doubt-reconciled"])
 def test_a_reconciled_scenario_goes_through_the_real_reconciliation_once(name: str) -> None:
-    """The report is reconciled by `paycore.reconciliation` (one run of today, from the
-    processor), and the worker's scheduled job, run in every round, finds no closed day due."""
+    """The reports are reconciled by `paycore.reconciliation` (one run of each of the world's
+    days, from the processor: today's, and yesterday's too across midnight), and the worker's
+    scheduled job, run in every round, finds no closed day due."""
     built = world.build("inprocess")
     try:
         story = Story(built)
@@ -87,13 +88,11 @@ def test_a_reconciled_scenario_goes_through_the_real_reconciliation_once(name: s
         SCENARIOS[name](story)
         with built.database.read() as connection:
             runs = connection.execute(select(reconciliation_runs.c.day, reconciliation_runs.c.source)).all()
-        assert [tuple(run) for run in runs] == [(today(), "processor")]
+        days = sorted(day for day, _ in runs)
+        assert sorted(tuple(run) for run in runs) == [(day, "processor") for day in days]
+        assert days and days == built.days()[: len(days)]  # each day once, from the world's first
     finally:
         built.close()
-
-
-def today() -> str:
-    return dt.datetime.now(dt.UTC).date().isoformat()
 
 
 def test_cli_runs_scenarios_and_exits_non_zero_on_unknown_names() -> None:
