@@ -159,7 +159,7 @@ _LEDGER: Final[tuple[Check, ...]] = (
         SELECT p.tenant_id, p.id, COUNT(*) AS posted
         FROM payments p
         JOIN ledger_transfers t ON t.reference_id = p.id AND t.tenant_id = p.tenant_id
-            AND t.reference_type IN ('payment', 'payout') AND t.reference_type = 'payment'
+            AND t.reference_type IN ('payment', 'payout') AND t.reference_type = 'payment' AND t.owner_id = p.id
         WHERE {_window("p")} AND {_STANDING}
           AND EXISTS (
             SELECT 1 FROM ledger_entries e
@@ -195,7 +195,7 @@ _LEDGER: Final[tuple[Check, ...]] = (
         SELECT o.tenant_id, o.id, COUNT(*) AS posted
         FROM payouts o
         JOIN ledger_transfers t ON t.reference_id = o.id AND t.tenant_id = o.tenant_id
-            AND t.reference_type IN ('payment', 'payout') AND t.reference_type = 'payout'
+            AND t.reference_type IN ('payment', 'payout') AND t.reference_type = 'payout' AND t.owner_id = o.id
         WHERE {_window("o")} AND {_STANDING}
           AND EXISTS (
             SELECT 1 FROM ledger_entries e

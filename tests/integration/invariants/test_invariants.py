@@ -339,3 +339,23 @@ def test_worker_once_prints_the_jobs_result(database: Database, settings: Settin
     printed = re.search(r"'check_invariants': (\d+)", result.output)
     assert printed is not None, result.output
     assert int(printed.group(1)) > 0
+
+
+def test_a_clients_transfer_naming_a_payout_is_not_the_payout_sent_twice(
+    client: TestClient, database: Database, settings: Settings
+) -> None:
+    """Only the payout's own transfers count: a tenant moving money out of its payout's source
+    with a transfer that names the payout as its reference is moving its own money, and must
+    not page anyone as a duplicate money movement."""
+    business = a_clean_business(database)
+    payout = business["payout"]
+
+    def the_clients(connection: Connection) -> None:
+        legs = (EntrySpec(business["source"], "debit", 2_000), EntrySpec(business["other"], "credit", 2_000))
+        spec = TransferSpec(legs, reference_type="payout", reference_id=payout.id)  # no owner: the tenant's
+        ledger.create_transfer(connection, TENANT, spec, now_us=now_us())
+
+    database.transaction(the_clients)
+    run_job(database, Settings(database_url=settings.database_url, invariants_interval_ms=1))
+    assert metric(client, "paycore_invariant_violations_total", "payout_sent_twice") == 0
+    assert metric(client, "paycore_duplicate_money_movements_total") == 0
