@@ -16,7 +16,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, Row, Select, Table, and_, bindparam, func, or_, select, tuple_, update
 
 from paycore.db.sql import keys_in, update_by_key
-from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, IN_DOUBT_SINCE_US
+from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, FAULTED_AT_US, IN_DOUBT_SINCE_US
 
 # Item loads kept built: two per table (locked or not); past this many the least used is built
 # again when next needed.
@@ -128,8 +128,18 @@ def make_due(
     return connection.execute(statement.values(next_attempt_at_us=now_us)).rowcount == 1
 
 
-def set_values(connection: Connection, table: Table, tenant_id: str, item_id: str, values: Mapping[str, Any]) -> None:
-    update_by_key(connection, table, {"tenant_id": tenant_id, "id": item_id}, values)
+def set_values(
+    connection: Connection,
+    table: Table,
+    tenant_id: str,
+    item_id: str,
+    values: Mapping[str, Any],
+    *,
+    statuses: Collection[str] | None = None,
+) -> bool:
+    """Set `values` on the item (only while it is in `statuses`, when given); True if it was."""
+    key = {"tenant_id": tenant_id, "id": item_id}
+    return update_by_key(connection, table, key, values, status_in=statuses) == 1
 
 
 def claim_due(
@@ -221,6 +231,25 @@ def _in_doubt_order(statement: Any, table: Table, starting_after: str | None, co
         if found is not None and found[0] is not None:
             statement = statement.where(or_(since > found[0], and_(since == found[0], ident > starting_after)))
     return statement.order_by(since, ident)
+
+
+def faulted(connection: Connection, table: Table, *, tenant_id: str | None, limit: int) -> list[Row[Any]]:
+    """The items a worker round could not move (`lifecycle.faults`), of one tenant or every
+    one, oldest fault first (the partial index `ix_<table>_faulted`)."""
+    query = select(table).where(table.c[FAULTED_AT_US].is_not(None))
+    if tenant_id is not None:
+        query = query.where(table.c.tenant_id == tenant_id)
+    return list(connection.execute(query.order_by(table.c[FAULTED_AT_US], table.c.id).limit(limit)))
+
+
+def faulted_summary(connection: Connection, table: Table, *, tenant_id: str | None) -> tuple[int, int | None]:
+    """(count, oldest faulted_at_us) of the items a worker round could not move."""
+    faulted_at = table.c[FAULTED_AT_US]
+    query = select(func.count(), func.min(faulted_at)).where(faulted_at.is_not(None))
+    if tenant_id is not None:
+        query = query.where(table.c.tenant_id == tenant_id)
+    count, oldest = connection.execute(query).one()
+    return int(count), oldest
 
 
 def summary(
