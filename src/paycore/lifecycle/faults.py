@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.db.engine import Database, is_database_trouble, savepoint
@@ -46,7 +46,6 @@ from paycore.lifecycle.columns import (
     FAULTED_AT_US,
     NEXT_ATTEMPT_AT_US,
 )
-from paycore.lifecycle.models import work_faults
 from paycore.lifecycle.policy import Policy, next_attempt_at_us
 
 if TYPE_CHECKING:
@@ -173,9 +172,7 @@ def record(
         now_us=now_us,
         data=data,
     )
-    connection.execute(
-        insert(work_faults), {"tenant_id": tenant_id, "event_id": event_id, "job": job, "created_at_us": now_us}
-    )
+    store.insert_fault(connection, tenant_id, event_id, job=job, now_us=now_us)
 
 
 def left(
@@ -222,9 +219,7 @@ def _field(item: Any, name: str) -> Any:
 
 def counts_by_job(connection: Connection) -> dict[str, int]:
     """Faults met by each job's rounds, ever (0 for a job with none): what /metrics reports."""
-    query = select(work_faults.c.job, func.count()).group_by(work_faults.c.job)
-    found = {str(job): int(count) for job, count in connection.execute(query)}
-    return {**dict.fromkeys(JOBS, 0), **found}
+    return {**dict.fromkeys(JOBS, 0), **store.faults_by_job(connection)}
 
 
 def _log(fault: Fault, error: BaseException, about: Mapping[str, str]) -> None:
