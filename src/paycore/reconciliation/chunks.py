@@ -212,7 +212,10 @@ def _not_moved(
 ) -> int:
     """The `item_not_moved` break of a line whose proof raised when applied (its writes undone)."""
     kind = KIND_OF_LINE[line.type]
-    detail = f"the report proves {kind} {line.request_id} {proves}; paycore could not move it there: {fault.message}"
+    detail = (
+        f"the report proves {kind} {line.request_id} {proves}; paycore could not move it there: {fault.message}"
+        f" ({fault.code}); nothing moved"
+    )
     finding = Finding("item_not_moved", detail[:NOT_MOVED_DETAIL_CHARS_MAX])
     key = f"item_not_moved:{line.type}:{line.request_id}"
     return store(connection, context, line.merchant_id, key, finding, line, known)
