@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from paycore.payments import service as payments
+from paycore.processor.http_transport import HttpTransport
 from paycore.reconciliation import queries as reconciliation_queries
 from tests.integration.lifecycle.support import TENANTS, account, load, pay, tenants
 from tests.integration.ops.conftest import Console, console
@@ -30,8 +31,10 @@ def test_a_day_finishes_past_a_line_whose_item_cannot_be_moved(console: Console)
     assert {made["status"] for made in [poisoned, *(made for _, made in others)]} == {"in_doubt"}
     transfer_id = load(console, payments.MACHINE, "acme", poisoned["id"]).transfer_id
     tamper.void_hold(env.database, "acme", transfer_id)
+    assert isinstance(env.processor, HttpTransport)
+    processor_url = env.processor.base_url
 
-    result = run_cli(env, "--day", today(), processor_url=env.processor.base_url)
+    result = run_cli(env, "--day", today(), processor_url=processor_url)
 
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
@@ -59,6 +62,6 @@ def test_a_day_finishes_past_a_line_whose_item_cannot_be_moved(console: Console)
     page = browser.get(f"/ops/payments/{poisoned['id']}")
     assert page.status_code == 200 and "item_not_moved" in page.text
 
-    again = run_cli(env, "--day", today(), processor_url=env.processor.base_url)  # met again, not stored twice
+    again = run_cli(env, "--day", today(), processor_url=processor_url)  # met again, not stored twice
     assert again.exit_code == 0, again.output
     assert "new breaks: none" in again.stdout
