@@ -109,8 +109,10 @@ def send_due(
     round_ = _Round(job, policy, worker_id, actor, random.Random())
     for entry in started:
         assert entry.request is not None
-        made = _made(partial(_send, job, entry), job, entry.item)
-        _finish_isolated(database, round_, entry.item, made, cause=job.answer_cause)
+        made = faults.caught(partial(_send, job, entry), about=_about(job, entry.item))
+        faults.transaction(
+            database, partial(_finish, round_=round_, claimed=entry.item, made=made, cause=job.answer_cause)
+        )
     return claimed
 
 
@@ -121,8 +123,10 @@ def resolve_due(
     round_ = _Round(job, policy, worker_id, actor, random.Random())
     claimed = faults.transaction(database, partial(_claim, round_=round_, statuses=statuses))
     for entry in claimed:
-        made = _made(partial(_ask, job, entry), job, entry.item)
-        _finish_isolated(database, round_, entry.item, made, cause=job.ask_cause)
+        made = faults.caught(partial(_ask, job, entry), about=_about(job, entry.item))
+        faults.transaction(
+            database, partial(_finish, round_=round_, claimed=entry.item, made=made, cause=job.ask_cause)
+        )
     return len(claimed)
 
 
@@ -136,18 +140,6 @@ def _ask(job: Job[T, Q], entry: _Claimed[T, Q]) -> list[calls.Call[Any]]:
     if made[0].kind == "not_found" and entry.item.status in job.resend_in and entry.request is not None:
         made.append(job.send(entry.item, entry.request))  # same request id: deduped by the other side
     return made
-
-
-def _made(make: Callable[[], list[calls.Call[Any]]], job: Job[T, Q], item: T) -> list[calls.Call[Any]] | Fault:
-    """The round's calls for `item`, with no transaction open (`calls.timed` turns whatever the
-    other system does into evidence); a Fault when building them raised."""
-    return faults.caught(make, about=_about(job, item))
-
-
-def _finish_isolated(
-    database: Database, round_: _Round[T, Q], item: T, made: list[calls.Call[Any]] | Fault, *, cause: str
-) -> None:
-    faults.transaction(database, partial(_finish, round_=round_, claimed=item, made=made, cause=cause))
 
 
 def _claim(
