@@ -111,20 +111,18 @@ class Isolation:
                 if is_database_trouble(error):
                     raise
                 raise ItemFailed(Fault.of(error)) from error
-        try:
-            with savepoint(connection):
-                return work()
-        except Exception as error:
-            if is_database_trouble(error):
-                raise
-            fault = Fault.of(error)
-            _log(fault, error, about)
-            return fault
+        return caught(partial(_in_savepoint, connection, work), about=about)
+
+
+def _in_savepoint(connection: Connection, work: Callable[[], T]) -> T:
+    with savepoint(connection):
+        return work()
 
 
 def caught(work: Callable[[], T], *, about: Mapping[str, str]) -> T | Fault:
-    """`work()`'s result, or the `Fault` of an item whose part raised, outside any transaction
-    (a worker building its call for the item)."""
+    """`work()`'s result, or the `Fault` of an item whose part raised (logged), the database's
+    trouble raised on: a careful run's part, or one outside any transaction (a worker building
+    its call for the item)."""
     try:
         return work()
     except Exception as error:
