@@ -305,13 +305,12 @@ def _rematch(connection: Connection, payload: str, now_us: int) -> str:
 def _fault(
     connection: Connection, tenant_id: str, payload: str, fault: faults.Fault, *, now_us: int, rng: random.Random
 ) -> None:
-    """The object the event names, if paycore has it, left on `fault` (its schedule unchanged);
-    else the fault is only counted and logged."""
+    """The object the event names left on `fault` (its schedule unchanged), if paycore has it;
+    else there is only the `work_fault` line the isolation logged."""
     data = json.loads(payload).get("data", {})
     machine = _MACHINES.get(str(data.get("object")))
     item = None if machine is None else machine.find(connection, tenant_id, str(data.get("request_id")))
     if machine is None or item is None:
-        log.warning("a processor event could not be matched: %s", fault.code, extra={"event": "work_fault"})
         return
     faults.left(
         connection,

@@ -2,9 +2,6 @@
 queue due payouts, send them, follow them until the bank's answer is final.
 
 - `queue_due`: scheduled payouts whose execute_on day has come move to `queued`.
-
-A payout a round cannot move is left as it is on its fault and the round goes on with the
-others (`paycore.lifecycle.faults`).
 - `send_due`: claims queued payouts in bounded batches and moves each to `processing` in the
   claim transaction, by the same compare-and-set on the status that cancel uses: exactly one
   of the two wins. Then it sends the payout with its id as the bank's dedupe key and applies
@@ -13,6 +10,9 @@ others (`paycore.lifecycle.faults`).
   ones, and `sent` ones awaiting settlement; asks the bank for the payout's status and, only
   when the bank has no record of it, sends the *same* request again. Never guesses. Sent
   payouts are asked about until they settle (webhooks usually come first), never given up.
+
+A payout a round cannot move is left as it is on its fault and the round goes on with the
+others (`paycore.lifecycle.faults`).
 """
 
 from __future__ import annotations
