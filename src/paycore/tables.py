@@ -9,6 +9,7 @@ from paycore.idempotency import models as _idempotency  # noqa: F401
 from paycore.inbound import models as _inbound  # noqa: F401
 from paycore.invariants import models as _invariants  # noqa: F401
 from paycore.ledger import models as _ledger  # noqa: F401
+from paycore.lifecycle import models as _lifecycle  # noqa: F401
 from paycore.operators import models as _operators  # noqa: F401
 from paycore.payments import models as _payments  # noqa: F401
 from paycore.payouts import models as _payouts  # noqa: F401

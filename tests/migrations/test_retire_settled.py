@@ -258,6 +258,29 @@ def work_columns_named_as_today(database: Database) -> Iterator[None]:
             connection.execute(text(f"ALTER TABLE {table} RENAME COLUMN attempts TO resolve_attempts"))
 
 
+@contextmanager
+def fault_columns_as_today(database: Database) -> Iterator[None]:
+    """Today's code reads and writes the work columns `fault_code` and `faulted_at_us` of
+    payments, refunds and payouts (migration 0022) with every item it stores, moves or reads;
+    the revisions of this chain have none. Where they are missing they are added for what
+    today's code does here and dropped after it: NULL in every row, so the rows and the schema
+    are the same either way."""
+    with database.engine.begin() as connection:
+        inspector = inspect(connection)
+        added = [
+            (table, name, kind)
+            for table in ("payments", "refunds", "payouts")
+            for name, kind in (("fault_code", "VARCHAR(64)"), ("faulted_at_us", "BIGINT"))
+            if name not in {column["name"] for column in inspector.get_columns(table)}
+        ]
+        for table, name, kind in added:
+            connection.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {kind}"))
+    yield
+    with database.engine.begin() as connection:
+        for table, name, _ in reversed(added):
+            connection.execute(text(f"ALTER TABLE {table} DROP COLUMN {name}"))
+
+
 def payments_and_refunds(database: Database, tenant_id: str) -> None:
     """A settled payment with a pending, a failed and a succeeded refund (the stored word the
     payouts now share)."""
@@ -293,7 +316,7 @@ def ledger_columns_as_today(database: Database) -> Iterator[None]:
 
 def populate(database: Database) -> Population:
     population = Population()
-    with ledger_columns_as_today(database):
+    with ledger_columns_as_today(database), fault_columns_as_today(database):
         for tenant_id in TENANTS:
             tenant_with_a_credit(database, tenant_id)
             ledger_transfers(database, tenant_id)
@@ -379,7 +402,7 @@ def books_ok(database: Database) -> None:
 def public_view(database: Database) -> dict[str, Any]:
     """What the API shows: every payout's JSON with its history, `?status=settled` per
     tenant, and the /metrics gauge's counts by public name."""
-    with database.read() as connection:
+    with fault_columns_as_today(database), database.read() as connection:
         rows = connection.execute(select(payouts_table).order_by(payouts_table.c.tenant_id, payouts_table.c.id))
         found = [payout_from_row(row) for row in rows]
         bodies = {p.id: schemas.payout_json(p, service.history(connection, p)) for p in found}
@@ -511,7 +534,7 @@ def test_a_downgrade_to_0004_restores_settled(populated: tuple[Database, Populat
 def test_code_at_head_moves_a_legacy_settled_row_exactly_once(empty_database: Database) -> None:
     database = empty_database
     migrate.upgrade(database, EXPAND)  # today's code runs here; an older process still writes `settled`
-    with ledger_columns_as_today(database):
+    with ledger_columns_as_today(database), fault_columns_as_today(database):  # the code at head, on 0005's schema
         source = support.funded_source(database, "acme", 10_000)
         payout = support.move(
             database, support.schedule(database, "acme", source, 1_000), *support.PATH_TO[states.SENT]

@@ -78,6 +78,36 @@ def is_lock_timeout(error: BaseException) -> bool:
     return False
 
 
+@contextmanager
+def savepoint(connection: Connection) -> Iterator[None]:
+    """A savepoint in the transaction `connection` is in: if the block raises, what it wrote is
+    undone (and what it deferred with `after_commit` dropped), the transaction goes on, and the
+    error is raised on; if it returns, its writes are kept."""
+    pending = _AFTER_COMMIT.get()
+    deferred = 0 if pending is None else len(pending)
+    try:
+        with connection.begin_nested():
+            yield
+    except BaseException:
+        if pending is not None:
+            del pending[deferred:]
+        raise
+
+
+def is_database_trouble(error: BaseException) -> bool:
+    """True when `error` says the database, not the work it ran, is at fault: it cannot be
+    reached (`availability.classify`), it is busy (a lock or a connection not had within its
+    bound), or its operation failed (the driver's `OperationalError`: a deadlock or
+    serialization failure, which `Database.transaction` runs again whole, a statement timeout,
+    a disk error). Anything else a piece of work raises (a domain error, a constraint or a
+    trigger refusing its write, a programmer's error) is that work's own."""
+    if isinstance(error, DatabaseUnavailable | DatabaseBusy | PoolTimeout | GroupTimeout | OperationalError):
+        return True
+    if classify(error) is not None or is_lock_timeout(error):
+        return True
+    return isinstance(error, DBAPIError) and _sqlstate(error) in _RETRYABLE_SQLSTATES
+
+
 class Database:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

@@ -170,6 +170,7 @@ class OperationsCollector(Collector):
             lag = operations.worker_lag_us(connection, self._schedules, now_us=now)
             open_breaks = reconciliation_queries.open_breaks_by_type(connection)
             defects = operations.escaped_defects(connection)
+            item_faults = operations.item_faults(connection)
         lag_family = GaugeMetricFamily(
             "paycore_worker_lag_seconds",
             "How late the oldest work item a job should have taken by now is (0: nothing late)",
@@ -195,6 +196,14 @@ class OperationsCollector(Collector):
         for kind, count in defects.items():
             escaped.add_metric([kind], count)
         yield escaped
+        faulted = CounterMetricFamily(
+            "paycore_worker_item_faults",
+            "Items a worker round could not move (left as they were, for a person), by job",
+            labels=["job"],
+        )
+        for job, count in item_faults.items():
+            faulted.add_metric([job], count)
+        yield faulted
 
 
 class Metrics:

@@ -18,6 +18,7 @@ import json
 import logging
 import random
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, cast
 
 from pydantic import ValidationError
@@ -32,6 +33,7 @@ from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import actors, signing, strict_json
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.errors import InvalidRequest
+from paycore.lifecycle import faults
 from paycore.lifecycle.evidence import Applied, Evidence
 from paycore.lifecycle.policy import Backoff, retry_at_us
 from paycore.payments import service as payments
@@ -48,9 +50,14 @@ from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
 
 log = logging.getLogger(__name__)
+REMATCH_JOB: Final = "rematch_webhooks"
 REMATCH_ATTEMPTS_MAX = 50
 # The lifecycle's backoff with jitter: kept events that failed together are not retried together.
 REMATCH_BACKOFF: Final = Backoff(first_ms=1000, max_ms=3_600_000)
+
+
+# The machine of the object each kind of event names (a fault is left on it).
+_MACHINES: Final[dict[str, Any]] = {"charge": payments.MACHINE, "refund": refunds.MACHINE, "payout": payouts.MACHINE}
 
 
 class InvalidSignature(InvalidRequest):
@@ -271,19 +278,51 @@ def _settle(
 
 
 def rematch_due(database: Database, batch_max: int) -> int:
-    """Try again to match kept `unmatched` events whose retry is due. Returns how many."""
+    """Try again to match kept `unmatched` events whose retry is due. Returns how many. An event
+    whose object cannot be moved (`lifecycle.faults`) leaves the object on its fault and stays
+    `unmatched`, tried again with backoff; the other events are matched."""
 
-    def work(connection: Connection) -> int:
+    def work(connection: Connection, *, isolation: faults.Isolation) -> int:
         now = clock_now_us()
         rows = repository.due_unmatched(connection, now, batch_max)
         rng = random.Random()
         for row in rows:
-            event = ProcessorEvent.model_validate(json.loads(row.payload))
-            result = _apply(connection, event, now)
+            about = {"event_id": row.event_id, "tenant_id": row.tenant_id}
+            result = isolation.run(connection, partial(_rematch, connection, row.payload, now), about=about)
+            if isinstance(result, faults.Fault):
+                _fault(connection, row.tenant_id, row.payload, result, now_us=now, rng=rng)
+                result = "unmatched"
             _settle(connection, row.tenant_id, row.event_id, result, attempts=row.attempts + 1, now_us=now, rng=rng)
         return len(rows)
 
-    return database.transaction(work)
+    return faults.transaction(database, work)
+
+
+def _rematch(connection: Connection, payload: str, now_us: int) -> str:
+    return _apply(connection, ProcessorEvent.model_validate(json.loads(payload)), now_us)
+
+
+def _fault(
+    connection: Connection, tenant_id: str, payload: str, fault: faults.Fault, *, now_us: int, rng: random.Random
+) -> None:
+    """The object the event names left on `fault` (its schedule unchanged), if paycore has it;
+    else there is only the `work_fault` line the isolation logged."""
+    data = json.loads(payload).get("data", {})
+    machine = _MACHINES.get(str(data.get("object")))
+    item = None if machine is None else machine.find(connection, tenant_id, str(data.get("request_id")))
+    if machine is None or item is None:
+        return
+    faults.left(
+        connection,
+        machine,
+        item,
+        fault,
+        job=REMATCH_JOB,
+        actor=actors.worker(REMATCH_JOB),
+        now_us=now_us,
+        policy=None,
+        rng=rng,
+    )
 
 
 def oldest_rematch_due_us(connection: Connection, *, now_us: int) -> int | None:

@@ -53,6 +53,11 @@ def worker(job: str) -> str:
     return f"worker:{job}"
 
 
+def worker_job(actor: str) -> str | None:
+    """The job a `worker:JOB` actor is; None for any other actor."""
+    return actor.removeprefix("worker:") if actor.startswith("worker:") else None
+
+
 def reconcile(run_id: str) -> str:
     assert run_id.startswith("rcn_"), run_id
     return f"reconcile:{run_id}"

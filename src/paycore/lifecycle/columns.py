@@ -4,7 +4,10 @@
   query and the re-send it led to); every call of a round is recorded with its number;
 - `next_attempt_at_us`: when a worker should take it next; NULL: nothing to do;
 - `claimed_by`, `claimed_until_us`: the lease of the worker that holds it;
-- `in_doubt_since_us`: when it became `in_doubt`.
+- `in_doubt_since_us`: when it became `in_doubt`;
+- `fault_code`, `faulted_at_us`: the error of the last round that could not move the item (its
+  code: a domain error's, or the exception's type) and when; NULL once a round or a move goes
+  through (`lifecycle.faults`).
 """
 
 from __future__ import annotations
@@ -12,15 +15,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import BigInteger, Column, Integer, String
+from sqlalchemy import BigInteger, Column, Index, Integer, String, text
 
 ATTEMPTS: Final = "attempts"
 NEXT_ATTEMPT_AT_US: Final = "next_attempt_at_us"
 CLAIMED_BY: Final = "claimed_by"
 CLAIMED_UNTIL_US: Final = "claimed_until_us"
 IN_DOUBT_SINCE_US: Final = "in_doubt_since_us"
+FAULT_CODE: Final = "fault_code"
+FAULTED_AT_US: Final = "faulted_at_us"
 
 WORKER_ID_LENGTH = 64
+FAULT_CODE_LENGTH = 64
+
+# Set with every round that goes through and every move: the item is no longer stuck on a fault.
+NO_FAULT: Final = {FAULT_CODE: None, FAULTED_AT_US: None}
 
 # Set when an item needs no more work: nothing due, nobody holds it.
 UNSCHEDULED: Final = {NEXT_ATTEMPT_AT_US: None, CLAIMED_BY: None, CLAIMED_UNTIL_US: None}
@@ -34,6 +43,7 @@ def fresh(*, next_attempt_at_us: int | None = None) -> dict[str, Any]:
         CLAIMED_BY: None,
         CLAIMED_UNTIL_US: None,
         IN_DOUBT_SINCE_US: None,
+        **NO_FAULT,
     }
 
 
@@ -49,6 +59,8 @@ class WorkFields:
     in_doubt_since_us: int | None
     created_at_us: int
     updated_at_us: int
+    fault_code: str | None = None
+    faulted_at_us: int | None = None
 
 
 def work_columns() -> list[Column[object]]:
@@ -59,4 +71,13 @@ def work_columns() -> list[Column[object]]:
         Column(CLAIMED_BY, String(WORKER_ID_LENGTH), nullable=True),
         Column(CLAIMED_UNTIL_US, BigInteger, nullable=True),
         Column(IN_DOUBT_SINCE_US, BigInteger, nullable=True),
+        Column(FAULT_CODE, String(FAULT_CODE_LENGTH), nullable=True),
+        Column(FAULTED_AT_US, BigInteger, nullable=True),
     ]
+
+
+def faulted_index(table_name: str) -> Index:
+    """The items a round could not move, oldest fault first (the console's queue): partial, so
+    it holds only those rows and costs the other writes nothing."""
+    where = text(f"{FAULTED_AT_US} IS NOT NULL")
+    return Index(f"ix_{table_name}_faulted", FAULTED_AT_US, "id", sqlite_where=where, postgresql_where=where)

@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Table
 
 from paycore.db.engine import after_commit
 from paycore.lifecycle import recording, store, transition
-from paycore.lifecycle.columns import IN_DOUBT_SINCE_US, UNSCHEDULED
+from paycore.lifecycle.columns import IN_DOUBT_SINCE_US, NO_FAULT, UNSCHEDULED
 from paycore.lifecycle.evidence import Applied, Decision, Evidence
 
 log = logging.getLogger(__name__)
@@ -193,6 +193,17 @@ class Machine(Generic[T]):
             query = dataclasses.replace(query, statuses=self.stored(query.statuses))
         return [self.from_row(row._mapping) for row in store.search(connection, self.table, query, self.references)]
 
+    def faulted(self, connection: Connection, *, tenant_id: str | None, limit: int) -> list[T]:
+        """The items a worker round could not move, oldest fault first (`lifecycle.faults`)."""
+        return [
+            self.from_row(row._mapping)
+            for row in store.faulted(connection, self.table, tenant_id=tenant_id, limit=limit)
+        ]
+
+    def faulted_summary(self, connection: Connection, *, tenant_id: str | None) -> tuple[int, int | None]:
+        """(count, oldest fault's time) of the items a worker round could not move."""
+        return store.faulted_summary(connection, self.table, tenant_id=tenant_id)
+
     def summary(self, connection: Connection, status: str, *, tenant_id: str | None) -> tuple[int, int | None]:
         """(count, the oldest's time in it) of the items in `status` (public name): in doubt
         since, or last changed for any other status; of one tenant or of every one."""
@@ -250,7 +261,10 @@ class Machine(Generic[T]):
             return Applied(item, False, "stale" if item.status in self.terminal else "no_change")
         # `now_us` may predate a lock wait: never record a change as earlier than the one it follows.
         now_us = max(now_us, item.updated_at_us + 1)
-        changes: dict[str, Any] = {"status": to_state, "updated_at_us": now_us, **(values or {})}
+        changes: dict[str, Any] = {"status": to_state, "updated_at_us": now_us}
+        if self.scheduled:
+            changes.update(NO_FAULT)  # a moved item is no longer stuck on a fault (lifecycle.faults)
+        changes.update(values or {})
         if to_state == self.in_doubt and self.scheduled:
             changes[IN_DOUBT_SINCE_US] = now_us
         if to_state in self.terminal and self.scheduled:

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, insert
 
 from paycore.audit import service as audit
 from paycore.lifecycle import store
+from paycore.lifecycle.columns import FAULT_CODE
 
 if TYPE_CHECKING:
     from paycore.lifecycle.machine import Item, Machine
@@ -65,10 +66,12 @@ def record(
 
 
 def ask_again(connection: Connection, machine: Machine[T], item: T, *, actor: str, now_us: int) -> bool:
-    """A person asks the other system again: the item (waiting on it, held by no worker) is due
-    for the next asking round now, one more round even after its rounds ran out; audited. False
-    when it waits on nothing or a worker holds it (that worker is asking)."""
-    if machine.public(item.status) not in machine.waiting:
+    """A person asks the other system again: the item (waiting on it, or left on a fault by a
+    worker round, and held by no worker) is due for the next round now, one more round even
+    after its rounds ran out; audited. False when it waits on nothing and has no fault, or a
+    worker holds it (that worker is asking)."""
+    item_fault = getattr(item, FAULT_CODE, None)
+    if machine.public(item.status) not in machine.waiting and item_fault is None:
         return False
     if not store.make_due(
         connection, machine.table, item.tenant_id, item.id, machine.spellings((item.status,)), now_us
@@ -84,6 +87,6 @@ def ask_again(connection: Connection, machine: Machine[T], item: T, *, actor: st
         cause="asked_again",
         actor=actor,
         now_us=now_us,
-        data={"status": machine.public(item.status)},
+        data={"status": machine.public(item.status), **({"fault": item_fault} if item_fault else {})},
     )
     return True

@@ -1,5 +1,6 @@
 """The SQL every table the lifecycle drives shares. Each function takes the table; the
-domain's repository owns everything else about its rows.
+domain's repository owns everything else about its rows. And the lifecycle's own table,
+`work_faults` (`lifecycle.faults`).
 
 Status changes are compare-and-set on the stored status. Claims take due rows with FOR
 UPDATE SKIP LOCKED on PostgreSQL, so concurrent workers (threads or processes) take disjoint
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
-from sqlalchemy import Connection, Row, Select, Table, and_, bindparam, func, or_, select, tuple_, update
+from sqlalchemy import Connection, Row, Select, Table, and_, bindparam, func, insert, or_, select, tuple_, update
 
 from paycore.db.sql import keys_in, update_by_key
-from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, IN_DOUBT_SINCE_US
+from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, FAULTED_AT_US, IN_DOUBT_SINCE_US
+from paycore.lifecycle.models import work_faults
 
 # Item loads kept built: two per table (locked or not); past this many the least used is built
 # again when next needed.
@@ -128,8 +130,18 @@ def make_due(
     return connection.execute(statement.values(next_attempt_at_us=now_us)).rowcount == 1
 
 
-def set_values(connection: Connection, table: Table, tenant_id: str, item_id: str, values: Mapping[str, Any]) -> None:
-    update_by_key(connection, table, {"tenant_id": tenant_id, "id": item_id}, values)
+def set_values(
+    connection: Connection,
+    table: Table,
+    tenant_id: str,
+    item_id: str,
+    values: Mapping[str, Any],
+    *,
+    statuses: Collection[str] | None = None,
+) -> bool:
+    """Set `values` on the item (only while it is in `statuses`, when given); True if it was."""
+    key = {"tenant_id": tenant_id, "id": item_id}
+    return update_by_key(connection, table, key, values, status_in=statuses) == 1
 
 
 def claim_due(
@@ -221,6 +233,37 @@ def _in_doubt_order(statement: Any, table: Table, starting_after: str | None, co
         if found is not None and found[0] is not None:
             statement = statement.where(or_(since > found[0], and_(since == found[0], ident > starting_after)))
     return statement.order_by(since, ident)
+
+
+def faulted(connection: Connection, table: Table, *, tenant_id: str | None, limit: int) -> list[Row[Any]]:
+    """The items a worker round could not move (`lifecycle.faults`), of one tenant or every
+    one, oldest fault first (the partial index `ix_<table>_faulted`)."""
+    query = select(table).where(table.c[FAULTED_AT_US].is_not(None))
+    if tenant_id is not None:
+        query = query.where(table.c.tenant_id == tenant_id)
+    return list(connection.execute(query.order_by(table.c[FAULTED_AT_US], table.c.id).limit(limit)))
+
+
+def insert_fault(connection: Connection, tenant_id: str, event_id: str, *, job: str, now_us: int) -> None:
+    """A fault a worker round met (`lifecycle.faults`): its note's id and its job."""
+    row = {"tenant_id": tenant_id, "event_id": event_id, "job": job, "created_at_us": now_us}
+    connection.execute(insert(work_faults), row)
+
+
+def faults_by_job(connection: Connection) -> dict[str, int]:
+    """How many faults each job's rounds met, ever (jobs with none left out)."""
+    query = select(work_faults.c.job, func.count()).group_by(work_faults.c.job)
+    return {str(job): int(count) for job, count in connection.execute(query)}
+
+
+def faulted_summary(connection: Connection, table: Table, *, tenant_id: str | None) -> tuple[int, int | None]:
+    """(count, oldest faulted_at_us) of the items a worker round could not move."""
+    faulted_at = table.c[FAULTED_AT_US]
+    query = select(func.count(), func.min(faulted_at)).where(faulted_at.is_not(None))
+    if tenant_id is not None:
+        query = query.where(table.c.tenant_id == tenant_id)
+    count, oldest = connection.execute(query).one()
+    return int(count), oldest
 
 
 def summary(

@@ -20,8 +20,13 @@ superseded):
   `payment_charged_twice`, `payout_sent_twice`): must stay 0.
 
 Not counted: `missing_at_processor` (paycore's record with no report line yet: a late report,
-not money moved wrongly, until a person finds otherwise), `fee_mismatch`, and a report's own
-faults (`duplicate_line`, `malformed_line`, `unknown_account`: a merchant that is no tenant).
+not money moved wrongly, until a person finds otherwise), `fee_mismatch`, a report's own
+faults (`duplicate_line`, `malformed_line`, `unknown_account`: a merchant that is no tenant),
+and `item_not_moved` (an item paycore could not move to what the report proves: its books and
+its state are for a person to compare, `item_faults` below).
+
+**Items a worker could not move** (`item_faults`, `faulted`; `lifecycle.faults`): the faults
+worker rounds met, by job, never decreasing, and the items left on one now, for a person.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from paycore.inbound import service as inbound
 from paycore.invariants import service as invariants
 from paycore.kit import clock
 from paycore.ledger import service as ledger
+from paycore.lifecycle import faults
 from paycore.lifecycle.machine import Machine
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
@@ -138,6 +144,16 @@ def escaped_defects(connection: Connection) -> dict[str, int]:
     return found
 
 
+def item_faults(connection: Connection) -> dict[str, int]:
+    """Faults worker rounds met on an item, ever, by job (`lifecycle.faults`): the counter."""
+    return faults.counts_by_job(connection)
+
+
+def faulted(connection: Connection, *, tenant_id: str | None, limit: int) -> dict[str, list[Any]]:
+    """By kind, the items a worker round could not move and left for a person, oldest first."""
+    return {kind: machine.faulted(connection, tenant_id=tenant_id, limit=limit) for kind, machine in _MACHINES.items()}
+
+
 @dataclass(frozen=True)
 class Overview:
     """The console's front page, for one tenant or every one (`tenant_id` None)."""
@@ -151,6 +167,7 @@ class Overview:
     invariants_checked_at_us: int | None  # the most recent check run
     invariant_violations: int
     failing_endpoints: list[Endpoint] = field(default_factory=list)
+    faulted: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # kind -> (count, oldest fault)
 
 
 def overview(connection: Connection, schedules: Schedules, *, tenant_id: str | None, now_us: int) -> Overview:
@@ -171,4 +188,5 @@ def overview(connection: Connection, schedules: Schedules, *, tenant_id: str | N
         invariants_checked_at_us=max(runs.values()) if runs else None,
         invariant_violations=sum(invariants.violations_by_check(connection).values()),
         failing_endpoints=webhooks.failing_endpoints(connection, tenant_id),
+        faulted={kind: machine.faulted_summary(connection, tenant_id=tenant_id) for kind, machine in _MACHINES.items()},
     )

@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
-from paycore.lifecycle.columns import work_columns
+from paycore.lifecycle.columns import faulted_index, work_columns
 
 STATUSES = ("processing", "succeeded", "failed", "in_doubt")
 
@@ -46,7 +46,7 @@ payments = Table(
     Column("transfer_id", String(ID_LENGTH), nullable=False),
     Column("refunded_minor", BigInteger, nullable=False),
     # The resolver's schedule and claim (SPEC §10): NULL next_attempt_at_us = nothing to do.
-    *work_columns(),  # attempts, next_attempt_at_us, claimed_by, claimed_until_us, in_doubt_since_us
+    *work_columns(),  # attempts, next_attempt_at_us, claimed_by, claimed_until_us, ... (lifecycle.columns)
     created_at_column(),
     Column("updated_at_us", BigInteger, nullable=False),
     PrimaryKeyConstraint("tenant_id", "id"),
@@ -57,4 +57,5 @@ payments = Table(
     Index("ix_payments_status", "tenant_id", "status", "id"),
     Index("ix_payments_due", "next_attempt_at_us"),
     Index("ix_payments_id", "id"),  # the console's lists over every tenant, by id (migration 0017)
+    faulted_index("payments"),  # the items a worker could not move (migration 0022)
 )

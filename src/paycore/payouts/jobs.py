@@ -10,19 +10,25 @@ queue due payouts, send them, follow them until the bank's answer is final.
   ones, and `sent` ones awaiting settlement; asks the bank for the payout's status and, only
   when the bank has no record of it, sends the *same* request again. Never guesses. Sent
   payouts are asked about until they settle (webhooks usually come first), never given up.
+
+A payout a round cannot move is left as it is on its fault and the round goes on with the
+others (`paycore.lifecycle.faults`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
+from functools import partial
 from typing import cast
 
 from sqlalchemy import Connection
 
 from paycore.db.engine import Database
+from paycore.kit import actors
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.clock import utc_day
-from paycore.lifecycle import work
+from paycore.lifecycle import faults, work
 from paycore.lifecycle.calls import Call, timed
 from paycore.lifecycle.policy import Policy
 from paycore.payouts import lifecycle, repository, states
@@ -79,22 +85,42 @@ def job(processor: Processor) -> work.Job[Payout, PayoutRequest]:
     )
 
 
-def queue_due(database: Database, batch_max: int, *, actor: str) -> int:
-    """scheduled -> queued for up to `batch_max` payouts whose day (UTC) has come."""
+def queue_due(database: Database, batch_max: int, *, actor: str, policy: Policy | None = None) -> int:
+    """scheduled -> queued for up to `batch_max` payouts whose day (UTC) has come. A payout that
+    cannot be moved is left `scheduled` on its fault (`lifecycle.faults`), tried again after
+    `policy`'s backoff (without one: when a person says so), and the others are queued."""
+    return faults.transaction(database, partial(_queue, batch_max=batch_max, actor=actor, policy=policy))
 
-    def queue(connection: Connection) -> int:
-        now = clock_now_us()
-        due = repository.due(
-            connection, status=states.SCHEDULED, execute_on_max=utc_day(now).isoformat(), limit=batch_max
+
+def _queue(
+    connection: Connection, *, batch_max: int, actor: str, policy: Policy | None, isolation: faults.Isolation
+) -> int:
+    now = clock_now_us()
+    due = repository.due(
+        connection, status=states.SCHEDULED, execute_on_max=utc_day(now).isoformat(), now_us=now, limit=batch_max
+    )
+    rng = random.Random()
+    for payout in due:
+        values = {"next_attempt_at_us": now}
+        move = partial(
+            lifecycle.MACHINE.move,
+            connection,
+            payout,
+            states.QUEUED,
+            cause="due",
+            actor=actor,
+            now_us=now,
+            values=values,
         )
-        for payout in due:
-            values = {"next_attempt_at_us": now}
-            lifecycle.MACHINE.move(
-                connection, payout, states.QUEUED, cause="due", actor=actor, now_us=now, values=values
+        moved = isolation.run(
+            connection, move, about={"kind": "payout", "payout_id": payout.id, "tenant_id": payout.tenant_id}
+        )
+        if isinstance(moved, faults.Fault):
+            job = actors.worker_job(actor) or actor
+            faults.left(
+                connection, lifecycle.MACHINE, payout, moved, job=job, actor=actor, now_us=now, policy=policy, rng=rng
             )
-        return len(due)
-
-    return database.transaction(queue)
+    return len(due)
 
 
 def send_due(database: Database, processor: Processor, policy: Policy, worker_id: str, *, actor: str) -> int:

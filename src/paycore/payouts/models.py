@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
-from paycore.lifecycle.columns import work_columns
+from paycore.lifecycle.columns import faulted_index, work_columns
 
 payouts = Table(
     "payouts",
@@ -51,7 +51,7 @@ payouts = Table(
     Column("transfer_id", String(ID_LENGTH), nullable=False),  # the hold: source -> in transit
     Column("bank_reference", String(128), nullable=True),
     Column("batch_id", String(128), nullable=True),
-    *work_columns(),  # attempts, next_attempt_at_us, claimed_by, claimed_until_us, in_doubt_since_us
+    *work_columns(),  # attempts, next_attempt_at_us, claimed_by, claimed_until_us, ... (lifecycle.columns)
     Column("sent_at_us", BigInteger, nullable=True),
     Column("settled_at_us", BigInteger, nullable=True),
     Column("returned_at_us", BigInteger, nullable=True),
@@ -71,6 +71,7 @@ payouts = Table(
     Index("ix_payouts_status", "tenant_id", "status", "id"),
     Index("ix_payouts_due", "status", "execute_on"),
     Index("ix_payouts_next_attempt", "status", "next_attempt_at_us"),
+    faulted_index("payouts"),  # the items a worker could not move (migration 0022)
 )
 
 ADJUSTMENT_KINDS = (

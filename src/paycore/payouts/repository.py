@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, func, select
+from sqlalchemy import Connection, Row, bindparam, func, or_, select
 
 from paycore.db.sql import insert_or_ignore, keys_in
 from paycore.lifecycle import store
@@ -35,11 +35,14 @@ def page(
     return store.page(connection, payouts, tenant_id, statuses=statuses, starting_after=starting_after, limit=limit)
 
 
-def due(connection: Connection, *, status: str, execute_on_max: str, limit: int) -> list[Payout]:
-    """Payouts in `status` whose date has come, locked (skipping locked ones) on PostgreSQL."""
+def due(connection: Connection, *, status: str, execute_on_max: str, now_us: int, limit: int) -> list[Payout]:
+    """Payouts in `status` whose date has come, locked (skipping locked ones) on PostgreSQL. One
+    left on a fault (`lifecycle.faults`) waits for its next attempt, or for a person."""
     query = (
         select(payouts)
-        .where(payouts.c.status.in_(states.spellings((status,))), payouts.c.execute_on <= execute_on_max)
+        .where(
+            payouts.c.status.in_(states.spellings((status,))), payouts.c.execute_on <= execute_on_max, _waited(now_us)
+        )
         .order_by(payouts.c.execute_on, payouts.c.id)
         .limit(limit)
     )
@@ -48,10 +51,15 @@ def due(connection: Connection, *, status: str, execute_on_max: str, limit: int)
     return [payout_from_row(row._mapping) for row in connection.execute(query)]
 
 
-def oldest_execute_on(connection: Connection, *, status: str, execute_on_max: str) -> str | None:
-    """The earliest day of the payouts in `status` whose day has come."""
+def _waited(now_us: int) -> Any:
+    """Not left on a fault, or its next attempt has come."""
+    return or_(payouts.c.faulted_at_us.is_(None), payouts.c.next_attempt_at_us <= now_us)
+
+
+def oldest_execute_on(connection: Connection, *, status: str, execute_on_max: str, now_us: int) -> str | None:
+    """The earliest day of the payouts in `status` whose day has come (those `due` takes)."""
     query = select(func.min(payouts.c.execute_on)).where(
-        payouts.c.status.in_(states.spellings((status,))), payouts.c.execute_on <= execute_on_max
+        payouts.c.status.in_(states.spellings((status,))), payouts.c.execute_on <= execute_on_max, _waited(now_us)
     )
     day: str | None = connection.execute(query).scalar_one()
     return day

@@ -200,7 +200,9 @@ in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gau
 def oldest_due_to_queue_us(connection: Connection, *, now_us: int) -> int | None:
     """When the oldest scheduled payout whose day has come fell due: the start of its day (UTC).
     The queueing job's lag."""
-    day = repository.oldest_execute_on(connection, status=states.SCHEDULED, execute_on_max=utc_day(now_us).isoformat())
+    day = repository.oldest_execute_on(
+        connection, status=states.SCHEDULED, execute_on_max=utc_day(now_us).isoformat(), now_us=now_us
+    )
     return None if day is None else day_start_us(dt.date.fromisoformat(day))
 
 

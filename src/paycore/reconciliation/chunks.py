@@ -27,6 +27,7 @@ import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 from sqlalchemy import Connection
@@ -34,6 +35,7 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.kit import ids
 from paycore.ledger import service as ledger
+from paycore.lifecycle import faults
 from paycore.lifecycle.evidence import MANUAL_CAUSE, Evidence
 from paycore.operators import service as operators
 from paycore.payments import service as payments
@@ -50,6 +52,7 @@ from paycore.tenants import service as tenants
 CAUSE: Final = "settlement_report"
 FAILED_CODE: Final = "failed_per_settlement_report"  # the report says failed, not why
 JUDGED_LINES_MAX: Final = 500  # lines judged one by one per round of lookups (bounds each statement)
+NOT_MOVED_DETAIL_CHARS_MAX: Final = 1_000
 _TENANT_ID_CHARACTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -119,9 +122,14 @@ class Chunk:
         self.merchants.add(entry[4])
 
 
-def reconcile_chunk(connection: Connection, chunk: Chunk, context: Context) -> Counts:
+def reconcile_chunk(
+    connection: Connection, chunk: Chunk, context: Context, isolation: faults.Isolation | None = None
+) -> Counts:
     """The chunk staged and matched set-based (`staging`); the lines that are not plainly
-    matched judged one by one, JUDGED_LINES_MAX at a time; the chunk's fees booked."""
+    matched judged one by one, JUDGED_LINES_MAX at a time; the chunk's fees booked. What a
+    line proves is applied through `isolation` (`lifecycle.faults`): one that cannot be is an
+    `item_not_moved` break."""
+    isolation = isolation or faults.Isolation()
     counts = Counts(lines=chunk.lines)
     merchants = _merchants(connection, chunk.merchants)
     staging.create(connection)
@@ -149,7 +157,7 @@ def reconcile_chunk(connection: Connection, chunk: Chunk, context: Context) -> C
     counts.matched += len(chunk.rows) - len(strangers) - len(duplicates) - len(unsettled)
     to_book: list[tuple[Line, Known]] = []
     for start in range(0, len(unsettled), JUDGED_LINES_MAX):
-        to_book += _judge_all(connection, unsettled[start : start + JUDGED_LINES_MAX], context, counts)
+        to_book += _judge_all(connection, unsettled[start : start + JUDGED_LINES_MAX], context, counts, isolation)
     _book_fees(connection, to_book, context, counts, plain_fees)
     staging.clear(connection)
     return counts
@@ -159,10 +167,13 @@ def _not_tenants(named: set[str], merchants: Merchants) -> list[str]:
     return [] if merchants.known is None else sorted(named - merchants.known)
 
 
-def _judge_all(connection: Connection, first: list[Line], context: Context, counts: Counts) -> list[tuple[Line, Known]]:
+def _judge_all(
+    connection: Connection, first: list[Line], context: Context, counts: Counts, isolation: faults.Isolation
+) -> list[tuple[Line, Known]]:
     """Judge each line (`matching.judge`), store its breaks, apply what it proves; returns the
     lines whose fee is to be booked. Statements: one per kind of object and one for the fees,
-    then only for a line that finds something."""
+    then only for a line that finds something. A line whose proof cannot be applied is an
+    `item_not_moved` break: not matched, its object as it was, its fee not booked."""
     found = lookups.find_all(connection, first)
     fees = lookups.fees_booked(connection, first)
     to_book: list[tuple[Line, Known]] = []
@@ -178,15 +189,36 @@ def _judge_all(connection: Connection, first: list[Line], context: Context, coun
             finding = _manual_or(connection, line, known, found_now)
             key = f"{finding.type}:{line.type}:{line.request_id}"
             counts.breaks[finding.type] += store(connection, context, line.merchant_id, key, finding, line, known)
-        if verdict.matched:
-            counts.matched += 1
         if verdict.proves is not None and item is not None:
-            item, moved = _apply(connection, line, item, verdict.proves, context)
+            apply = partial(_apply, connection, line, item, verdict.proves, context)
+            applied = isolation.run(
+                connection, apply, about={"line_number": str(line.number), "run_id": context.run_id}
+            )
+            if isinstance(applied, faults.Fault):
+                counts.breaks["item_not_moved"] += _not_moved(connection, context, line, known, verdict.proves, applied)
+                continue
+            item, moved = applied
             found[(KIND_OF_LINE[line.type], line.merchant_id, line.request_id)] = item  # a later line sees it
             counts.resolved += int(moved)
+        if verdict.matched:
+            counts.matched += 1
         if verdict.matched and verdict.fee_to_book_minor > 0 and line.type in FEE_LINE_TYPES and known is not None:
             to_book.append((line, known))
     return to_book
+
+
+def _not_moved(
+    connection: Connection, context: Context, line: Line, known: Known | None, proves: str, fault: faults.Fault
+) -> int:
+    """The `item_not_moved` break of a line whose proof raised when applied (its writes undone)."""
+    kind = KIND_OF_LINE[line.type]
+    detail = (
+        f"the report proves {kind} {line.request_id} {proves}; paycore could not move it there: {fault.message}"
+        f" ({fault.code}); nothing moved"
+    )
+    finding = Finding("item_not_moved", detail[:NOT_MOVED_DETAIL_CHARS_MAX])
+    key = f"item_not_moved:{line.type}:{line.request_id}"
+    return store(connection, context, line.merchant_id, key, finding, line, known)
 
 
 def _merchants(connection: Connection, named: set[str]) -> Merchants:

@@ -40,6 +40,7 @@ BreakType = Literal[
     "malformed_line",
     "manual_resolution_contradicted",
     "unknown_account",  # the line's merchant is no tenant of paycore (chunks.py: judged before this module)
+    "item_not_moved",  # what the line proves could not be applied to its object (chunks.py, lifecycle.faults)
 ]
 Kind = Literal["payment", "refund", "payout"]
 

@@ -32,6 +32,7 @@ from paycore.audit import service as audit
 from paycore.db.engine import Database
 from paycore.kit import actors, clock, ids
 from paycore.kit.errors import InvalidRequest
+from paycore.lifecycle import faults
 from paycore.lifecycle.evidence import MANUAL_CAUSE
 from paycore.reconciliation import chunks, closing, days, matching, queries, repository, states
 from paycore.reconciliation.chunks import CAUSE, Context, Counts
@@ -105,7 +106,7 @@ def reconcile(
             context = Context(run_id, day, actor, now_us, number)
             if number and number & (number + 1) == 0:  # after 1, 3, 7, 15, ... chunks: log2 of the lines
                 database.transaction(repository.analyze_staging)
-            done = database.transaction(partial(_chunk, chunk=chunk, context=context, lease_ms=lease_ms))
+            done = faults.transaction(database, partial(_chunk, chunk=chunk, context=context, lease_ms=lease_ms))
             counts.add(done)
             if progress is not None:
                 progress(done.lines)
@@ -145,9 +146,14 @@ def _chunks(leading: list[Staged | Malformed], items: Iterator[Staged | Malforme
             chunk.add(entry)
 
 
-def _chunk(connection: Connection, *, chunk: chunks.Chunk, context: Context, lease_ms: int) -> Counts:
+def _chunk(
+    connection: Connection, *, chunk: chunks.Chunk, context: Context, lease_ms: int, isolation: faults.Isolation
+) -> Counts:
+    """One chunk's transaction; a line whose proof cannot be applied to its object is a break
+    (`item_not_moved`) and the chunk goes on (`lifecycle.faults`: the chunk runs again with each
+    such line in a savepoint)."""
     days.renew(connection, context.day, context.run_id, now_us=context.now_us, lease_ms=lease_ms)
-    return chunks.reconcile_chunk(connection, chunk, context)
+    return chunks.reconcile_chunk(connection, chunk, context, isolation)
 
 
 def _close(

@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
-from paycore.lifecycle.columns import work_columns
+from paycore.lifecycle.columns import faulted_index, work_columns
 
 STATUSES = ("requires_approval", "pending", "processing", "succeeded", "failed", "in_doubt", "canceled")
 
@@ -42,7 +42,7 @@ refunds = Table(
     Column("processor_request_id", String(128), nullable=False),
     Column("processor_reference", String(128), nullable=True),
     Column("transfer_id", String(ID_LENGTH), nullable=True),
-    *work_columns(),  # attempts, next_attempt_at_us, claimed_by, claimed_until_us, in_doubt_since_us
+    *work_columns(),  # attempts, next_attempt_at_us, claimed_by, claimed_until_us, ... (lifecycle.columns)
     created_at_column(),
     Column("updated_at_us", BigInteger, nullable=False),
     PrimaryKeyConstraint("tenant_id", "id"),
@@ -54,4 +54,5 @@ refunds = Table(
     CheckConstraint("amount_minor > 0 AND amount_minor <= 9007199254740991", name="amount_minor"),
     Index("ix_refunds_payment", "tenant_id", "payment_id", "id"),
     Index("ix_refunds_due", "next_attempt_at_us"),
+    faulted_index("refunds"),  # the items a worker could not move (migration 0022)
 )

@@ -93,7 +93,10 @@ def resolve_refunds(context: WorkerContext) -> int:
 
 def queue_payouts(context: WorkerContext) -> int:
     return payouts_jobs.queue_due(
-        context.database, context.settings.worker_batch_max, actor=actors.worker("queue_payouts")
+        context.database,
+        context.settings.worker_batch_max,
+        actor=actors.worker("queue_payouts"),
+        policy=resolver_policy(context.settings),
     )
 
 

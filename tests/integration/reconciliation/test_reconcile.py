@@ -257,7 +257,7 @@ def test_metrics_count_breaks_by_type_and_status_and_items_the_reports_resolved(
 
     breaks_now = metric_lines(env, "paycore_reconciliation_breaks{")
     assert 'paycore_reconciliation_breaks{status="open",type="status_mismatch"} 1.0' in breaks_now
-    assert len(breaks_now) == 10 * 3  # every type and status (open, resolved, superseded), 0 where there is none
+    assert len(breaks_now) == 11 * 3  # every type and status (open, resolved, superseded), 0 where there is none
     assert metric_lines(env, "paycore_reconciliation_items_resolved_total") == [
         "paycore_reconciliation_items_resolved_total 1.0"
     ]

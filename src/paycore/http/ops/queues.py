@@ -1,5 +1,6 @@
-"""The console's work queues (issue 28): everything in doubt, oldest first; refunds waiting for
-a second person; reconciliation runs and breaks, a break beside the object it names."""
+"""The console's work queues (issue 28): everything in doubt, oldest first; the items a worker
+round could not move, oldest fault first; refunds waiting for a second person; reconciliation
+runs and breaks, a break beside the object it names."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from paycore.invariants import service as invariants
 from paycore.kit.clock import now_us
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle.store import Search
+from paycore.operations import service as operations
 from paycore.operators.types import Principal
 from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation.report import HEADER
@@ -28,6 +30,7 @@ from paycore.tenants import settings as tenant_settings
 router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
 Who = Annotated[Principal, Depends(principal)]
 IN_DOUBT_ROWS: Final = 100  # per kind
+FAULTED_ROWS: Final = 100  # per kind
 RUNS_SHOWN: Final = 20
 VIOLATIONS_SHOWN: Final = 200
 RESOLUTIONS: Final = ("accepted", "adjusted", "processor_corrected", "written_off")
@@ -72,6 +75,20 @@ def in_doubt(request: Request, who: Who) -> Response:
                 )
             queues[kind.name] = rows
     return render.page(request, "in_doubt.html", queues=queues, kinds=KINDS, now=now, tenant=tenant_id or "")
+
+
+@router.get("/faults")
+def faulted(request: Request, who: Who) -> Response:
+    """Every kind's items a worker round could not move, oldest fault first: the fault, the
+    status it left them in, attempts and the next one (none: waiting for a person); retry now."""
+    try:
+        tenant_id = scope.tenant_of(who, request.query_params.get("tenant"))
+    except BadFilter as error:
+        return render.page(request, "refused.html", 400, heading="Refused", message=str(error), back="/ops/faults")
+    with request.app.state.database.read() as connection:
+        found = operations.faulted(connection, tenant_id=tenant_id, limit=FAULTED_ROWS)
+    queues = {kind.name: found[kind.name] for kind in KINDS.values()}
+    return render.page(request, "faults.html", queues=queues, kinds=KINDS, now=now_us(), tenant=tenant_id or "")
 
 
 @router.get("/approvals")

@@ -78,6 +78,9 @@ def _of_event(event: Event) -> Entry:
             summary += f", attempt {event.data['attempt']}"
     elif event.kind == "webhook":
         summary = f"{event.type} ({event.cause})"
+    elif event.type.endswith(".faulted"):  # a worker round could not move it (lifecycle.faults)
+        label = "fault"
+        summary = f"{event.data.get('error')} in {event.data.get('job')}, left {event.data.get('status')}"
     else:
         summary = f"{event.type} ({event.cause})"
         if event.type.endswith("asked_again"):

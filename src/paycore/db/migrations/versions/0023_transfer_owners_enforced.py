@@ -1,7 +1,7 @@
 """Who may move a transfer (contract): the database refuses what the ledger's code refuses.
 
 Revision 0021 added `ledger_transfers.owner_id` and `ledger_accounts.system` and filled them.
-This revision first fills them again (the same idempotent statements: rows that processes of
+This revision (after 0022, which the release before can also run at) first fills them again (the same idempotent statements: rows that processes of
 the previous release wrote during a rolling deploy, after 0021), then creates, on both
 databases:
 
@@ -21,8 +21,8 @@ per resolution or reversal, and one or two per entry.
 Run it once every process runs the release of 0021: a process of the release before would have
 its payments refused here (its transfers carry no owner). Downgrade drops the triggers.
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0023
+Revises: 0022
 Create Date: 2026-12-06 02:10:00
 """
 
@@ -34,8 +34,8 @@ from types import ModuleType
 
 from alembic import op
 
-revision = "0022"
-down_revision = "0021"
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
