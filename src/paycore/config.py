@@ -70,6 +70,7 @@ from typing import Final
 
 from paycore.kit.logs import FORMATS as LOG_FORMATS
 from paycore.kit.logs import LEVELS as LOG_LEVELS
+from paycore.kit.numbers import InvalidNumber, parse_digits
 
 DEFAULT_DATABASE_URL: Final = "sqlite:///./paycore.db"
 IDEMPOTENCY_KEY_LENGTH_MAX: Final = 255
@@ -91,12 +92,9 @@ def _int(name: str, default: int, *, minimum: int = 1) -> int:
     if raw is None or raw == "":
         return default
     try:
-        value = int(raw)
-    except ValueError as error:
-        raise SystemExit(f"{name} must be an integer, got {raw!r}") from error
-    if value < minimum:
-        raise SystemExit(f"{name} must be >= {minimum}, got {value}")
-    return value
+        return parse_digits(raw, minimum=minimum)
+    except InvalidNumber as error:
+        raise SystemExit(f"{name} {error.message}, got {raw!r}") from error
 
 
 def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:

@@ -3,10 +3,10 @@ a CSV field. One rule for all of them: the ten ASCII digits `0`-`9` and nothing 
 `chars_max` of them, within an optional range.
 
 Python's own tests are wider than `int()` and wider than the protocols: `"²".isdigit()` and
-`"①".isdigit()` are true while `int("²")` raises, and `int()` reads `"١٢"` (Arabic-Indic),
-`"１２"` (fullwidth), `" 12 "`, `"+12"` and `"1_2"`. Text that passes one check and fails the next
-is how a request became a 500; text read as a number by one reader and refused by another is
-how two systems disagree. Here a number is written one way only."""
+`"①".isdigit()` are true while `int("²")` raises, and `int()` reads Arabic-Indic digits
+(U+0660-U+0669), fullwidth ones (U+FF10-U+FF19), `" 12 "`, `"+12"` and `"1_2"`. Text that passes
+one check and fails the next is how a request became a 500; text read as a number by one reader
+and refused by another is how two systems disagree. Here a number is written one way only."""
 
 from __future__ import annotations
 
