@@ -37,6 +37,7 @@ def readyz(database: Database) -> tuple[int, str]:
         ("0013", "behind", 503),  # this release's reconciliation leases days and books fees (0014)
         ("0017", "behind", 503),  # this release marks reconciliation runs `abandoned` (0018)
         ("0018", "behind", 503),  # this release writes a ledger batch by 0019's function
+        ("0020", "behind", 503),  # this release counts failed sign-ins in 0024's table
         ("head", "current", 200),
     ],
 )
