@@ -56,6 +56,13 @@ def verify(secret: str, header: str | None, body: bytes, *, now_s: int, toleranc
             "signature_timestamp_out_of_tolerance", f"the signed timestamp is more than {tolerance_s} s from now"
         )
     expected = sign(secret, timestamp, body).split("v1=", 1)[1]
-    if not any(hmac.compare_digest(expected, candidate) for candidate in candidates):
+    if not any(same_secret(expected, candidate) for candidate in candidates):
         raise SignatureError("signature_invalid", "no signature in the header matches the body")
     return timestamp
+
+
+def same_secret(expected: str, given: str) -> bool:
+    """`given == expected` in constant time, whatever `given` holds. `hmac.compare_digest` raises
+    TypeError for a str with a character outside ASCII (a header byte above 0x7F, read as
+    latin-1; a form field in any script): compared as UTF-8 bytes instead, it is just unequal."""
+    return hmac.compare_digest(expected.encode("utf-8", "replace"), given.encode("utf-8", "replace"))

@@ -94,10 +94,6 @@ def csrf_token(cookie: str) -> str:
     return hmac.new(cookie.encode(), b"paycore-ops-csrf", hashlib.sha256).hexdigest()
 
 
-def csrf_matches(cookie: str, sent: str | None) -> bool:
-    return sent is not None and hmac.compare_digest(csrf_token(cookie), sent)
-
-
 def create_operator(connection: Connection, name: str, role: str, *, tenant_id: str | None, now_us: int) -> NewOperator:
     """A new operator, their token shown once. `tenant_id`: the one tenant they work in (it
     must exist), or None for every tenant."""

@@ -1,11 +1,13 @@
 """A number in a header or a query string is written in ASCII digits (paycore.kit.numbers): any
 other digit is a 400 with a stable code, never a 500. `"²".isdigit()` is true and `int("²")`
 raises: the processor's webhook took `Paycore-Signature: t=²,v1=00` from anyone, unauthenticated,
-to a 500. Sent over a raw socket to a real server, as an attacker would: no client library
-sends a header byte above 0x7F."""
+to a 500; so did a `v1=` signature with a byte above 0x7F (`hmac.compare_digest` raises on a
+str outside ASCII). Sent over a raw socket to a real server, as an attacker would: no client
+library sends a header byte above 0x7F."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -65,3 +67,11 @@ def test_a_limit_not_written_in_ascii_digits_is_400(client: TestClient, written:
         assert answer.status_code == 400, (path, written, answer.text)
         assert answer.json()["error"] == "invalid_request" and answer.json()["param"] == "limit", answer.text
     assert client.get("/v1/payments", params={"limit": "5"}).status_code == 200
+
+
+@pytest.mark.parametrize("written", [b"\xb2", b"\xff" * 64, "\u0661".encode(), b"abc\xe9"])
+def test_a_signature_with_a_byte_above_0x7f_is_400_invalid_signature_not_500(port: int, written: bytes) -> None:
+    now = str(int(time.time())).encode()  # within the tolerance: the signature itself is compared
+    status, answer = _webhook(port, b"t=" + now + b",v1=" + written)
+    assert status == 400, (written, status, answer)
+    assert_json_error(answer, "invalid_signature")

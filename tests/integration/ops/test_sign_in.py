@@ -168,6 +168,29 @@ def test_an_action_without_its_csrf_token_is_403_and_changes_nothing(console: Co
     assert asked["actor"] == "operator:alice"
 
 
+def test_a_csrf_token_in_any_script_is_403_not_500(console: Console) -> None:
+    """`hmac.compare_digest` raises TypeError on a str outside ASCII: a form's token is compared
+    as bytes, so a token of any characters is just not the session's."""
+    browser = console.signed_in("alice")
+    for token in ("\u0661" * 64, "é", "\U0001f600", csrf_of(browser) + "²"):
+        refused = browser.post("/ops/refunds/rf_x/approve", data={"csrf_token": token})
+        assert refused.status_code == 403, (token, refused.text[:300])
+
+
+def test_a_form_field_holding_a_nul_is_400_and_reaches_no_database(console: Console) -> None:
+    """PostgreSQL text cannot hold NUL (the API refuses it in JSON and in every query string): a
+    console form is refused before its handler, as any other form it cannot read."""
+    browser = console.signed_in("alice")
+    token = csrf_of(browser)
+    for path, data in (
+        ("/ops/events/ev_x/redeliver", {"csrf_token": token, "tenant_id": "\x00"}),
+        ("/ops/reconciliation/breaks/brk_x/resolve", {"csrf_token": token, "note": "a\x00b", "resolution": "x"}),
+        ("/ops/login", {"name": "bob\x00", "token": console.tokens["bob"]}),
+    ):
+        refused = browser.post(path, data=data)
+        assert refused.status_code == 400 and "NUL" in refused.text, (path, refused.status_code, refused.text[:300])
+
+
 def test_roles_limit_what_each_person_may_do(console: Console) -> None:
     env = console.env
     env.faults({"fault": "drop_response", "next_n": 1})
