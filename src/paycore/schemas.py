@@ -27,8 +27,10 @@ def _digits(value: object) -> object:
     return parse_digits(value) if isinstance(value, str) else value
 
 
-# A whole number in a query string (`limit`): its bounds are the parameter's own (`Query(ge, le)`).
-QueryNumber = Annotated[int, BeforeValidator(_digits)]
+# A whole number in a query string (`limit`): `Annotated[int, Query(ge=..., le=...), QUERY_DIGITS]`.
+# After the `Query`: put first, it makes FastAPI document the bounds as `ge`/`le`, which no
+# JSON Schema reader knows, instead of `minimum`/`maximum`.
+QUERY_DIGITS = BeforeValidator(_digits)
 Currency = Annotated[str, StringConstraints(min_length=3, max_length=3), Field(json_schema_extra=CURRENCIES_DOCUMENTED)]
 MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=40)]
 MetadataValue = Annotated[str, StringConstraints(max_length=500)]

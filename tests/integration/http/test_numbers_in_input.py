@@ -75,3 +75,20 @@ def test_a_signature_with_a_byte_above_0x7f_is_400_invalid_signature_not_500(por
     status, answer = _webhook(port, b"t=" + now + b",v1=" + written)
     assert status == 400, (written, status, answer)
     assert_json_error(answer, "invalid_signature")
+
+
+def test_every_limit_is_documented_as_a_bounded_integer(client: TestClient) -> None:
+    """The strict reader of `limit` must not change what the document says of it (a Pydantic
+    validator put before FastAPI's `Query` made it `ge`/`le`, which no JSON Schema reader knows)."""
+    document = client.get("/openapi.json").json()
+    limits = [
+        (path, parameter["schema"])
+        for path, operations in document["paths"].items()
+        for operation in operations.values()
+        for parameter in operation.get("parameters", [])
+        if parameter["name"] == "limit"
+    ]
+    assert len(limits) >= 10, limits
+    for path, schema in limits:
+        assert schema["type"] == "integer" and schema["minimum"] == 1 and schema["maximum"] >= 20, (path, schema)
+        assert "ge" not in schema and "le" not in schema, (path, schema)
