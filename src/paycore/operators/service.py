@@ -190,7 +190,8 @@ def sign_in(
         _count_failure(connection, counted, counts, limits, now_us)
         _audit_failure(connection, operator, claimed, address[:ADDRESS_LENGTH], now_us)
         return SignInRefused("invalid")
-    repository.set_sign_in_count(connection, counted, claimed, {"window_start_us": now_us, "failures": 0})
+    if counts[claimed].failures:  # the name's typos are forgiven; the address's count stays
+        repository.set_sign_in_count(connection, counted, claimed, {"window_start_us": now_us, "failures": 0})
     return _new_session(connection, operator, address[:ADDRESS_LENGTH], now_us)
 
 
