@@ -70,6 +70,7 @@ from typing import Final
 
 from paycore.kit.logs import FORMATS as LOG_FORMATS
 from paycore.kit.logs import LEVELS as LOG_LEVELS
+from paycore.kit.numbers import InvalidNumber, parse_digits
 
 DEFAULT_DATABASE_URL: Final = "sqlite:///./paycore.db"
 IDEMPOTENCY_KEY_LENGTH_MAX: Final = 255
@@ -91,12 +92,9 @@ def _int(name: str, default: int, *, minimum: int = 1) -> int:
     if raw is None or raw == "":
         return default
     try:
-        value = int(raw)
-    except ValueError as error:
-        raise SystemExit(f"{name} must be an integer, got {raw!r}") from error
-    if value < minimum:
-        raise SystemExit(f"{name} must be >= {minimum}, got {value}")
-    return value
+        return parse_digits(raw, minimum=minimum)
+    except InvalidNumber as error:
+        raise SystemExit(f"{name} {error.message}, got {raw!r}") from error
 
 
 def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:
@@ -217,11 +215,13 @@ class Settings:
     webhook_disable_after_ms: int = 259_200_000
     webhook_secret_overlap_ms: int = 86_400_000
     # The operations console (/ops, docs/operations-console.md): a session ends after this long
-    # without a request, or this long after it began; this many failed sign-ins from one
-    # address within the window block that address for the window.
+    # without a request, or this long after it began. Failed sign-ins within the window: this
+    # many for one operator name from one address block that name there, this many from one
+    # address over every name block the address, each for the window.
     ops_session_idle_ms: int = 1_800_000
     ops_session_max_ms: int = 43_200_000
     ops_sign_in_failures_max: int = 5
+    ops_sign_in_address_failures_max: int = 50
     ops_sign_in_window_ms: int = 60_000
     # Secrets at rest (ADR 0018): the keys that encrypt webhook signing secrets, the newest
     # first. Empty: in local mode a key file beside the database is used (generated on first
@@ -284,6 +284,7 @@ class Settings:
             ops_session_idle_ms=_int("PAYCORE_OPS_SESSION_IDLE_MS", 1_800_000),
             ops_session_max_ms=_int("PAYCORE_OPS_SESSION_MAX_MS", 43_200_000),
             ops_sign_in_failures_max=_int("PAYCORE_OPS_SIGN_IN_FAILURES_MAX", 5),
+            ops_sign_in_address_failures_max=_int("PAYCORE_OPS_SIGN_IN_ADDRESS_FAILURES_MAX", 50),
             ops_sign_in_window_ms=_int("PAYCORE_OPS_SIGN_IN_WINDOW_MS", 60_000),
             secrets_keys=_secrets_keys("PAYCORE_SECRETS_KEY"),
         )._checked()
@@ -295,6 +296,12 @@ class Settings:
             raise SystemExit(
                 "PAYCORE_WEBHOOK_LEASE_MS must exceed twice PAYCORE_WEBHOOK_TIMEOUT_MS plus 1000, "
                 f"got {self.webhook_lease_ms} with a timeout of {self.webhook_timeout_ms}"
+            )
+        if self.ops_sign_in_address_failures_max < self.ops_sign_in_failures_max:
+            raise SystemExit(
+                "PAYCORE_OPS_SIGN_IN_ADDRESS_FAILURES_MAX (every name from one address) must be at least "
+                f"PAYCORE_OPS_SIGN_IN_FAILURES_MAX (one name), got {self.ops_sign_in_address_failures_max} "
+                f"and {self.ops_sign_in_failures_max}"
             )
         return self
 

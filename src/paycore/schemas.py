@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from paycore.kit.money import AMOUNT_MINOR_MAX, CURRENCY_EXPONENTS
+from paycore.kit.numbers import parse_digits
 
 # The OpenAPI document states what the API accepts, so that a schema-driven fuzzer (or a
 # generated client) sends what we would accept. These only document: the checks stay in the
@@ -18,6 +19,18 @@ DAY_DOCUMENTED = {"pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "format": "date"}
 # A JSON integer, 1..2^53-1. Strict: true, 1.0, "199" and null are refused (invalid_amount).
 AmountMinor = Annotated[int, Field(strict=True, gt=0, le=AMOUNT_MINOR_MAX)]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+def _digits(value: object) -> object:
+    """A number in a query string is written in ASCII digits (paycore.kit.numbers), not as
+    Pydantic's lax reading of text allows (`+1`, ` 1 `, `1_0`, `1.0`)."""
+    return parse_digits(value) if isinstance(value, str) else value
+
+
+# A whole number in a query string (`limit`): `Annotated[int, Query(ge=..., le=...), QUERY_DIGITS]`.
+# After the `Query`: put first, it makes FastAPI document the bounds as `ge`/`le`, which no
+# JSON Schema reader knows, instead of `minimum`/`maximum`.
+QUERY_DIGITS = BeforeValidator(_digits)
 Currency = Annotated[str, StringConstraints(min_length=3, max_length=3), Field(json_schema_extra=CURRENCIES_DOCUMENTED)]
 MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=40)]
 MetadataValue = Annotated[str, StringConstraints(max_length=500)]

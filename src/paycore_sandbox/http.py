@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from paycore.db.engine import DatabaseBusy
 from paycore.http.middleware import BodyLimit
-from paycore.http.routing import JsonRoute, allowed_methods, assert_json_routes
+from paycore.http.routing import JsonRoute, allowed_methods, answer_client_disconnects, assert_json_routes
 from paycore.kit.errors import DuplicateJsonKey
 from paycore.processor.port import ProcessorRefused
 from paycore_sandbox.admin import AdminTokenRequired, admin_dependencies
@@ -95,6 +95,8 @@ def create_app(
 
 
 def _add_error_handlers(app: FastAPI) -> None:
+    answer_client_disconnects(app)
+
     @app.exception_handler(RequestValidationError)
     def _invalid(_request: Request, error: RequestValidationError) -> Response:
         details = error.errors()

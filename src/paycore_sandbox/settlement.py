@@ -51,7 +51,7 @@ WRONG_STATUS: Final = {
 # knows it: euros for dollars, dollars for anything else.
 OTHER_CURRENCY: Final = "USD"
 OTHER_CURRENCY_OF: Final = {"USD": "EUR"}
-_DAY: Final = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
+_DAY: Final = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")  # [0-9]: \d would match any script's digits
 _DAY_US: Final = 86_400 * 1_000_000
 
 

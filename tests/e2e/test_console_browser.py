@@ -164,6 +164,7 @@ class Console:
         """A page of a browser of `name`'s own, signed in at /ops/login, on the overview."""
         page = self.context().new_page()
         self.visit(page, "/ops/login", f"login-{name}")
+        page.fill("input[name=name]", name)
         page.fill("input[name=token]", self.tokens[name])
         page.get_by_role("button", name="Sign in").click()
         page.wait_for_url(f"{self.base_url}/ops")
@@ -257,9 +258,11 @@ def test_sign_in_filter_the_payments_and_open_a_timeline(console: Console) -> No
     page = console.context().new_page()
     console.visit(page, "/ops/payments", "login-redirected")
     assert page.url == f"{console.base_url}/ops/login?next=%2Fops%2Fpayments"  # no page without a session
+    page.fill("input[name=name]", "alice")
     page.fill("input[name=token]", "opt_not_a_token")
     answer = console.submit(page, page.get_by_role("button", name="Sign in"), "login-refused")
     assert answer.status == 401 and "not a valid operator token" in page.inner_text("[role=alert]")
+    assert page.locator("input[name=name]").input_value() == "alice"  # the name typed is kept
     page.fill("input[name=token]", console.tokens["alice"])
     console.submit(page, page.get_by_role("button", name="Sign in"), "payments")
     assert page.url == f"{console.base_url}/ops/payments"  # back where the redirect came from

@@ -37,7 +37,9 @@ def readyz(database: Database) -> tuple[int, str]:
         ("0013", "behind", 503),  # this release's reconciliation leases days and books fees (0014)
         ("0017", "behind", 503),  # this release marks reconciliation runs `abandoned` (0018)
         ("0018", "behind", 503),  # this release writes a ledger batch by 0019's function
-        ("0020", "behind", 503),  # this release writes every status change's fault columns (0022)
+        ("0020", "behind", 503),  # this release writes 0021-0023's columns and tables
+        ("0022", "behind", 503),  # this release counts failed sign-ins in 0023's table
+        ("0023", "compatible", 200),  # 0024 only adds the owners' triggers: run it after the deploy
         ("head", "current", 200),
     ],
 )

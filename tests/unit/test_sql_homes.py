@@ -14,7 +14,7 @@ SOURCE = Path(paycore.__file__).resolve().parent
 STATEMENT = re.compile(
     r"^\s*(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|WITH\s+\w+\s+AS|CREATE|ALTER|DROP)\b"
 )
-NAMED_QUERY_MODULES = {"invariants/checks.py", "ledger/verify.py", "reconciliation/staging.py"}
+NAMED_QUERY_MODULES = {"invariants/checks.py", "invariants/books.py", "ledger/verify.py", "reconciliation/staging.py"}
 NAMED_QUERY_PACKAGES = ("db/", "reports/")
 EXCEPTIONS = {
     "http/routers/health.py": "the readiness probe's SELECT 1",

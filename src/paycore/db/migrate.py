@@ -32,7 +32,7 @@ _IN_PROCESS_LOCK = threading.Lock()
 
 # The newest migration's revision: tests/migrations/test_migrations.py checks that it is the
 # scripts' head, so a new migration that does not move it fails the suite.
-HEAD_REVISION: Final = "0023"
+HEAD_REVISION: Final = "0024"
 
 
 def alembic_config() -> Config:
@@ -196,10 +196,11 @@ def check_sqlite_foreign_keys(connection: Connection) -> None:
 # its published event's sequence and snapshot, and fans out into the webhook tables. 0016:
 # every tenant's settings are read with 0016's manual window. 0018: reconciliation marks a run
 # whose lease lapsed `abandoned`, which 0017's CHECK refuses. 0019: a ledger batch on
-# PostgreSQL is one call of 0019's `paycore_create_batch`. 0022: every transfer a flow writes
-# carries its owner, and every account its `system` flag (0021; 0023 only adds the triggers), and
-# every status change of a payment, refund or payout writes 0022's `fault_code` and `faulted_at_us`.
-OLDEST_COMPATIBLE_REVISION: Final = "0022"
+# PostgreSQL is one call of 0019's `paycore_create_batch`. 0023: every transfer a flow writes
+# carries its owner, and every account its `system` flag (0021; 0024 only adds the triggers),
+# every status change of a payment, refund or payout writes 0022's `fault_code` and
+# `faulted_at_us`, and the console's sign-in counts failures in 0023's `operator_sign_in_counts`.
+OLDEST_COMPATIBLE_REVISION: Final = "0023"
 
 
 def is_current(database: Database) -> bool:

@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
 from paycore.db.availability import DatabaseUnavailable, classify
 from paycore.db.engine import DatabaseBusy
-from paycore.http.routing import allowed_methods
+from paycore.http.routing import allowed_methods, answer_client_disconnects
 from paycore.idempotency.errors import IdempotencyRequestInProgress
 from paycore.idempotency.service import Outcome, key_problem
 from paycore.kit.errors import BusinessRefusal, Conflict, DomainError, Forbidden, InvalidRequest, NotFound
@@ -152,6 +152,8 @@ def _coded(code: str, message: str, param: str | None = None) -> DomainError:
 
 
 def install(app: FastAPI) -> None:
+    answer_client_disconnects(app)
+
     @app.exception_handler(DomainError)
     async def _domain(_request: Request, error: DomainError) -> Response:
         return domain_error_response(error)

@@ -12,6 +12,8 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from paycore.kit.numbers import InvalidNumber, parse_digits
+
 
 class _TooLarge(Exception):
     pass
@@ -53,14 +55,9 @@ class BodyLimit:
             await respond(send, 415, "unsupported_media_type", message)
             return
         for name, value in scope["headers"]:
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = -1
-                if declared > self.body_bytes_max:
-                    await self._refuse(send)
-                    return
+            if name == b"content-length" and _declared_over(value, self.body_bytes_max):
+                await self._refuse(send)
+                return
         await self._streamed(scope, receive, send)
 
     async def _streamed(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -96,6 +93,15 @@ class BodyLimit:
         message = f"request bodies are limited to {self.body_bytes_max} bytes"
         # After a streamed body is refused the rest of it is not read: close the connection.
         await respond(send, 413, "request_too_large", message, close=close)
+
+
+def _declared_over(value: bytes, bytes_max: int) -> bool:
+    """A Content-Length over the bound. One that is not digits is the HTTP server's to refuse
+    (it frames the body); one too long to read is over any bound."""
+    try:
+        return parse_digits(value.decode("latin-1")) > bytes_max
+    except InvalidNumber as error:
+        return error.problem == "too_long"
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

@@ -18,12 +18,13 @@ from fastapi.responses import Response
 from paycore.http.errors import json_response
 from paycore.http.responses import StartingAfter
 from paycore.kit.errors import InvalidRequest
+from paycore.schemas import QUERY_DIGITS
 
 T = TypeVar("T")
 
 LIMIT_MAX: Final = 100  # the largest `limit` a client may ask for (the settings may lower it)
 # The `limit` query parameter of a paged list (each endpoint gives its default).
-Limit = Annotated[int, Query(ge=1, le=LIMIT_MAX)]
+Limit = Annotated[int, Query(ge=1, le=LIMIT_MAX), QUERY_DIGITS]
 
 
 LIMIT_DEFAULT: Final = 20

@@ -14,7 +14,7 @@ system account whether it holds what the flows' states add up to:
   post, or the plain transfer, not reversed), `voided` (voided or expired), or `reversed`; and
   it holds, and posted, the object's amount. `EXPECTED` is the table, per status.
 - `system_account_unowned`: a transfer no flow owns has an entry on a system account (the
-  database refuses that since migration 0023; this finds what was written before, or behind
+  database refuses that since migration 0024; this finds what was written before, or behind
   the triggers).
 - `system_account_balance` (one aggregate, not windowed): `payouts.in_transit` holds exactly
   the sent payouts posted and the scheduled to in-doubt ones pending; `credits.balance` and

@@ -35,7 +35,7 @@ Render = Callable[[Transfer], str]
 
 _STATUS_CREATED = 201
 # What the call may answer with, having written nothing, for the reference path to decide:
-# its refusals (migrations 0009, 0010), the ledger's triggers' (0023: a system account, a
+# its refusals (migrations 0009, 0010), the ledger's triggers' (0024: a system account, a
 # flow's transfer), a deadlock, a serialization failure. A lock wait past
 # lock_timeout is answered at once, as the reference path would answer it (a second wait
 # would double the bound). Any other error is raised.

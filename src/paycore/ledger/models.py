@@ -14,7 +14,7 @@ A system account (`system`: the chart of accounts, `chart.py`) is paycore's own;
 by a flow (a payment, refund, payout, credit, or a reconciliation run's fees) carries its
 **owner** (`owner_id`: the flow object's id), which its resolutions and reversals inherit. The
 database refuses an entry on a system account whose transfer has no owner, and a post, void,
-expiry or reversal whose owner is not its target's (triggers: migration 0023), so a tenant's
+expiry or reversal whose owner is not its target's (triggers: migration 0024), so a tenant's
 own transfers (owner NULL) can neither move paycore's accounts nor resolve a flow's hold.
 
 Accounts carry cached totals (TigerBeetle's four: debits/credits, posted/pending) and their

@@ -43,7 +43,7 @@ def check_spec(
 ) -> dict[str, Account]:
     """Refuse a transfer that could never apply: unknown accounts, mixed currencies, entries
     that do not balance per currency, or a system account moved by a transfer no flow owns
-    (the database refuses that entry too: migration 0023)."""
+    (the database refuses that entry too: migration 0024)."""
     if len(spec.entries) < 2:
         raise InvalidEntries("a transfer needs at least two entries", param=f"{prefix}entries")
     wanted = {e.account_id for e in spec.entries}

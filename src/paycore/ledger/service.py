@@ -208,7 +208,7 @@ def _check_owner(transfer: Any, owner_id: str | None) -> None:
     """Only a transfer's owner resolves or reverses it: a flow's transfer (a payment's hold, a
     payout's post) moves as that flow's state machine decides, never by the tenant's ledger
     API (ManagedTransfer, naming the owner); a flow acting on another's transfer is a bug.
-    The database holds the same rule (the trigger `ledger_transfers_owner`, migration 0023)."""
+    The database holds the same rule (the trigger `ledger_transfers_owner`, migration 0024)."""
     if transfer.owner_id == owner_id:
         return
     assert owner_id is None, f"{owner_id} acted on transfer {transfer.id} of {transfer.owner_id}"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import Connection, Row, delete, or_, select, tuple_, update
 
 from paycore.db import driver
 from paycore.db.engine import Database
 from paycore.db.metadata import ALL_TENANTS
 from paycore.db.sql import insert_or_ignore
-from paycore.operators.models import operator_sessions, operator_sign_in_failures, operators
+from paycore.operators.models import operator_sessions, operator_sign_in_counts, operators
 
 # Asked while the server may still be in local mode (no API key, no operator yet): on the driver.
 _ANY_OPERATOR = driver.statement("SELECT id FROM operators LIMIT 1")
@@ -99,21 +99,54 @@ def end_sessions(
     return connection.execute(statement.values(ended_at_us=now_us, end_cause=cause)).rowcount
 
 
-def sign_in_failures(connection: Connection, address: str) -> Row[Any]:
-    """The address's row of failures, created if it has none, locked for this transaction on
-    PostgreSQL (two processes counting one address's failures take turns)."""
-    fresh = {"tenant_id": ALL_TENANTS, "address": address, "window_start_us": 0, "failures": 0}
-    insert_or_ignore(connection, operator_sign_in_failures, fresh, ("tenant_id", "address"))
-    table = operator_sign_in_failures.c
-    query = select(operator_sign_in_failures).where(table.tenant_id == ALL_TENANTS, table.address == address)
-    if connection.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = connection.execute(query).first()
-    assert row is not None, "inserted or there before"
-    return row
+def sign_in_counts(connection: Connection, address: str, names: tuple[str, ...]) -> dict[str, Row[Any]]:
+    """The address's rows of failures for `names` (`*`, then the name typed), each created if it
+    has none, locked for this transaction on PostgreSQL in that order (two processes counting
+    one address's failures take turns, and never wait on each other crosswise)."""
+    table = operator_sign_in_counts.c
+    found = {}
+    for name in names:
+        fresh = {
+            "tenant_id": ALL_TENANTS,
+            "address": address,
+            "operator_name": name,
+            "window_start_us": 0,
+            "failures": 0,
+        }
+        insert_or_ignore(connection, operator_sign_in_counts, fresh, ("tenant_id", "address", "operator_name"))
+        query = select(operator_sign_in_counts).where(
+            table.tenant_id == ALL_TENANTS, table.address == address, table.operator_name == name
+        )
+        if connection.dialect.name == "postgresql":
+            query = query.with_for_update()
+        row = connection.execute(query).first()
+        assert row is not None, "inserted or there before"
+        found[name] = row
+    return found
 
 
-def set_sign_in_failures(connection: Connection, address: str, values: dict[str, Any]) -> None:
-    table = operator_sign_in_failures.c
-    statement = update(operator_sign_in_failures).where(table.tenant_id == ALL_TENANTS, table.address == address)
+def set_sign_in_count(connection: Connection, address: str, name: str, values: dict[str, Any]) -> None:
+    table = operator_sign_in_counts.c
+    statement = update(operator_sign_in_counts).where(
+        table.tenant_id == ALL_TENANTS, table.address == address, table.operator_name == name
+    )
     connection.execute(statement.values(values))
+
+
+def delete_ended_sign_in_counts(connection: Connection, *, started_by_us: int, now_us: int, limit: int) -> int:
+    """Delete up to `limit` rows whose window started by `started_by_us` and whose block (if any)
+    has ended: they count nothing any more. Rows another transaction holds are skipped, so this
+    never waits."""
+    table = operator_sign_in_counts.c
+    ended = (
+        select(table.tenant_id, table.address, table.operator_name)
+        .where(
+            table.window_start_us <= started_by_us,
+            or_(table.blocked_until_us.is_(None), table.blocked_until_us <= now_us),
+        )
+        .limit(limit)
+    )
+    if connection.dialect.name == "postgresql":
+        ended = ended.with_for_update(skip_locked=True)
+    key = tuple_(table.tenant_id, table.address, table.operator_name)
+    return int(connection.execute(delete(operator_sign_in_counts).where(key.in_(ended))).rowcount)

@@ -8,18 +8,21 @@ SHA-256 is the session's key. The CSRF token of a session is an HMAC of its cook
 never stored and cannot be computed without the cookie.
 
 A session ends when its operator signs out or is disabled, after `idle_ms` without a request,
-or `max_ms` after it began, whichever comes first. Failed sign-ins are counted per client
-address in the database: `failures_max` within `window_ms` block the address for `window_ms`.
-Every sign-in, failed sign-in and sign-out is in the audit log.
+or `max_ms` after it began, whichever comes first. A sign-in names the operator and gives their
+token. Failed sign-ins are counted in the database (`sign_in`): per operator name typed and
+client address, and per address over every name; past a bound within `window_ms`, that name at
+that address, or the address, is blocked for `window_ms`. Every sign-in, failed sign-in and
+sign-out is in the audit log.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import secrets
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import Connection
 
@@ -46,6 +49,8 @@ TOKEN_PREFIX: Final = "pco_"
 COOKIE_PREFIX: Final = "pcs_"
 OPERATORS_MAX: Final = 10_000  # `paycore operators list` shows at most this many
 _TOUCH_EVERY_US: Final = 60_000_000  # a session's last request is written at most once a minute
+ADDRESS_ROW: Final = "*"  # the throttle's row counting every name's failures from one address (no name starts with *)
+SIGN_IN_ROWS_DELETED_MAX: Final = 100  # ended throttle rows deleted by one failed sign-in
 OBJECT_TYPE: Final = "operator"
 
 
@@ -59,8 +64,12 @@ class NewOperator:
 class SessionLimits:
     idle_ms: int
     max_ms: int
-    failures_max: int  # failed sign-ins from one address within window_ms that block it
+    failures_max: int  # failed sign-ins for one name from one address within window_ms that block the name there
     window_ms: int
+    address_failures_max: int  # failed sign-ins from one address, every name, that block the address
+
+    def __post_init__(self) -> None:
+        assert 0 < self.failures_max <= self.address_failures_max, "an address bounds more than one name"
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,7 @@ class SignedIn:
 class SignInRefused:
     reason: str  # invalid | throttled
     retry_after_s: int = 0
+    blocked: str = ""  # throttled: `name` (this name from this address) or `address` (every name)
 
 
 def hash_secret(value: str) -> str:
@@ -82,10 +92,6 @@ def hash_secret(value: str) -> str:
 def csrf_token(cookie: str) -> str:
     """The session's CSRF token: an HMAC of its cookie (never stored)."""
     return hmac.new(cookie.encode(), b"paycore-ops-csrf", hashlib.sha256).hexdigest()
-
-
-def csrf_matches(cookie: str, sent: str | None) -> bool:
-    return sent is not None and hmac.compare_digest(csrf_token(cookie), sent)
 
 
 def create_operator(connection: Connection, name: str, role: str, *, tenant_id: str | None, now_us: int) -> NewOperator:
@@ -156,35 +162,108 @@ def any_operator(connection: Connection) -> bool:
 
 
 def sign_in(
-    connection: Connection, token: str, address: str, limits: SessionLimits, *, now_us: int
+    connection: Connection, name: str, token: str, address: str, limits: SessionLimits, *, now_us: int
 ) -> SignedIn | SignInRefused:
-    """Exchange an operator token for a session, unless the address is blocked. A failure is
-    counted and audited here and committed with the transaction: the caller answers a refusal
-    without raising, so that the count is kept."""
-    address = address[:ADDRESS_LENGTH]
-    failures = repository.sign_in_failures(connection, address)
-    blocked_until_us = failures.blocked_until_us
-    if blocked_until_us is not None and blocked_until_us > now_us:
-        retry_after_s = max(1, -(-(blocked_until_us - now_us) // 1_000_000))
-        return SignInRefused("throttled", retry_after_s)
+    """Exchange an operator's name and token for a session, unless failed sign-ins block that
+    name at this address or the address itself. A failure is counted and audited here and
+    committed with the transaction: the caller answers a refusal without raising, so that the
+    count is kept.
+
+    Whether a name exists is never looked up: the token finds its operator (as always) and the
+    name must be theirs. An unknown name and a wrong token are one and the same refusal, counted
+    alike, so neither the answer nor the throttle tells a name that exists from one that does
+    not. A name no operator could have (`actors.OPERATOR_NAME`) has no row of its own: it counts
+    towards the address's bound only."""
+    claimed = name.strip().lower()
+    claimed = claimed if actors.OPERATOR_NAME.fullmatch(claimed) else ""
+    counted = counted_address(address)
+    counts = repository.sign_in_counts(connection, counted, (ADDRESS_ROW,))
+    refused = _blocked(counts, now_us)
+    if refused is None and claimed:  # a blocked address makes no row for any name
+        counts |= repository.sign_in_counts(connection, counted, (claimed,))
+        refused = _blocked(counts, now_us)
+    if refused is not None:
+        return refused
     row = repository.by_token_hash(connection, hash_secret(token)) if token.startswith(TOKEN_PREFIX) else None
     operator = None if row is None else operator_from_row(row)
-    if operator is None or operator.disabled_at_us is not None:
-        _count_failure(connection, address, failures.window_start_us, failures.failures, limits, now_us)
-        data = {"address": address, "reason": "disabled" if operator is not None else "unknown_token"}
-        tenant_id = ALL_TENANTS if operator is None else operator.tenant_id
-        audit.record_access(
-            connection,
-            tenant_id,
-            type="operator.login_failed",
-            object_type=OBJECT_TYPE,
-            object_id="unknown" if operator is None else operator.id,
-            outcome="failed",
-            actor=actors.ANONYMOUS if operator is None else operator.actor,
-            now_us=now_us,
-            data=data,
-        )
+    if operator is None or operator.disabled_at_us is not None or operator.name != claimed:
+        _count_failure(connection, counted, counts, limits, now_us)
+        _audit_failure(connection, operator, claimed, address[:ADDRESS_LENGTH], now_us)
         return SignInRefused("invalid")
+    if counts[claimed].failures:  # the name's typos are forgiven; the address's count stays
+        repository.set_sign_in_count(connection, counted, claimed, {"window_start_us": now_us, "failures": 0})
+    return _new_session(connection, operator, address[:ADDRESS_LENGTH], now_us)
+
+
+def counted_address(address: str) -> str:
+    """Where an address's failed sign-ins are counted: the address itself, or for IPv6 its /64
+    (one host is handed a /64 to pick addresses from: counted one by one, every new address
+    would start afresh). An IPv4 address written as IPv6 (`::ffff:a.b.c.d`) is that IPv4."""
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return address[:ADDRESS_LENGTH]  # not an address (a test client's name): counted as written
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+    return str(parsed)
+
+
+def _blocked(counts: dict[str, Any], now_us: int) -> SignInRefused | None:
+    """Refused while the address's block or the name's block lasts (the longer of the two)."""
+    blocked = {key: row.blocked_until_us for key, row in counts.items() if (row.blocked_until_us or 0) > now_us}
+    if not blocked:
+        return None
+    until_us = max(blocked.values())
+    retry_after_s = max(1, -(-(until_us - now_us) // 1_000_000))
+    return SignInRefused("throttled", retry_after_s, "address" if ADDRESS_ROW in blocked else "name")
+
+
+def _count_failure(
+    connection: Connection, address: str, counts: dict[str, Any], limits: SessionLimits, now_us: int
+) -> None:
+    """One more failure on each row (the address's, and the name's if it has one); a row that
+    reaches its bound within the window is blocked for the window. Then the rows that count
+    nothing any more are deleted, a bounded number at a time."""
+    window_us = limits.window_ms * 1000
+    for key, row in counts.items():
+        window_start_us, failures = row.window_start_us, row.failures
+        if now_us - window_start_us >= window_us:
+            window_start_us, failures = now_us, 0
+        failures += 1
+        values: dict[str, int | None] = {"window_start_us": window_start_us, "failures": failures}
+        if failures >= (limits.address_failures_max if key == ADDRESS_ROW else limits.failures_max):
+            values.update(window_start_us=now_us, failures=0, blocked_until_us=now_us + window_us)
+        repository.set_sign_in_count(connection, address, key, values)
+    repository.delete_ended_sign_in_counts(
+        connection, started_by_us=now_us - window_us, now_us=now_us, limit=SIGN_IN_ROWS_DELETED_MAX
+    )
+
+
+def _audit_failure(connection: Connection, operator: Operator | None, claimed: str, address: str, now_us: int) -> None:
+    """`operator.login_failed`: by the token's operator if it has one (disabled, or another name
+    typed), else by `anonymous`. The name typed is recorded only when it could be a name (a token
+    pasted into the name field never reaches the audit log)."""
+    if operator is None:
+        reason = "unknown_token"
+    else:
+        reason = "disabled" if operator.disabled_at_us is not None else "name_mismatch"
+    data = {"address": address, "reason": reason, "name": claimed or None}
+    audit.record_access(
+        connection,
+        ALL_TENANTS if operator is None else operator.tenant_id,
+        type="operator.login_failed",
+        object_type=OBJECT_TYPE,
+        object_id="unknown" if operator is None else operator.id,
+        outcome="failed",
+        actor=actors.ANONYMOUS if operator is None else operator.actor,
+        now_us=now_us,
+        data=data,
+    )
+
+
+def _new_session(connection: Connection, operator: Operator, address: str, now_us: int) -> SignedIn:
     cookie = COOKIE_PREFIX + secrets.token_urlsafe(32)
     session_id = ids.new_id("ses")
     repository.insert_session(
@@ -203,18 +282,6 @@ def sign_in(
     _audit(connection, operator, "operator.login", "succeeded", operator.actor, now_us, {"address": address})
     principal = Principal(operator.actor, operator.role, operator.scope, operator, session_id)
     return SignedIn(principal, cookie)
-
-
-def _count_failure(
-    connection: Connection, address: str, window_start_us: int, failures: int, limits: SessionLimits, now_us: int
-) -> None:
-    if now_us - window_start_us >= limits.window_ms * 1000:
-        window_start_us, failures = now_us, 0
-    failures += 1
-    values: dict[str, int | None] = {"window_start_us": window_start_us, "failures": failures}
-    if failures >= limits.failures_max:
-        values.update(window_start_us=now_us, failures=0, blocked_until_us=now_us + limits.window_ms * 1000)
-    repository.set_sign_in_failures(connection, address, values)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
 
 from paycore.kit import clock
+from paycore.kit.numbers import InvalidNumber, parse_digits
 from paycore.processor.port import SETTLEMENT_REPORT_COLUMNS
 
 HEADER: Final = SETTLEMENT_REPORT_COLUMNS
@@ -40,7 +41,7 @@ STATUSES_BY_TYPE: Final[dict[str, frozenset[str]]] = {
 }
 FIELD_LENGTH_MAX: Final = 256  # characters in one field; the longest real one is an id or a time
 AMOUNT_MINOR_MAX: Final = 2**53 - 1  # as everywhere in paycore's API
-_MINOR = re.compile(r"0|[1-9][0-9]{0,15}")
+AMOUNT_CHARS_MAX: Final = len(str(AMOUNT_MINOR_MAX))
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 ENCODING: Final = "utf-8"
@@ -260,9 +261,10 @@ def _checked(number: int, fields: Sequence[str]) -> tuple[int, int, int] | Malfo
     if not (_ID.fullmatch(request_id) and _ID.fullmatch(processor_id) and _ID.fullmatch(merchant_id)):
         name, value = next((n, v) for n, v in zip(HEADER[1:4], fields[1:4], strict=True) if not _ID.fullmatch(v))
         return Malformed(number, f"{name} {value!r} is not an id", tuple(fields))
-    for name, value in (("amount_minor", amount), ("fee_minor", fee)):
-        if not _MINOR.fullmatch(value) or int(value) > AMOUNT_MINOR_MAX:
-            return Malformed(number, f"{name} {value!r} is not a whole number of minor units", tuple(fields))
+    amount_minor, fee_minor = _minor(amount), _minor(fee)
+    if amount_minor is None or fee_minor is None:
+        name, value = ("amount_minor", amount) if amount_minor is None else ("fee_minor", fee)
+        return Malformed(number, f"{name} {value!r} is not a whole number of minor units", tuple(fields))
     if not _CURRENCY.fullmatch(currency):
         return Malformed(number, f"currency {currency!r} is not an ISO 4217 code", tuple(fields))
     if status not in STATUSES_BY_TYPE[kind]:
@@ -271,4 +273,12 @@ def _checked(number: int, fields: Sequence[str]) -> tuple[int, int, int] | Malfo
         created_at_us = clock.parse_rfc3339(created_at)
     except ValueError:
         return Malformed(number, f"created_at {created_at!r} is not an RFC 3339 time", tuple(fields))
-    return int(amount), int(fee), created_at_us
+    return amount_minor, fee_minor, created_at_us
+
+
+def _minor(value: str) -> int | None:
+    """An amount as the report writes it (canonical ASCII digits: no sign, no leading zero), or None."""
+    try:
+        return parse_digits(value, maximum=AMOUNT_MINOR_MAX, chars_max=AMOUNT_CHARS_MAX, leading_zeros=False)
+    except InvalidNumber:
+        return None

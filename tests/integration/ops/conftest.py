@@ -50,7 +50,7 @@ class Console:
 
     def signed_in(self, name: str) -> TestClient:
         client = self.browser()
-        response = client.post("/ops/login", data={"token": self.tokens[name]})
+        response = client.post("/ops/login", data={"name": name, "token": self.tokens[name]})
         assert response.status_code == 303, response.text
         return client
 

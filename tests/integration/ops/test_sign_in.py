@@ -59,10 +59,11 @@ def test_signing_in_sets_a_strict_http_only_session_cookie_and_every_step_is_aud
     assert browser.get("/ops").status_code == 303  # not signed in: to the sign-in form
     assert browser.get("/ops").headers["location"].startswith("/ops/login?next=")
     form = browser.get("/ops/login")
-    assert form.status_code == 200 and 'name="token"' in form.text
-    wrong = browser.post("/ops/login", data={"token": "pco_not-a-token"})
+    assert form.status_code == 200 and 'name="name"' in form.text and 'name="token"' in form.text
+    wrong = browser.post("/ops/login", data={"name": "bob", "token": "pco_not-a-token"})
     assert wrong.status_code == 401 and "not a valid operator token" in wrong.text
-    signed = browser.post("/ops/login", data={"token": console.tokens["bob"], "next": "/ops/payments"})
+    assert 'name="name" value="bob"' in wrong.text  # the name typed is kept, never the token
+    signed = browser.post("/ops/login", data={"name": "bob", "token": console.tokens["bob"], "next": "/ops/payments"})
     assert (signed.status_code, signed.headers["location"]) == (303, "/ops/payments")
     cookie = signed.headers["set-cookie"]
     assert cookie.startswith("paycore_ops=pcs_")
@@ -85,12 +86,14 @@ def test_signing_in_sets_a_strict_http_only_session_cookie_and_every_step_is_aud
     ]
 
 
-def test_five_failed_sign_ins_from_one_address_block_it_for_a_minute(console: Console) -> None:
+def test_five_failed_sign_ins_for_one_name_from_one_address_block_that_name_there_for_a_minute(
+    console: Console,
+) -> None:
     browser = console.browser()
     for _ in range(5):
-        assert browser.post("/ops/login", data={"token": "pco_wrong"}).status_code == 401
-    blocked = browser.post("/ops/login", data={"token": console.tokens["bob"]})  # even the right token
-    assert blocked.status_code == 429
+        assert browser.post("/ops/login", data={"name": "bob", "token": "pco_wrong"}).status_code == 401
+    blocked = browser.post("/ops/login", data={"name": "bob", "token": console.tokens["bob"]})  # even the right token
+    assert blocked.status_code == 429 and "for this name from this address" in blocked.text
     assert 1 <= int(blocked.headers["retry-after"]) <= 60
     assert "paycore_ops" not in blocked.headers.get("set-cookie", "")
 
@@ -102,10 +105,10 @@ def test_the_block_lifts_after_its_window(env: Env, console: Console) -> None:
     settings = replace(env.settings, ops_sign_in_window_ms=window_ms)
     with TestClient(create_app(settings, env.database, env.processor), follow_redirects=False) as browser:
         for _ in range(5):
-            browser.post("/ops/login", data={"token": "pco_wrong"})
-        assert browser.post("/ops/login", data={"token": console.tokens["bob"]}).status_code == 429
+            browser.post("/ops/login", data={"name": "bob", "token": "pco_wrong"})
+        assert browser.post("/ops/login", data={"name": "bob", "token": console.tokens["bob"]}).status_code == 429
         time.sleep(window_ms / 1000 + 0.1)
-        assert browser.post("/ops/login", data={"token": console.tokens["bob"]}).status_code == 303
+        assert browser.post("/ops/login", data={"name": "bob", "token": console.tokens["bob"]}).status_code == 303
 
 
 def test_a_session_ends_when_idle_too_long_too_old_or_its_operator_is_disabled(env: Env, console: Console) -> None:
@@ -114,20 +117,20 @@ def test_a_session_ends_when_idle_too_long_too_old_or_its_operator_is_disabled(e
 
     idle = replace(env.settings, ops_session_idle_ms=300)
     with TestClient(create_app(idle, env.database, env.processor), follow_redirects=False) as browser:
-        browser.post("/ops/login", data={"token": console.tokens["bob"]})
+        browser.post("/ops/login", data={"name": "bob", "token": console.tokens["bob"]})
         assert browser.get("/ops").status_code == 200
         time.sleep(0.4)
         assert browser.get("/ops").status_code == 303
     old = replace(env.settings, ops_session_max_ms=300)
     with TestClient(create_app(old, env.database, env.processor), follow_redirects=False) as browser:
-        browser.post("/ops/login", data={"token": console.tokens["bob"]})
+        browser.post("/ops/login", data={"name": "bob", "token": console.tokens["bob"]})
         time.sleep(0.4)
         assert browser.get("/ops").status_code == 303
     browser = console.signed_in("carol")
     assert browser.get("/ops").status_code == 200
     env.database.transaction(lambda c: operators.disable_operator(c, "carol", now_us=now_us()))
     assert browser.get("/ops").status_code == 303  # at once
-    assert browser.post("/ops/login", data={"token": console.tokens["carol"]}).status_code == 401
+    assert browser.post("/ops/login", data={"name": "carol", "token": console.tokens["carol"]}).status_code == 401
 
 
 def test_a_tenant_api_key_never_opens_the_console(console: Console) -> None:
@@ -138,7 +141,7 @@ def test_a_tenant_api_key_never_opens_the_console(console: Console) -> None:
         assert response.status_code in (303, 401) and "paycore ops</a>" not in response.text, path
     action = browser.post("/ops/refunds/rf_x/approve", headers=key, data={"csrf_token": "x"})
     assert action.status_code == 401
-    assert browser.post("/ops/login", data={"token": console.api_key}).status_code == 401  # not a token
+    assert browser.post("/ops/login", data={"name": "bob", "token": console.api_key}).status_code == 401  # no token
 
 
 def test_local_mode_opens_the_console_without_signing_in_as_local(client: TestClient) -> None:
@@ -163,6 +166,29 @@ def test_an_action_without_its_csrf_token_is_403_and_changes_nothing(console: Co
     events = env.client.get(f"/v1/payments/{payment['id']}/events").json()["data"]
     [asked] = [e for e in events if e["type"] == "payment.asked_again"]
     assert asked["actor"] == "operator:alice"
+
+
+def test_a_csrf_token_in_any_script_is_403_not_500(console: Console) -> None:
+    """`hmac.compare_digest` raises TypeError on a str outside ASCII: a form's token is compared
+    as bytes, so a token of any characters is just not the session's."""
+    browser = console.signed_in("alice")
+    for token in ("\u0661" * 64, "é", "\U0001f600", csrf_of(browser) + "²"):
+        refused = browser.post("/ops/refunds/rf_x/approve", data={"csrf_token": token})
+        assert refused.status_code == 403, (token, refused.text[:300])
+
+
+def test_a_form_field_holding_a_nul_is_400_and_reaches_no_database(console: Console) -> None:
+    """PostgreSQL text cannot hold NUL (the API refuses it in JSON and in every query string): a
+    console form is refused before its handler, as any other form it cannot read."""
+    browser = console.signed_in("alice")
+    token = csrf_of(browser)
+    for path, data in (
+        ("/ops/events/ev_x/redeliver", {"csrf_token": token, "tenant_id": "\x00"}),
+        ("/ops/reconciliation/breaks/brk_x/resolve", {"csrf_token": token, "note": "a\x00b", "resolution": "x"}),
+        ("/ops/login", {"name": "bob\x00", "token": console.tokens["bob"]}),
+    ):
+        refused = browser.post(path, data=data)
+        assert refused.status_code == 400 and "NUL" in refused.text, (path, refused.status_code, refused.text[:300])
 
 
 def test_roles_limit_what_each_person_may_do(console: Console) -> None:

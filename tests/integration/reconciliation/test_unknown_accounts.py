@@ -101,7 +101,7 @@ def signed_in(env: Env, name: str, tenant: str | None) -> TestClient:
         lambda connection: operators.create_operator(connection, name, "operator", tenant_id=tenant, now_us=now_us())
     )
     browser = TestClient(env.client.app, follow_redirects=False)
-    assert browser.post("/ops/login", data={"token": made.token}).status_code == 303
+    assert browser.post("/ops/login", data={"name": name, "token": made.token}).status_code == 303
     return browser
 
 

@@ -4,6 +4,8 @@ off loopback only when the app has an admin token (`state.admin_token`)."""
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from paycore_sandbox import Sandbox
 from paycore_sandbox.http import create_app
 from tests.integration.sandbox.conftest import RecordingSink, StartServer, count
 from tests.integration.sandbox.test_http_api import call
+from tests.support.raw_http import connect
 
 TOKEN = "sbx_admin_0123456789abcdef"
 
@@ -73,3 +76,28 @@ def test_server_serves_the_sandbox_off_loopback_only_with_an_admin_token(sandbox
 
     server = Server(create_app(sandbox, admin_token=TOKEN), "0.0.0.0", 0)
     server.server_close()
+
+
+def test_a_client_that_hangs_up_mid_body_is_one_info_line_not_an_error(
+    base_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The shared answer to a client gone before its body was read (paycore.http.routing)."""
+    caplog.set_level(logging.INFO)
+    port = int(base_url.rsplit(":", 1)[1])
+    with connect(port) as sock:
+        sock.sendall(
+            b"POST /v1/charges HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n0123456789"
+        )
+        time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not _events(caplog, "client_disconnected"):
+        time.sleep(0.02)
+    time.sleep(0.2)  # anything logged after the answer
+    [line] = _events(caplog, "client_disconnected")
+    assert (line.levelno, getattr(line, "route", None)) == (logging.INFO, "/v1/charges")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
+
+
+def _events(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if getattr(record, "event", None) == event]

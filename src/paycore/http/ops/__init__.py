@@ -27,6 +27,7 @@ def install(app: FastAPI, settings: Settings) -> None:
             max_ms=settings.ops_session_max_ms,
             failures_max=settings.ops_sign_in_failures_max,
             window_ms=settings.ops_sign_in_window_ms,
+            address_failures_max=settings.ops_sign_in_address_failures_max,
         ),
     )
 

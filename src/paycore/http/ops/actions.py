@@ -16,12 +16,13 @@ from sqlalchemy import Connection
 from starlette.concurrency import run_in_threadpool
 
 from paycore.http.errors import render_refusal, status_of
-from paycore.http.ops import render, scope, session
+from paycore.http.ops import pages, render, scope, session
 from paycore.http.ops.scope import BY_NAME
 from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError, InvalidAmount, NotFound
+from paycore.kit.numbers import InvalidNumber, parse_digits
 from paycore.lifecycle import recording
 from paycore.operators import service as operators
 from paycore.operators.types import Action, Principal
@@ -36,6 +37,7 @@ from paycore.webhooks import service as webhooks
 router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
 Who = Annotated[Principal, Depends(session.principal)]
 Work = Callable[[Connection, int], str]  # returns the notice shown on the page it goes back to
+TYPED_CHARS_MAX = 500  # of a refused form's field, shown again in it
 
 
 class Missing(NotFound):
@@ -154,33 +156,48 @@ async def cancel_refund(request: Request, who: Who, refund_id: str) -> Response:
 @router.post("/payments/{payment_id}/refunds")
 async def request_refund(request: Request, who: Who, payment_id: str) -> Response:
     """A refund asked for in the console: the form carries its own idempotency key, so a double
-    click (or a resent form) makes one refund."""
+    click (or a resent form) makes one refund. A refused amount shows the payment's page again,
+    the form holding what was typed and the reason it was refused."""
     fields = await session.form(request)
-    back = f"/ops/payments/{payment_id}"
+    typed = {name: fields.get(name, "")[:TYPED_CHARS_MAX] for name in ("amount_minor", "reason")}
     try:
         operators.require(who, "request_refund")
-        raw = fields.get("amount_minor", "").strip()
-        if not raw.isdigit():
-            raise InvalidAmount(
-                "amount_minor must be a whole number of minor units (1234 for 12.34 USD)", param="amount_minor"
-            )
+        amount_minor = _amount_minor(fields.get("amount_minor", "").strip())
         key = idempotency.check_key(fields.get("idempotency_key", ""), param="idempotency_key")
         reason = fields.get("reason", "").strip()[:500] or None
         with request.app.state.database.read() as connection:
             payment = _item(connection, who, "payment", payment_id)
         outcome = await run_in_threadpool(
-            _refund_once, request, who, payment.tenant_id, payment_id, int(raw), reason, key
+            _refund_once, request, who, payment.tenant_id, payment_id, amount_minor, reason, key
         )
     except DomainError as error:
-        return render.page(
-            request, "refused.html", status_of(error), heading="Refused", message=error.message, back=back
-        )
+        return _refund_refused(request, who, payment_id, status_of(error), error.message, typed)
     body = json.loads(outcome.body)
     if outcome.status >= 400:
-        return render.page(
-            request, "refused.html", outcome.status, heading="Refused", message=body.get("message", ""), back=back
-        )
+        return _refund_refused(request, who, payment_id, outcome.status, body.get("message", ""), typed)
     return _back(f"/ops/refunds/{body['id']}", f"Refund {body['id']} requested ({body['status']}).")
+
+
+def _amount_minor(raw: str) -> int:
+    """The form's amount, in the digits 0-9 (its range is the refund's own rule)."""
+    try:
+        return parse_digits(raw)
+    except InvalidNumber as error:
+        raise InvalidAmount(
+            "amount_minor must be a whole number of minor units in the digits 0-9 (1234 for 12.34 USD)",
+            param="amount_minor",
+        ) from error
+
+
+def _refund_refused(
+    request: Request, who: Principal, payment_id: str, status: int, message: str, typed: dict[str, str]
+) -> Response:
+    """What was typed was refused (400, 422): the payment's page again, its form filled as it was
+    sent. Anything else (a role, a payment not found here): the refusal's page."""
+    if status in (400, 422):
+        return pages.payment_view(request, who, payment_id, status, flash=message, flash_error=True, typed=typed)
+    back = f"/ops/payments/{payment_id}"
+    return render.page(request, "refused.html", status, heading="Refused", message=message, back=back)
 
 
 def _refund_once(

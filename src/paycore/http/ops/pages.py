@@ -73,6 +73,11 @@ def payout_list(request: Request, who: Who) -> Response:
 
 @router.get("/payments/{payment_id}")
 def payment_page(request: Request, who: Who, payment_id: str) -> Response:
+    return payment_view(request, who, payment_id)
+
+
+def payment_view(request: Request, who: Principal, payment_id: str, status: int = 200, **extra: Any) -> Response:
+    """The payment's page; `extra` for a refused refund form shown again (`typed`, `flash`)."""
     with request.app.state.database.read() as connection:
         payment = scope.find(connection, who, KINDS["payments"], payment_id)
         if payment is None:
@@ -81,7 +86,15 @@ def payment_page(request: Request, who: Who, payment_id: str) -> Response:
         found_refunds = refunds.of_payment(connection, payment.tenant_id, payment.id, starting_after=None, limit=100)
         context = _waiting(connection, "payment", payment, now_us())
     return render.page(
-        request, "object.html", kind=KINDS["payments"], item=payment, story=story, refunds=found_refunds, **context
+        request,
+        "object.html",
+        status,
+        kind=KINDS["payments"],
+        item=payment,
+        story=story,
+        refunds=found_refunds,
+        **context,
+        **extra,
     )
 
 

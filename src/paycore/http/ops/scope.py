@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 
 from paycore.kit.clock import DAY_US, day_start_us
 from paycore.kit.money import AMOUNT_MINOR_MAX
+from paycore.kit.numbers import InvalidNumber, parse_digits
 from paycore.lifecycle.machine import Machine
 from paycore.lifecycle.store import Search
 from paycore.operators.types import Principal
@@ -86,9 +87,13 @@ def amount(raw: str | None, name: str) -> int | None:
     """An amount in minor units, as digits (a filter compares integers, never a decimal)."""
     if raw in (None, ""):
         return None
-    if not raw.isdigit() or int(raw) > AMOUNT_MINOR_MAX:
-        raise BadFilter(f"{name} must be a whole number of minor units (e.g. 1234 for 12.34 USD)")
-    return int(raw)
+    try:
+        return parse_digits(raw, maximum=AMOUNT_MINOR_MAX)
+    except InvalidNumber as error:
+        raise BadFilter(
+            f"{name} must be a whole number of minor units in the digits 0-9, at most {AMOUNT_MINOR_MAX} "
+            "(e.g. 1234 for 12.34 USD)"
+        ) from error
 
 
 FILTERS: Final = ("status", "tenant", "from", "to", "min", "max", "q")

@@ -27,6 +27,7 @@ from paycore.db.engine import Database
 from paycore.http.context import AuthState
 from paycore.http.exposure import arrived_off_loopback
 from paycore.kit.clock import now_us
+from paycore.kit.signing import same_secret
 from paycore.operators import service as operators
 from paycore.operators.service import SessionLimits
 from paycore.operators.types import LOCAL_PRINCIPAL, Principal
@@ -94,10 +95,11 @@ def csrf_token(request: Request) -> str:
 
 async def form(request: Request) -> dict[str, str]:
     """The URL-encoded form of a POST, its CSRF token checked (CsrfRefused otherwise). Each
-    field once (FormRefused for a repeated one), at most FORM_FIELDS_MAX of them."""
+    field once (FormRefused for a repeated one, or one holding a NUL), at most FORM_FIELDS_MAX
+    of them."""
     fields = await read_form(request)
     sent = fields.pop(CSRF_FIELD, None)
-    if sent is None or not hmac.compare_digest(sent, csrf_token(request)):
+    if sent is None or not same_secret(csrf_token(request), sent):
         raise CsrfRefused
     return fields
 
@@ -109,6 +111,8 @@ async def read_form(request: Request) -> dict[str, str]:
     for name, value in pairs:
         if name in fields:
             raise FormRefused(f"the field {name!r} is sent twice")
+        if "\x00" in name or "\x00" in value:  # as the API's JSON and every query: PostgreSQL text holds no NUL
+            raise FormRefused(f"the field {name!r} may not contain the NUL character")
         if len(value) > FORM_VALUE_CHARS_MAX:
             raise FormRefused(f"the field {name!r} is longer than {FORM_VALUE_CHARS_MAX} characters")
         fields[name] = value

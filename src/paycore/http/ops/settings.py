@@ -9,7 +9,6 @@ A tenant operator sees and changes only their own tenant's."""
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 from typing import Annotated, Any, Final
 
@@ -27,6 +26,7 @@ from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError, InvalidRequest, NotFound
 from paycore.kit.money import AMOUNT_MINOR_MAX
+from paycore.kit.numbers import InvalidNumber, parse_digits
 from paycore.operators import service as operators
 from paycore.operators.types import Principal
 from paycore.tenants import service as tenants
@@ -37,7 +37,6 @@ router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute
 Who = Annotated[Principal, Depends(session.principal)]
 TENANTS_LISTED_MAX: Final = 200  # the picker's links; any other tenant is typed in
 CHANGES_SHOWN: Final = 10
-_DIGITS: Final = re.compile(r"[0-9]{1,16}")  # ASCII digits only: never "²", nor another script's
 
 
 class NoSuchTenant(NotFound):
@@ -121,9 +120,10 @@ def _wanted(fields: dict[str, str]) -> TenantSettings:
 
 
 def _whole(raw: str, name: str, maximum: int) -> int:
-    if _DIGITS.fullmatch(raw) is None or int(raw) > maximum:
-        raise InvalidRequest(f"{name} must be a whole number from 0 to {maximum}", param=name)
-    return int(raw)
+    try:
+        return parse_digits(raw, maximum=maximum)
+    except InvalidNumber as error:
+        raise InvalidRequest(f"{name} must be a whole number from 0 to {maximum}", param=name) from error
 
 
 def _change_text(data: dict[str, Any]) -> str:

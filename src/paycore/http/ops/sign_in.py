@@ -19,6 +19,7 @@ from paycore.operators.service import SignedIn
 from paycore.operators.types import Principal
 
 router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
+NAME_SHOWN_CHARS_MAX = 64  # of the name typed, shown again in the form (a name has at most 40)
 
 
 def quote(target: str) -> str:
@@ -37,35 +38,41 @@ def login_form(request: Request, next: str | None = None) -> Response:
     state: OpsState = request.app.state.ops
     if not state.auth.is_auth_required():
         return RedirectResponse("/ops", status_code=303)  # local mode: nobody signs in
-    return bare("login.html", next=_safe_next(next), message=None)
+    return bare("login.html", next=_safe_next(next), name="", message=None)
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    """Exchange the operator token of field `token` for a session. Five failures from one
-    address within a minute block it for a minute (429), across every API process."""
+    """Exchange the operator name of field `name` and the token of field `token` for a session.
+    Failed sign-ins block the name at the address, or the address, for a while (429), across
+    every API process (`operators.service.sign_in`)."""
     state: OpsState = request.app.state.ops
     fields = await session.read_form(request)
     target = _safe_next(fields.get("next"))
+    name = fields.get("name", "").strip()[:NAME_SHOWN_CHARS_MAX]
     token = fields.get("token", "").strip()
     address = session.client_address(request)
-    result = await _sign_in(state, token, address)
+    result = await _sign_in(state, name, token, address)
     if isinstance(result, SignedIn):
         redirect = RedirectResponse(target, status_code=303)
         session.set_session_cookie(request, redirect, result.cookie)
         return redirect
     if result.reason == "throttled":
-        message = f"Too many failed sign-ins from this address: try again in {result.retry_after_s} s."
-        response = bare("login.html", 429, next=target, message=message)
+        whom = "from this address" if result.blocked == "address" else "for this name from this address"
+        message = f"Too many failed sign-ins {whom}: try again in {result.retry_after_s} s."
+        response = bare("login.html", 429, next=target, name=name, message=message)
         response.headers["Retry-After"] = str(result.retry_after_s)
         return response
-    return bare("login.html", 401, next=target, message="That token is not a valid operator token.")
+    message = "That is not a valid operator token for that name."
+    return bare("login.html", 401, next=target, name=name, message=message)
 
 
-async def _sign_in(state: OpsState, token: str, address: str) -> operators.SignedIn | operators.SignInRefused:
+async def _sign_in(
+    state: OpsState, name: str, token: str, address: str
+) -> operators.SignedIn | operators.SignInRefused:
     return await run_in_threadpool(
         state.database.transaction,
-        lambda connection: operators.sign_in(connection, token, address, state.limits, now_us=now_us()),
+        lambda connection: operators.sign_in(connection, name, token, address, state.limits, now_us=now_us()),
     )
 
 

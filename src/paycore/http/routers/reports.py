@@ -15,7 +15,7 @@ from paycore.http.responses import ERRORS, StartingAfter
 from paycore.http.routing import JsonRoute
 from paycore.reports import losses, schemas
 from paycore.reports.losses import RAILS, Cursor
-from paycore.schemas import CURRENCIES_DOCUMENTED, DAY_DOCUMENTED
+from paycore.schemas import CURRENCIES_DOCUMENTED, DAY_DOCUMENTED, QUERY_DIGITS
 
 router = APIRouter(tags=["reports"], dependencies=[Depends(authenticate)], route_class=JsonRoute)
 
@@ -38,7 +38,7 @@ def loss_report(
     currency: Annotated[
         str | None, Query(description="ISO 4217, e.g. USD", json_schema_extra=CURRENCIES_DOCUMENTED)
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=losses.PAGE_ROWS_MAX)] = 20,
+    limit: Annotated[int, Query(ge=1, le=losses.PAGE_ROWS_MAX), QUERY_DIGITS] = 20,
     starting_after: StartingAfter = None,
 ) -> Response:
     """The tenant's payouts by loss (fees, return fees, chargebacks and return shortfalls,

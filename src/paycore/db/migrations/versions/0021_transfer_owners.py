@@ -7,10 +7,10 @@ is the flow object's id, and only that object's own operations post, void or rev
 tenant's own transfers (the ledger API) have no owner. paycore's system accounts (the chart of
 accounts: `processor.clearing.CUR` and the rest) carry `system`: only owned transfers move them.
 The code that writes owners and refuses the rest ships with this revision; the database's own
-refusals (triggers) come with 0023, once no older process writes unowned flow
+refusals (triggers) come with 0024, once no older process writes unowned flow
 transfers.
 
-Backfill, set-based, each statement idempotent (`owner_id IS NULL`), so 0023 runs the same
+Backfill, set-based, each statement idempotent (`owner_id IS NULL`), so 0024 runs the same
 statements again for the rows older processes wrote during a rolling deploy (`backfill`):
 
 1. accounts whose code is a system code for their currency (`processor.clearing.USD` in USD);
@@ -30,7 +30,7 @@ which holds writes to ledger_transfers for the backfill's length; SQLite: the tr
 dropped and created again), and only `owner_id` is written.
 
 Code of 0020 runs at this revision (new columns only, and `system` defaults to false), but
-what it writes has no owner until 0023's backfill: this release writes both columns, so its
+what it writes has no owner until 0024's backfill: this release writes both columns, so its
 OLDEST_COMPATIBLE_REVISION is at least 0021.
 
 Revision ID: 0021

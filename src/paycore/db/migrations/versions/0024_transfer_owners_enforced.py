@@ -1,7 +1,8 @@
 """Who may move a transfer (contract): the database refuses what the ledger's code refuses.
 
 Revision 0021 added `ledger_transfers.owner_id` and `ledger_accounts.system` and filled them.
-This revision (after 0022, which the release before can also run at) first fills them again (the same idempotent statements: rows that processes of
+This revision (after 0022 and 0023, which the release before can also run at) first fills
+them again (the same idempotent statements: rows that processes of
 the previous release wrote during a rolling deploy, after 0021), then creates, on both
 databases:
 
@@ -21,8 +22,8 @@ per resolution or reversal, and one or two per entry.
 Run it once every process runs the release of 0021: a process of the release before would have
 its payments refused here (its transfers carry no owner). Downgrade drops the triggers.
 
-Revision ID: 0023
-Revises: 0022
+Revision ID: 0024
+Revises: 0023
 Create Date: 2026-12-06 02:10:00
 """
 
@@ -34,8 +35,8 @@ from types import ModuleType
 
 from alembic import op
 
-revision = "0023"
-down_revision = "0022"
+revision = "0024"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 
