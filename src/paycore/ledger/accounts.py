@@ -1,4 +1,4 @@
-"""Ledger accounts: create, find, and get-or-create the system accounts other domains use.
+"""Ledger accounts: create, find, list, and get-or-create the system accounts other domains use.
 
 A tenant creates its own accounts (`create_account`); paycore's system accounts (the chart of
 accounts) are created only by `ensure_account(s)`, flagged `system`, and their codes are
@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
 from paycore.kit import ids
-from paycore.kit.errors import UnsupportedCurrency
+from paycore.kit.errors import InvalidStartingAfter, UnsupportedCurrency
 from paycore.kit.money import is_known_currency
 from paycore.ledger import chart, repository
 from paycore.ledger.balances import Balance
@@ -203,3 +204,41 @@ def load_account_facts(connection: Connection, tenant_id: str, account_ids: Iter
             _FACTS.put(tenant_id, account)
             found[account_id] = account
     return found
+
+
+@dataclass(frozen=True)
+class ListedAccount:
+    """An account with its tenant: a list across tenants (the console's) names both."""
+
+    tenant_id: str
+    account: Account
+
+
+def list_accounts(
+    connection: Connection,
+    tenant_id: str | None,
+    *,
+    code_prefix: str | None,
+    starting_after: tuple[str, str] | None,
+    limit: int,
+) -> list[ListedAccount]:
+    """Accounts with their balances (posted, pending, available: from the cached totals), of
+    one tenant or every one (None), in (tenant, id) order; `starting_after` is the (tenant,
+    id) of the last account of the previous page, which must be one of the list's."""
+    if starting_after is not None:
+        after_tenant, after_id = starting_after
+        found = repository.get_account(connection, after_tenant, after_id)
+        if found is None or tenant_id not in (None, after_tenant):
+            raise InvalidStartingAfter("starting_after is not an account of this list", param="starting_after")
+    rows = repository.list_accounts(connection, tenant_id, code_prefix=code_prefix, after=starting_after, limit=limit)
+    return [ListedAccount(row.tenant_id, account_from_row(row)) for row in rows]
+
+
+def find_listed_account(connection: Connection, account_id: str, *, tenant_id: str | None) -> ListedAccount | None:
+    """The account, of the tenant, or of any tenant when None (a scan: ids are not indexed
+    without their tenant)."""
+    if tenant_id is not None:
+        row = repository.get_account(connection, tenant_id, account_id)
+    else:
+        row = repository.find_account_of_any(connection, account_id)
+    return None if row is None else ListedAccount(row.tenant_id, account_from_row(row))

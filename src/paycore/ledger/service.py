@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection
@@ -21,11 +20,14 @@ from paycore.kit import ids
 from paycore.kit.errors import InvalidStartingAfter
 from paycore.ledger import batch, repository
 from paycore.ledger.accounts import (
+    ListedAccount,
     create_account,
     ensure_account,
     ensure_accounts,
     find_account_by_code,
+    find_listed_account,
     get_account,
+    list_accounts,
     load_account_facts,
 )
 from paycore.ledger.errors import (
@@ -58,7 +60,6 @@ from paycore.ledger.types import (
     EntrySpec,
     Transfer,
     TransferSpec,
-    account_from_row,
     entry_from_row,
     new_transfer_view,
 )
@@ -360,44 +361,6 @@ def list_entries(
         after_sequence = found
     rows = repository.list_entries(connection, tenant_id, account_id, limit=limit + 1, after_sequence=after_sequence)
     return [entry_from_row(row) for row in rows[:limit]], len(rows) > limit
-
-
-@dataclass(frozen=True)
-class ListedAccount:
-    """An account with its tenant: a list across tenants (the console's) names both."""
-
-    tenant_id: str
-    account: Account
-
-
-def list_accounts(
-    connection: Connection,
-    tenant_id: str | None,
-    *,
-    code_prefix: str | None,
-    starting_after: tuple[str, str] | None,
-    limit: int,
-) -> list[ListedAccount]:
-    """Accounts with their balances (posted, pending, available: from the cached totals), of
-    one tenant or every one (None), in (tenant, id) order; `starting_after` is the (tenant,
-    id) of the last account of the previous page, which must be one of the list's."""
-    if starting_after is not None:
-        after_tenant, after_id = starting_after
-        found = repository.get_account(connection, after_tenant, after_id)
-        if found is None or tenant_id not in (None, after_tenant):
-            raise InvalidStartingAfter("starting_after is not an account of this list", param="starting_after")
-    rows = repository.list_accounts(connection, tenant_id, code_prefix=code_prefix, after=starting_after, limit=limit)
-    return [ListedAccount(row.tenant_id, account_from_row(row)) for row in rows]
-
-
-def find_listed_account(connection: Connection, account_id: str, *, tenant_id: str | None) -> ListedAccount | None:
-    """The account, of the tenant, or of any tenant when None (a scan: ids are not indexed
-    without their tenant)."""
-    if tenant_id is not None:
-        row = repository.get_account(connection, tenant_id, account_id)
-    else:
-        row = repository.find_account_of_any(connection, account_id)
-    return None if row is None else ListedAccount(row.tenant_id, account_from_row(row))
 
 
 def transfer_references(
