@@ -160,9 +160,10 @@ def test_serve_dev_on_loopback_keeps_the_local_key_file_with_a_warning(
     made = keyring.load(settings_in(tmp_path), local_mode=lambda: True)  # local mode, then a first API key
     path = tmp_path / keyring.KEY_FILE_NAME
     caplog.set_level(logging.WARNING)
+    caplog.clear()  # the first load's INFO line, captured when an earlier test left paycore's loggers at INFO
     kept = keyring.load(settings_in(tmp_path), local_mode=lambda: False, dev_key_file=True)
     assert kept.current_key_id == made.current_key_id
-    [warning] = caplog.records
+    [warning] = [record for record in caplog.records if record.levelno >= logging.WARNING]
     assert (warning.levelname, warning.event, warning.path) == ("WARNING", "secrets_key_dev_file", str(path))  # type: ignore[attr-defined]
     assert "PAYCORE_SECRETS_KEY" in warning.getMessage() and path.read_text().strip() not in warning.getMessage()
 
