@@ -22,7 +22,6 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ import pytest
 
 from tests.e2e.payments_support import POLL_S, CliProcess, SandboxProcess, clean_env
 from tests.e2e.support import SERVER_POOL_SIZE, Reply, assert_ledger_verifies, call
-from tests.e2e.test_payments_multiprocess import Stoppable, start_sandbox_and_two_apis
+from tests.e2e.test_payments_multiprocess import Stoppable, start_sandbox_and_two_apis, started
 
 TENANT = "hostile"
 PAYMENTS = 24
@@ -46,16 +45,7 @@ FAULTS = [
     {"fault": "delay_ms", "delay_ms": 150, "percent": 20},
 ]
 _keys = itertools.count(1)
-
-
-@pytest.fixture
-def started() -> Iterator[list[tuple[str, Stoppable]]]:
-    processes: list[tuple[str, Stoppable]] = []
-    yield processes
-    for _name, process in reversed(processes):
-        process.stop()
-    for name, process in processes:
-        print(f"--- {name}:\n{process.log()}")
+__all__ = ["started"]  # the fixture: every process the test starts, stopped at teardown
 
 
 def tenant(port: int, method: str, path: str, body: Any = None, *, key: bool = False) -> Reply:

@@ -6,6 +6,7 @@ and up again, and every owner and flag comes back as it was. On SQLite and Postg
 from __future__ import annotations
 
 import itertools
+from functools import partial
 from typing import Any
 
 from alembic import command
@@ -17,9 +18,8 @@ from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
-from paycore.payouts import lifecycle as payout_lifecycle
-from paycore.payouts import service as payouts
 from paycore.payouts import states
+from tests.migrations.test_retire_settled import bank_news
 from tests.support import payouts as support
 from tests.support.refunds import create_refund, fail_refund, new_payment, open_merchant
 
@@ -69,7 +69,8 @@ def flows(database: Database) -> str:
     settled = support.move(
         database, support.schedule(database, TENANT, source, 3_000), *support.PATH_TO[states.SETTLED]
     )
-    database.transaction(lambda connection: bank_news(connection, settled.id))
+    for returned in (False, True):  # the bank's fee, then the payout's return
+        database.transaction(partial(bank_news, seen=settled, returned=returned))
 
     def money(connection: Connection) -> None:
         at_us = now_us()
@@ -90,24 +91,6 @@ def flows(database: Database) -> str:
 
     database.transaction(money)
     return payment_id
-
-
-def bank_news(connection: Connection, payout_id: str) -> None:
-    payout = payouts.load(connection, TENANT, payout_id, for_update=True)
-    at_us = now_us()
-    payout_lifecycle.record_bank_fee(connection, payout, 25, charged_at_us=at_us, actor="processor", now_us=at_us)
-    result = payout_lifecycle.record_bank_return(
-        connection,
-        payout,
-        code="R01",
-        received_minor=payout.amount_minor - 100,
-        return_fee_minor=150,
-        returned_at_us=at_us,
-        cause="bank_returned",
-        actor="processor",
-        now_us=at_us,
-    )
-    assert result == "applied"
 
 
 def owners(database: Database) -> tuple[dict[str, Any], dict[str, bool]]:
