@@ -11,11 +11,14 @@ Two parts, each run for the old and the new code in turn (old, new, old, new, ..
   CPU per charge and per webhook, and the TCP connections the receiver accepted.
 - **serve**: `paycore serve --dev` on SQLite (the sandbox in process, as `payments_bench.py`
   runs it), `--clients` threads posting payments for `--seconds` over keep-alive connections
-  (`payments_bench.drive`). Reported: payments/s; the webhooks still queued in the sandbox when
-  the load stops and the time until every one is delivered; the process's CPU per payment from
-  the load's start to that moment (/proc); and the sandbox's part of it, from py-spy samples of
-  the process over the same span (`--nonblocking`: the samples whose stack holds a
-  `paycore_sandbox` frame, as a share of all samples, times the process's CPU).
+  (`payments_bench.drive`). Reported: payments/s in the window, and counted to the last webhook
+  delivered (the window plus the drain); the webhooks still queued in the sandbox when the load
+  stops and the time until every one is delivered; the process's CPU per payment from the
+  load's start to that moment (/proc); and the sandbox's Python CPU in it, from py-spy samples
+  of the process over the same span (`--gil --nonblocking`: only the thread holding the GIL is
+  sampled, so a sample is Python CPU; those whose stack holds a `paycore_sandbox` frame,
+  divided by the rate). What runs without the GIL (SQLite's own work, the kernel's) is in the
+  process's CPU but not in that part; the `alone` figures have all of the sandbox's CPU.
   Checked after each run: every 201 is a `succeeded` payment, the sandbox holds one charge per
   payment and every webhook delivered, `paycore ledger verify` passes.
 
@@ -128,8 +131,8 @@ def wait_drained(sandbox_db: Path) -> float:
     return time.perf_counter() - started
 
 
-def sandbox_share(raw: Path) -> tuple[float, int]:
-    """(share of the samples with a paycore_sandbox frame, samples)."""
+def sandbox_samples(raw: Path) -> tuple[int, int]:
+    """(samples with a paycore_sandbox frame, all samples)."""
     total = ours = 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -138,7 +141,7 @@ def sandbox_share(raw: Path) -> tuple[float, int]:
         total += int(count)
         if re.search(r"\(paycore_sandbox/", stack):
             ours += int(count)
-    return ours / max(total, 1), total
+    return ours, total
 
 
 def run_serve(src: Path, workdir: Path, args: argparse.Namespace, tag: str) -> dict[str, Any]:
@@ -158,7 +161,7 @@ def run_serve(src: Path, workdir: Path, args: argparse.Namespace, tag: str) -> d
         if not args.no_spy:
             spy_bin = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
             spy = subprocess.Popen(
-                [spy_bin, "record", "--nonblocking", "-r", str(args.rate), "-f", "raw", "-o", str(raw),
+                [spy_bin, "record", "--gil", "--nonblocking", "-r", str(args.rate), "-f", "raw", "-o", str(raw),
                  "-p", str(process.pid)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
@@ -170,7 +173,7 @@ def run_serve(src: Path, workdir: Path, args: argparse.Namespace, tag: str) -> d
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
-        share, samples = sandbox_share(raw) if spy is not None else (float("nan"), 0)
+        ours, samples = sandbox_samples(raw) if spy is not None else (0, 0)
         charges, states = sandbox_counts(sandbox_db)
         verdict = pb.check(pb.Deployment("sqlite", f"sqlite:///{paycore_db}", f"sqlite:///{sandbox_db}", [port],
                                          [process], [log]), result["count_201"])  # fmt: skip
@@ -189,13 +192,39 @@ def run_serve(src: Path, workdir: Path, args: argparse.Namespace, tag: str) -> d
         **result,
         "queued_at_stop": queued_at_stop,
         "drain_s": drain_s,
+        "to_last_webhook_per_s": result["count_201"] / (args.seconds + drain_s),
         "cpu_ms_per_payment": 1000 * spent_s / payments,
-        "sandbox_ms_per_payment": 1000 * spent_s * share / payments,
-        "sandbox_share": share,
+        "sandbox_python_ms_per_payment": 1000 * ours / args.rate / payments if samples else float("nan"),
         "samples": samples,
         "charges": charges,
         "check": verdict,
     }
+
+
+MEDIANS = [
+    ("alone", "charge_cpu_us", "CPU µs / charge, alone", 0),
+    ("alone", "deliver_cpu_us", "CPU µs / webhook, alone", 0),
+    ("alone", "connections", "TCP connections opened for the webhooks, alone", 0),
+    ("serve", "payments_per_s", "payments/s, serve --dev", 0),
+    ("serve", "to_last_webhook_per_s", "payments/s to the last webhook", 0),
+    ("serve", "cpu_ms_per_payment", "process CPU ms / payment", 2),
+    ("serve", "sandbox_python_ms_per_payment", "sandbox Python CPU ms / payment", 2),
+    ("serve", "queued_at_stop", "webhooks queued at stop", 0),
+    ("serve", "count_201", "payments in the window", 0),
+    ("serve", "drain_s", "s to deliver them", 2),
+]
+
+
+def medians(raw: dict[tuple[str, str], list[dict[str, Any]]], names: list[str]) -> list[str]:
+    """One row per figure: its median over the rounds for each code, and new / old."""
+    rows = []
+    for part, key, label, digits in MEDIANS:
+        values = [common.median([run[key] for run in raw.get((name, part), [])] or [float("nan")]) for name in names]
+        ratio = [common.fmt_ratio(common.ratio(values[-1], values[0]))] if len(names) == 2 else []
+        if any(value == value for value in values if value is not None):  # some measured (not NaN)
+            rows.append([label, *(common.fmt(value, digits) for value in values), *ratio])
+    headers = ["median over the rounds", *names, *(["new / old"] if len(names) == 2 else [])]
+    return ["### Medians", "", common.markdown_table(headers, rows), ""]
 
 
 def main() -> int:
@@ -217,20 +246,24 @@ def main() -> int:
     parts = args.parts.split(",")
     alone_rows: list[list[Any]] = []
     serve_rows: list[list[Any]] = []
+    raw: dict[tuple[str, str], list[dict[str, Any]]] = {}
     load_before = common.load_average()
     for round_number in range(1, args.rounds + 1):
         for name, src in sides:
             if "alone" in parts:
                 alone = run_alone(src, workdir, args.charges)
+                raw.setdefault((name, "alone"), []).append(alone)
                 alone_rows.append([name, round_number, common.fmt(alone["charge_cpu_us"]),
                                    common.fmt(alone["deliver_cpu_us"]), common.fmt(alone["deliver_wall_us"]),
                                    alone["delivered"], alone["connections"]])  # fmt: skip
                 print(alone_rows[-1], file=sys.stderr, flush=True)
             if "serve" in parts:
                 found = run_serve(src, workdir, args, f"{name}-r{round_number}")
+                raw.setdefault((name, "serve"), []).append(found)
                 serve_rows.append([name, round_number, common.fmt(found["payments_per_s"]),
+                                   common.fmt(found["to_last_webhook_per_s"]),
                                    common.fmt(found["p99_ms"]), common.fmt(found["cpu_ms_per_payment"], 2),
-                                   common.fmt(found["sandbox_ms_per_payment"], 2),
+                                   common.fmt(found["sandbox_python_ms_per_payment"], 2),
                                    f"{found['queued_at_stop']} of {found['count_201']}",
                                    common.fmt(found["drain_s"], 2), found["check"]])  # fmt: skip
                 print(serve_rows[-1], file=sys.stderr, flush=True)
@@ -249,9 +282,11 @@ def main() -> int:
                    "TCP connections"]  # fmt: skip
         report += ["### Alone", "", common.markdown_table(headers, alone_rows), ""]
     if serve_rows:
-        headers = ["code", "round", "payments/s", "p99 ms", "process CPU ms / payment", "sandbox CPU ms / payment",
-                   "webhooks queued at stop", "s to deliver them", "check"]  # fmt: skip
+        headers = ["code", "round", "payments/s", "payments/s to the last webhook", "p99 ms",
+                   "process CPU ms / payment", "sandbox Python CPU ms / payment", "webhooks queued at stop",
+                   "s to deliver them", "check"]  # fmt: skip
         report += ["### serve --dev, SQLite", "", common.markdown_table(headers, serve_rows), ""]
+    report += medians(raw, [name for name, _ in sides])
     print("\n".join(report))
     return 0 if all(row[-1] == "ok" for row in serve_rows) else 1
 
