@@ -173,21 +173,21 @@ class Deliverer:
         return sent
 
     def _send(self, sink: WebhookSink, due: Due) -> _Sent:
-        body = due.body.encode()
-        headers = {
-            "Content-Type": "application/json",
-            # Signed at the moment of sending (real time, whatever `now_us` a test passes),
-            # because the receiver checks the timestamp against its own clock.
-            SIGNATURE_HEADER: sign(self._secret, clock.now_us() // 1_000_000, body),
-            "User-Agent": "paycore-sandbox",
-        }
-        try:
-            with self._in_flight:
+        with self._in_flight:
+            body = due.body.encode()
+            headers = {
+                "Content-Type": "application/json",
+                # Signed at the moment of sending (real time, whatever `now_us` a test passes),
+                # because the receiver checks the timestamp against its own clock.
+                SIGNATURE_HEADER: sign(self._secret, clock.now_us() // 1_000_000, body),
+                "User-Agent": "paycore-sandbox",
+            }
+            try:
                 return _Sent(due, sink(body, headers), None)
-        except Exception as failure:  # any failure to get an answer is one failed attempt
-            error = f"{type(failure).__name__}: {failure}"[:ERROR_LENGTH_MAX]
-            log.info("webhook %s not delivered: %s", due.event_id, error)
-            return _Sent(due, None, error)
+            except Exception as failure:  # any failure to get an answer is one failed attempt
+                error = f"{type(failure).__name__}: {failure}"[:ERROR_LENGTH_MAX]
+        log.info("webhook %s not delivered: %s", due.event_id, error)
+        return _Sent(due, None, error)
 
     def _record(self, connection: Connection, sent: Sequence[_Sent], now_us: int) -> None:
         """Every attempt of the round, then each delivery's new state."""
