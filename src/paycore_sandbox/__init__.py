@@ -18,15 +18,15 @@ if TYPE_CHECKING:
     from paycore_sandbox.faults import Decision, FaultPlanError
     from paycore_sandbox.limits import SandboxSettings
     from paycore_sandbox.service import Sandbox
-    from paycore_sandbox.webhooks import WebhookSink, http_sink
+    from paycore_sandbox.sink import WebhookSink, http_sink
 
 _HOMES = {
     "Decision": "faults",
     "FaultPlanError": "faults",
     "SandboxSettings": "limits",
     "Sandbox": "service",
-    "WebhookSink": "webhooks",
-    "http_sink": "webhooks",
+    "WebhookSink": "sink",
+    "http_sink": "sink",
 }
 __all__ = ["Decision", "FaultPlanError", "Sandbox", "SandboxSettings", "WebhookSink", "http_sink"]
 

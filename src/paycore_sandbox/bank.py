@@ -19,6 +19,7 @@ due times do not depend on how often the background loop wakes up.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from sqlalchemy import Connection, RowMapping
@@ -56,12 +57,12 @@ class Replayed(Exception):
     """A concurrent request with the same id was committed first: the caller rolls back and
     answers `replay(row, request)`."""
 
-    def __init__(self, row: RowMapping) -> None:
+    def __init__(self, row: Mapping[str, Any]) -> None:
         super().__init__(row["request_id"])
         self.row = row
 
 
-def replay(existing: RowMapping, request: PayoutRequest) -> PayoutResult:
+def replay(existing: Mapping[str, Any], request: PayoutRequest) -> PayoutResult:
     """The stored payout's result, if the request is the same; else request_id_reused."""
     _refuse_other_parameters(existing, request)
     return payout_result(existing)
@@ -70,20 +71,28 @@ def replay(existing: RowMapping, request: PayoutRequest) -> PayoutResult:
 def create_payout(
     connection: Connection, request: PayoutRequest, faults: Decision, settings: SandboxSettings, now_us: int
 ) -> PayoutResult:
-    """Accept (or replay) a payout; the request has passed `bank_accounts.check_payout`."""
+    """Accept (or replay) a payout; the request has passed `bank_accounts.check_payout`. The
+    usual case is three statements: the dedupe's read, joining the open batch, the insert."""
     existing = repository.find_payout(connection, request.request_id)
     if existing is not None:
         return replay(existing, request)
-    batch = _batch_to_join(connection, request, settings, now_us)
-    values = _accepted_values(request, batch["batch_id"], faults, settings, now_us)
+    total_max = BATCH_TOTAL_MINOR_MAX[request.rail]
+    joined = repository.join_open_batch(
+        connection, request.rail, request.currency, request.amount_minor, now_us, settings.bank_batch_max, total_max
+    )
+    if joined is None:  # no open batch, or none with room: close it, open another
+        batch = _batch_to_join(connection, request, settings, now_us)
+        repository.join_batch(connection, batch["batch_id"], request.amount_minor)
+        joined = (batch["batch_id"], batch["count"] + 1)
+    batch_id, count = joined
+    values = _accepted_values(request, batch_id, faults, settings, now_us)
     if not repository.insert_payout(connection, values):  # the same id, committed meanwhile
         existing = repository.find_payout(connection, request.request_id)
         assert existing is not None, "the insert conflicted with a committed row"
-        raise Replayed(existing)  # undo the batch this call may have opened: it would stay empty
-    repository.join_batch(connection, batch["batch_id"], request.amount_minor)
+        raise Replayed(existing)  # undo joining the batch (and any this call opened)
     report_faults.record(connection, "payout", request.request_id, faults)
-    if batch["count"] + 1 >= settings.bank_batch_max:
-        _close(connection, batch["batch_id"], now_us, settings)
+    if count >= settings.bank_batch_max:
+        _close(connection, batch_id, now_us, settings)
     return payout_result(values)
 
 
@@ -252,7 +261,7 @@ def _return(row: RowMapping, settings: SandboxSettings, now_us: int) -> dict[str
     }
 
 
-def _refuse_other_parameters(existing: RowMapping, request: PayoutRequest) -> None:
+def _refuse_other_parameters(existing: Mapping[str, Any], request: PayoutRequest) -> None:
     differing = [name for name in PARAMETERS if existing[name] != getattr(request, name)]
     if differing:
         raise ProcessorRefused(

@@ -1,15 +1,19 @@
-"""All of the bank rail's SQL: small named statements, no rules."""
+"""All of the bank rail's SQL: small named statements, no rules. Those of accepting a payout
+(`find_payout`, `join_open_batch`) run on the driver (paycore.db.driver); the others run once
+per batch or per step, through SQLAlchemy."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import BigInteger, Connection, RowMapping, case, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from paycore.db import driver
 from paycore.db.sql import insert_or_ignore
 from paycore_sandbox.models import bank_batches, bank_payouts
+from paycore_sandbox.repository import first_row
 
 # --- payouts -------------------------------------------------------------------------------
 
@@ -19,9 +23,12 @@ def insert_payout(connection: Connection, values: Mapping[str, Any]) -> bool:
     return insert_or_ignore(connection, bank_payouts, values, ["request_id"])
 
 
-def find_payout(connection: Connection, request_id: str) -> RowMapping | None:
-    statement = select(bank_payouts).where(bank_payouts.c.request_id == request_id)
-    return connection.execute(statement).mappings().first()
+_PAYOUT_COLUMNS: Final = tuple(column.name for column in bank_payouts.columns)
+_FIND_PAYOUT = driver.statement(f"SELECT {', '.join(_PAYOUT_COLUMNS)} FROM {bank_payouts.name} WHERE request_id = ?")
+
+
+def find_payout(connection: Connection, request_id: str) -> Mapping[str, Any] | None:
+    return first_row(bank_payouts, driver.fetch(connection, _FIND_PAYOUT, (request_id,)))
 
 
 def payouts_of_batch(connection: Connection, batch_id: str, limit: int) -> Sequence[RowMapping]:
@@ -93,6 +100,27 @@ def insert_batch(connection: Connection, values: Mapping[str, Any]) -> bool:
     dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
     statement = dialect.insert(bank_batches).values(**values).on_conflict_do_nothing()
     return connection.execute(statement.returning(bank_batches.c.batch_id)).first() is not None
+
+
+# The open batch of a rail and currency, joined if it has room: its count and total, checked
+# and added to in one UPDATE, which locks its row on PostgreSQL until the transaction ends.
+_JOIN_OPEN_BATCH = driver.statement(
+    f'UPDATE {bank_batches.name} SET "count" = "count" + 1, total_minor = total_minor + ?'
+    " WHERE rail = ? AND currency = ? AND closed_at_us IS NULL"
+    ' AND closes_at_us > ? AND "count" < ? AND total_minor + ? <= ?'
+    ' RETURNING batch_id, "count"'
+)
+
+
+def join_open_batch(
+    connection: Connection, rail: str, currency: str, amount_minor: int, now_us: int, count_max: int, total_max: int
+) -> tuple[str, int] | None:
+    """Join the open batch of (rail, currency) if it is open at `now_us`, holds fewer than
+    `count_max` payouts and keeps its total within `total_max` with this one: (its id, its
+    count now). None, and nothing changed, if there is no such batch."""
+    params = (amount_minor, rail, currency, now_us, count_max, amount_minor, total_max)
+    rows = driver.fetch(connection, _JOIN_OPEN_BATCH, params)
+    return (str(rows[0][0]), int(rows[0][1])) if rows else None
 
 
 def join_batch(connection: Connection, batch_id: str, amount_minor: int) -> None:

@@ -37,7 +37,7 @@ from paycore_sandbox.faults import Decision, FaultPlanError
 from paycore_sandbox.limits import BODY_BYTES_MAX
 from paycore_sandbox.schemas import ChargeBody, PayoutBody, RefundBody, render
 from paycore_sandbox.service import Sandbox
-from paycore_sandbox.webhooks import WebhookSink
+from paycore_sandbox.sink import WebhookSink
 
 _BAD_REQUEST_CODES: Final = frozenset(
     {"invalid_request", "invalid_amount", "invalid_currency", "invalid_token", "invalid_day", "invalid_account"}

@@ -36,6 +36,16 @@ BODY_BYTES_MAX: Final = 1_048_576
 ADMIN_TOKEN_LENGTH_MIN: Final = 16
 ADMIN_TOKEN_LENGTH_MAX: Final = 256
 
+# The HTTP webhook sink (`paycore_sandbox.sink`): kept-alive connections per destination, at
+# most this many (so at most this many deliveries at once through one sink); an idle one is
+# closed rather than reused after WEBHOOK_CONNECTION_IDLE_MS_MAX, below the keep-alive time of
+# paycore's server (PAYCORE_HTTP_KEEPALIVE_IDLE_MS, 5 s), so the receiver is rarely the one
+# closing it; an answer's body is read up to WEBHOOK_ANSWER_BYTES_MAX, and a longer one closes
+# the connection.
+WEBHOOK_CONNECTIONS_MAX: Final = 4
+WEBHOOK_CONNECTION_IDLE_MS_MAX: Final = 2_000
+WEBHOOK_ANSWER_BYTES_MAX: Final = 65_536
+
 HOLD_MS_MAX: Final = 60_000  # how long the HTTP server sits on a dropped request or answer
 DELAY_MS_MAX: Final = 60_000
 SETTLE_LATE_MS_MAX: Final = 86_400_000
@@ -56,6 +66,9 @@ class SandboxSettings:
     webhook_backoff_ms_max: int = 60_000
     webhook_timeout_ms: int = 5_000
     webhook_batch_max: int = 100
+    # Deliveries in flight at once (one object's events are still sent one after another, in
+    # order); a sink may allow fewer (`sink.concurrency_max`, e.g. its connections).
+    webhook_concurrency_max: int = 4
     settle_batch_max: int = 100
     background_rounds_max: int = 100  # per wake-up of the background loop
     lease_ms: int = 30_000  # a webhook being sent is not picked up by another deliverer meanwhile
@@ -82,6 +95,7 @@ class SandboxSettings:
         assert 1 <= self.webhook_backoff_ms_first <= self.webhook_backoff_ms_max
         assert self.webhook_timeout_ms >= 1
         assert self.webhook_batch_max >= 1 and self.settle_batch_max >= 1
+        assert self.webhook_concurrency_max >= 1
         assert self.lease_ms > self.webhook_timeout_ms, "a lease outlives the send it covers"
         assert 1 <= self.bank_batch_max <= BANK_BATCH_MAX_MAX and self.bank_steps_max >= 1
         steps_ms = (

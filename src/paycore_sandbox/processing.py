@@ -20,6 +20,7 @@ refuses a total above the charge's amount as well.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -177,7 +178,7 @@ def _status_values(
     }
 
 
-def _refundable_charge(connection: Connection, request: RefundRequest) -> RowMapping:
+def _refundable_charge(connection: Connection, request: RefundRequest) -> dict[str, Any]:
     charge = repository.find_charge_by_processor_id(connection, request.payment_reference)
     # Another merchant's charge is not found, rather than refused, so as not to reveal it.
     if charge is None or charge["merchant_id"] != request.merchant_id:
@@ -193,7 +194,7 @@ def _refundable_charge(connection: Connection, request: RefundRequest) -> RowMap
     return charge
 
 
-def _refuse_other_parameters(existing: RowMapping, request: object, names: tuple[str, ...]) -> None:
+def _refuse_other_parameters(existing: Mapping[str, Any], request: object, names: tuple[str, ...]) -> None:
     differing = [name for name in names if existing[name] != getattr(request, name)]
     if differing:
         raise ProcessorRefused(

@@ -1,12 +1,16 @@
-"""All of the sandbox's SQL: small named statements, no rules."""
+"""The sandbox's SQL for charges, refunds, their settling and the settlement report: small
+named statements, no rules. The webhook outbox's is `webhook_repository.py`, the bank rail's
+`bank_repository.py`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from functools import cache
 from typing import Any, Final
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Connection,
     RowMapping,
     Select,
@@ -23,11 +27,49 @@ from sqlalchemy import (
     update,
 )
 
+from paycore.db import driver
+from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore
 from paycore_sandbox.faults import REPORT_FAULTS
-from paycore_sandbox.models import bank_payouts, charges, refunds, report_faults, webhook_attempts, webhooks
+from paycore_sandbox.models import (
+    bank_batches,
+    bank_payouts,
+    charges,
+    refunds,
+    report_faults,
+    webhook_attempts,
+    webhooks,
+)
 
-# --- charges -------------------------------------------------------------------------------
+# --- charges and refunds: on the driver (the statements of a charge, a refund, a dedupe) ---
+
+_CHARGE_COLUMNS: Final = tuple(column.name for column in charges.columns)
+_REFUND_COLUMNS: Final = tuple(column.name for column in refunds.columns)
+_FIND_CHARGE = driver.statement(f"SELECT {', '.join(_CHARGE_COLUMNS)} FROM {charges.name} WHERE request_id = ?")
+_FIND_CHARGE_BY_PROCESSOR_ID = driver.statement(
+    f"SELECT {', '.join(_CHARGE_COLUMNS)} FROM {charges.name} WHERE processor_charge_id = ?"
+)
+_FIND_REFUND = driver.statement(f"SELECT {', '.join(_REFUND_COLUMNS)} FROM {refunds.name} WHERE request_id = ?")
+_RESERVE_REFUND = driver.statement(
+    f"UPDATE {charges.name} SET refunded_minor = refunded_minor + ?, updated_at_us = ?"
+    " WHERE request_id = ? AND refunded_minor + ? <= amount_minor"
+)
+
+
+def first_row(table: Table, rows: Sequence[tuple[Any, ...]]) -> dict[str, Any] | None:
+    """The first of `rows` (all of `table`'s columns, in order, from the driver) by column name,
+    its booleans as bool (SQLite's driver gives 0 and 1); None if there is none."""
+    if not rows:
+        return None
+    row = dict(zip(table.c.keys(), rows[0], strict=True))
+    for name in _boolean_columns(table):
+        row[name] = bool(row[name])
+    return row
+
+
+@cache
+def _boolean_columns(table: Table) -> tuple[str, ...]:
+    return tuple(column.name for column in table.columns if isinstance(column.type, Boolean))
 
 
 def insert_charge(connection: Connection, values: Mapping[str, Any]) -> bool:
@@ -35,28 +77,20 @@ def insert_charge(connection: Connection, values: Mapping[str, Any]) -> bool:
     return insert_or_ignore(connection, charges, values, ["request_id"])
 
 
-def find_charge(connection: Connection, request_id: str) -> RowMapping | None:
-    return connection.execute(select(charges).where(charges.c.request_id == request_id)).mappings().first()
+def find_charge(connection: Connection, request_id: str) -> dict[str, Any] | None:
+    return first_row(charges, driver.fetch(connection, _FIND_CHARGE, (request_id,)))
 
 
-def find_charge_by_processor_id(connection: Connection, processor_charge_id: str) -> RowMapping | None:
-    statement = select(charges).where(charges.c.processor_charge_id == processor_charge_id)
-    return connection.execute(statement).mappings().first()
+def find_charge_by_processor_id(connection: Connection, processor_charge_id: str) -> dict[str, Any] | None:
+    return first_row(charges, driver.fetch(connection, _FIND_CHARGE_BY_PROCESSOR_ID, (processor_charge_id,)))
 
 
 def reserve_refund(connection: Connection, charge_request_id: str, amount_minor: int, now_us: int) -> bool:
     """Add to the charge's refunded amount unless it would pass the charge's amount. One
     guarded UPDATE: concurrent refunds of one charge queue on its row and each sees the
     total the previous one committed."""
-    statement = (
-        update(charges)
-        .where(
-            charges.c.request_id == charge_request_id,
-            charges.c.refunded_minor + amount_minor <= charges.c.amount_minor,
-        )
-        .values(refunded_minor=charges.c.refunded_minor + amount_minor, updated_at_us=now_us)
-    )
-    return connection.execute(statement).rowcount == 1
+    params = (amount_minor, now_us, charge_request_id, amount_minor)
+    return driver.execute(connection, _RESERVE_REFUND, params) == 1
 
 
 def release_refund(connection: Connection, charge_request_id: str, amount_minor: int, now_us: int) -> None:
@@ -68,15 +102,30 @@ def release_refund(connection: Connection, charge_request_id: str, amount_minor:
     assert connection.execute(statement).rowcount == 1, "a refund releases what it reserved"
 
 
-# --- refunds -------------------------------------------------------------------------------
-
-
 def insert_refund(connection: Connection, values: Mapping[str, Any]) -> bool:
     return insert_or_ignore(connection, refunds, values, ["request_id"])
 
 
-def find_refund(connection: Connection, request_id: str) -> RowMapping | None:
-    return connection.execute(select(refunds).where(refunds.c.request_id == request_id)).mappings().first()
+def find_refund(connection: Connection, request_id: str) -> dict[str, Any] | None:
+    return first_row(refunds, driver.fetch(connection, _FIND_REFUND, (request_id,)))
+
+
+# --- the background work: is anything due? ---------------------------------------------------
+
+# One read, by the indexes the steps use, before the background's write transactions: most
+# rounds find nothing to settle, close or move, and each empty transaction took the write lock.
+_ANYTHING_DUE = driver.statement(
+    f"SELECT EXISTS (SELECT 1 FROM {charges.name} WHERE status = 'pending' AND settle_at_us <= ?)"
+    f" OR EXISTS (SELECT 1 FROM {refunds.name} WHERE status = 'pending' AND settle_at_us <= ?)"
+    f" OR EXISTS (SELECT 1 FROM {bank_batches.name} WHERE closed_at_us IS NULL AND closes_at_us <= ?)"
+    f" OR EXISTS (SELECT 1 FROM {bank_payouts.name} WHERE next_step_at_us <= ?)"
+)
+
+
+def anything_due(database: Database, now_us: int) -> bool:
+    """Whether a charge or refund is due to settle, a batch to close or a payout to move on."""
+    [(due,)] = database.peek(_ANYTHING_DUE, (now_us,) * 4)
+    return bool(due)
 
 
 # --- pending charges and refunds reaching their final status --------------------------------
@@ -111,51 +160,7 @@ def finish(connection: Connection, object_type: str, request_id: str, now_us: in
     return connection.execute(statement).rowcount == 1
 
 
-# --- the webhook outbox ---------------------------------------------------------------------
-
-
-def insert_webhook(connection: Connection, values: Mapping[str, Any]) -> None:
-    connection.execute(webhooks.insert().values(**values))
-
-
-def release_held(connection: Connection, object_type: str, object_request_id: str, due_at_us: int) -> int:
-    statement = (
-        update(webhooks)
-        .where(
-            webhooks.c.object_type == object_type,
-            webhooks.c.object_request_id == object_request_id,
-            webhooks.c.held.is_(True),
-        )
-        .values(held=False, due_at_us=due_at_us)
-    )
-    return int(connection.execute(statement).rowcount)
-
-
-def claim_due(connection: Connection, now_us: int, leased_until_us: int, limit: int) -> Sequence[RowMapping]:
-    """The deliveries due now, oldest first, pushed to `leased_until_us` so that another
-    deliverer does not send them while this one does (if this one dies, they come due again)."""
-    statement = (
-        select(webhooks)
-        .where(webhooks.c.state == "pending", webhooks.c.held.is_(False), webhooks.c.due_at_us <= now_us)
-        .order_by(webhooks.c.due_at_us, webhooks.c.delivery_id)
-        .limit(limit)
-    )
-    if connection.dialect.name == "postgresql":
-        statement = statement.with_for_update(skip_locked=True)
-    rows = connection.execute(statement).mappings().all()
-    if rows:
-        ids = [row["delivery_id"] for row in rows]
-        connection.execute(update(webhooks).where(webhooks.c.delivery_id.in_(ids)).values(due_at_us=leased_until_us))
-    return rows
-
-
-def record_attempt(connection: Connection, values: Mapping[str, Any]) -> None:
-    connection.execute(webhook_attempts.insert().values(**values))
-
-
-def update_delivery(connection: Connection, delivery_id: str, values: Mapping[str, Any]) -> None:
-    statement = update(webhooks).where(webhooks.c.delivery_id == delivery_id, webhooks.c.state == "pending")
-    connection.execute(statement.values(**values))
+# --- the webhook outbox, for inspection (its own statements: webhook_repository.py) -------
 
 
 def deliveries(connection: Connection, limit: int) -> Sequence[RowMapping]:

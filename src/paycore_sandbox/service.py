@@ -42,7 +42,8 @@ from paycore_sandbox.limits import (
 )
 from paycore_sandbox.models import REPORT_FAULTS_CHECK, bank_payouts, metadata, report_faults, webhooks
 from paycore_sandbox.schemas import render_batch
-from paycore_sandbox.webhooks import Deliverer, WebhookSink
+from paycore_sandbox.sink import WebhookSink
+from paycore_sandbox.webhooks import Deliverer
 
 log = logging.getLogger(__name__)
 TOKENS: Final = tuple(processing.TOKENS)
@@ -211,6 +212,8 @@ class Sandbox:
         bank batches whose window ended, then reject, settle or return the payouts whose next
         step is due (bank_steps_max each). Return how many things changed."""
         now = clock.now_us() if now_us is None else now_us
+        if not repository.anything_due(self.database, now):
+            return 0  # the usual answer, read without taking the write lock three times
         changed = self.database.transaction(lambda connection: self._settle(connection, now))
         changed += self.database.transaction(lambda connection: bank.close_due_batches(connection, self.settings, now))
         return changed + self.database.transaction(

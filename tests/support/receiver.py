@@ -13,6 +13,11 @@ shows up as a second request), "large_ok" (200 with `large_bytes` bytes of body)
 "dribble_headers" / "dribble_body" (a byte every `dribble_s`, for `hang_s`, in the headers or
 the body of a 200). The server is standard library only, so it behaves like any tenant's;
 with a TLS context it serves https.
+
+By default every answer closes its connection. `Receiver(keep_alive=True)` keeps it open for
+the next request (HTTP/1.1), and closes one left idle for `idle_s`, as servers do; either way
+`connections` counts the TCP connections it accepted and `in_flight_max` the most requests it
+was answering at once.
 """
 
 from __future__ import annotations
@@ -20,12 +25,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import http.server
+import socket
 import ssl
 import threading
 import time
 from collections import deque
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
 MODES: Final = frozenset(
     {"ok", "error_500", "timeout", "close", "slow_ok", "redirect", "large_ok", "dribble_headers", "dribble_body"}
@@ -48,7 +54,12 @@ class Received:
 class Receiver:
     """`tls`: a server context, to serve https (the handshake happens in the accepting thread)."""
 
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None, *, keep_alive: bool = False, idle_s: float = 5.0) -> None:
+        self.keep_alive = keep_alive
+        self.idle_s = idle_s
+        self.connections = 0
+        self.in_flight_max = 0
+        self._in_flight = 0
         self.default = "ok"
         self.hang_s = 5.0
         self.slow_s = 0.5
@@ -104,13 +115,23 @@ class Receiver:
 
     # --- called by the handler's threads -------------------------------------------------
 
+    def _accepted(self) -> None:
+        with self._changed:
+            self.connections += 1
+
     def _arrived(self, path: str, headers: dict[str, str], body: bytes) -> Received:
         with self._changed:
             mode = self._queued.popleft() if self._queued else self.default
             assert mode in MODES, mode
             found = Received(path, headers, body, time.time(), None, mode)
             self.received.append(found)
+            self._in_flight += 1
+            self.in_flight_max = max(self.in_flight_max, self._in_flight)
             return found
+
+    def _done(self) -> None:
+        with self._changed:
+            self._in_flight -= 1
 
     def _answered(self, found: Received) -> None:
         with self._changed:
@@ -137,11 +158,24 @@ class _Server(http.server.ThreadingHTTPServer):
     block_on_close = False  # a "timeout" handler may still hang: closing does not wait for it
     receiver: Receiver
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.receiver._accepted()
+        super().process_request(request, client_address)
+
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
     _found: Received | None = None  # the request being answered, once recorded
+
+    def setup(self) -> None:
+        super().setup()
+        if self.server.receiver.keep_alive:
+            # A kept-alive connection waits `idle_s` for its next request, then closes (a
+            # timeout ends `handle_one_request`); the answer's headers and body go out without
+            # waiting for the client's delayed ACK of the headers (two writes, Nagle's algorithm).
+            self.connection.settimeout(self.server.receiver.idle_s)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
 
     def do_POST(self) -> None:
         receiver = self.server.receiver
@@ -156,6 +190,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer(receiver, found.mode)
         except OSError:  # the client left (a timeout): nothing was answered
             receiver._unanswered(found)
+        finally:
+            receiver._done()
 
     do_GET = do_POST  # a client that followed a redirect with a GET is recorded too
 
@@ -164,6 +200,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
         if mode == "close":
             return
+        # Only a complete, on-time answer can leave its connection open for the next request.
+        self.close_connection = not (receiver.keep_alive and mode in DELIVERING_MODES)
         if mode == "timeout" and not receiver._pause(receiver.hang_s):
             return
         if mode == "slow_ok" and not receiver._pause(receiver.slow_s):

@@ -84,7 +84,7 @@ def _dev_sandbox(settings: Settings, host: str, port: int) -> tuple[Processor, S
     webhooks over HTTP to this server, as the real processor would."""
     from paycore_sandbox.inprocess import InProcessTransport
     from paycore_sandbox.service import Sandbox
-    from paycore_sandbox.webhooks import http_sink
+    from paycore_sandbox.sink import http_sink
 
     sandbox = Sandbox.open(settings.sandbox_database_url, webhook_secret=settings.processor_webhook_secret)
     webhook_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host

@@ -62,7 +62,7 @@ def serve(
     from paycore.http.exposure import UnsafeBind, check_admin_bind
     from paycore_sandbox.http import create_app
     from paycore_sandbox.service import Sandbox
-    from paycore_sandbox.webhooks import http_sink
+    from paycore_sandbox.sink import http_sink
 
     if not webhook_secret:
         raise typer.BadParameter("the webhook secret must not be empty", param_hint="--webhook-secret")
@@ -97,3 +97,4 @@ def serve(
     finally:
         background.stop()
         sandbox.close()
+        sink.close()

@@ -5,10 +5,11 @@ input is refused with a clear code before anything is stored."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, RowMapping
+from sqlalchemy import Connection
 
 from paycore.processor.port import PayoutRequest, ProcessorRefused
 from paycore_sandbox import Sandbox, bank_repository
@@ -172,7 +173,7 @@ def test_a_duplicate_committed_meanwhile_is_answered_and_leaves_no_empty_batch(
     read = bank_repository.find_payout
     reads: list[str] = []
 
-    def blind_at_first(connection: Connection, request_id: str) -> RowMapping | None:
+    def blind_at_first(connection: Connection, request_id: str) -> Mapping[str, Any] | None:
         """The first look misses the row, as if its transaction committed just after."""
         reads.append(request_id)
         return None if len(reads) == 1 else read(connection, request_id)
