@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, Table
 
-from tests.integration.plans.history import history_tables
+from tests.support.history import history_tables
 
 # Columns that name one object: their rows are that object's few (its entries, its events, its
 # refunds, its resolution), however long the tenant's history.

@@ -29,8 +29,8 @@ from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support as payouts
 from tests.integration.plans import capture
 from tests.integration.plans.explain import Read, why_history
-from tests.integration.plans.history import add_history
 from tests.integration.refunds import support as refunds
+from tests.support.history import add_history
 from tests.support.payouts import funded_source
 
 TENANT = payouts.TENANT  # local mode's tenant
