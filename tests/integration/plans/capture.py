@@ -3,7 +3,8 @@
 SQLite: every statement the engine's cursors execute (`before_cursor_execute`, which the
 driver's statements of `paycore.db.driver` call too), planned by `EXPLAIN QUERY PLAN` with the
 parameters it ran with, and the statements of the triggers it fired (a trigger's plan is not in
-its statement's). PostgreSQL: every plan that ran, as auto_explain reports it, the statements
+its statement's); not `Database.peek`'s reads on SQLite, which run on connections of their own
+(the per-request checks of local mode, on configuration tables). PostgreSQL: every plan that ran, as auto_explain reports it, the statements
 inside the server functions, the triggers and the foreign key checks included; with every
 statement prepared and planned as `plan` says: `generic` (the plan a prepared statement, a
 PL/pgSQL statement or a foreign key check keeps after its first runs, made without the values)
@@ -77,7 +78,7 @@ def reads(database: Database, plan: str = "custom") -> Iterator[list[Read]]:
         for sql, parameters in captured.statements:
             found.extend(sqlite_reads(connection, sql, parameters))
             for trigger_sql, trigger_parameters in _fired(sql, triggers):
-                found.extend(sqlite_reads(connection, trigger_sql, trigger_parameters))
+                found.extend(sqlite_reads(connection, trigger_sql, trigger_parameters, nested=True))
 
 
 def _postgres_listener(captured: Captured, plan: str) -> Any:

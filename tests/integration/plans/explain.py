@@ -60,6 +60,7 @@ class Read:
     built: bool  # an index the statement builds for itself (SQLite's automatic index)
     detail: str  # the plan's own words
     statement: str
+    nested: bool = False  # a trigger's, a server function's or a foreign key check's statement
 
 
 def _whole_keys(table: Table) -> list[frozenset[str]]:
@@ -115,7 +116,9 @@ def aliases(sql: str) -> dict[str, str]:
     return found
 
 
-def sqlite_reads(connection: Connection, sql: str, parameters: Sequence[Any] | Mapping[str, Any]) -> list[Read]:
+def sqlite_reads(
+    connection: Connection, sql: str, parameters: Sequence[Any] | Mapping[str, Any], *, nested: bool = False
+) -> list[Read]:
     """The tables `sql` reads, from SQLite's EXPLAIN QUERY PLAN (with the parameters it ran with)."""
     driver = connection.connection.driver_connection
     assert driver is not None
@@ -140,6 +143,7 @@ def sqlite_reads(connection: Connection, sql: str, parameters: Sequence[Any] | M
                 built=match["auto"] is not None,
                 detail=detail,
                 statement=sql,
+                nested=nested,
             )
         )
     return reads
@@ -201,4 +205,5 @@ def _node_read(node: Mapping[str, Any], tables: Mapping[str, str], statement: st
         built=False,
         detail=detail,
         statement=statement,
+        nested=statement.startswith("SELECT 1 FROM ONLY") or "NEW." in statement,  # a key check, a trigger's
     )

@@ -27,7 +27,7 @@ exists), then upgrade:
 
 Revision ID: 0025
 Revises: 0024
-Create Date: 2026-12-08 10:00:00
+Create Date: 2026-12-06 03:00:00
 """
 
 from __future__ import annotations
