@@ -3,12 +3,12 @@
 SQLite: every statement the engine's cursors execute (`before_cursor_execute`, which the
 driver's statements of `paycore.db.driver` call too), planned by `EXPLAIN QUERY PLAN` with the
 parameters it ran with, and the statements of the triggers it fired (a trigger's plan is not in
-its statement's); not `Database.peek`'s reads on SQLite, which run on connections of their own
-(the per-request checks of local mode, on configuration tables). PostgreSQL: every plan that ran, as auto_explain reports it, the statements
-inside the server functions, the triggers and the foreign key checks included; with every
-statement prepared and planned as `plan` says: `generic` (the plan a prepared statement, a
-PL/pgSQL statement or a foreign key check keeps after its first runs, made without the values)
-or `custom` (made for the values).
+its statement's); not `Database.peek`'s reads, which run on connections of their own (the
+per-request checks of local mode, on configuration tables). PostgreSQL: every plan that ran,
+as auto_explain reports it, the statements inside the server functions, the triggers and the
+foreign key checks included; with every statement prepared and planned as `plan` says:
+`generic` (the plan a prepared statement, a PL/pgSQL statement or a foreign key check keeps
+after its first runs, made without the values) or `custom` (made for the values).
 """
 
 from __future__ import annotations

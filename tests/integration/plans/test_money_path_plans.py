@@ -1,7 +1,8 @@
 """No statement of the money path scans the tenant's history, on either database (ADR 0026).
 
-A payment (answered, replayed, answered late and resolved by the worker), a refund, a payout, a
-credit and ledger transfers (a transfer, a hold posted, a hold voided) run through the API and
+A payment (answered, replayed, answered late and resolved by the worker), a refund, a payout
+(settled, and canceled), a credit and ledger transfers (a transfer, reversed, a batch, a hold
+posted, a hold voided) run through the API and
 the worker's jobs, as a user runs them, on a database holding a long history of the tenant:
 every row of one run of each flow copied `COPIES` times (`tests/support/history.py`). Every
 statement they run is planned as its database plans it (`capture.py`: SQLite's EXPLAIN QUERY
@@ -70,8 +71,11 @@ class Flows:
             "payment answered late": self.payment_answered_late,
             "refund": self.refund,
             "payout": self.payout,
+            "payout canceled": self.payout_canceled,
             "credit": self.credit,
             "transfer": self.transfer,
+            "transfer reversed": self.transfer_reversed,
+            "batch": self.batch,
             "hold posted": lambda: self.hold("post"),
             "hold voided": lambda: self.hold("void"),
         }
@@ -104,6 +108,11 @@ class Flows:
         assert payouts.queue_and_send(self.env) == 1
         payouts.bank_finishes(self.env)
 
+    def payout_canceled(self) -> None:
+        payout = payouts.schedule(self.env, payouts.ach(self.source))
+        response = self.env.client.post(f"/v1/payouts/{payout['id']}/cancel", headers=_key("cancel"))
+        assert response.status_code == 200 and response.json()["status"] == "canceled", response.text
+
     def credit(self) -> None:
         line = {"desc": "pack", "amount_minor": 500, "currency": "USD"}
         body = {"idempotency_key": f"credit-{next(_keys)}", "lines": [line]}
@@ -119,6 +128,17 @@ class Flows:
 
     def transfer(self) -> None:
         self._transfer()
+
+    def transfer_reversed(self) -> None:
+        transfer = self._transfer()
+        response = self.env.client.post(f"/v1/transfers/{transfer}/reverse", headers=_key("reverse"))
+        assert response.status_code == 201, response.text
+
+    def batch(self) -> None:
+        one = {"debit_account_id": self.other, "credit_account_id": self.merchant, "amount_minor": 100}
+        one["currency"] = "USD"
+        response = self.env.client.post("/v1/transfers/batch", json={"transfers": [one, one]}, headers=_key("batch"))
+        assert response.status_code == 201, response.text
 
     def hold(self, action: str) -> None:
         hold = self._transfer(pending=True)
