@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 
 from paycore.config import Settings
-from paycore.db import migrate
+from paycore.db import migrate, statistics
 from paycore.db.engine import Database
 
 app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
@@ -15,11 +15,18 @@ console = Console()
 
 @app.command()
 def upgrade(revision: str = typer.Argument("head")) -> None:
-    """Apply migrations up to REVISION (default: head). Safe to run from several processes."""
+    """Apply migrations up to REVISION (default: head), then ANALYZE the tables that hold rows.
+    Safe to run from several processes."""
     database = Database(Settings.from_env())
     before = migrate.current_revision(database)
     migrate.upgrade(database, revision)
     console.print(f"database at revision {migrate.current_revision(database)} (was {before})")
+    with database.engine.connect() as connection:
+        if statistics.autovacuum_is_off(connection):
+            console.print(
+                "warning: autovacuum is off on this PostgreSQL server, so nothing keeps the planner's"
+                " statistics current: run ANALYZE after loading data and regularly (docs/operations.md)"
+            )
 
 
 @app.command()

@@ -13,7 +13,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import StaticPool
 
 from paycore.config import Settings
-from paycore.db import driver
+from paycore.db import driver, statistics
 
 _BEGIN_DEFERRED = driver.statement("BEGIN")
 _BEGIN_IMMEDIATE = driver.statement("BEGIN IMMEDIATE")
@@ -59,6 +59,7 @@ def make_sqlite_engine(settings: Settings) -> Engine:
         # On the driver: this runs for every transaction (paycore.db.driver says why).
         driver.execute(connection, _BEGIN_DEFERRED if readonly else _BEGIN_IMMEDIATE, ())
 
+    statistics.keep_sqlite_statistics(engine, busy_timeout_ms)  # PRAGMA optimize now and then
     return engine
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 from sqlalchemy import Connection, inspect, text
 
 from paycore.config import Settings
+from paycore.db import statistics
 from paycore.db.engine import Database
 from paycore.db.engines import is_sqlite_memory
 
@@ -32,7 +33,7 @@ _IN_PROCESS_LOCK = threading.Lock()
 
 # The newest migration's revision: tests/migrations/test_migrations.py checks that it is the
 # scripts' head, so a new migration that does not move it fails the suite.
-HEAD_REVISION: Final = "0024"
+HEAD_REVISION: Final = "0025"
 
 
 def alembic_config() -> Config:
@@ -63,15 +64,26 @@ def current_revision(database: Database) -> str | None:
 
 
 def upgrade(database: Database, revision: str = "head") -> None:
-    """Upgrade to `revision`. On PostgreSQL an advisory lock serialises concurrent upgrades;
-    on SQLite the migration's transaction takes the write lock when it begins. An in-memory
+    """Upgrade to `revision`, then gather the planner's statistics if a migration ran. On
+    PostgreSQL an advisory lock serialises concurrent upgrades; on SQLite the migration's
+    transaction takes the write lock when it begins. An in-memory
     SQLite database with nothing in it, upgraded to head, is a copy of this process's migrated
     template (`_SqliteTemplate`)."""
     if revision == "head" and is_sqlite_memory(database.settings.database_url) and _SQLITE_TEMPLATE.copy_into(database):
         return
     if revision == "head" and current_revision(database) == HEAD_REVISION:
         return  # nothing to run (no later revision exists in this code)
+    before = current_revision(database)
     run(database, _upgrade_to(revision))
+    if current_revision(database) != before:  # not when another process had just migrated it
+        gather_statistics(database)
+
+
+def gather_statistics(database: Database) -> list[str]:
+    """ANALYZE every table that holds a row (`paycore.db.statistics`, which says why not the
+    empty ones); the tables analyzed."""
+    with database.engine.connect() as connection:
+        return statistics.analyze(connection)
 
 
 def upgrade_new(database: Database) -> None:

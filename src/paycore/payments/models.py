@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
-from paycore.lifecycle.columns import faulted_index, work_columns
+from paycore.lifecycle.columns import due_index, faulted_index, work_columns
 
 STATUSES = ("processing", "succeeded", "failed", "in_doubt")
 
@@ -55,7 +55,7 @@ payments = Table(
     CheckConstraint("amount_minor > 0 AND amount_minor <= 9007199254740991", name="amount_minor"),
     CheckConstraint("refunded_minor >= 0 AND refunded_minor <= amount_minor", name="refunded_minor"),
     Index("ix_payments_status", "tenant_id", "status", "id"),
-    Index("ix_payments_due", "next_attempt_at_us"),
+    due_index("payments"),  # the worker's queue (migration 0025)
     Index("ix_payments_id", "id"),  # the console's lists over every tenant, by id (migration 0017)
     faulted_index("payments"),  # the items a worker could not move (migration 0022)
 )

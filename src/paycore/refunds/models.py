@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
-from paycore.lifecycle.columns import faulted_index, work_columns
+from paycore.lifecycle.columns import due_index, faulted_index, work_columns
 
 STATUSES = ("requires_approval", "pending", "processing", "succeeded", "failed", "in_doubt", "canceled")
 
@@ -53,6 +53,6 @@ refunds = Table(
     ),
     CheckConstraint("amount_minor > 0 AND amount_minor <= 9007199254740991", name="amount_minor"),
     Index("ix_refunds_payment", "tenant_id", "payment_id", "id"),
-    Index("ix_refunds_due", "next_attempt_at_us"),
+    due_index("refunds"),  # the worker's queue (migration 0025)
     faulted_index("refunds"),  # the items a worker could not move (migration 0022)
 )

@@ -1,0 +1,204 @@
+"""No statement of the money path scans the tenant's history, on either database (ADR 0027).
+
+A payment (answered, replayed, answered late and resolved by the worker), a refund, a payout
+(settled, and canceled), a credit and ledger transfers (a transfer, reversed, a batch, a hold
+posted, a hold voided) run through the API and
+the worker's jobs, as a user runs them, on a database holding a long history of the tenant:
+every row of one run of each flow copied `COPIES` times (`tests/support/history.py`). Every
+statement they run is planned as its database plans it (`capture.py`: SQLite's EXPLAIN QUERY
+PLAN, triggers included; PostgreSQL's own plans, nested statements included), and every
+history table it reads must be read through an index searched by a whole key or by a column
+that names one object, or a work queue's range of due times (`explain.why_history`). A
+statement that scans the tenant's history costs more with every payment the tenant makes.
+A new statement on these paths is checked without being listed anywhere.
+
+The statistics: those the database has once the history is written (`as migrated`: none on the
+history, the migrations having found the tables empty), those gathered while the tables were
+small (`analyzed young`: ANALYZE after the first run of the flows, before the history), and
+current ones (`analyzed`). The plans are made after the history is written (the pool is emptied
+first): a plan a PostgreSQL connection cached while a table was small is autovacuum's to
+replace (docs/operations.md). PostgreSQL is checked with each statement's generic plan (the one
+a prepared statement, a PL/pgSQL statement or a foreign key check keeps) and its custom plan.
+`PAYCORE_PRINT_PLANS=1` (pytest -s) prints every read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Callable
+
+import pytest
+
+from paycore.db.engine import Database
+from tests.integration.payments.conftest import Env
+from tests.integration.payouts import support as payouts
+from tests.integration.plans import capture
+from tests.integration.plans.explain import Read, why_history
+from tests.integration.refunds import support as refunds
+from tests.support.history import add_history
+from tests.support.payouts import funded_source
+
+TENANT = payouts.TENANT  # local mode's tenant
+COPIES = 1_000
+PRINT = os.environ.get("PAYCORE_PRINT_PLANS") == "1"
+# Read by the flows on either database: proof that the plans were captured at all.
+READ_TABLES = frozenset(
+    {"payments", "refunds", "payouts", "ledger_accounts", "ledger_transfers", "ledger_entries", "events"}
+    | {"idempotency_keys"}
+)
+_keys = itertools.count(1)
+
+
+def _key(flow: str) -> dict[str, str]:
+    return {"Idempotency-Key": f"{flow}-{next(_keys)}"}
+
+
+class Flows:
+    """The money path's flows, each run as a user runs it; `accounts` made once, before."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.merchant = env.account()
+        self.other = env.account("merchant.other")
+        self.source = funded_source(env.database, TENANT, 1_000_000)
+
+    def all(self) -> dict[str, Callable[[], None]]:
+        return {
+            "payment": self.payment,
+            "payment replayed": self.payment_replayed,
+            "payment answered late": self.payment_answered_late,
+            "refund": self.refund,
+            "payout": self.payout,
+            "payout canceled": self.payout_canceled,
+            "credit": self.credit,
+            "transfer": self.transfer,
+            "transfer reversed": self.transfer_reversed,
+            "batch": self.batch,
+            "hold posted": lambda: self.hold("post"),
+            "hold voided": lambda: self.hold("void"),
+        }
+
+    def payment(self) -> None:
+        assert self.env.pay(self.merchant).status_code == 201
+        self.env.deliver()
+
+    def payment_replayed(self) -> None:
+        key = f"replayed-{next(_keys)}"
+        assert self.env.pay(self.merchant, key=key).status_code == 201
+        assert self.env.pay(self.merchant, key=key).status_code == 201
+
+    def payment_answered_late(self) -> None:
+        self.env.faults({"fault": "drop_response", "next_n": 1})
+        response = self.env.pay(self.merchant)
+        assert response.status_code == 202, response.text
+        assert self.env.resolve() == 1
+        assert self.env.client.get(f"/v1/payments/{response.json()['id']}").json()["status"] == "succeeded"
+
+    def refund(self) -> None:
+        response = self.env.pay(self.merchant)
+        assert response.status_code == 201, response.text
+        refunds.created(self.env, response.json()["id"], 400)
+        assert refunds.send(self.env) == 1
+        self.env.deliver()
+
+    def payout(self) -> None:
+        payouts.schedule(self.env, payouts.ach(self.source))
+        assert payouts.queue_and_send(self.env) == 1
+        payouts.bank_finishes(self.env)
+
+    def payout_canceled(self) -> None:
+        payout = payouts.schedule(self.env, payouts.ach(self.source))
+        response = self.env.client.post(f"/v1/payouts/{payout['id']}/cancel", headers=_key("cancel"))
+        assert response.status_code == 200 and response.json()["status"] == "canceled", response.text
+
+    def credit(self) -> None:
+        line = {"desc": "pack", "amount_minor": 500, "currency": "USD"}
+        body = {"idempotency_key": f"credit-{next(_keys)}", "lines": [line]}
+        response = self.env.client.post(f"/v1/tenants/{TENANT}/credits", json=body)
+        assert response.status_code == 201, response.text
+
+    def _transfer(self, **changes: object) -> str:
+        body = {"debit_account_id": self.other, "credit_account_id": self.merchant, "amount_minor": 300, **changes}
+        body["currency"] = "USD"
+        response = self.env.client.post("/v1/transfers", json=body, headers=_key("transfer"))
+        assert response.status_code == 201, response.text
+        return str(response.json()["id"])
+
+    def transfer(self) -> None:
+        self._transfer()
+
+    def transfer_reversed(self) -> None:
+        transfer = self._transfer()
+        response = self.env.client.post(f"/v1/transfers/{transfer}/reverse", headers=_key("reverse"))
+        assert response.status_code == 201, response.text
+
+    def batch(self) -> None:
+        one = {"debit_account_id": self.other, "credit_account_id": self.merchant, "amount_minor": 100}
+        one["currency"] = "USD"
+        response = self.env.client.post("/v1/transfers/batch", json={"transfers": [one, one]}, headers=_key("batch"))
+        assert response.status_code == 201, response.text
+
+    def hold(self, action: str) -> None:
+        hold = self._transfer(pending=True)
+        response = self.env.client.post(f"/v1/transfers/{hold}/{action}", headers=_key(action))
+        assert response.status_code in (200, 201), response.text
+
+
+def _run(database: Database, flows: Flows, plan: str) -> list[str]:
+    """Each flow once; the reads of its statements that scan the tenant's history."""
+    problems: list[str] = []
+    tables: set[str] = set()
+    nested = False
+    for name, flow in flows.all().items():
+        with capture.reads(database, plan) as found:
+            flow()
+        problems.extend(_problems(name, plan, found))
+        tables.update(read.table for read in found)
+        nested = nested or any(read.nested for read in found)
+        if PRINT:
+            for read in found:
+                print(f"{name} {plan}: {read.detail} | {' '.join(read.statement.split())[:150]}")
+    assert tables >= READ_TABLES and nested, (plan, sorted(tables), nested)  # the plans were captured
+    return problems
+
+
+def _problems(flow: str, plan: str, found: list[Read]) -> list[str]:
+    seen = set()
+    problems = []
+    for read in found:
+        why = why_history(read)
+        if why is not None and (read.detail, read.statement) not in seen:
+            seen.add((read.detail, read.statement))
+            problems.append(f"{flow} ({plan} plan): {read.detail}: {why}\n    in: {_short(read.statement)}")
+    return problems
+
+
+def _short(statement: str) -> str:
+    """The statement without its list of columns, on one line."""
+    return re.sub(r"^SELECT .+? FROM ", "SELECT ... FROM ", " ".join(statement.split()))[:600]
+
+
+def _analyze(database: Database) -> None:
+    with database.engine.connect() as connection:
+        connection.exec_driver_sql("ANALYZE")
+        connection.commit()
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+@pytest.mark.parametrize("statistics", ["as migrated", "analyzed young", "analyzed"])
+def test_no_money_path_statement_scans_the_tenants_history(env: Env, statistics: str) -> None:
+    flows = Flows(env)
+    for flow in flows.all().values():
+        flow()
+    if statistics == "analyzed young":
+        _analyze(env.database)
+    added = add_history(env.database, TENANT, COPIES)
+    assert added["payments"] >= 3 * COPIES and added["ledger_entries"] >= 10 * COPIES, added
+    if statistics == "analyzed":
+        _analyze(env.database)
+    env.database.engine.dispose()  # plans made from here on, on this history and these statistics
+    plans = ["generic", "custom"] if env.database.is_postgres else ["sqlite"]
+    problems = [problem for plan in plans for problem in _run(env.database, flows, plan)]
+    assert not problems, "\n".join(problems)
