@@ -1,4 +1,4 @@
-"""The peers of issue 31, for bench/issue31.py: where they are, how each is started, loaded and
+"""The peers of bench/run (bench/targets.py): where they are, how each is started, loaded and
 driven. Nothing here measures paycore.
 
 - the reference server: `../shared/peers/reference_http/server.py`, a stdlib ThreadingHTTPServer

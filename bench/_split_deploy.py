@@ -1,5 +1,5 @@
-"""paycore deployed as its separate services on PostgreSQL, for bench/issue31.py: the sandbox
-processor (`paycore processor serve`, its own PostgreSQL database), A API processes
+"""paycore deployed as its separate services, for bench/run (bench/targets.py): the sandbox
+processor (`paycore processor serve`, its own database), A API processes
 (`paycore serve`, no --dev: API only, the processor over HTTP) and W `paycore worker`s, the
 schema upgraded by `paycore db upgrade` as an operator does. `serve --dev` runs API, workers and
 the sandbox in one process, so it cannot tell a second API process from a second worker.
@@ -42,13 +42,21 @@ def deploy(
     tag: str,
     extra_env: dict[str, str] | None = None,
     before_start: Callable[[str], None] | None = None,
+    *,
+    backend: str = "postgres",
 ) -> SplitDeployment:
-    """Fresh paycore and sandbox databases, the schema upgraded, then the services; the
-    Deployment stops them all and drops both databases. `before_start(database_url)` runs after
-    the upgrade and before any process starts (tenants, endpoints)."""
-    names = [common.new_postgres_database(admin_url, "payb"), common.new_postgres_database(admin_url, "payb_sbx")]
-    database_url = common.postgres_database_url(admin_url, names[0])
-    sandbox_url = common.postgres_database_url(admin_url, names[1])
+    """Fresh paycore and sandbox databases (PostgreSQL, or SQLite files in `workdir`), the schema
+    upgraded, then the services; the Deployment stops them all and drops the PostgreSQL
+    databases. `before_start(database_url)` runs after the upgrade and before any process starts
+    (tenants, endpoints)."""
+    names: list[str] = []
+    if backend == "sqlite":
+        database_url = f"sqlite:///{workdir / f'payb-{tag}.db'}"
+        sandbox_url = f"sqlite:///{workdir / f'payb-sbx-{tag}.db'}"
+    else:
+        names = [common.new_postgres_database(admin_url, "payb"), common.new_postgres_database(admin_url, "payb_sbx")]
+        database_url = common.postgres_database_url(admin_url, names[0])
+        sandbox_url = common.postgres_database_url(admin_url, names[1])
     ports = [payments_bench.free_port() for _ in range(apis)]
     sandbox_port = payments_bench.free_port()
     env = {name: value for name, value in os.environ.items() if not name.startswith("PAYCORE_")}
@@ -59,7 +67,7 @@ def deploy(
         PAYCORE_PROCESSOR_TIMEOUT_MS="2000",
         **(extra_env or {}),
     )
-    deployment = SplitDeployment("postgres-split", database_url, sandbox_url, ports, [], [], names, env, workdir)
+    deployment = SplitDeployment(f"{backend}-split", database_url, sandbox_url, ports, [], [], names, env, workdir)
     try:
         upgrade = subprocess.run(
             [*payments_bench.paycore_command(), "db", "upgrade"], env=env, capture_output=True, text=True, check=False

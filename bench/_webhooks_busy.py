@@ -1,5 +1,5 @@
 """Issue 31, point 4, as the issue states it: webhook deliveries/s and p99 latency to a local
-receiver *while payments run*, for bench/issue31.py (`--only webhooks-busy`).
+receiver *while payments run*, for bench/targets.py (`--only webhooks-busy`).
 
 One deployment per round on PostgreSQL (bench/_split_deploy.py): the sandbox processor, one
 `paycore serve` API process and one `paycore worker` (PAYCORE_WEBHOOK_CONCURRENCY_MAX=4,

@@ -168,7 +168,7 @@ def drive(
 ) -> dict[str, Any]:
     """`clients` threads, each with one keep-alive connection (round-robin over `ports`), calling
     `request(connection, fresh idempotency key)` until `seconds` have passed: the client every
-    HTTP comparison of payments uses (bench/issue31.py drives the reference server with it too)."""
+    HTTP comparison of payments uses (bench/targets.py drives the reference server with it too)."""
     keys = itertools.count()
     stop_at = time.monotonic() + seconds
     latencies: list[float] = []

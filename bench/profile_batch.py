@@ -2,7 +2,7 @@
 """Where a `ledger.create_batch` spends its time on PostgreSQL: one client, in this process.
 
 For each batch size, --repeats batches of two-entry transfers between two accounts (as
-bench/issue31.py's batch rows), each in its own transaction, and per batch: the wall time,
+bench/targets.py's batch rows), each in its own transaction, and per batch: the wall time,
 this process's CPU time, the wall time of the one `paycore_create_batch` statement, the
 server's own time in the function (`pg_stat_xact_user_functions`, `track_functions = 'pl'`, read
 before and after it in the batch's transaction), and the rest of the transaction (begin and

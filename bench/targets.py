@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
-"""Issue 31's four benchmarks side by side with their peers, in one run: `bench/run [--quick]`.
+"""The project's performance targets side by side with their peers, in one run: `bench/run [--quick]`.
 
-1. payments over HTTP: `paycore serve --dev` on SQLite against the reference stdlib server,
-   the same client (payments_bench.drive: 8 threads, keep-alive http.client, a fresh
-   Idempotency-Key per request), alternated in rounds; the ratio of medians;
-2. ledger on PostgreSQL: paycore's transfer (ledger_bench's `spread` and `hot`) at 1 and 4
-   client processes against pgledger in a scratch database, and `create_batch` of 100 and 8,000
-   transfers against TigerBeetle's batched rate (same batch size), alternated in rounds;
-3. reconcile of an N-line report on SQLite and PostgreSQL (reconcile_bench: build, measure);
-4. webhook deliveries/s and p99 latency through one worker (webhooks_bench).
+Issue 39's targets (docs/adr/0026-the-money-path-as-a-data-plane.md):
+1. `payments`: payments over HTTP, `paycore serve --dev` on SQLite, against the reference stdlib
+   server, the same client (payments_bench.drive: 8 threads, keep-alive http.client, a fresh
+   Idempotency-Key per request), alternated in rounds; the ratio of medians (>= 0.20x);
+2. `payments-cpu`: CPU a payment in the API process on SQLite by process accounting, the
+   sandbox and the worker their own processes (_split_deploy on SQLite) (<= 1.5 ms);
+3. `payments-pg`: paycore split into its services on PostgreSQL (_split_deploy: (a) 1 API
+   process + 1 worker, (b) 2 API + 1 worker, (c) 1 API + 2 workers, alternated in rounds): CPU a
+   payment summed over every process of (a), PostgreSQL's backends included (<= 6 ms), and what
+   a second API process and a second worker each add;
+4. `history`: CPU a payment after 100,000 payments of one tenant against after 1,000, on both
+   databases (history_bench, statistics as the system leaves them) (<= 1.2x);
+5. `ledger`: paycore's transfer (ledger_bench's `spread` and `hot`) at 1 and 4 client processes
+   against pgledger in a scratch database (>= 1.0x), and `create_batch` of 100 and 8,000
+   transfers against TigerBeetle's batched rate at the same batch size (>= 0.25x).
 
-Also, under the issue's other conditions: `payments-pg`, payments/s over HTTP on PostgreSQL with
-paycore split into its services (_split_deploy: (a) 1 API process + 1 worker, (b) 2 API + 1
-worker, (c) 1 API + 2 workers, alternated in rounds), what a second API process and a second
-worker each add; `webhooks-busy`, the webhook figures while payments run (_webhooks_busy).
+Issue 31's, still run: `reconcile` of an N-line report on SQLite and PostgreSQL
+(reconcile_bench), `webhooks` (deliveries/s and p99 through one worker, webhooks_bench) and
+`webhooks-busy` (the same while payments run, _webhooks_busy).
 
 Prints one table: figure, paycore, peer, ratio, target, verdict. A `--quick` run is a smoke run:
 its verdicts are `smoke` (sizes too small to judge a target), never `met`. Exit status 1 when a
@@ -23,11 +29,9 @@ correctness check failed (books, ledger verify, a peer's own count); a missed ta
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -35,6 +39,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common
 import _peers as peers
+from _target_payments import history, payments, payments_cpu, payments_pg
+from _targets_table import Table, section
 
 FULL = {
     "rounds": 3,
@@ -46,172 +52,11 @@ FULL = {
     "batches": (100, 8000),
 }
 FULL |= {"events": 2000, "latency_s": 10}
+FULL |= {"history_base": 1000, "history": 100_000, "history_rounds": 5, "history_payments": 200}
 QUICK = {"rounds": 1, "pay_s": 3, "ledger_s": 2, "warmup_s": 0.5, "batch_s": 3, "lines": 2000, "batches": (100, 1000)}
 QUICK |= {"events": 300, "latency_s": 3}
+QUICK |= {"history_base": 100, "history": 2000, "history_rounds": 1, "history_payments": 50}
 TENANT = "bench"
-
-
-class Table:
-    """The rows of the report and every problem met on the way."""
-
-    def __init__(self, smoke: bool) -> None:
-        self.smoke = smoke
-        self.rows: list[list[str]] = []
-        self.problems: list[str] = []
-        self.notes: list[str] = []
-
-    def add(
-        self, figure: str, ours: float | None, peer: float | None, target: str, met: bool | None, digits: int = 0
-    ) -> None:
-        ratio = common.ratio(ours, peer)
-        verdict = "-" if met is None else ("smoke" if self.smoke else ("met" if met else "NOT met"))
-        row = [figure, common.fmt(ours, digits), common.fmt(peer, digits), common.fmt_ratio(ratio), target, verdict]
-        self.rows.append(row)
-
-    def skip(self, figure: str, reason: str) -> None:
-        self.rows.append([figure, "-", "-", "-", "-", f"skipped: {reason}"])
-
-
-def section(name: str, table: Table, body: Callable[[], None]) -> None:
-    """One benchmark; a missing peer or a failure is reported in the table, the others still run."""
-    print(f"== {name}", file=sys.stderr, flush=True)
-    try:
-        body()
-    except peers.PeerMissing as missing:
-        table.skip(name, str(missing))
-        print(f"   skipped: {missing}", file=sys.stderr, flush=True)
-    except Exception as error:
-        table.problems.append(f"{name}: {type(error).__name__}: {str(error)[:600]}")
-        table.skip(name, f"failed ({type(error).__name__}), see below")
-
-
-# ---------------------------------------------------------------------------- 1. payments over HTTP
-
-
-def payments(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table: Table) -> None:
-    import payments_bench
-
-    peers.require(peers.REFERENCE_SERVER, "the reference HTTP server")  # skip before paycore starts
-    options = SimpleNamespace(postgres_url=args.postgres_url)
-    ours: list[float] = []
-    theirs: list[float] = []
-    for round_index in range(1, size["rounds"] + 1):
-        tag = f"i31-r{round_index}"
-        deployment = payments_bench.deploy("sqlite", 1, workdir, options, tag)  # type: ignore[arg-type]
-        try:
-            account = payments_bench.merchant_account(deployment.ports[0], tag)
-
-            def pay(client: Any, key: str, account: str = account) -> int:
-                body = payments_bench.payment_body(account)
-                return int(client.call("POST", "/v1/payments", body, {"Idempotency-Key": key})[0])
-
-            found = payments_bench.drive(deployment.ports, args.clients, size["pay_s"], pay, tag)
-            time.sleep(2)  # webhooks land before the books are checked
-            verdict = payments_bench.check(deployment, found["count_201"])
-        finally:
-            deployment.stop(args.postgres_url)
-        if verdict != "ok":
-            table.problems.append(f"payments round {round_index}: {verdict}")
-        ours.append(found["payments_per_s"])
-        theirs.append(reference_round(args, size, workdir, round_index))
-        print(f"   round {round_index}: paycore {ours[-1]:,.0f}/s, reference {theirs[-1]:,.0f}/s", file=sys.stderr)
-    ratio = common.ratio(common.median(ours), common.median(theirs))
-    table.add(
-        "payments/s over HTTP, SQLite, vs reference stdlib server",
-        common.median(ours),
-        common.median(theirs),
-        ">= 0.30x",
-        None if ratio is None else ratio >= 0.3,
-    )
-
-
-# ---------------------------------------------------------------------------- 1b. payments, PostgreSQL, processes
-
-SPLITS = (("a", 1, 1), ("b", 2, 1), ("c", 1, 2))  # (label, API processes, workers), alternated in each round
-
-
-def payments_pg(args: argparse.Namespace, size: dict[str, Any], workdir: Path, table: Table) -> None:
-    """Payments/s over HTTP on PostgreSQL with paycore split into its services (_split_deploy):
-    (a) 1 API process + 1 worker, (b) 2 API + 1 worker, (c) 1 API + 2 workers; what the second
-    API process and the second worker each add, as a fraction of (a)."""
-    import _split_deploy as split
-    import payments_bench
-
-    rates: dict[str, list[float]] = {label: [] for label, _, _ in SPLITS}
-    load_at_start = common.load_average()
-    for round_index in range(1, size["rounds"] + 1):
-        for label, apis, workers in SPLITS:
-            tag = f"pg{label}-r{round_index}"
-            deployment = split.deploy(args.postgres_url, apis, workers, workdir, tag)
-            try:
-                account = payments_bench.merchant_account(deployment.ports[0], tag)
-
-                def pay(client: Any, key: str, account: str = account) -> int:
-                    body = payments_bench.payment_body(account)
-                    return int(client.call("POST", "/v1/payments", body, {"Idempotency-Key": key})[0])
-
-                warm = payments_bench.drive(deployment.ports, args.clients, size["warmup_s"], pay, f"{tag}-warm")
-                window = split.CpuWindow(split.deployment_groups(deployment, apis))
-                window.start()
-                found = payments_bench.drive(deployment.ports, args.clients, size["pay_s"], pay, tag)
-                cpu = window.stop()
-                time.sleep(2)  # the sandbox's webhooks land before the books are checked
-                verdict = payments_bench.check(deployment, warm["count_201"] + found["count_201"])
-            finally:
-                deployment.stop(args.postgres_url)
-            if verdict != "ok":
-                table.problems.append(f"payments-pg round {round_index} ({label}): {verdict}")
-            rates[label].append(found["payments_per_s"])
-            line = (
-                f"round {round_index}, ({label}) {apis} API + {workers} worker(s): {found['payments_per_s']:,.0f}/s, "
-                f"statuses {found['statuses']}, p99 {found['p99_ms']:,.0f} ms; {split.cpu_note(cpu)}"
-            )
-            table.notes.append(f"payments-pg {line}")
-            print(f"   {line}", file=sys.stderr, flush=True)
-    first = common.median(rates["a"])
-    table.add("payments/s over HTTP, PostgreSQL, (a) 1 API process + 1 worker", first, None, "-", None)
-    added = {}
-    for label, what in (("b", "(b) 2 API processes + 1 worker"), ("c", "(c) 1 API process + 2 workers")):
-        mine = common.median(rates[label])
-        added[label] = None if mine is None or not first else (mine - first) / first
-        table.add(
-            f"payments/s over HTTP, PostgreSQL, {what}, vs (a)",
-            mine,
-            first,
-            ">= 1.60x (adds >= 0.6x of (a))",
-            None if added[label] is None else added[label] >= 0.6,
-        )
-    shown = {label: "-" if value is None else f"{value:+.2f}" for label, value in added.items()}
-    table.notes.append(
-        f"payments-pg: added by a second API process (b-a)/a = {shown['b']}, by a second worker (c-a)/a = "
-        f"{shown['c']} (target >= +0.60 each); medians of {size['rounds']} round(s) (a, b, c alternated), each "
-        f"{size['pay_s']} s after {size['warmup_s']} s of warm-up, {args.clients} client threads round-robin over "
-        f"the API processes; sandbox processor its own service (`paycore processor serve`, PostgreSQL)"
-    )
-    table.notes.append(
-        f"payments-pg bounds: os.cpu_count() = {os.cpu_count()}, load average {load_at_start} at start and "
-        f"{common.load_average()} at end; the client threads, the API processes, the worker(s), the sandbox "
-        "processor and PostgreSQL share these cores (the CPU per role is in each run's note above), so a second "
-        "process can add no more than the idle CPU there is. A payment completes inside its API request (the "
-        "processor is called synchronously; a worker only resolves in-doubt payments, delivers webhooks and runs "
-        "the periodic jobs), so a second worker has no payment work to take on this path"
-    )
-
-
-def reference_round(args: argparse.Namespace, size: dict[str, Any], workdir: Path, round_index: int) -> float:
-    import payments_bench
-
-    process, port = peers.start_reference(workdir / f"reference-{round_index}.log")
-    try:
-
-        def credit(client: Any, key: str) -> int:
-            path = f"/v1/tenants/{TENANT}/credits"
-            return int(client.call("POST", path, {"amount": 1000}, {"Idempotency-Key": key})[0])
-
-        found = payments_bench.drive([port], args.clients, size["pay_s"], credit, f"ref-r{round_index}")
-    finally:
-        peers.stop(process)
-    return float(found["payments_per_s"])
 
 
 # ---------------------------------------------------------------------------- 2. ledger
@@ -440,7 +285,7 @@ def webhooks_busy(args: argparse.Namespace, size: dict[str, Any], workdir: Path,
 
 
 def render(table: Table, facts: list[tuple[str, str]], args: argparse.Namespace) -> str:
-    parts = ["# issue 31: paycore beside its peers (bench/run)", ""]
+    parts = ["# paycore beside its peers and targets (bench/run)", ""]
     if table.smoke:
         parts += ["**SMOKE RUN** (`--quick`): checks that the run works; the numbers are not measurements.", ""]
     parts += [common.facts_table(facts), ""]
@@ -456,7 +301,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="every benchmark small: a smoke run of a few minutes")
     parser.add_argument(
         "--only",
-        default="payments,payments-pg,ledger,reconcile,webhooks,webhooks-busy",
+        default=",".join(BENCHMARKS),
         help="which benchmarks, comma-separated",
     )
     parser.add_argument("--clients", type=int, default=8, help="HTTP client threads (payments)")
@@ -471,22 +316,14 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(smoke=args.quick)
     cache = Path.home() / ".cache"
     cache.mkdir(parents=True, exist_ok=True)  # absent on a fresh machine: mkdtemp does not make parents
-    workdir = Path(tempfile.mkdtemp(prefix="i31-bench-", dir=cache))
+    workdir = Path(tempfile.mkdtemp(prefix="targets-bench-", dir=cache))
     facts = common.machine_facts(
         [("workdir", f"{workdir} — {common.filesystem_of(workdir)}"), ("peers", str(peers.PEERS))]
     )
     facts += common.postgres_facts(args.postgres_url)
-    benchmarks = {
-        "payments": payments,
-        "payments-pg": payments_pg,
-        "ledger": ledger,
-        "reconcile": reconcile,
-        "webhooks": webhooks,
-        "webhooks-busy": webhooks_busy,
-    }
     try:
         for name in args.only.split(","):
-            run = benchmarks[name.strip()]
+            run = BENCHMARKS[name.strip()]
             section(name, table, lambda run=run: run(args, size, workdir, table))  # type: ignore[misc]
     finally:
         import shutil
@@ -496,9 +333,20 @@ def main(argv: list[str] | None = None) -> int:
     text = render(table, facts, args)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"issue31-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.md").write_text(text)
+    (args.out / f"targets-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.md").write_text(text)
     return 1 if table.problems else 0
 
+
+BENCHMARKS = {
+    "payments": payments,
+    "payments-cpu": payments_cpu,
+    "payments-pg": payments_pg,
+    "history": history,
+    "ledger": ledger,
+    "reconcile": reconcile,
+    "webhooks": webhooks,
+    "webhooks-busy": webhooks_busy,
+}
 
 if __name__ == "__main__":
     sys.exit(main())
