@@ -77,6 +77,7 @@ def serve(arguments: argparse.Namespace) -> None:
 def _watch_parent(watch_fd: int, server: Server) -> None:
     """Stop serving (requests in flight finish) once the parent's end of the pipe is closed:
     the parent never writes, so a read returns only at its exit, whatever killed it."""
+
     def watch() -> None:
         while os.read(watch_fd, 1):
             pass

@@ -22,7 +22,7 @@ from paycore.cli import (
     simulate_commands,
     tenant_commands,
 )
-from paycore.cli.starting import bound_server, refuse_start
+from paycore.cli.starting import bound_server, bound_socket, refuse_start
 from paycore.config import SERVE_WORKERS_MAX, SQLITE_SERVE_WORKERS_DEFAULT, Settings, log_options_from_env
 from paycore.db import migrate
 from paycore.db.engine import Database
@@ -163,8 +163,10 @@ def serve(
 def _api_processes(workers: int | None, settings: Settings, database: Database, *, dev: bool) -> int:
     """How many API processes serve: `--workers`, else the setting or the database's default.
     `--dev` runs its workers and its sandbox in the one process that serves, so it is one."""
-    if workers is None:
-        workers = 1 if dev else settings.serve_workers_for(is_postgres=database.is_postgres)
+    if workers is None and dev:
+        workers = settings.serve_workers or 1  # the setting, if any, is refused below as the flag is
+    elif workers is None:
+        workers = settings.serve_workers_for(is_postgres=database.is_postgres)
     if dev and workers > 1:
         raise refuse_start(
             f"--dev runs one process (API, workers, sandbox processor); got {workers} API processes: "
@@ -179,15 +181,10 @@ def _serve_processes(count: int, host: str, port: int, local_mode: bool, databas
     """`count` API processes on one socket bound here (ADR 0028); the exit status. This process
     lets go of its database before any child starts: each child opens its own."""
     from paycore.cli.supervisor import supervise
-    from paycore.http.server import listening_socket
 
     _warn_connections_over(count, database, settings)
     database.dispose()
-    try:
-        listening = listening_socket(host, port)
-    except OSError as error:
-        raise refuse_start(f"cannot bind {host}:{port}: {error.strerror or error}", reason="bind_failed", code=1) from None
-    with listening:
+    with bound_socket(host, port) as listening:
         bound_port = int(listening.getsockname()[1])
         line = _start_line(host, bound_port, local_mode, database, settings, dev=False, sandbox_mounted=False)
         log.info(
