@@ -16,7 +16,9 @@ ledger transfer; several tenants, so that one tenant's credit account, a hot row
 order every credit). CPU is process accounting over the measured window
 (utime + stime from /proc): the `paycore serve` parent and its API processes, and on PostgreSQL
 the database's backends; divided by the credits acknowledged (201). wrk's own CPU is not counted
-but shares the machine. Each run is checked as bench/http_bench.py checks it: the keys in flight
+but shares the machine; "machine busy" is every core's use over the window (/proc/stat),
+whoever used it: a second process can only add credits/s while some core is idle. Each run is
+checked as bench/http_bench.py checks it: the keys in flight
 at wrk's stop are re-sent, and the balance must equal the sum of the acknowledged credits.
 The table shows the medians; the exit status is non-zero if any check failed.
 """
@@ -45,7 +47,13 @@ WORKERS = (1, 2)
 BACKENDS = ("sqlite", "postgres")
 START_TIMEOUT_S = 60
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-FIGURES = ("credits_per_s", "cpu_ms_per_credit", "api_cpu_ms_per_credit", "database_cpu_ms_per_credit")
+FIGURES = (
+    "credits_per_s",
+    "cpu_ms_per_credit",
+    "api_cpu_ms_per_credit",
+    "database_cpu_ms_per_credit",
+    "machine_busy_percent",
+)
 
 
 @dataclass
@@ -58,6 +66,7 @@ class Run:
     api_cpu_ms_per_credit: float = 0.0
     database_cpu_ms_per_credit: float = 0.0
     p99_ms: float | None = None
+    machine_busy_percent: float = 0.0  # every core of the machine, whoever used it
     processes: int = 0
     problems: tuple[str, ...] = ()
 
@@ -72,6 +81,13 @@ def cpu_s(pids: list[int]) -> dict[int, float]:
             continue
         found[pid] = (int(fields[11]) + int(fields[12])) / TICKS_PER_S  # utime, stime (fields 14, 15)
     return found
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, all) CPU ticks of the whole machine since boot, from /proc/stat's `cpu` line."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def children(pid: int) -> list[int]:
@@ -133,11 +149,13 @@ def measure(backend: str, workers: int, repeat: int, args: argparse.Namespace, w
         database: list[int] = []
         if server.postgres_name is not None:
             database = common.postgres_backends(server.postgres_name)
-        api_before, database_before = cpu_s(api), cpu_s(database)
+        api_before, database_before, machine_before = cpu_s(api), cpu_s(database), machine_ticks()
         loads = spread_load(server, args, repeat)
         if server.postgres_name is not None:
             database = common.postgres_backends(server.postgres_name)  # a connection opened in the window too
-        api_after, database_after = cpu_s(api), cpu_s(database)
+        api_after, database_after, machine_after = cpu_s(api), cpu_s(database), machine_ticks()
+        busy, total = (after - before for after, before in zip(machine_after, machine_before, strict=True))
+        run.machine_busy_percent = 100 * busy / max(1, total)
         results = []
         for tenant, (output, summary) in loads.items():
             result = http_bench.RunResult("paycore", repeat, backend)
@@ -197,14 +215,24 @@ def render(runs: list[Run], facts: list[tuple[str, str]]) -> str:
                     common.fmt(median["cpu_ms_per_credit"], 2),
                     common.fmt(median["api_cpu_ms_per_credit"], 2),
                     common.fmt(median["database_cpu_ms_per_credit"], 2) if backend == "postgres" else "-",
+                    f"{common.fmt(median['machine_busy_percent'])}%",
                     ", ".join(common.fmt(run.credits_per_s) for run in mine),
                 ]
             )
         if len(medians) == len(WORKERS):
             rate = common.ratio(medians[2]["credits_per_s"], medians[1]["credits_per_s"])
             cpu = common.ratio(medians[2]["cpu_ms_per_credit"], medians[1]["cpu_ms_per_credit"])
-            rows.append([backend, "2 / 1", common.fmt_ratio(rate), common.fmt_ratio(cpu), "", "", ""])
-    headers = ["database", "API processes", "credits/s", "CPU ms / credit", "API", "PostgreSQL", "each round"]
+            rows.append([backend, "2 / 1", common.fmt_ratio(rate), common.fmt_ratio(cpu), "", "", "", ""])
+    headers = [
+        "database",
+        "API processes",
+        "credits/s",
+        "CPU ms / credit",
+        "API",
+        "PostgreSQL",
+        "machine busy",
+        "each round",
+    ]
     problems = [
         f"- {run.backend} --workers {run.workers} round {run.repeat}: {text}" for run in runs for text in run.problems
     ]
@@ -262,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                 state = "ok" if not run.problems else "FAILED: " + run.problems[0][:300]
                 print(
                     f"[{repeat}/{args.repeats}] {backend:8} --workers {workers}: {run.credits_per_s:7,.0f} credits/s, "
-                    f"{run.cpu_ms_per_credit:.2f} CPU ms/credit ({run.processes} processes)  {state}",
+                    f"{run.cpu_ms_per_credit:.2f} CPU ms/credit ({run.processes} processes), "
+                    f"machine {run.machine_busy_percent:.0f}% busy  {state}",
                     file=sys.stderr,
                     flush=True,
                 )

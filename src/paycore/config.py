@@ -148,6 +148,13 @@ def _secrets_keys(name: str) -> tuple[bytes, ...]:
     return tuple(keys)
 
 
+def cores_usable() -> int:
+    """The cores this process may run on (its affinity, where the system has one: Linux)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def log_options_from_env() -> tuple[str, str]:
     """(format, level) of the logs: read on their own, before the rest of the settings, so
     that a refusal to start over any other setting is already a log line."""
@@ -328,7 +335,7 @@ class Settings:
             return self.serve_workers
         if not is_postgres:
             return SQLITE_SERVE_WORKERS_DEFAULT
-        return max(1, min(len(os.sched_getaffinity(0)), SERVE_WORKERS_MAX))
+        return max(1, min(cores_usable(), SERVE_WORKERS_MAX))
 
     def with_database(self, database_url: str) -> Settings:
         return replace(self, database_url=database_url)

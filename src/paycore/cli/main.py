@@ -200,8 +200,10 @@ def _warn_connections_over(count: int, database: Database, settings: Settings) -
     PostgreSQL for more connections than it takes (then some requests wait or fail at peak)."""
     if not database.is_postgres:
         return
+    from paycore.db.engines import connections_max as postgres_connections_max
+
     with database.read() as connection:
-        connections_max = int(connection.exec_driver_sql("SHOW max_connections").scalar_one())
+        connections_max = postgres_connections_max(connection)
     wanted = count * settings.db_pool_size
     if wanted > connections_max:
         log.warning(

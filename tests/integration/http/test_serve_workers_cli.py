@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from paycore.config import SERVE_RESTARTS_MAX, SERVE_WORKERS_MAX
+from paycore.config import SERVE_RESTARTS_MAX, SERVE_WORKERS_MAX, cores_usable
 from tests.e2e.support import (
     CLI_TIMEOUT_S,
     ServerProcess,
@@ -227,7 +227,7 @@ def test_the_default_is_one_per_core_on_postgresql_and_one_on_sqlite(
     start_all([server])
     try:
         assert server.process is not None
-        cores = min(len(os.sched_getaffinity(0)), SERVE_WORKERS_MAX)
+        cores = min(cores_usable(), SERVE_WORKERS_MAX)
         expected = cores if backend == "postgres" and cores > 1 else 0  # 1: the parent serves itself
         if expected:
             wait_children(server.process.pid, expected)
@@ -273,3 +273,23 @@ def test_a_port_in_use_is_refused_before_any_child_starts(database_url: str) -> 
         result = run_serve(database_url, "--workers", "2", "--host", "127.0.0.1", f"--port={port}")
     assert result.returncode == 1, result.stderr
     assert f"cannot bind 127.0.0.1:{port}" in result.stderr and "api_process_spawned" not in result.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_more_connections_than_postgresql_takes_is_a_warning(database_url: str, tmp_path: Path) -> None:
+    """2 processes, each with a pool of more than half of max_connections: together over it."""
+    import psycopg
+
+    from tests.support.databases import ADMIN_URL
+
+    with psycopg.connect(ADMIN_URL) as connection:
+        connections_max = int(connection.execute("SHOW max_connections").fetchone()[0])  # type: ignore[index]
+    pool_size = connections_max // WORKERS + 1
+    env = server_env(database_url, PAYCORE_DB_POOL_SIZE=str(pool_size))
+    server = ServerProcess(env, tmp_path / "serve.log", args=("--workers", str(WORKERS)))
+    start_all([server])
+    try:
+        assert '"event":"serve_connections_over"' in server.log().replace(" ", "")
+    finally:
+        server.stop()
