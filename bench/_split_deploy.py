@@ -65,6 +65,7 @@ def deploy(
         PAYCORE_DATABASE_URL=database_url,
         PAYCORE_PROCESSOR_URL=f"http://127.0.0.1:{sandbox_port}",
         PAYCORE_PROCESSOR_TIMEOUT_MS="2000",
+        PAYCORE_SERVE_WORKERS="1",  # one process per API port: the deploy counts its API processes itself
         **(extra_env or {}),
     )
     deployment = SplitDeployment(f"{backend}-split", database_url, sandbox_url, ports, [], [], names, env, workdir)

@@ -31,6 +31,7 @@
 | PAYCORE_HTTP_REQUEST_RECEIVE_TIMEOUT_MS  | 10000                   |
 | PAYCORE_HTTP_KEEPALIVE_IDLE_MS           | 5000                    |
 | PAYCORE_HTTP_CONNECTIONS_MAX             | 1000                    |
+| PAYCORE_SERVE_WORKERS                    | (PostgreSQL: one per core; SQLite: 1) |
 | PAYCORE_FORWARDED_ALLOW_IPS              | (empty: trust no proxy) |
 | PAYCORE_LOG_FORMAT                       | json                    |
 | PAYCORE_LOG_LEVEL                        | INFO                    |
@@ -80,6 +81,16 @@ DEV_WEBHOOK_SECRET: Final = "whsec_sandbox_dev"  # the sandbox's default; refuse
 # first to the largest, with jitter (docs/runbooks/operations.md, "The database went away").
 DATABASE_RETRY_BACKOFF_MS: Final = 500
 DATABASE_RETRY_BACKOFF_MAX_MS: Final = 5000
+# `paycore serve --workers N` (ADR 0028): at most this many API processes; a child that dies
+# is started again, but more than `SERVE_RESTARTS_MAX` restarts within the window stops them all
+# (the give-up rule); on a stop each child has this long to finish its requests.
+SERVE_WORKERS_MAX: Final = 64
+SERVE_RESTARTS_MAX: Final = 5
+SERVE_RESTART_WINDOW_MS: Final = 60_000
+SERVE_STOP_TIMEOUT_MS: Final = 30_000
+# SQLite's default: measured by bench/workers_bench.py (docs/benchmarks.md): one writer at a
+# time whatever the processes, and a second process only adds lock waits.
+SQLITE_SERVE_WORKERS_DEFAULT: Final = 1
 SECRETS_KEY_BYTES: Final = 32  # an AES-256 key (ADR 0018)
 SECRETS_KEYS_MAX: Final = 8  # keys in PAYCORE_SECRETS_KEY: the current one and those it replaced
 SECRETS_KEY_HOWTO: Final = (
@@ -137,6 +148,13 @@ def _secrets_keys(name: str) -> tuple[bytes, ...]:
     return tuple(keys)
 
 
+def cores_usable() -> int:
+    """The cores this process may run on (its affinity, where the system has one: Linux)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def log_options_from_env() -> tuple[str, str]:
     """(format, level) of the logs: read on their own, before the rest of the settings, so
     that a refusal to start over any other setting is already a log line."""
@@ -181,6 +199,8 @@ class Settings:
     # Peers whose X-Forwarded-For/-Proto are believed (comma-separated addresses or networks,
     # or "*"); empty: nobody's.
     forwarded_allow_ips: str = ""
+    # API processes of `paycore serve` (ADR 0028); None: the database's default (`serve_workers_for`).
+    serve_workers: int | None = None
     log_format: str = "json"
     log_level: str = "INFO"
     # The invariant checks (paycore.invariants): each runs at most this often, over at most
@@ -262,6 +282,7 @@ class Settings:
             http_keepalive_idle_ms=_int("PAYCORE_HTTP_KEEPALIVE_IDLE_MS", 5_000),
             http_connections_max=_int("PAYCORE_HTTP_CONNECTIONS_MAX", 1_000),
             forwarded_allow_ips=os.environ.get("PAYCORE_FORWARDED_ALLOW_IPS", "").strip(),
+            serve_workers=_int("PAYCORE_SERVE_WORKERS", 0) or None,
             log_format=log_format,
             log_level=log_level,
             invariants_interval_ms=_int("PAYCORE_INVARIANTS_INTERVAL_MS", 300_000),
@@ -297,6 +318,8 @@ class Settings:
                 "PAYCORE_WEBHOOK_LEASE_MS must exceed twice PAYCORE_WEBHOOK_TIMEOUT_MS plus 1000, "
                 f"got {self.webhook_lease_ms} with a timeout of {self.webhook_timeout_ms}"
             )
+        if self.serve_workers is not None and self.serve_workers > SERVE_WORKERS_MAX:
+            raise SystemExit(f"PAYCORE_SERVE_WORKERS must be at most {SERVE_WORKERS_MAX}, got {self.serve_workers}")
         if self.ops_sign_in_address_failures_max < self.ops_sign_in_failures_max:
             raise SystemExit(
                 "PAYCORE_OPS_SIGN_IN_ADDRESS_FAILURES_MAX (every name from one address) must be at least "
@@ -304,6 +327,15 @@ class Settings:
                 f"and {self.ops_sign_in_failures_max}"
             )
         return self
+
+    def serve_workers_for(self, *, is_postgres: bool) -> int:
+        """API processes for `paycore serve` without `--workers`: the setting, else one per core
+        this process may run on (PostgreSQL), else SQLite's measured default."""
+        if self.serve_workers is not None:
+            return self.serve_workers
+        if not is_postgres:
+            return SQLITE_SERVE_WORKERS_DEFAULT
+        return max(1, min(cores_usable(), SERVE_WORKERS_MAX))
 
     def with_database(self, database_url: str) -> Settings:
         return replace(self, database_url=database_url)

@@ -33,6 +33,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if not name.startswith("PAYCORE_")}
     env["PYTHONUNBUFFERED"] = "1"
     env["PAYCORE_SECRETS_KEY"] = secrets_keys.TEXT
+    env["PAYCORE_SERVE_WORKERS"] = "1"  # one process per `paycore serve`, as the tests count and kill them
     env.update(extra)
     return env
 

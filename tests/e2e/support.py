@@ -54,6 +54,9 @@ def server_env(database_url: str, **extra: str) -> dict[str, str]:
     env["PAYCORE_DB_POOL_SIZE"] = str(SERVER_POOL_SIZE)
     env["PYTHONUNBUFFERED"] = "1"
     env["PAYCORE_SECRETS_KEY"] = secrets_keys.TEXT  # the test's own app and its processes share it
+    # One process per `paycore serve`, as the tests count, kill -9 and restart them (PostgreSQL's
+    # default is one per core: tests/integration/http/test_serve_workers_cli.py runs several).
+    env["PAYCORE_SERVE_WORKERS"] = "1"
     env.update(extra)
     return env
 

@@ -22,8 +22,8 @@ from paycore.cli import (
     simulate_commands,
     tenant_commands,
 )
-from paycore.cli.starting import bound_server, refuse_start
-from paycore.config import Settings, log_options_from_env
+from paycore.cli.starting import bound_server, bound_socket, refuse_start
+from paycore.config import SERVE_WORKERS_MAX, SQLITE_SERVE_WORKERS_DEFAULT, Settings, log_options_from_env
 from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.kit import logs
@@ -99,6 +99,14 @@ def serve(
     dev: bool = typer.Option(
         False, "--dev", help="Also run the workers and the sandbox processor in this process (SQLite default)."
     ),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        max=SERVE_WORKERS_MAX,
+        help="API processes on the one socket (default: PAYCORE_SERVE_WORKERS, else one per core on PostgreSQL, "
+        f"{SQLITE_SERVE_WORKERS_DEFAULT} on SQLite; --dev: 1 only).",
+    ),
 ) -> None:
     """Run the HTTP API (with --dev: API, workers and the sandbox processor in one process)."""
     # The web stack is imported by the commands that serve, not by every command.
@@ -110,6 +118,7 @@ def serve(
 
     settings = Settings.from_env()
     database = Database(settings)
+    processes = _api_processes(workers, settings, database, dev=dev)
     if dev or not database.is_postgres:
         migrate.upgrade(database)  # the embedded default migrates itself; PostgreSQL is upgraded by hand
     elif not migrate.is_usable(database):
@@ -120,6 +129,8 @@ def serve(
     # A developer's machine keeps the key file --dev made in local mode, on loopback only.
     dev_key_file = dev and is_loopback(host)
     keyring = secrets_commands.keyring_or_exit(settings, local_mode=lambda: local_mode, dev_key_file=dev_key_file)
+    if processes > 1:
+        raise typer.Exit(_serve_processes(processes, host, port, local_mode, database, settings))
     sandbox = None
     if dev:
         processor, sandbox = _dev_sandbox(settings, host, port)
@@ -147,6 +158,63 @@ def serve(
         server.serve_forever()
     finally:
         stop.set()
+
+
+def _api_processes(workers: int | None, settings: Settings, database: Database, *, dev: bool) -> int:
+    """How many API processes serve: `--workers`, else the setting or the database's default.
+    `--dev` runs its workers and its sandbox in the one process that serves, so it is one."""
+    if workers is None and dev:
+        workers = settings.serve_workers or 1  # the setting, if any, is refused below as the flag is
+    elif workers is None:
+        workers = settings.serve_workers_for(is_postgres=database.is_postgres)
+    if dev and workers > 1:
+        raise refuse_start(
+            f"--dev runs one process (API, workers, sandbox processor); got {workers} API processes: "
+            "for several, run `paycore serve --workers N`, `paycore worker` and `paycore processor serve`",
+            reason="dev_workers",
+        )
+    assert 1 <= workers <= SERVE_WORKERS_MAX, workers
+    return workers
+
+
+def _serve_processes(count: int, host: str, port: int, local_mode: bool, database: Database, settings: Settings) -> int:
+    """`count` API processes on one socket bound here (ADR 0028); the exit status. This process
+    lets go of its database before any child starts: each child opens its own."""
+    from paycore.cli.supervisor import supervise
+
+    _warn_connections_over(count, database, settings)
+    database.dispose()
+    with bound_socket(host, port) as listening:
+        bound_port = int(listening.getsockname()[1])
+        line = _start_line(host, bound_port, local_mode, database, settings, dev=False, sandbox_mounted=False)
+        log.info(
+            f"{line}, {count} API processes",
+            extra={"event": "serve_started", "host": host, "port": bound_port, "local_mode": local_mode, "dev": False}
+            | {"workers": count},
+        )
+        return supervise(listening, count, host, bound_port)
+
+
+def _warn_connections_over(count: int, database: Database, settings: Settings) -> None:
+    """PAYCORE_DB_POOL_SIZE is per process: say so when the processes together may ask
+    PostgreSQL for more connections than it takes (then some requests wait or fail at peak)."""
+    if not database.is_postgres:
+        return
+    from paycore.db.engines import connections_max as postgres_connections_max
+
+    with database.read() as connection:
+        connections_max = postgres_connections_max(connection)
+    wanted = count * settings.db_pool_size
+    if wanted > connections_max:
+        log.warning(
+            "%d API processes with PAYCORE_DB_POOL_SIZE=%d may open %d connections; PostgreSQL takes %d "
+            "(max_connections): lower one, or raise max_connections",
+            count,
+            settings.db_pool_size,
+            wanted,
+            connections_max,
+            extra={"event": "serve_connections_over", "wanted": wanted, "connections_max": connections_max},
+        )
 
 
 def _start_line(

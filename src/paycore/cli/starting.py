@@ -5,6 +5,7 @@ paycore's one `Server` (its bind rules and HTTP limits: ADR 0013)."""
 from __future__ import annotations
 
 import logging
+import socket
 from typing import TYPE_CHECKING
 
 import typer
@@ -34,5 +35,19 @@ def bound_server(app: ASGIApp, host: str, port: int, settings: Settings) -> Serv
     try:
         return Server(app, host, port, settings=settings)
     except OSError as error:
-        message = f"cannot bind {host}:{port}: {error.strerror or error}"
-        raise refuse_start(message, reason="bind_failed", code=1) from None
+        raise bind_refused(host, port, error) from None
+
+
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on (host, port) for `paycore serve --workers N`'s children, refused
+    as `bound_server` refuses. The bind rules are the caller's to check first."""
+    from paycore.http.server import listening_socket
+
+    try:
+        return listening_socket(host, port)
+    except OSError as error:
+        raise bind_refused(host, port, error) from None
+
+
+def bind_refused(host: str, port: int, error: OSError) -> typer.Exit:
+    return refuse_start(f"cannot bind {host}:{port}: {error.strerror or error}", reason="bind_failed", code=1)

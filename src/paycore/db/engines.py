@@ -115,3 +115,9 @@ def _has_input(fd: int) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
     return bool(poller.poll(0))
+
+
+def connections_max(connection: Connection) -> int:
+    """PostgreSQL's `max_connections`: what every process's pool shares (ADR 0028)."""
+    assert connection.dialect.name == "postgresql", connection.dialect.name
+    return int(connection.exec_driver_sql("SHOW max_connections").scalar_one())

@@ -29,6 +29,7 @@ __all__ = [
     "check_app_bind",
     "check_app_keyring",
     "is_loopback",
+    "listening_socket",
     "tune_gc_for_serving",
     "uvicorn_config",
 ]
@@ -40,6 +41,7 @@ __all__ = [
 # 1,605, 1,842/s with these (docs/benchmarks.md).
 GC_THRESHOLDS = (50_000, 20, 100)
 _UNDECLARED: Final = object()
+LISTEN_BACKLOG: Final = 2048
 
 
 def tune_gc_for_serving() -> None:
@@ -96,6 +98,21 @@ def check_app_keyring(app: ASGIApp) -> None:
         source.get()
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port) and listening: `port` 0 picks a free one. Raises
+    OSError (address in use, not this machine's)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+        listening.listen(LISTEN_BACKLOG)
+    except OSError:
+        listening.close()
+        raise
+    return listening
+
+
 class Server:
     """`owned`: what the server's maker opened for it alone (`app.make_server`: its database,
     the pool and the writer thread): released once the server has stopped, by `shutdown()` (after
@@ -110,16 +127,14 @@ class Server:
         settings: Settings | None = None,
         log_level: str = "warning",
         owned: Sequence[Callable[[], None]] = (),
+        listening: socket.socket | None = None,
     ) -> None:
         check_app_bind(app, host)  # before anything is bound
         check_app_keyring(app)
         if settings is None:
             settings = getattr(getattr(app, "state", None), "settings", None) or Settings()
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.socket = socket.socket(family, socket.SOCK_STREAM)
-        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.socket.bind((host, port))
-        self.socket.listen(2048)
+        # `listening`: a socket bound by another process (`paycore serve --workers N`'s parent).
+        self.socket = listening_socket(host, port) if listening is None else listening
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
         self._server = uvicorn.Server(uvicorn_config(app, settings, log_level=log_level))
         self._done = threading.Event()
