@@ -72,3 +72,21 @@ def test_a_revision_this_code_does_not_know_is_ahead(empty_database: Database) -
 
 def test_an_empty_database_is_behind(empty_database: Database) -> None:
     assert migrate.schema_state(empty_database) == "behind"
+
+
+def test_a_credit_on_the_oldest_compatible_schema(empty_database: Database) -> None:
+    """Before 0026 there is no `paycore_credits_create` (PostgreSQL): the credit is written by
+    the reference path, and once migrated by the one call; both are one credit each."""
+    migrate.upgrade(empty_database, migrate.OLDEST_COMPATIBLE_REVISION)
+    settings = Settings(database_url=empty_database.engine.url.render_as_string(hide_password=False))
+    body = {"idempotency_key": "k1", "lines": [{"desc": "a", "amount_minor": 5, "currency": "USD"}]}
+    with TestClient(create_app(settings, empty_database)) as client:
+        first = client.post("/v1/tenants/acme/credits", json=body)
+        assert first.status_code == 201, first.text
+        migrate.upgrade(empty_database)
+        second = client.post("/v1/tenants/acme/credits", json={**body, "idempotency_key": "k2"})
+        assert second.status_code == 201, second.text
+        assert client.post("/v1/tenants/acme/credits", json=body).json() == first.json()
+        assert client.get("/v1/tenants/acme/balance").json() == {"currency": "USD", "amount_minor": 10}
+    with empty_database.engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM credits")).scalar_one() == 2

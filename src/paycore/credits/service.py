@@ -6,49 +6,25 @@ Each tenant has, per currency, two ledger accounts created on first use:
   so the ledger sums to zero.
 A credit is one transfer issued -> balance for the sum of its lines; the balance is the
 balance account's posted balance, derived from entries (cached totals verified).
+
+This is the reference path (SQLAlchemy Core, inside `idempotency.run`): the data plane
+(`create.py`, ADR 0026) writes a credit in one round trip and leaves every refusal, every
+replay and every key reused to this path, which decides and records them.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-
 from sqlalchemy import Connection
 
 from paycore.credits import repository
+from paycore.credits.plan import Credit as Credit
+from paycore.credits.plan import CreditLine as CreditLine
+from paycore.credits.plan import account_templates, check_lines, lines_json
+from paycore.credits.plan import balance_code as balance_code
+from paycore.credits.plan import issued_code as issued_code
 from paycore.kit import ids
-from paycore.kit.errors import InvalidAmount, InvalidRequest, UnsupportedCurrency
-from paycore.kit.money import checked_sum, is_amount_minor
-from paycore.ledger import chart
 from paycore.ledger import service as ledger
-from paycore.ledger.service import AccountTemplate, EntrySpec, TransferSpec
-
-
-@dataclass(frozen=True)
-class CreditLine:
-    desc: str
-    amount_minor: int
-    currency: str
-
-
-@dataclass(frozen=True)
-class Credit:
-    id: str
-    tenant_id: str
-    idempotency_key: str
-    currency: str
-    amount_minor: int
-    lines: tuple[CreditLine, ...]
-    transfer_id: str
-    created_at_us: int
-
-
-def balance_code(currency: str) -> str:
-    return chart.code(chart.CREDITS_BALANCE, currency)
-
-
-def issued_code(currency: str) -> str:
-    return chart.code(chart.CREDITS_ISSUED, currency)
+from paycore.ledger.service import EntrySpec, TransferSpec
 
 
 def create_credit(
@@ -61,20 +37,9 @@ def create_credit(
     lines_max: int,
     now_us: int,
 ) -> Credit:
-    currency = _check_lines(lines, enabled_currencies, lines_max)
-    try:
-        amount_minor = checked_sum([line.amount_minor for line in lines])
-    except ValueError as error:
-        raise InvalidAmount("the lines' amounts add up to more than 2^53 - 1", param="lines") from error
-    accounts = ledger.ensure_accounts(
-        connection,
-        tenant_id,
-        [
-            AccountTemplate(balance_code(currency), currency, "credit", no_overdraft=True),
-            AccountTemplate(issued_code(currency), currency, "debit", no_overdraft=False),
-        ],
-        now_us=now_us,
-    )
+    currency, amount_minor = check_lines(lines, enabled_currencies, lines_max)
+    balance_template, issued_template = account_templates(currency)
+    accounts = ledger.ensure_accounts(connection, tenant_id, [balance_template, issued_template], now_us=now_us)
     balance, issued = accounts[balance_code(currency)], accounts[issued_code(currency)]
     credit_id = ids.new_id("cr")
     spec = TransferSpec(
@@ -105,33 +70,10 @@ def create_credit(
         transfer_id=transfer.id,
         created_at_us=now_us,
     )
-    repository.insert_credit(connection, credit, _lines_json(lines))
+    repository.insert_credit(connection, credit, lines_json(lines))
     return credit
 
 
 def balance_minor(connection: Connection, tenant_id: str, currency: str) -> int:
     account = ledger.find_account_by_code(connection, tenant_id, balance_code(currency))
     return 0 if account is None else account.balance.posted_minor
-
-
-def _check_lines(lines: tuple[CreditLine, ...], enabled: frozenset[str], lines_max: int) -> str:
-    if not 1 <= len(lines) <= lines_max:
-        raise InvalidRequest(f"lines must hold 1 to {lines_max} lines", param="lines")
-    for index, line in enumerate(lines):
-        if not is_amount_minor(line.amount_minor):
-            raise InvalidAmount("amount_minor must be a positive JSON integer", param=f"lines[{index}].amount_minor")
-        if line.currency not in enabled:
-            raise UnsupportedCurrency(
-                f"currency {line.currency!r} is not enabled for credits (enabled: {', '.join(sorted(enabled))})",
-                param=f"lines[{index}].currency",
-            )
-    currencies = {line.currency for line in lines}
-    if len(currencies) != 1:
-        raise UnsupportedCurrency("all lines of one credit must share a currency", param="lines")
-    return currencies.pop()
-
-
-def _lines_json(lines: tuple[CreditLine, ...]) -> str:
-    return json.dumps(
-        [{"desc": line.desc, "amount_minor": line.amount_minor, "currency": line.currency} for line in lines]
-    )

@@ -57,25 +57,6 @@ def run(
     return response(outcome, replayed, replay_status)
 
 
-async def run_async(
-    request: Request,
-    *,
-    tenant_id: str,
-    key: str,
-    body: Any,
-    effect: Effect,
-    keep_forever: bool,
-    replay_status: int | None = None,
-) -> Response:
-    """`run` from an `async` endpoint, through `Database.transaction_async`: on SQLite the
-    effect runs on this loop inside a group the writer thread begins and commits; on
-    PostgreSQL on a worker thread. The loop never waits for a lock or a flush."""
-    key_scope = scope(request, tenant_id=tenant_id, key=key, body=body, keep_forever=keep_forever)
-    guarded = _guarded(effect, key_scope)
-    outcome, replayed = await idempotency.run_async(request.app.state.database, key_scope, guarded, render_refusal)
-    return response(outcome, replayed, replay_status)
-
-
 def _guarded(effect: Effect, key_scope: idempotency.KeyScope) -> Callable[[Connection], idempotency.Outcome]:
     def guarded(connection: Connection) -> idempotency.Outcome:
         status, payload = effect(connection, key_scope.now_us)

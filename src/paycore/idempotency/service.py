@@ -27,7 +27,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
@@ -41,6 +41,8 @@ from paycore.idempotency.errors import (
     InvalidIdempotencyKey,
 )
 from paycore.kit.errors import DomainError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,27 @@ async def run_async(
     return await database.transaction_async(follow_up)
 
 
+async def write_async(database: Database, scope: KeyScope, work: Callable[[Connection], T]) -> T:
+    """A data-plane write (ADR 0026) that claims `scope`'s key itself, in one transaction
+    (`Database.transaction_async`): a wait past its bound is answered as `run_async` answers
+    it ("in progress" while this process holds the key open elsewhere, else busy)."""
+    owner = object()
+
+    def claimed(connection: Connection) -> T:
+        result = work(connection)
+        _IN_PROGRESS.claim(scope, owner)  # the key is this transaction's until it ends
+        return result
+
+    try:
+        return await database.transaction_async(claimed)
+    except DatabaseBusy as error:
+        if _IN_PROGRESS.running_elsewhere(scope, owner):
+            raise _in_progress() from error
+        raise
+    finally:
+        _IN_PROGRESS.release(scope, owner)
+
+
 class _Attempt:
     """One request's try at its key: the transaction's work, and what follows it failing."""
 
@@ -301,6 +324,17 @@ def complete(connection: Connection, tenant_id: str, key: str, outcome: Outcome)
 
 
 waited_for_the_key = repository.waited_for_the_key
+
+
+def waited_too_long(error: DBAPIError) -> Exception:
+    """What to answer for a one-call write's lock wait past its bound (ADR 0011): what the
+    reference path answers after the same wait, without waiting a second time. A duplicate
+    behind its first request's uncommitted key is "still in progress"; any other lock (an
+    account's) is "busy"."""
+    context = getattr(getattr(error.orig, "diag", None), "context", None) or ""
+    if waited_for_the_key(context):
+        return _in_progress()
+    return DatabaseBusy(str(error.orig))
 
 
 def in_progress_error() -> IdempotencyRequestInProgress:

@@ -3,7 +3,6 @@ PostgreSQL, and the multi-row insert of transfers SQLite writes it with. No rule
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -13,19 +12,9 @@ from sqlalchemy import Connection
 from paycore.db import driver
 from paycore.ledger.models import transfers
 
-
-def binary_arrays(sql: driver.Statement) -> driver.Statement:
-    """The statement with its array parameters (`?::type[]`) sent in PostgreSQL's binary format
-    (psycopg's `%b`): the text format escaped every element with a regular expression (three
-    `re.sub` of JSON text per transfer, 0.20 ms: docs/benchmarks.md), the binary one is
-    length-prefixed and needs none; about half the encoding time in all (0.55 against 1.02 ms
-    for a transfer's 14 arrays, measured together on a loaded machine)."""
-    return driver.Statement(sqlite=sql.sqlite, postgresql=re.sub(r"%s(::\w+\[\])", r"%b\1", sql.postgresql))
-
-
 # PostgreSQL only (migration 0019): the batch's accounts locked, checked and updated, its
 # transfers and entries inserted, in one statement inside the caller's transaction.
-_CREATE_BATCH_CALL = binary_arrays(
+_CREATE_BATCH_CALL = driver.binary_arrays(
     driver.statement(
         "SELECT first_sequences, refused_transfer, refused_account, refusal FROM paycore_create_batch(?, ?, ?,"
         " ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[],"

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from paycore.db.engine import Database, DatabaseBusy, is_lock_timeout
+from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
@@ -97,7 +97,7 @@ def create_in_one_call(
             )
         except DBAPIError as error:
             if is_lock_timeout(error):
-                raise _waited_too_long(error) from error
+                raise idempotency.waited_too_long(error) from error
             if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
                 return None
             raise
@@ -105,16 +105,6 @@ def create_in_one_call(
         return None  # the key exists
     body = parts[0] + "".join(str(number) + part for number, part in zip(sequences, parts[1:], strict=True))
     return idempotency.Outcome(_STATUS_CREATED, body)
-
-
-def _waited_too_long(error: DBAPIError) -> Exception:
-    """What the reference path answers after the same wait, without waiting a second time:
-    a duplicate behind its first request's uncommitted key is "still in progress"; any other
-    lock (an account's) is "busy"."""
-    context = getattr(getattr(error.orig, "diag", None), "context", None) or ""
-    if idempotency.waited_for_the_key(context):
-        return idempotency.in_progress_error()
-    return DatabaseBusy(str(error.orig))
 
 
 def _rows(

@@ -28,7 +28,11 @@ in SQL that this module cannot generate:
 - PostgreSQL's `paycore_create_batch` (migration 0019) checks all three on a batch's running
   totals (`total_max`, `balance_max` with `paycore_balance_figures`, `p_guard`), and
   `paycore.ledger.batch._checked` does on SQLite, with the functions here; both are held to
-  the reference path by `tests/integration/ledger/test_batch.py`.
+  the reference path by `tests/integration/ledger/test_batch.py`;
+- a credit on the data plane (ADR 0026): PostgreSQL's `paycore_credits_create` (migration 0026)
+  checks all three as `paycore_create_transfer` does, and `paycore.credits.create_repository`
+  on SQLite with the functions here; both leave the refusal to the reference path, and
+  `tests/integration/http/test_credits.py` (a balance taken past the limit) holds them to it.
 
 `tests/integration/ledger/test_limit_copies.py` holds every copy to this module: it reads the
 function as it stands in a migrated PostgreSQL database (`pg_proc`), evaluates its bounds,
@@ -43,7 +47,8 @@ from __future__ import annotations
 from typing import Final
 
 from paycore.kit.money import AMOUNT_MINOR_MAX, BALANCE_MINOR_MAX
-from paycore.ledger.balances import Totals, balance_of
+from paycore.ledger.balances import Totals as Totals  # the figures these rules take
+from paycore.ledger.balances import balance_of
 
 # Bound 1: each cached total is a signed 64-bit column on both databases.
 TOTAL_MINOR_MAX: Final = BALANCE_MINOR_MAX

@@ -19,7 +19,6 @@ from sqlalchemy import Connection, Row, and_, bindparam, exists, func, or_, sele
 from paycore.db import driver
 from paycore.db.sql import insert_or_ignore
 from paycore.ledger.balances import Totals
-from paycore.ledger.batch_repository import binary_arrays
 from paycore.ledger.limits import bound_before_adding
 from paycore.ledger.models import accounts, entries, transfers
 
@@ -164,7 +163,7 @@ def insert_entries(connection: Connection, rows: Sequence[dict[str, Any]]) -> No
 
 # PostgreSQL only (migration 0009, ADR 0011): the key, the transfer, the totals, the entries and
 # the response in one call, committed by it (the connection is in autocommit).
-_CREATE_TRANSFER_CALL = binary_arrays(
+_CREATE_TRANSFER_CALL = driver.binary_arrays(
     driver.statement(
         "SELECT paycore_create_transfer(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
         " ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[],"

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import Response
-from sqlalchemy import Connection
 
-from paycore.credits import schemas
+from paycore.credits import create, schemas
 from paycore.credits import service as credits
-from paycore.credits.service import CreditLine
+from paycore.credits.service import Credit, CreditLine
 from paycore.http import idempotent
 from paycore.http.context import authenticate_async, path_tenant
-from paycore.http.errors import json_response
+from paycore.http.errors import dumps, json_response, render_refusal
 from paycore.http.responses import ERRORS
 from paycore.http.routing import JsonRoute
 from paycore.idempotency.service import check_key
@@ -42,28 +41,24 @@ async def create_credit(tenant_id: TenantIdInPath, body: schemas.CreditCreate, r
     key = check_key(body.idempotency_key, param="idempotency_key")
     settings = request.app.state.settings
     lines = tuple(CreditLine(line.desc, line.amount_minor, line.currency) for line in body.lines)
-
-    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        credit = credits.create_credit(
-            connection,
-            tenant_id,
-            idempotency_key=key,
-            lines=lines,
-            enabled_currencies=settings.enabled_credit_currencies,
-            lines_max=settings.credit_lines_max,
-            now_us=now_us,
-        )
-        return 201, schemas.credit_json(credit)
-
-    return await idempotent.run_async(
-        request,
-        tenant_id=tenant_id,
-        key=key,
-        body=body.model_dump(mode="json"),
-        effect=effect,
-        keep_forever=True,
-        replay_status=200,
+    body_json = body.model_dump(mode="json")
+    key_scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True)
+    # The data plane (ADR 0026): planned, then written in one round trip; the reference path
+    # answers what that write leaves to it (paycore.credits.create).
+    outcome, replayed = await create.create_credit(
+        request.app.state.database,
+        key_scope,
+        lines,
+        enabled_currencies=settings.enabled_credit_currencies,
+        lines_max=settings.credit_lines_max,
+        render=_render,
+        render_refusal=render_refusal,
     )
+    return idempotent.response(outcome, replayed, replay_status=200)
+
+
+def _render(credit: Credit) -> str:
+    return dumps(schemas.credit_json(credit))
 
 
 @router.get("/{tenant_id}/balance", responses=ERRORS)
