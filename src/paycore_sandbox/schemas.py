@@ -4,13 +4,15 @@ the JSON renderings of results. Deeper checks (known token, currency) are the se
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import StringConstraints
 from sqlalchemy import RowMapping
 
 from paycore.kit import clock
 from paycore.processor.port import (
+    CancelRequest,
+    CaptureRequest,
     ChargeRequest,
     ChargeResult,
     PayoutRequest,
@@ -50,9 +52,30 @@ class ChargeBody(StrictModel):
     currency: Currency
     token: Token
     description: Description | None = None
+    capture: Literal["automatic", "manual"] = "automatic"
 
     def to_request(self) -> ChargeRequest:
         return ChargeRequest(**self.model_dump())
+
+
+class CaptureBody(StrictModel):
+    request_id: RequestId
+    merchant_id: MerchantId
+    payment_reference: RequestId
+    amount_minor: AmountMinor
+    currency: Currency
+
+    def to_request(self) -> CaptureRequest:
+        return CaptureRequest(**self.model_dump())
+
+
+class CancelBody(StrictModel):
+    request_id: RequestId
+    merchant_id: MerchantId
+    payment_reference: RequestId
+
+    def to_request(self) -> CancelRequest:
+        return CancelRequest(**self.model_dump())
 
 
 class RefundBody(StrictModel):
