@@ -59,17 +59,20 @@ def capture(
         raise ProcessorRefused(
             "currency_mismatch", f"the charge is in {charge['currency']}, the capture in {request.currency}"
         )
-    closed = _closed(connection, charge, "capture", now_us)
-    if closed is not None:
-        return closed
+    expired = _expire_if_due(connection, charge, "capture", now_us)
+    if expired is not None:
+        return expired
+    # Claimed before the status checks: a concurrent call with this request id that committed
+    # first is replayed, never refused for the state it left (a refusal below rolls this back).
+    if not _insert_action(connection, request, "capture", charge, request.amount_minor, now_us):
+        return _replayed_meanwhile(connection, request, _CAPTURE_PARAMETERS)
+    _check_open(charge, "capture")
     _, _, capturable = authorization_amounts(charge)
     if request.amount_minor > capturable:
         raise ProcessorRefused(
             "amount_too_large",
             f"capturing {request.amount_minor} of {request.payment_reference}: at most {capturable} is capturable",
         )
-    if not _insert_action(connection, request, "capture", charge, request.amount_minor, now_us):
-        return _replayed_meanwhile(connection, request, _CAPTURE_PARAMETERS)
     released_minor = charge["amount_minor"] - request.amount_minor
     assert request.amount_minor + released_minor == charge["amount_minor"], "captured + released = authorized"
     if not authorization_repository.capture(
@@ -96,11 +99,12 @@ def cancel(
     if replayed is not None:
         return replayed
     charge = _authorization(connection, request.merchant_id, request.payment_reference)
-    closed = _closed(connection, charge, "cancel", now_us)
-    if closed is not None:
-        return closed
+    expired = _expire_if_due(connection, charge, "cancel", now_us)
+    if expired is not None:
+        return expired
     if not _insert_action(connection, request, "cancel", charge, charge["amount_minor"], now_us):
         return _replayed_meanwhile(connection, request, _CANCEL_PARAMETERS)
+    _check_open(charge, "cancel")
     if not authorization_repository.cancel(connection, charge["request_id"], now_us):
         raise _closed_meanwhile(request.payment_reference, "charge_not_cancelable")
     values = {**charge, "status": "canceled", "released_minor": charge["amount_minor"], "updated_at_us": now_us}
@@ -141,21 +145,26 @@ def _authorization(connection: Connection, merchant_id: str, payment_reference: 
     return charge
 
 
-def _closed(connection: Connection, charge: dict[str, Any], action: str, now_us: int) -> ProcessorRefused | None:
-    """Why `action` cannot apply to `charge` now (expiring it first if it is due), or None."""
-    reference = charge["processor_charge_id"]
+def _expire_if_due(connection: Connection, charge: dict[str, Any], action: str, now_us: int) -> ProcessorRefused | None:
+    """The refusal of `action` on an authorization this call found due and expired (committed
+    with the refusal), or None. An automatic charge is refused here, before anything is stored."""
     if charge["capture"] != "manual":
         code = "charge_not_capturable" if action == "capture" else "charge_not_cancelable"
+        reference = charge["processor_charge_id"]
         raise ProcessorRefused(code, f"charge {reference} was charged at once (capture automatic): nothing to {action}")
-    if is_due(charge, now_us):
-        expire(connection, charge, now_us)
-        return _expired(reference, charge)
+    if is_due(charge, now_us) and expire(connection, charge, now_us):
+        return _expired(charge["processor_charge_id"], charge)
+    return None  # not due, or closed meanwhile by another call: the guarded update will say
+
+
+def _check_open(charge: dict[str, Any], action: str) -> None:
+    """Refuse `action` on an authorization that is no longer open."""
+    reference = charge["processor_charge_id"]
     if charge["status"] == "expired":
         raise _expired(reference, charge)
     if charge["status"] != "requires_capture":
         code = "charge_not_capturable" if action == "capture" else "charge_not_cancelable"
         raise ProcessorRefused(code, f"charge {reference} is {charge['status']}: it cannot be {action}d now")
-    return None
 
 
 def _expired(reference: str, charge: Mapping[str, Any]) -> ProcessorRefused:

@@ -4,7 +4,7 @@ the JSON renderings of results. Deeper checks (known token, currency) are the se
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import StringConstraints
 from sqlalchemy import RowMapping
@@ -108,9 +108,26 @@ class PayoutBody(StrictModel):
         return PayoutRequest(**self.model_dump())  # the rail's value is checked by the service
 
 
+# An authorization's fields of a charge (ChargeResult): left out of an automatic charge's
+# answer, which stays what it was before authorizations (a reader takes their absence as
+# automatic, as paycore's HTTP transport does).
+AUTHORIZATION_FIELDS: Final = (
+    "capture",
+    "amount_capturable_minor",
+    "amount_captured_minor",
+    "amount_released_minor",
+    "authorization_expires_at_us",
+)
+
+
 def render(result: ChargeResult | RefundResult | PayoutResult) -> dict[str, Any]:
-    """A result as JSON: exactly the fields of the port's dataclass."""
-    return dataclasses.asdict(result)
+    """A result as JSON: exactly the fields of the port's dataclass (an automatic charge's
+    without the authorization's fields)."""
+    rendered = dataclasses.asdict(result)
+    if isinstance(result, ChargeResult) and result.capture == "automatic":
+        for name in AUTHORIZATION_FIELDS:
+            del rendered[name]
+    return rendered
 
 
 def render_batch(batch: RowMapping, payouts: list[PayoutResult]) -> dict[str, Any]:

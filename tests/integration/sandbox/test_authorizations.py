@@ -10,6 +10,7 @@ import pytest
 
 from paycore.kit import clock
 from paycore.processor.port import ChargeRequest, ProcessorRefused, RefundRequest
+from paycore_sandbox import Sandbox
 from paycore_sandbox.limits import AUTHORIZATION_LIFETIME_MS, QUICK_AUTHORIZATION_LIFETIME_MS
 from tests.integration.sandbox.authorization_support import (
     AMOUNT_MINOR,
@@ -21,7 +22,8 @@ from tests.integration.sandbox.authorization_support import (
     capture_of,
     event_types,
 )
-from tests.integration.sandbox.conftest import Harness, count
+from tests.integration.sandbox.conftest import Harness, RecordingSink, StartServer, count
+from tests.integration.sandbox.test_http_api import call
 
 SECOND_US = 1_000_000
 
@@ -225,3 +227,33 @@ def test_the_background_round_expires_what_is_due(harness: Harness) -> None:
     assert harness.processor.get_charge("pay_2").status == "requires_capture"  # type: ignore[union-attr]
     assert event_types(harness.sandbox, "pay_1") == ["charge.requires_capture", "charge.expired"]
     assert harness.sandbox.settle_due(clock.now_us() + 3 * SECOND_US) == 0
+
+
+def test_over_http_an_automatic_charge_answers_as_before_and_an_authorization_with_its_fields(
+    sandbox: Sandbox, sink: RecordingSink, serve_sandbox: StartServer
+) -> None:
+    base_url = serve_sandbox(sandbox, sink)
+    body = {"request_id": "pay_1", "merchant_id": MERCHANT, "amount_minor": 2_500, "currency": "USD", "token": "tok_ok"}
+
+    status, automatic = call(base_url, "POST", "/v1/charges", body)
+    assert status == 200 and set(automatic) == {
+        "request_id",
+        "status",
+        "processor_charge_id",
+        "amount_minor",
+        "currency",
+        "failure_code",
+    }
+    status, manual = call(base_url, "POST", "/v1/charges", {**body, "request_id": "pay_2", "capture": "manual"})
+    assert status == 200 and manual["status"] == "requires_capture" and manual["capture"] == "manual"
+    assert type(manual["authorization_expires_at_us"]) is int and manual["amount_capturable_minor"] == 2_500
+    status, refused = call(base_url, "POST", "/v1/charges", {**body, "request_id": "pay_3", "capture": "later"})
+    assert status == 400 and refused["error"] == "invalid_request"
+    capture = {"request_id": "cap_1", "merchant_id": MERCHANT, "payment_reference": manual["processor_charge_id"]}
+    status, refused = call(base_url, "POST", "/v1/captures", {**capture, "amount_minor": 2_501, "currency": "USD"})
+    assert (status, refused["error"]) == (422, "amount_too_large")
+    status, refused = call(base_url, "POST", "/v1/captures", {**capture, "amount_minor": 1.5, "currency": "USD"})
+    assert (status, refused["error"]) == (400, "invalid_amount")
+    assert call(base_url, "POST", "/v1/cancellations", {**capture, "request_id": "can_1"})[1]["status"] == "canceled"
+    status, refused = call(base_url, "POST", "/v1/captures", {**capture, "amount_minor": 1, "currency": "USD"})
+    assert (status, refused["error"]) == (409, "charge_not_capturable")
