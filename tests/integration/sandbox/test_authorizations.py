@@ -17,9 +17,11 @@ from tests.integration.sandbox.authorization_support import (
     CURRENCY,
     MERCHANT,
     actions,
+    authorization,
     authorize,
     cancel_of,
     capture_of,
+    delivered_events,
     event_types,
 )
 from tests.integration.sandbox.conftest import Harness, RecordingSink, StartServer, count
@@ -257,3 +259,22 @@ def test_over_http_an_automatic_charge_answers_as_before_and_an_authorization_wi
     assert call(base_url, "POST", "/v1/cancellations", {**capture, "request_id": "can_1"})[1]["status"] == "canceled"
     status, refused = call(base_url, "POST", "/v1/captures", {**capture, "amount_minor": 1, "currency": "USD"})
     assert (status, refused["error"]) == (409, "charge_not_capturable")
+
+
+def test_a_pending_authorization_is_authorized_later_and_then_closes_at_sequence_three(harness: Harness) -> None:
+    pending = harness.processor.charge(authorization("pay_1", "tok_pending"))
+    assert (pending.status, pending.amount_capturable_minor) == ("pending", 0)
+    with pytest.raises(ProcessorRefused) as refused:
+        harness.processor.capture(capture_of(pending, 1_000))
+    assert refused.value.code == "charge_not_capturable"
+
+    assert harness.sandbox.settle_due(harness.later_us()) == 1
+    authorized = harness.processor.get_charge("pay_1")
+    assert authorized is not None and authorized.status == "requires_capture"
+    assert authorized.amount_capturable_minor == AMOUNT_MINOR
+    harness.processor.capture(capture_of(authorized, AMOUNT_MINOR))
+
+    # (settled at a later moment than the capture's, so compared by sequence, not by time)
+    sequences = {(event["type"], event["sequence"]) for event in delivered_events(harness)}
+    assert sequences == {("charge.pending", 1), ("charge.requires_capture", 2), ("charge.captured", 3)}
+    assert len(event_types(harness.sandbox)) == 3
