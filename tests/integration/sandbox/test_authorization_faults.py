@@ -47,6 +47,12 @@ CHARGE_EVENT_FIELDS = {
 }
 
 
+@pytest.fixture
+def harness(harness_on_backends: Harness) -> Harness:
+    """Every test of this file through both transports on SQLite, and in process on PostgreSQL."""
+    return harness_on_backends
+
+
 def test_a_capture_whose_answer_is_lost_is_done_once_and_answered_on_retry(harness: Harness) -> None:
     authorized = authorize(harness)
     harness.sandbox.set_fault_plan({"rules": [{"fault": "drop_response", "next_n": 1, "ops": ["capture"]}]})

@@ -30,6 +30,12 @@ from tests.integration.sandbox.test_http_api import call
 SECOND_US = 1_000_000
 
 
+@pytest.fixture
+def harness(harness_on_backends: Harness) -> Harness:
+    """Every test of this file through both transports on SQLite, and in process on PostgreSQL."""
+    return harness_on_backends
+
+
 def test_a_manual_charge_is_authorized_with_its_expiry_and_read_back(harness: Harness) -> None:
     before_us = clock.now_us()
     authorized = authorize(harness)
