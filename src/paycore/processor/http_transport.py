@@ -38,6 +38,7 @@ from paycore.processor.port import (
     ProcessorUnreachable,
     RefundRequest,
     RefundResult,
+    charge_request_fields,
 )
 
 ANSWER_BYTES_MAX: Final = 1_048_576
@@ -60,10 +61,7 @@ class HttpTransport:
         self._prefix = parts.path.rstrip("/")
 
     def charge(self, request: ChargeRequest) -> ChargeResult:
-        body = dataclasses.asdict(request)
-        if request.capture == "automatic":
-            del body["capture"]  # the default: an automatic charge's request is what it always was
-        status, payload = self._exchange("POST", "/v1/charges", body)
+        status, payload = self._exchange("POST", "/v1/charges", charge_request_fields(request))
         return _charge_result(self._expect_result("charge", status, payload))
 
     def capture(self, request: CaptureRequest) -> ChargeResult:

@@ -20,9 +20,10 @@ The rules every implementation keeps:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from paycore.lifecycle.errors import Refused, Unreachable
 
@@ -48,6 +49,15 @@ class ChargeRequest:
     token: str  # the card or bank token from the client (sandbox: tok_ok, tok_declined, ...)
     description: str | None = None
     capture: CaptureMethod = "automatic"  # manual: authorize only; capture or cancel later
+
+
+def charge_request_fields(request: ChargeRequest) -> dict[str, Any]:
+    """The request's fields as sent and as logged: `capture` only when manual, so that an
+    automatic charge's request is exactly what it was before authorizations."""
+    fields = dataclasses.asdict(request)
+    if request.capture == "automatic":
+        del fields["capture"]
+    return fields
 
 
 @dataclass(frozen=True)
