@@ -22,7 +22,8 @@ are delivered, and the `report_*` faults make its lines of the settlement report
 fee, status or currency changed, written twice, an amount written as a decimal, or an extra
 charge nobody was told of. When two rules with a delta fire on one call, the first one's
 delta is used. A rule without `ops` applies to `charge` and `refund`; payouts are hit only
-by rules that name `payout` or `get_payout`.
+by rules that name `payout` or `get_payout`, captures and cancels of authorizations only by
+rules that name `capture` or `cancel` (the transport faults and the two webhook faults).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from paycore_sandbox.limits import (
     SandboxSettings,
 )
 
-Op = Literal["charge", "refund", "payout", "get_charge", "get_refund", "get_payout"]
+Op = Literal["charge", "refund", "payout", "capture", "cancel", "get_charge", "get_refund", "get_payout"]
 TransportFault = Literal["drop_request", "drop_response", "delay_ms", "error_500"]
 # The faults kept per object in `sandbox_report_faults` (whose CHECK lists these names).
 ReportFault = Literal[
@@ -64,6 +65,10 @@ OPS: Final[tuple[Op, ...]] = get_args(Op)
 REPORT_FAULTS: Final[tuple[ReportFault, ...]] = get_args(ReportFault)
 _TRANSPORT_FAULTS: Final[dict[str, TransportFault]] = {name: name for name in get_args(TransportFault)}
 WRITE_OPS: Final[frozenset[str]] = frozenset({"charge", "refund", "payout"})
+# A capture or a cancel closes an existing charge: its webhook faults apply (to the closing
+# event), not settle_late or the report's, which belong to the call that created the object.
+WEBHOOK_FAULT_OPS: Final[frozenset[str]] = WRITE_OPS | {"capture", "cancel"}
+_WEBHOOK_FAULTS: Final = frozenset({"duplicate_webhook", "reorder_webhooks"})
 PERCENT_DRAW: Final = 100  # percent rules draw an integer in [0, 100): no floats
 
 
@@ -102,8 +107,10 @@ class Rule(_Strict):
                 raise ValueError(f"'{field}' must not be 0: a delta of 0 leaves the report right")
         if len(set(self.ops)) != len(self.ops):
             raise ValueError("'ops' lists an operation twice")
-        if self.fault not in _TRANSPORT_FAULTS and not WRITE_OPS.issuperset(self.ops):
-            raise ValueError(f"{self.fault} applies to the write operations 'payout', 'charge' and 'refund' only")
+        allowed = WEBHOOK_FAULT_OPS if self.fault in _WEBHOOK_FAULTS else WRITE_OPS
+        if self.fault not in _TRANSPORT_FAULTS and not allowed.issuperset(self.ops):
+            also = " (and to 'capture' and 'cancel')" if self.fault in _WEBHOOK_FAULTS else ""
+            raise ValueError(f"{self.fault} applies to the write operations 'payout', 'charge' and 'refund' only{also}")
         if self.fault == "report_unknown_charge" and self.ops != ["charge"]:
             raise ValueError('report_unknown_charge applies to \'charge\' only: set "ops": ["charge"]')
         return self

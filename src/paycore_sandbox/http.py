@@ -5,7 +5,9 @@ The fault plan is applied here as a network would: a dropped request or answer i
 `delay_ms` processes and answers after the delay. Errors are `{"error": code, "message": ...}`:
 400 for a bad request (`duplicate_json_key`, with `param`, for a body that repeats a key), 401
 for an admin endpoint without the admin token (paycore_sandbox.admin), 404 for an unknown
-request id on GET, 409 for a reused request id (and for the file of a batch still open), 413
+request id on GET, 409 for a reused request id (and for the file of a batch still open, and a
+capture or cancel of an authorization that is closed or expired: `charge_not_capturable`,
+`charge_not_cancelable`, `authorization_expired`), 413
 and 415 for a body too large or not JSON, 422 for the other refusals (over_refund,
 charge_not_found, ...), 503 when busy. The batch endpoints are for looking, like the
 settlement report: the fault plan does not apply to them.
@@ -35,14 +37,16 @@ from paycore.processor.port import ProcessorRefused
 from paycore_sandbox.admin import AdminTokenRequired, admin_dependencies
 from paycore_sandbox.faults import Decision, FaultPlanError
 from paycore_sandbox.limits import BODY_BYTES_MAX
-from paycore_sandbox.schemas import ChargeBody, PayoutBody, RefundBody, render
+from paycore_sandbox.schemas import CancelBody, CaptureBody, ChargeBody, PayoutBody, RefundBody, render
 from paycore_sandbox.service import Sandbox
 from paycore_sandbox.sink import WebhookSink
 
 _BAD_REQUEST_CODES: Final = frozenset(
     {"invalid_request", "invalid_amount", "invalid_currency", "invalid_token", "invalid_day", "invalid_account"}
 )
-_CONFLICT_CODES: Final = frozenset({"request_id_reused", "batch_open"})
+_CONFLICT_CODES: Final = frozenset(
+    {"request_id_reused", "batch_open", "charge_not_capturable", "charge_not_cancelable", "authorization_expired"}
+)
 _ACCOUNT_FIELDS: Final = frozenset({"iban", "bic", "routing_number", "account_number"})
 log = logging.getLogger(__name__)
 _MESSAGE_LENGTH_MAX: Final = 1000
@@ -176,6 +180,18 @@ def _add_processor_routes(app: FastAPI, sandbox: Sandbox) -> None:
             lambda: (200, render(sandbox.charge(request, decision))),
             answer_lost=sandbox.answer_lost(request),
         )
+
+    @app.post("/v1/captures")
+    def capture(body: CaptureBody) -> Response:
+        request = body.to_request()
+        decision = sandbox.decide("capture")
+        return _respond(sandbox, decision, lambda: (200, render(sandbox.capture(request, decision))))
+
+    @app.post("/v1/cancellations")
+    def cancel(body: CancelBody) -> Response:
+        request = body.to_request()
+        decision = sandbox.decide("cancel")
+        return _respond(sandbox, decision, lambda: (200, render(sandbox.cancel(request, decision))))
 
     @app.get("/v1/charges/{request_id:path}")
     def get_charge(request_id: str) -> Response:

@@ -18,6 +18,8 @@ from typing import TypeVar
 
 from paycore.db.engine import DatabaseBusy
 from paycore.processor.port import (
+    CancelRequest,
+    CaptureRequest,
     ChargeRequest,
     ChargeResult,
     PayoutRequest,
@@ -43,6 +45,14 @@ class InProcessTransport:
         decision = self.sandbox.decide("charge")
         lost = self.sandbox.answer_lost(request)
         return self._call("charge", decision, lambda: self.sandbox.charge(request, decision), answer_lost=lost)
+
+    def capture(self, request: CaptureRequest) -> ChargeResult:
+        decision = self.sandbox.decide("capture")
+        return self._call("capture", decision, lambda: self.sandbox.capture(request, decision))
+
+    def cancel(self, request: CancelRequest) -> ChargeResult:
+        decision = self.sandbox.decide("cancel")
+        return self._call("cancel", decision, lambda: self.sandbox.cancel(request, decision))
 
     def get_charge(self, request_id: str) -> ChargeResult | None:
         decision = self.sandbox.decide("get_charge")

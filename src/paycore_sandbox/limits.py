@@ -46,6 +46,12 @@ WEBHOOK_CONNECTIONS_MAX: Final = 4
 WEBHOOK_CONNECTION_IDLE_MS_MAX: Final = 2_000
 WEBHOOK_ANSWER_BYTES_MAX: Final = 65_536
 
+# Authorizations (a charge with capture "manual"): how long one lives uncaptured before it
+# expires (a card network's usual seven days), and the lifetime of the test token
+# tok_expires_quickly, short enough for a test to watch.
+AUTHORIZATION_LIFETIME_MS: Final = 7 * 86_400_000
+QUICK_AUTHORIZATION_LIFETIME_MS: Final = 2_000
+
 HOLD_MS_MAX: Final = 60_000  # how long the HTTP server sits on a dropped request or answer
 DELAY_MS_MAX: Final = 60_000
 SETTLE_LATE_MS_MAX: Final = 86_400_000

@@ -5,6 +5,13 @@
   `final_status` is the outcome decided when the charge was taken, reached at
   `settle_at_us` by a pending (tok_pending, settle_late) charge. `refunded_minor` reserves
   the succeeded and pending refunds, and the database refuses it above `amount_minor`.
+  A charge asked with `capture` manual is an authorization: `requires_capture` (its
+  `final_status`, reached at once or after pending), then `captured` (`captured_minor` taken,
+  `released_minor` the rest), `canceled` or `expired` (all released) — never two of them, and
+  `captured + released = amount` once closed, which the database checks too. It expires at
+  `authorization_expires_at_us` if not captured by then.
+- `sandbox_charge_actions`: one row per capture or cancel request id (the primary key is the
+  dedupe), against a charge; a refused one stores nothing.
 - `sandbox_refunds`: one row per refund request id, against a charge.
 - `sandbox_webhooks`: the outbox. One row per delivery of an event (a duplicated event has
   two rows with one `event_id`), written in the transaction that changed the object's
@@ -71,19 +78,54 @@ ID_LENGTH: Final = 64
 STATUS_LENGTH: Final = 16
 CODE_LENGTH: Final = 64
 _STATUS_IN = "IN ('succeeded', 'failed', 'pending')"
+_CHARGE_STATUS_IN = "IN ('succeeded', 'failed', 'pending', 'requires_capture', 'captured', 'canceled', 'expired')"
+_STATUS_FINAL = "status = 'pending' OR status = final_status"
+# An authorization closes once, from requires_capture to one of these.
+_AUTHORIZATION_CLOSED = "final_status = 'requires_capture' AND status IN ('captured', 'canceled', 'expired')"
 
 
-def _status_checks() -> tuple[CheckConstraint, ...]:
+def _status_checks(
+    status_in: str = _STATUS_IN,
+    final_status_in: str = "IN ('succeeded', 'failed')",
+    status_final: str = _STATUS_FINAL,
+) -> tuple[CheckConstraint, ...]:
     return (
-        CheckConstraint(f"status {_STATUS_IN}", name="status"),
-        CheckConstraint("final_status IN ('succeeded', 'failed')", name="final_status"),
+        CheckConstraint(f"status {status_in}", name="status"),
+        CheckConstraint(f"final_status {final_status_in}", name="final_status"),
         CheckConstraint("amount_minor > 0", name="amount_positive"),
         # pending <=> a time to settle: a pending row without one would never finish.
         CheckConstraint("(status = 'pending') = (settle_at_us IS NOT NULL)", name="pending_settles"),
         CheckConstraint("(status = 'failed') = (failure_code IS NOT NULL)", name="failure_code"),
         CheckConstraint("(final_status = 'failed') = (final_failure_code IS NOT NULL)", name="final_failure_code"),
-        # a status only ever moves from pending to the final one
-        CheckConstraint("status = 'pending' OR status = final_status", name="status_final"),
+        # a status only ever moves from pending to the final one (and an authorization on, once)
+        CheckConstraint(status_final, name="status_final"),
+    )
+
+
+def _authorization_checks() -> tuple[CheckConstraint, ...]:
+    return (
+        CheckConstraint("capture IN ('automatic', 'manual')", name="capture"),
+        CheckConstraint(
+            "(capture = 'manual' AND final_status IN ('requires_capture', 'failed'))"
+            " OR (capture = 'automatic' AND final_status IN ('succeeded', 'failed'))",
+            name="capture_final",
+        ),
+        CheckConstraint("(capture = 'manual') = (authorization_expires_at_us IS NOT NULL)", name="expires"),
+        CheckConstraint(
+            "captured_minor >= 0 AND released_minor >= 0 AND captured_minor + released_minor <= amount_minor",
+            name="authorization_amounts",
+        ),
+        # closed <=> all of it captured or released; captured <=> some of it taken, at a time
+        CheckConstraint(
+            "(status IN ('captured', 'canceled', 'expired')) = (captured_minor + released_minor = amount_minor)",
+            name="authorization_closed",
+        ),
+        CheckConstraint("(status = 'captured') = (captured_minor > 0)", name="captured_amount"),
+        CheckConstraint("(status = 'captured') = (captured_at_us IS NOT NULL)", name="captured_at"),
+        CheckConstraint(
+            "refunded_minor = 0 OR status = 'succeeded' OR (status = 'captured' AND refunded_minor <= captured_minor)",
+            name="refunded_within_captured",
+        ),
     )
 
 
@@ -107,11 +149,45 @@ charges = Table(
     Column("webhook_reorder", Boolean, nullable=False),
     Column("created_at_us", BigInteger, nullable=False),
     Column("updated_at_us", BigInteger, nullable=False),
+    Column("capture", String(STATUS_LENGTH), nullable=False),
+    Column("captured_minor", BigInteger, nullable=False),
+    Column("released_minor", BigInteger, nullable=False),
+    Column("authorization_expires_at_us", BigInteger, nullable=True),
+    Column("captured_at_us", BigInteger, nullable=True),
     PrimaryKeyConstraint("request_id"),
-    *_status_checks(),
+    *_status_checks(
+        _CHARGE_STATUS_IN,
+        "IN ('succeeded', 'failed', 'requires_capture')",
+        f"{_STATUS_FINAL} OR ({_AUTHORIZATION_CLOSED})",
+    ),
+    *_authorization_checks(),
     CheckConstraint("refunded_minor >= 0 AND refunded_minor <= amount_minor", name="refunded_within_amount"),
     Index("ix_sandbox_charges_created_at_us", "created_at_us"),
     Index("ix_sandbox_charges_status_settle_at_us", "status", "settle_at_us"),
+    Index("ix_sandbox_charges_status_authorization_expires_at_us", "status", "authorization_expires_at_us"),
+    Index("ix_sandbox_charges_captured_at_us", "captured_at_us"),
+)
+
+charge_actions = Table(
+    "sandbox_charge_actions",
+    metadata,
+    Column("request_id", String(REQUEST_ID_LENGTH_MAX), nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("merchant_id", String(MERCHANT_ID_LENGTH_MAX), nullable=False),
+    Column(
+        "charge_request_id",
+        String(REQUEST_ID_LENGTH_MAX),
+        ForeignKey("sandbox_charges.request_id"),
+        nullable=False,
+    ),
+    Column("payment_reference", String(ID_LENGTH), nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),  # captured, or (cancel) released
+    Column("currency", String(3), nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+    PrimaryKeyConstraint("request_id"),
+    CheckConstraint("kind IN ('capture', 'cancel')", name="kind"),
+    CheckConstraint("amount_minor > 0", name="amount_positive"),
+    Index("ix_sandbox_charge_actions_charge_request_id", "charge_request_id"),
 )
 
 refunds = Table(

@@ -10,6 +10,10 @@ Outcomes come from test tokens, like a public processor's test cards:
 | `tok_timeout`            | succeeded, but every answer to it is lost | succeeded               |
 | `tok_pending`            | pending, then succeeded (settle_late_ms) | succeeded               |
 | `tok_refund_declined`    | succeeded                                | failed `refund_declined` |
+| `tok_expires_quickly`    | succeeded; authorized for 2 s (manual)   | succeeded               |
+
+A charge with `capture` manual is an authorization: where the table says succeeded it is
+`requires_capture` instead, until captured, canceled or expired (authorizations.py).
 
 A request id is the dedupe key: the primary key of its table. A repeat with the same
 parameters gets the stored result (nothing moves twice); with other parameters it is refused
@@ -26,15 +30,22 @@ from typing import Any, Final, Literal
 
 from sqlalchemy import Connection, RowMapping
 
+from paycore.kit import clock
 from paycore.kit.ids import new_ulid
 from paycore.processor.port import ChargeRequest, ChargeResult, ProcessorRefused, RefundRequest, RefundResult
 from paycore_sandbox import report_faults, repository, webhooks
 from paycore_sandbox.faults import Decision
+from paycore_sandbox.limits import AUTHORIZATION_LIFETIME_MS, QUICK_AUTHORIZATION_LIFETIME_MS
 
-FinalStatus = Literal["succeeded", "failed"]
+FinalStatus = Literal["succeeded", "failed", "requires_capture"]
 CHARGE_ID_PREFIX: Final = "ch_"
 REFUND_ID_PREFIX: Final = "re_"
 SEQUENCE_FIRST: Final = 1
+# An authorization's closing event (captured, canceled, expired) comes after its first and,
+# if it was pending first, its second: 3 whichever it was, so it is always the newest.
+SEQUENCE_AUTHORIZATION_CLOSED: Final = 3
+# The statuses after which nothing more happens to a charge (its last event: see webhooks.py).
+CLOSED_STATUSES: Final = frozenset({"succeeded", "failed", "captured", "canceled", "expired"})
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,7 @@ class TokenBehaviour:
     settles_late: bool = False  # answers pending, final status settle_late_ms later
     answer_lost: bool = False  # the charge is taken, the answer never reaches the caller
     refund_failure_code: str | None = None  # refunds of the charge fail with this code
+    authorization_lifetime_ms: int = AUTHORIZATION_LIFETIME_MS  # manual capture: until it expires
 
 
 TOKENS: Final[dict[str, TokenBehaviour]] = {
@@ -53,9 +65,10 @@ TOKENS: Final[dict[str, TokenBehaviour]] = {
     "tok_timeout": TokenBehaviour("succeeded", answer_lost=True),
     "tok_pending": TokenBehaviour("succeeded", settles_late=True),
     "tok_refund_declined": TokenBehaviour("succeeded", refund_failure_code="refund_declined"),
+    "tok_expires_quickly": TokenBehaviour("succeeded", authorization_lifetime_ms=QUICK_AUTHORIZATION_LIFETIME_MS),
 }
 
-_CHARGE_PARAMETERS: Final = ("merchant_id", "amount_minor", "currency", "token", "description")
+_CHARGE_PARAMETERS: Final = ("merchant_id", "amount_minor", "currency", "token", "description", "capture")
 _REFUND_PARAMETERS: Final = ("merchant_id", "payment_reference", "amount_minor", "currency")
 
 
@@ -63,6 +76,10 @@ def create_charge(connection: Connection, request: ChargeRequest, faults: Decisi
     assert request.token in TOKENS, "the token is checked before the transaction"
     behaviour = TOKENS[request.token]
     late = behaviour.settles_late or faults.settle_late
+    manual = request.capture == "manual"
+    final_status: FinalStatus = behaviour.final_status
+    if manual and final_status == "succeeded":
+        final_status = "requires_capture"  # authorized, not taken
     values = {
         "request_id": request.request_id,
         "processor_charge_id": CHARGE_ID_PREFIX + new_ulid(),
@@ -71,19 +88,24 @@ def create_charge(connection: Connection, request: ChargeRequest, faults: Decisi
         "currency": request.currency,
         "token": request.token,
         "description": request.description,
-        **_status_values(behaviour.final_status, behaviour.failure_code, late, faults, now_us),
+        **_status_values(final_status, behaviour.failure_code, late, faults, now_us),
         "refunded_minor": 0,
         "webhook_duplicate": faults.duplicate_webhook,
         "webhook_reorder": faults.reorder_webhooks,
         "created_at_us": now_us,
         "updated_at_us": now_us,
+        "capture": request.capture,
+        "captured_minor": 0,
+        "released_minor": 0,
+        "authorization_expires_at_us": now_us + behaviour.authorization_lifetime_ms * 1_000 if manual else None,
+        "captured_at_us": None,
     }
     if not repository.insert_charge(connection, values):
         existing = repository.find_charge(connection, request.request_id)
         assert existing is not None, "the insert conflicted with a committed row"
         _refuse_other_parameters(existing, request, _CHARGE_PARAMETERS)
         return charge_result(existing)
-    webhooks.enqueue(connection, _charge_event(values, SEQUENCE_FIRST), now_us)
+    webhooks.enqueue(connection, charge_event(values, SEQUENCE_FIRST), now_us)
     unknown_processor_id = CHARGE_ID_PREFIX + new_ulid() if faults.report_unknown_charge else None
     report_faults.record(connection, "charge", request.request_id, faults, unknown_processor_id)
     return charge_result(values)
@@ -138,12 +160,22 @@ def settle(connection: Connection, object_type: str, row: RowMapping, now_us: in
     values = {**row, "status": row["final_status"], "failure_code": row["final_failure_code"]}
     if object_type == "refund" and row["final_status"] == "failed":
         repository.release_refund(connection, row["charge_request_id"], row["amount_minor"], now_us)
-    event = _charge_event if object_type == "charge" else _refund_event
+    event = charge_event if object_type == "charge" else _refund_event
     webhooks.enqueue(connection, event(values, SEQUENCE_FIRST + 1), now_us)
     return True
 
 
 def charge_result(row: Any) -> ChargeResult:
+    if row["capture"] == "automatic":
+        return ChargeResult(
+            request_id=row["request_id"],
+            status=row["status"],
+            processor_charge_id=row["processor_charge_id"],
+            amount_minor=row["amount_minor"],
+            currency=row["currency"],
+            failure_code=row["failure_code"],
+        )
+    captured, released, capturable = authorization_amounts(row)
     return ChargeResult(
         request_id=row["request_id"],
         status=row["status"],
@@ -151,7 +183,22 @@ def charge_result(row: Any) -> ChargeResult:
         amount_minor=row["amount_minor"],
         currency=row["currency"],
         failure_code=row["failure_code"],
+        capture="manual",
+        amount_capturable_minor=capturable,
+        amount_captured_minor=captured,
+        amount_released_minor=released,
+        authorization_expires_at_us=row["authorization_expires_at_us"],
     )
+
+
+def authorization_amounts(row: Any) -> tuple[int, int, int]:
+    """(captured, released, capturable) of an authorization: what is not captured or released
+    is capturable while it is `requires_capture`; a pending or declined one holds nothing."""
+    captured, released = row["captured_minor"], row["released_minor"]
+    capturable = row["amount_minor"] - captured - released if row["status"] == "requires_capture" else 0
+    assert captured >= 0 and released >= 0 and capturable >= 0
+    assert row["status"] not in ("captured", "canceled", "expired") or captured + released == row["amount_minor"]
+    return captured, released, capturable
 
 
 def refund_result(row: Any) -> RefundResult:
@@ -187,9 +234,10 @@ def _refundable_charge(connection: Connection, request: RefundRequest) -> dict[s
         raise ProcessorRefused(
             "currency_mismatch", f"the charge is in {charge['currency']}, the refund in {request.currency}"
         )
-    if charge["status"] != "succeeded":
+    if charge["status"] not in ("succeeded", "captured"):
         raise ProcessorRefused(
-            "charge_not_refundable", f"charge {request.payment_reference} is {charge['status']}, not succeeded"
+            "charge_not_refundable",
+            f"charge {request.payment_reference} is {charge['status']}, not succeeded or captured",
         )
     return charge
 
@@ -203,8 +251,10 @@ def _refuse_other_parameters(existing: Mapping[str, Any], request: object, names
         )
 
 
-def _charge_event(values: Any, sequence: int) -> webhooks.EventSpec:
-    data = {
+def charge_event(values: Any, sequence: int) -> webhooks.EventSpec:
+    """The event of a charge's status; an authorization's carries its amounts and expiry too
+    (an automatic charge's carries exactly what it always did)."""
+    data: dict[str, Any] = {
         "object": "charge",
         "request_id": values["request_id"],
         "merchant_id": values["merchant_id"],
@@ -214,6 +264,13 @@ def _charge_event(values: Any, sequence: int) -> webhooks.EventSpec:
         "currency": values["currency"],
         "failure_code": values["failure_code"],
     }
+    if values["capture"] == "manual":
+        captured, released, capturable = authorization_amounts(values)
+        data["capture"] = "manual"
+        data["amount_capturable_minor"] = capturable
+        data["amount_captured_minor"] = captured
+        data["amount_released_minor"] = released
+        data["authorization_expires_at"] = clock.to_rfc3339(values["authorization_expires_at_us"])
     return _event("charge", values, sequence, data)
 
 
@@ -241,5 +298,5 @@ def _event(object_type: str, values: Any, sequence: int, data: dict[str, Any]) -
         data=data,
         duplicate=bool(values["webhook_duplicate"]),
         reorder=bool(values["webhook_reorder"]),
-        final=values["status"] != "pending",
+        final=values["status"] in CLOSED_STATUSES,
     )

@@ -50,9 +50,11 @@ _FIND_CHARGE_BY_PROCESSOR_ID = driver.statement(
     f"SELECT {', '.join(_CHARGE_COLUMNS)} FROM {charges.name} WHERE processor_charge_id = ?"
 )
 _FIND_REFUND = driver.statement(f"SELECT {', '.join(_REFUND_COLUMNS)} FROM {refunds.name} WHERE request_id = ?")
+# A captured authorization is refundable up to what was captured; any other charge up to its amount.
 _RESERVE_REFUND = driver.statement(
     f"UPDATE {charges.name} SET refunded_minor = refunded_minor + ?, updated_at_us = ?"
-    " WHERE request_id = ? AND refunded_minor + ? <= amount_minor"
+    " WHERE request_id = ?"
+    " AND refunded_minor + ? <= CASE WHEN status = 'captured' THEN captured_minor ELSE amount_minor END"
 )
 
 
@@ -116,6 +118,8 @@ def find_refund(connection: Connection, request_id: str) -> dict[str, Any] | Non
 # rounds find nothing to settle, close or move, and each empty transaction took the write lock.
 _ANYTHING_DUE = driver.statement(
     f"SELECT EXISTS (SELECT 1 FROM {charges.name} WHERE status = 'pending' AND settle_at_us <= ?)"
+    f" OR EXISTS (SELECT 1 FROM {charges.name}"
+    " WHERE status = 'requires_capture' AND authorization_expires_at_us <= ?)"
     f" OR EXISTS (SELECT 1 FROM {refunds.name} WHERE status = 'pending' AND settle_at_us <= ?)"
     f" OR EXISTS (SELECT 1 FROM {bank_batches.name} WHERE closed_at_us IS NULL AND closes_at_us <= ?)"
     f" OR EXISTS (SELECT 1 FROM {bank_payouts.name} WHERE next_step_at_us <= ?)"
@@ -123,8 +127,9 @@ _ANYTHING_DUE = driver.statement(
 
 
 def anything_due(database: Database, now_us: int) -> bool:
-    """Whether a charge or refund is due to settle, a batch to close or a payout to move on."""
-    [(due,)] = database.peek(_ANYTHING_DUE, (now_us,) * 4)
+    """Whether a charge or refund is due to settle, an authorization to expire, a batch to close
+    or a payout to move on."""
+    [(due,)] = database.peek(_ANYTHING_DUE, (now_us,) * 5)
     return bool(due)
 
 
@@ -187,7 +192,8 @@ def insert_report_faults(connection: Connection, rows: Sequence[Mapping[str, Any
 
 def settlement_rows(connection: Connection, start_us: int, end_us: int, rows_per_fetch: int) -> Iterator[RowMapping]:
     """What happened in [start_us, end_us), in time order, fetched in pages: charges and
-    refunds by creation, payouts by settlement (`payout`) and by return (`payout_return`).
+    refunds by creation, captures of authorizations by capture, payouts by settlement
+    (`payout`) and by return (`payout_return`).
     `fee_minor` is NULL for charges and refunds (the report computes theirs).
 
     The report faults are joined here, row by row on their primary key, so that memory stays
@@ -197,6 +203,7 @@ def settlement_rows(connection: Connection, start_us: int, end_us: int, rows_per
     `currency_wrong` and `amount_decimal` for the writer to apply."""
     combined = union_all(
         _created_rows(charges, "charge", charges.c.processor_charge_id, start_us, end_us),
+        _capture_rows(start_us, end_us),
         _created_rows(refunds, "refund", refunds.c.processor_refund_id, start_us, end_us),
         _payout_rows("payout", start_us, end_us),
         _payout_rows("payout_return", start_us, end_us),
@@ -264,6 +271,7 @@ def _unknown_charge_rows(start_us: int, end_us: int) -> Select[Any]:
         )
         .where(
             report_faults.c.fault == "report_unknown_charge",
+            charges.c.capture == "automatic",
             charges.c.created_at_us >= start_us,
             charges.c.created_at_us < end_us,
         )
@@ -271,7 +279,9 @@ def _unknown_charge_rows(start_us: int, end_us: int) -> Select[Any]:
 
 
 def _created_rows(table: Table, kind: str, processor_id: Any, start_us: int, end_us: int) -> Select[Any]:
-    return select(
+    """Charges (automatic ones: an authorization has a line only when captured, `_capture_rows`)
+    and refunds, by creation."""
+    statement = select(
         literal(kind).label("type"),
         table.c.request_id,
         processor_id.label("processor_id"),
@@ -285,6 +295,26 @@ def _created_rows(table: Table, kind: str, processor_id: Any, start_us: int, end
         cast(null(), String).label("code"),
         literal(kind).label("kind"),
     ).where(and_(table.c.created_at_us >= start_us, table.c.created_at_us < end_us))
+    return statement.where(charges.c.capture == "automatic") if table is charges else statement
+
+
+def _capture_rows(start_us: int, end_us: int) -> Select[Any]:
+    """Captured authorizations, by capture: a `charge` line of the captured amount, succeeded
+    (as readers of the report know a charge that took money), dated when it was captured."""
+    return select(
+        literal("charge").label("type"),
+        charges.c.request_id,
+        charges.c.processor_charge_id.label("processor_id"),
+        charges.c.merchant_id,
+        charges.c.captured_minor.label("amount_minor"),
+        cast(null(), BigInteger).label("fee_minor"),
+        charges.c.currency,
+        literal("succeeded").label("status"),
+        charges.c.captured_at_us.label("at_us"),
+        cast(null(), String).label("batch_id"),
+        cast(null(), String).label("code"),
+        literal("charge").label("kind"),
+    ).where(and_(charges.c.captured_at_us >= start_us, charges.c.captured_at_us < end_us))
 
 
 def _payout_rows(kind: str, start_us: int, end_us: int) -> Select[Any]:

@@ -4,13 +4,15 @@ the JSON renderings of results. Deeper checks (known token, currency) are the se
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import StringConstraints
 from sqlalchemy import RowMapping
 
 from paycore.kit import clock
 from paycore.processor.port import (
+    CancelRequest,
+    CaptureRequest,
     ChargeRequest,
     ChargeResult,
     PayoutRequest,
@@ -50,9 +52,30 @@ class ChargeBody(StrictModel):
     currency: Currency
     token: Token
     description: Description | None = None
+    capture: Literal["automatic", "manual"] = "automatic"
 
     def to_request(self) -> ChargeRequest:
         return ChargeRequest(**self.model_dump())
+
+
+class CaptureBody(StrictModel):
+    request_id: RequestId
+    merchant_id: MerchantId
+    payment_reference: RequestId
+    amount_minor: AmountMinor
+    currency: Currency
+
+    def to_request(self) -> CaptureRequest:
+        return CaptureRequest(**self.model_dump())
+
+
+class CancelBody(StrictModel):
+    request_id: RequestId
+    merchant_id: MerchantId
+    payment_reference: RequestId
+
+    def to_request(self) -> CancelRequest:
+        return CancelRequest(**self.model_dump())
 
 
 class RefundBody(StrictModel):
@@ -85,9 +108,26 @@ class PayoutBody(StrictModel):
         return PayoutRequest(**self.model_dump())  # the rail's value is checked by the service
 
 
+# An authorization's fields of a charge (ChargeResult): left out of an automatic charge's
+# answer, which stays what it was before authorizations (a reader takes their absence as
+# automatic, as paycore's HTTP transport does).
+AUTHORIZATION_FIELDS: Final = (
+    "capture",
+    "amount_capturable_minor",
+    "amount_captured_minor",
+    "amount_released_minor",
+    "authorization_expires_at_us",
+)
+
+
 def render(result: ChargeResult | RefundResult | PayoutResult) -> dict[str, Any]:
-    """A result as JSON: exactly the fields of the port's dataclass."""
-    return dataclasses.asdict(result)
+    """A result as JSON: exactly the fields of the port's dataclass (an automatic charge's
+    without the authorization's fields)."""
+    rendered = dataclasses.asdict(result)
+    if isinstance(result, ChargeResult) and result.capture == "automatic":
+        for name in AUTHORIZATION_FIELDS:
+            del rendered[name]
+    return rendered
 
 
 def render_batch(batch: RowMapping, payouts: list[PayoutResult]) -> dict[str, Any]:

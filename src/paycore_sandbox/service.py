@@ -3,7 +3,7 @@
 It owns its storage (a `Database` on its own URL, tables created at open), its fault plan,
 and its webhook outbox. Every call is one transaction, committed before it returns; nothing
 leaves the process inside a transaction. Transports (in-process, HTTP) ask `decide(op)`
-first, then call `charge` / `refund` / `send_payout` / `get_*` with that decision, and apply
+first, then call `charge` / `capture` / `cancel` / `refund` / `send_payout` / `get_*` with that decision, and apply
 its transport fault themselves.
 """
 
@@ -20,6 +20,9 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.kit import clock
 from paycore.processor.port import (
+    CAPTURE_METHODS,
+    CancelRequest,
+    CaptureRequest,
     ChargeRequest,
     ChargeResult,
     PayoutRequest,
@@ -28,7 +31,16 @@ from paycore.processor.port import (
     RefundRequest,
     RefundResult,
 )
-from paycore_sandbox import bank, bank_accounts, bank_repository, processing, repository, settlement
+from paycore_sandbox import (
+    authorization_repository,
+    authorizations,
+    bank,
+    bank_accounts,
+    bank_repository,
+    processing,
+    repository,
+    settlement,
+)
 from paycore_sandbox.bank_files import BatchFile, batch_file
 from paycore_sandbox.checks import check_money, check_text
 from paycore_sandbox.faults import NO_FAULTS, REPORT_FAULTS, Decision, FaultInjector, FaultPlan, Op
@@ -40,7 +52,7 @@ from paycore_sandbox.limits import (
     REQUEST_ID_LENGTH_MAX,
     SandboxSettings,
 )
-from paycore_sandbox.models import REPORT_FAULTS_CHECK, bank_payouts, metadata, report_faults, webhooks
+from paycore_sandbox.models import REPORT_FAULTS_CHECK, bank_payouts, charges, metadata, report_faults, webhooks
 from paycore_sandbox.schemas import render_batch
 from paycore_sandbox.sink import WebhookSink
 from paycore_sandbox.webhooks import Deliverer
@@ -60,6 +72,8 @@ def _predates(database: Database) -> str | None:
     tables = set(inspector.get_table_names())
     if webhooks.name in tables and bank_payouts.name not in tables:
         return "the bank rail"
+    if charges.name in tables and "capture" not in {column["name"] for column in inspector.get_columns(charges.name)}:
+        return "manual capture (authorizations)"
     if report_faults.name in tables:
         checks = {check["name"]: check["sqltext"] for check in inspector.get_check_constraints(report_faults.name)}
         allowed = str(checks.get(REPORT_FAULTS_CHECK, ""))
@@ -145,9 +159,43 @@ class Sandbox:
         return behaviour is not None and behaviour.answer_lost
 
     def get_charge(self, request_id: str) -> ChargeResult | None:
+        """The charge now; an authorization past its expiry is expired first (and its event
+        queued), so that a read never shows capturable what a capture would refuse."""
         with self.database.read() as connection:
             row = repository.find_charge(connection, request_id)
-        return None if row is None else processing.charge_result(row)
+        if row is None:
+            return None
+        now_us = clock.now_us()
+        if authorizations.is_due(row, now_us):
+            return self.database.transaction(lambda connection: self._expire_and_read(connection, request_id, now_us))
+        return processing.charge_result(row)
+
+    @staticmethod
+    def _expire_and_read(connection: Connection, request_id: str, now_us: int) -> ChargeResult:
+        row = repository.find_charge(connection, request_id)
+        assert row is not None, "a charge is never deleted"
+        if authorizations.is_due(row, now_us) and authorizations.expire(connection, row, now_us):
+            row = repository.find_charge(connection, request_id)
+            assert row is not None and row["status"] == "expired"
+        return processing.charge_result(row)
+
+    def capture(self, request: CaptureRequest, faults: Decision = NO_FAULTS) -> ChargeResult:
+        """Capture all or part of an authorization (or replay); like `charge`, the transport asks
+        `decide("capture")` and passes the decision."""
+        _check_action(request)
+        check_money(request.amount_minor, request.currency)
+        now_us = clock.now_us()
+        return _answer(
+            self.database.transaction(lambda connection: authorizations.capture(connection, request, faults, now_us))
+        )
+
+    def cancel(self, request: CancelRequest, faults: Decision = NO_FAULTS) -> ChargeResult:
+        """Cancel an authorization, releasing all of it (or replay)."""
+        _check_action(request)
+        now_us = clock.now_us()
+        return _answer(
+            self.database.transaction(lambda connection: authorizations.cancel(connection, request, faults, now_us))
+        )
 
     def refund(self, request: RefundRequest, faults: Decision = NO_FAULTS) -> RefundResult:
         _check_refund(request)
@@ -225,6 +273,8 @@ class Sandbox:
         for object_type in ("charge", "refund"):
             for row in repository.due_to_settle(connection, object_type, now_us, self.settings.settle_batch_max):
                 settled += processing.settle(connection, object_type, row, now_us)
+        for due in authorization_repository.due_to_expire(connection, now_us, self.settings.settle_batch_max):
+            settled += authorizations.expire(connection, due, now_us)
         return settled
 
     def deliver_due(self, sink: WebhookSink, now_us: int | None = None) -> int:
@@ -282,6 +332,21 @@ def _check_charge(request: ChargeRequest) -> None:
             raise ProcessorRefused("invalid_request", "description must not contain NUL")
     if request.token not in processing.TOKENS:
         raise ProcessorRefused("invalid_token", f"unknown token {request.token!r}; test tokens: {', '.join(TOKENS)}")
+    if request.capture not in CAPTURE_METHODS:
+        raise ProcessorRefused("invalid_request", f"capture is one of {', '.join(CAPTURE_METHODS)}")
+
+
+def _check_action(request: CaptureRequest | CancelRequest) -> None:
+    check_text("request_id", request.request_id, REQUEST_ID_LENGTH_MAX)
+    check_text("merchant_id", request.merchant_id, MERCHANT_ID_LENGTH_MAX)
+    check_text("payment_reference", request.payment_reference, REQUEST_ID_LENGTH_MAX)
+
+
+def _answer(outcome: ChargeResult | ProcessorRefused) -> ChargeResult:
+    """A refusal returned from a transaction that committed (an expiry found on the way)."""
+    if isinstance(outcome, ProcessorRefused):
+        raise outcome
+    return outcome
 
 
 def _check_refund(request: RefundRequest) -> None:

@@ -12,7 +12,6 @@ rounds without an answer the payment stays `in_doubt`, unscheduled, for a person
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from sqlalchemy import Connection
@@ -23,7 +22,7 @@ from paycore.lifecycle.calls import Call, timed
 from paycore.lifecycle.policy import Policy
 from paycore.payments import lifecycle, states
 from paycore.payments.types import Payment
-from paycore.processor.port import ChargeRequest, ChargeResult, Processor
+from paycore.processor.port import ChargeRequest, ChargeResult, Processor, charge_request_fields
 
 
 def charge_request(payment: Payment) -> ChargeRequest:
@@ -40,7 +39,7 @@ def charge_request(payment: Payment) -> ChargeRequest:
 
 def charge(processor: Processor, payment: Payment, request: ChargeRequest | None = None) -> Call[ChargeResult]:
     request = request or charge_request(payment)
-    fields = dataclasses.asdict(request)
+    fields = charge_request_fields(request)
     fields["token_last4"] = fields.pop("token")[-4:]  # the token itself stays out of the log
     return timed("charge", fields, lambda: processor.charge(request), ids=_ids(payment))
 

@@ -24,8 +24,12 @@ from typing import Any, Final
 
 from paycore.kit import logs, strict_json
 from paycore.processor.port import (
+    CAPTURE_METHODS,
+    CHARGE_STATUSES,
     PAYOUT_STATUSES,
     RESULT_STATUSES,
+    CancelRequest,
+    CaptureRequest,
     ChargeRequest,
     ChargeResult,
     PayoutRequest,
@@ -34,6 +38,7 @@ from paycore.processor.port import (
     ProcessorUnreachable,
     RefundRequest,
     RefundResult,
+    charge_request_fields,
 )
 
 ANSWER_BYTES_MAX: Final = 1_048_576
@@ -56,8 +61,16 @@ class HttpTransport:
         self._prefix = parts.path.rstrip("/")
 
     def charge(self, request: ChargeRequest) -> ChargeResult:
-        status, payload = self._exchange("POST", "/v1/charges", dataclasses.asdict(request))
+        status, payload = self._exchange("POST", "/v1/charges", charge_request_fields(request))
         return _charge_result(self._expect_result("charge", status, payload))
+
+    def capture(self, request: CaptureRequest) -> ChargeResult:
+        status, payload = self._exchange("POST", "/v1/captures", dataclasses.asdict(request))
+        return _charge_result(self._expect_result("capture", status, payload))
+
+    def cancel(self, request: CancelRequest) -> ChargeResult:
+        status, payload = self._exchange("POST", "/v1/cancellations", dataclasses.asdict(request))
+        return _charge_result(self._expect_result("cancel", status, payload))
 
     def get_charge(self, request_id: str) -> ChargeResult | None:
         status, payload = self._exchange("GET", "/v1/charges/" + _segment(request_id))
@@ -184,19 +197,35 @@ def _lines(connection: http.client.HTTPConnection, response: http.client.HTTPRes
         connection.close()
 
 
-def _checked(payload: dict[str, Any], id_field: str) -> dict[str, Any]:
+def _checked(payload: dict[str, Any], id_field: str, statuses: tuple[str, ...] = RESULT_STATUSES) -> dict[str, Any]:
     """The result's fields, type-checked: an answer that does not read as a result is no answer."""
     names = ("request_id", "status", id_field, "amount_minor", "currency", "failure_code")
     values = {name: payload.get(name) for name in names}
     strings_ok = all(isinstance(values[name], str) for name in ("request_id", id_field, "currency"))
     failure_ok = values["failure_code"] is None or isinstance(values["failure_code"], str)
-    if not (strings_ok and failure_ok and values["status"] in RESULT_STATUSES and type(values["amount_minor"]) is int):
+    if not (strings_ok and failure_ok and values["status"] in statuses and type(values["amount_minor"]) is int):
         raise ProcessorUnreachable(f"the processor's answer does not read as a result: {payload!r:.300}")
     return values
 
 
+_AUTHORIZATION_INTS: Final = (
+    "amount_capturable_minor",
+    "amount_captured_minor",
+    "amount_released_minor",
+    "authorization_expires_at_us",
+)
+
+
 def _charge_result(payload: dict[str, Any]) -> ChargeResult:
-    return ChargeResult(**_checked(payload, "processor_charge_id"))
+    """A charge, and for an authorization its amounts and expiry (absent: an automatic charge,
+    as a processor that predates manual capture answers)."""
+    values = _checked(payload, "processor_charge_id", CHARGE_STATUSES)
+    capture = payload.get("capture", "automatic")
+    extra: dict[str, Any] = {name: payload.get(name) for name in _AUTHORIZATION_INTS}
+    readable = capture in CAPTURE_METHODS and all(value is None or type(value) is int for value in extra.values())
+    if not readable or (capture == "automatic" and values["status"] not in RESULT_STATUSES):
+        raise ProcessorUnreachable(f"the processor's answer does not read as a charge: {payload!r:.300}")
+    return ChargeResult(**values, capture=capture, **extra)
 
 
 def _refund_result(payload: dict[str, Any]) -> RefundResult:

@@ -20,14 +20,24 @@ The rules every implementation keeps:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from paycore.lifecycle.errors import Refused, Unreachable
 
 ResultStatus = Literal["succeeded", "failed", "pending"]
 RESULT_STATUSES: tuple[ResultStatus, ...] = ("succeeded", "failed", "pending")
+# A charge asked with `capture="manual"` is an authorization (SPEC §6.1): `requires_capture` once
+# authorized, then `captured` (all or part; the rest released), `canceled` (all released) or
+# `expired` (not captured within its lifetime: all released). An automatic charge never has these.
+AuthorizationStatus = Literal["requires_capture", "captured", "canceled", "expired"]
+AUTHORIZATION_STATUSES: tuple[AuthorizationStatus, ...] = ("requires_capture", "captured", "canceled", "expired")
+ChargeStatus = Literal[ResultStatus, AuthorizationStatus]
+CHARGE_STATUSES: tuple[ChargeStatus, ...] = (*RESULT_STATUSES, *AUTHORIZATION_STATUSES)
+CaptureMethod = Literal["automatic", "manual"]
+CAPTURE_METHODS: tuple[CaptureMethod, ...] = ("automatic", "manual")
 
 
 @dataclass(frozen=True)
@@ -38,16 +48,57 @@ class ChargeRequest:
     currency: str
     token: str  # the card or bank token from the client (sandbox: tok_ok, tok_declined, ...)
     description: str | None = None
+    capture: CaptureMethod = "automatic"  # manual: authorize only; capture or cancel later
+
+
+def charge_request_fields(request: ChargeRequest) -> dict[str, Any]:
+    """The request's fields as sent and as logged: `capture` only when manual, so that an
+    automatic charge's request is exactly what it was before authorizations."""
+    fields = dataclasses.asdict(request)
+    if request.capture == "automatic":
+        del fields["capture"]
+    return fields
 
 
 @dataclass(frozen=True)
 class ChargeResult:
+    """A charge as the processor sees it now. The amounts of an authorization (`capture`
+    manual) are None for an automatic charge; for a manual one, once authorized, captured +
+    released + capturable = amount_minor (all 0 while pending or when declined).
+    `authorization_expires_at_us`: when an uncaptured authorization expires (manual only)."""
+
     request_id: str
-    status: ResultStatus
+    status: ChargeStatus
     processor_charge_id: str
     amount_minor: int
     currency: str
     failure_code: str | None = None
+    capture: CaptureMethod = "automatic"
+    amount_capturable_minor: int | None = None
+    amount_captured_minor: int | None = None
+    amount_released_minor: int | None = None
+    authorization_expires_at_us: int | None = None
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    """Capture `amount_minor` (at most what is capturable) of an authorization, once; the rest
+    of it is released. Answered with the charge after the capture (a ChargeResult)."""
+
+    request_id: str  # stable across retries; the processor dedupes on it
+    merchant_id: str
+    payment_reference: str  # the processor_charge_id of the authorization
+    amount_minor: int
+    currency: str
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    """Cancel (void) an authorization: all of it is released. Answered with the charge after."""
+
+    request_id: str  # stable across retries; the processor dedupes on it
+    merchant_id: str
+    payment_reference: str  # the processor_charge_id of the authorization
 
 
 @dataclass(frozen=True)
@@ -155,6 +206,10 @@ class Processor(Protocol):
     def charge(self, request: ChargeRequest) -> ChargeResult: ...
 
     def get_charge(self, request_id: str) -> ChargeResult | None: ...
+
+    def capture(self, request: CaptureRequest) -> ChargeResult: ...
+
+    def cancel(self, request: CancelRequest) -> ChargeResult: ...
 
     def refund(self, request: RefundRequest) -> RefundResult: ...
 

@@ -23,6 +23,7 @@ from paycore_sandbox import Sandbox, SandboxSettings
 from paycore_sandbox.http import create_app
 from paycore_sandbox.inprocess import InProcessTransport
 from paycore_sandbox.models import charges, refunds, webhooks
+from tests.support import databases
 
 SECRET = "whsec_test_secret"
 TIMEOUT_MS = 5_000  # the transports' bound: generous, a loaded machine fsyncs slowly (see Harness.with_timeout)
@@ -139,3 +140,28 @@ def harness(
         return Harness("inprocess", InProcessTransport(sandbox, timeout_ms=TIMEOUT_MS), sandbox, sink)
     base_url = serve_sandbox(sandbox, sink)
     return Harness("http", HttpTransport(base_url, timeout_ms=TIMEOUT_MS), sandbox, sink, base_url)
+
+
+@pytest.fixture(params=["inprocess", "http", pytest.param("postgres", marks=pytest.mark.postgres)])
+def harness_on_backends(
+    request: pytest.FixtureRequest,
+    sandbox: Sandbox,
+    sink: RecordingSink,
+    serve_sandbox: StartServer,
+    sqlite_databases: databases.SqliteDatabases,
+) -> Iterator[Harness]:
+    """`harness`'s two transports to a sandbox on SQLite, and the in-process one to a sandbox on
+    PostgreSQL (its tables in a fresh database of the test's)."""
+    if request.param == "inprocess":
+        yield Harness("inprocess", InProcessTransport(sandbox, timeout_ms=TIMEOUT_MS), sandbox, sink)
+        return
+    if request.param == "http":
+        base_url = serve_sandbox(sandbox, sink)
+        yield Harness("http", HttpTransport(base_url, timeout_ms=TIMEOUT_MS), sandbox, sink, base_url)
+        return
+    with databases.fresh_url("postgres", sqlite_databases, request.getfixturevalue("postgres_databases")) as url:
+        opened = Sandbox.open(url, webhook_secret=SECRET, settings=SETTINGS)
+        try:
+            yield Harness("postgres", InProcessTransport(opened, timeout_ms=TIMEOUT_MS), opened, sink)
+        finally:
+            opened.close()

@@ -1,5 +1,5 @@
 """What the sandbox's own work costs in SQL, counted (never timed) on its engine, per database,
-so the counts can only go down: a charge, a refund, a payout, a round of webhook deliveries,
+so the counts can only go down: a charge, a refund, a capture, a cancel, a payout, a round of webhook deliveries,
 and a background round with nothing due. Counted as paycore's (tests/integration/payments/
 test_statement_counts.py): every statement the driver or SQLAlchemy sends, SQLite's BEGIN
 IMMEDIATE included, and every COMMIT.
@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import event
 
-from paycore.processor.port import ChargeRequest, RefundRequest
+from paycore.processor.port import CancelRequest, CaptureRequest, ChargeRequest, RefundRequest
 from paycore_sandbox import Sandbox
 from tests.integration.sandbox.bank_support import ach
 from tests.integration.sandbox.conftest import RecordingSink
@@ -31,6 +31,11 @@ BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
     ("postgresql", "charge"): (2, 1),
     ("sqlite", "refund"): (6, 1),  # + the dedupe's read, the charge's read, the reservation
     ("postgresql", "refund"): (5, 1),
+    # BEGIN IMMEDIATE, the dedupe's read, the charge's read, the action, the guarded update, its webhook
+    ("sqlite", "capture"): (6, 1),
+    ("postgresql", "capture"): (5, 1),
+    ("sqlite", "cancel"): (6, 1),
+    ("postgresql", "cancel"): (5, 1),
     ("sqlite", "payout"): (4, 1),  # BEGIN IMMEDIATE, the dedupe's read, joining the open batch, the payout
     ("postgresql", "payout"): (3, 1),
     # Two transactions: the lease (read, update) and the record (attempts, delivered).
@@ -85,6 +90,24 @@ def test_a_charge_and_a_refund(sandbox_on_backend: Sandbox) -> None:
 
     check(sandbox_on_backend, "charge", charged)
     check(sandbox_on_backend, "refund", refunded)
+
+
+def test_a_capture_and_a_cancel(sandbox_on_backend: Sandbox) -> None:
+    def authorize(request_id: str) -> str:
+        request = ChargeRequest(request_id, "merchant_1", 5_000, "USD", "tok_ok", capture="manual")
+        return sandbox_on_backend.charge(request).processor_charge_id
+
+    first, second = authorize("pay_1"), authorize("pay_2")
+    sandbox_on_backend.capture(CaptureRequest("cap_0", "merchant_1", authorize("pay_0"), 1_000, "USD"))  # warm
+    with counting(sandbox_on_backend) as captured:
+        assert (
+            sandbox_on_backend.capture(CaptureRequest("cap_1", "merchant_1", first, 1_000, "USD")).status == "captured"
+        )
+    with counting(sandbox_on_backend) as canceled:
+        assert sandbox_on_backend.cancel(CancelRequest("can_1", "merchant_1", second)).status == "canceled"
+
+    check(sandbox_on_backend, "capture", captured)
+    check(sandbox_on_backend, "cancel", canceled)
 
 
 def test_a_payout_joining_the_open_batch(sandbox_on_backend: Sandbox) -> None:
