@@ -15,6 +15,7 @@ from paycore.http.context import AuthState
 from paycore.http.exposure import ExposureGuard
 from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
+from paycore.http.money import credits as money_credits
 from paycore.http.refusals import RefusalAudit
 from paycore.http.request_id import RequestContext
 from paycore.http.routers import (
@@ -112,6 +113,9 @@ def create_app(
     app.state.metrics = Metrics(database, app.state.schedules)
     errors.install(app)
     add_routes(app, *ROUTERS)
+    # The thin edge (ADR 0026): matched before the FastAPI route of its path and method, which
+    # stays for the OpenAPI document and answers every body the edge does not read itself.
+    app.router.routes.insert(0, money_credits.ROUTE)
     ops.install(app, settings)
     openapi.install(app, settings)
     assert_json_routes(app)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import Response
@@ -37,11 +37,23 @@ TenantIdInPath = Annotated[str, Path(json_schema_extra=TENANT_ID_DOCUMENTED)]
 )
 async def create_credit(tenant_id: TenantIdInPath, body: schemas.CreditCreate, request: Request) -> Response:
     """Add prepaid credit; the idempotency key travels in the body."""
-    tenant_id = path_tenant(request, tenant_id)
-    key = check_key(body.idempotency_key, param="idempotency_key")
-    settings = request.app.state.settings
+    # The docstring above is the OpenAPI document's. `paycore.http.money.credits` is matched
+    # first and serves a well-formed credit itself; it hands this route every other body, whose
+    # refusal this route's validation answers as always. This route also declares the endpoint
+    # in the OpenAPI document.
     lines = tuple(CreditLine(line.desc, line.amount_minor, line.currency) for line in body.lines)
-    body_json = body.model_dump(mode="json")
+    return await credit_answer(request, tenant_id, body.idempotency_key, lines, body.model_dump(mode="json"))
+
+
+async def credit_answer(
+    request: Request, tenant_id: str, idempotency_key: str, lines: tuple[CreditLine, ...], body_json: Any
+) -> Response:
+    """The answer to a credit whose body has the shape of `schemas.CreditCreate`, the caller
+    authenticated: the one home of what both edges do past the body (the tenant, the key, the
+    write, the answer)."""
+    tenant_id = path_tenant(request, tenant_id)
+    key = check_key(idempotency_key, param="idempotency_key")
+    settings = request.app.state.settings
     key_scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True)
     # The data plane (ADR 0026): planned, then written in one round trip; the reference path
     # answers what that write leaves to it (paycore.credits.create).
