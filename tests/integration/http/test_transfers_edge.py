@@ -66,14 +66,16 @@ def _raw_amount(amount_json: str) -> bytes:
 # middleware before any route: BodyLimit's 415), as the number of hand-overs to the route.
 EDGE, ROUTE, NO_ROUTE = 0, 1, 0
 NO_KEY = ""
-# (what it is, body, Idempotency-Key header or NO_KEY, content type, who answers): sent in order.
-CASES: list[tuple[str, bytes, str, str | None, int]] = [
+# (what it is, body, Idempotency-Key header(s) or NO_KEY, content type, who answers): sent in order.
+CASES: list[tuple[str, bytes, str | tuple[str, ...], str | None, int]] = [
     ("first transfer", _t(), "k1", JSON, EDGE),
     ("its replay", _t(), "k1", JSON, EDGE),
     ("its key with another body", _t(amount_minor=501), "k1", JSON, EDGE),
     ("its key with a default written out", _t(pending=False, metadata={}), "k1", JSON, EDGE),
     ("no Idempotency-Key", _t(), NO_KEY, JSON, EDGE),
     ("a key with a space", _t(), "k x", JSON, EDGE),
+    ("the key header twice", _t(amount_minor=7), ("k1", "kd"), JSON, EDGE),
+    ("the key header twice, a new key first", _t(amount_minor=7), ("kd", "k1"), JSON, EDGE),
     ("a key too long", _t(), "k" * 256, JSON, EDGE),
     ("every optional field", _t(metadata={"a": "b"}, reference_type="payment", reference_id="p1"), "k2", JSON, EDGE),
     ("pending with an expiry", _t(pending=True, expires_at=FUTURE), "k3", JSON, EDGE),
@@ -193,15 +195,19 @@ def _accounts(client: TestClient, **headers: str) -> dict[bytes, bytes]:
 
 
 def _answer(
-    client: TestClient, accounts: dict[bytes, bytes], body: bytes, key: str, content_type: str | None, **headers: str
+    client: TestClient,
+    accounts: dict[bytes, bytes],
+    body: bytes,
+    key: str | tuple[str, ...],
+    content_type: str | None,
+    **headers: str,
 ) -> tuple[Any, ...]:
     for name, account_id in accounts.items():
         body = body.replace(name, account_id)
-    sent = {"X-Request-Id": "same-id", **headers}
-    if key != NO_KEY:
-        sent["Idempotency-Key"] = key
+    sent = [("X-Request-Id", "same-id"), *headers.items()]
+    sent += [("Idempotency-Key", one) for one in ((key,) if isinstance(key, str) else key) if one != NO_KEY]
     if content_type is not None:
-        sent["Content-Type"] = content_type
+        sent.append(("Content-Type", content_type))
     response = client.post(PATH, content=body, headers=sent)
     # Ids and times a database made differ from one database to the other.
     return response.status_code, dict(response.headers), TIME.sub("<time>", NEW_ID.sub("<id>", response.text))
