@@ -18,7 +18,13 @@ DAY_DOCUMENTED = {"pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "format": "date"}
 
 # A JSON integer, 1..2^53-1. Strict: true, 1.0, "199" and null are refused (invalid_amount).
 AmountMinor = Annotated[int, Field(strict=True, gt=0, le=AMOUNT_MINOR_MAX)]
-Id = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+# The bounds below are also the thin edge's (paycore.http.money), which must accept no more.
+ID_LENGTH_MAX = 64
+CURRENCY_LENGTH = 3
+METADATA_KEY_LENGTH_MAX = 40
+METADATA_VALUE_LENGTH_MAX = 500
+METADATA_KEYS_MAX = 50
+Id = Annotated[str, StringConstraints(min_length=1, max_length=ID_LENGTH_MAX)]
 
 
 def _digits(value: object) -> object:
@@ -31,12 +37,16 @@ def _digits(value: object) -> object:
 # After the `Query`: put first, it makes FastAPI document the bounds as `ge`/`le`, which no
 # JSON Schema reader knows, instead of `minimum`/`maximum`.
 QUERY_DIGITS = BeforeValidator(_digits)
-Currency = Annotated[str, StringConstraints(min_length=3, max_length=3), Field(json_schema_extra=CURRENCIES_DOCUMENTED)]
-MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=40)]
-MetadataValue = Annotated[str, StringConstraints(max_length=500)]
+Currency = Annotated[
+    str,
+    StringConstraints(min_length=CURRENCY_LENGTH, max_length=CURRENCY_LENGTH),
+    Field(json_schema_extra=CURRENCIES_DOCUMENTED),
+]
+MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=METADATA_KEY_LENGTH_MAX)]
+MetadataValue = Annotated[str, StringConstraints(max_length=METADATA_VALUE_LENGTH_MAX)]
 # String values only (like Stripe's): no float can hide in metadata. Count and size are
 # bounded again by settings (metadata_keys_max, metadata_bytes_max).
-Metadata = Annotated[dict[MetadataKey, MetadataValue], Field(max_length=50)]
+Metadata = Annotated[dict[MetadataKey, MetadataValue], Field(max_length=METADATA_KEYS_MAX)]
 
 
 class StrictModel(BaseModel):

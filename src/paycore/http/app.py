@@ -16,6 +16,7 @@ from paycore.http.exposure import ExposureGuard
 from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
 from paycore.http.money import credits as money_credits
+from paycore.http.money import transfers as money_transfers
 from paycore.http.refusals import RefusalAudit
 from paycore.http.request_id import RequestContext
 from paycore.http.routers import (
@@ -116,6 +117,7 @@ def create_app(
     # The thin edge (ADR 0026): matched before the FastAPI route of its path and method, which
     # stays for the OpenAPI document and answers every body the edge does not read itself.
     app.router.routes.insert(0, money_credits.ROUTE)
+    app.router.routes.insert(0, money_transfers.ROUTE)
     ops.install(app, settings)
     openapi.install(app, settings)
     assert_json_routes(app)

@@ -96,6 +96,17 @@ def list_entries(account_id: str, request: Request, paged: paging.PageQuery) -> 
 
 @router.post("/transfers", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)
 def create_transfer(body: schemas.TransferCreate, request: Request) -> Response:
+    # `paycore.http.money.transfers` is matched first and serves a well-formed transfer itself;
+    # it hands this route every other body, whose refusal this route's validation answers as
+    # always. This route also declares the endpoint in the OpenAPI document.
+    return transfer_answer(request, body, body.model_dump(mode="json"))
+
+
+def transfer_answer(request: Request, body: schemas.TransferCreate, body_json: Any) -> Response:
+    """The answer to a transfer whose body `schemas.TransferCreate` accepts (`body_json` its
+    `model_dump(mode="json")`), the caller authenticated: the one home of what both edges do
+    past the body (the key, the metadata's bounds, the write, the answer). Blocking: called on
+    a worker thread."""
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
     settings = _settings(request)
@@ -106,9 +117,7 @@ def create_transfer(body: schemas.TransferCreate, request: Request) -> Response:
     def build_spec(now_us: int) -> ledger.TransferSpec:
         return schemas.to_spec(body, entries_max=settings.transfer_entries_max, now_us=now_us)
 
-    scope = idempotent.scope(
-        request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), keep_forever=True
-    )
+    scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True)
     outcome, replayed = keyed.create_transfer(
         request.app.state.database,
         scope,

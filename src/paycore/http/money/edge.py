@@ -1,0 +1,87 @@
+"""What every thin edge of `paycore.http.money` shares (ADR 0026, decision 4): its route, matched
+ahead of the FastAPI route of the same path and method; the hand-over of any body it does not
+read itself to that route, with the bytes already read; and the reading of a body as JSON
+(`kit.strict_json`) and of a string as pydantic would read it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.routing import APIRoute
+from starlette.routing import Match, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from paycore.kit import strict_json
+
+_JSON = "application/json"
+
+
+class Edge(Route):
+    """Matched ahead of `fallback` (the FastAPI route of the same path and method, which the
+    OpenAPI document declares); the access line, metrics and refusal audit see the same route
+    template either way."""
+
+    def __init__(self, fallback: APIRoute, endpoint: ASGIApp) -> None:
+        assert fallback.methods == {"POST"}, fallback.methods
+        super().__init__(fallback.path, endpoint, methods=["POST"], name=fallback.name, include_in_schema=False)
+        assert self.app is endpoint, "served as an ASGI app, with the raw scope"
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child_scope = super().matches(scope)
+        if match is not Match.NONE:
+            child_scope["route"] = self  # what FastAPI's routes put there, for `route_template`
+        return match, child_scope
+
+
+class Endpoint:
+    """An edge's ASGI app (an object, not a function, so that Starlette hands it the raw scope)."""
+
+    def __init__(self, fallback: APIRoute) -> None:
+        self.fallback = fallback
+
+    async def hand_over(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+        """The FastAPI route answers this request, its body already read."""
+        await self._hand_over(scope, replay_body(body, receive), send)
+
+    async def _hand_over(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match, child_scope = self.fallback.matches(scope)
+        assert match is Match.FULL, "the fallback serves the edge's path and method"
+        scope.update(child_scope)
+        await self.fallback.handle(scope, receive, send)
+
+
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """`receive` for the FastAPI route: the body already read, then the client's own messages
+    (a disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+def read_object(content_type: str | None, body: bytes) -> dict[str, Any] | None:
+    """The JSON object a body holds, as the FastAPI route would read it; None for a body that
+    route must answer (no body, another media type, not JSON, not UTF-8, nested too deep, a
+    repeated key, not an object)."""
+    if not body or (content_type is not None and content_type.partition(";")[0].strip().lower() != _JSON):
+        return None
+    try:
+        document = strict_json.loads(body)
+    except Exception:  # the route says which
+        return None
+    return document if type(document) is dict else None
+
+
+def plain_text(value: object, length_min: int, length_max: int) -> bool:
+    """A string pydantic reads as itself within these bounds: no NUL (`StrictModel`), and no lone
+    surrogate (JSON may escape one; left to pydantic to refuse as it does)."""
+    if type(value) is not str or not length_min <= len(value) <= length_max or "\x00" in value:
+        return False
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return False
+    return True
