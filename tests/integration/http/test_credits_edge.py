@@ -6,10 +6,8 @@ the well-formed bodies itself and hand every other one to the FastAPI route."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +21,7 @@ from paycore.http.money import credits as money_credits
 from paycore.kit.clock import now_us
 from paycore.kit.money import AMOUNT_MINOR_MAX
 from paycore.tenants import service as tenants
-from tests.support import databases
+from tests.support import edges
 
 PATH = "/v1/tenants/acme/credits"
 NEW_ID = re.compile(r"\b(acct|cr|txn|ent)_[0-9A-Z]{26}\b")
@@ -106,37 +104,14 @@ CASES: list[tuple[str, bytes, str | None, int]] = [
 ]
 
 
-@pytest.fixture
-def other(
-    backend: str, request: pytest.FixtureRequest, sqlite_databases: databases.SqliteDatabases, settings: Settings
-) -> Iterator[tuple[Settings, Database]]:
-    """A second fresh database of the same backend, with the same settings but its URL."""
-    postgres = request.getfixturevalue("postgres_databases") if backend == "postgres" else None
-    with databases.fresh_url(backend, sqlite_databases, postgres) as url:
-        other_settings = dataclasses.replace(settings, database_url=url)
-        database = Database(other_settings)
-        yield other_settings, database
-        database.dispose()
-
-
 def _without_edge(settings: Settings, database: Database) -> FastAPI:
-    app = create_app(settings, database)
-    app.router.routes.remove(money_credits.ROUTE)
-    return app
+    return edges.without_edge(settings, database, money_credits.ROUTE)
 
 
 @pytest.fixture
 def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The paths of the requests the edge handed to the FastAPI route."""
-    seen: list[str] = []
-    hand_over = money_credits._CreditsEndpoint._hand_over
-
-    async def counted(self: Any, scope: Any, receive: Any, send: Any) -> None:
-        seen.append(scope["path"])
-        await hand_over(self, scope, receive, send)
-
-    monkeypatch.setattr(money_credits._CreditsEndpoint, "_hand_over", counted)
-    return seen
+    return edges.count_hand_overs(monkeypatch, money_credits._CreditsEndpoint)
 
 
 def _answer(client: TestClient, path: str, body: bytes, content_type: str | None, **headers: str) -> tuple[Any, ...]:
