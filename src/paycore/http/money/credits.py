@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
@@ -26,7 +25,7 @@ from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
 from paycore.credits.plan import CreditLine
 from paycore.credits.schemas import CURRENCY_LENGTH_MAX, DESC_LENGTH_MAX
 from paycore.http.context import authenticate_async
-from paycore.http.money.edge import Edge, Endpoint, plain_text, read_object
+from paycore.http.money.edge import Edge, Endpoint, fastapi_route, plain_text, read_object
 from paycore.http.routers import credits as credits_router
 from paycore.kit.money import AMOUNT_MINOR_MAX
 
@@ -72,16 +71,6 @@ class _CreditsEndpoint(Endpoint):
         await response(scope, receive, send)
 
 
-def _fallback_route() -> APIRoute:
-    found = [
-        route
-        for route in credits_router.router.routes
-        if isinstance(route, APIRoute) and route.endpoint is credits_router.create_credit
-    ]
-    assert len(found) == 1, found
-    return found[0]
-
-
 # Made once, at import, and shared by every app of the process (ADR 0023).
-_FALLBACK: Final = _fallback_route()
+_FALLBACK: Final = fastapi_route(credits_router.router, credits_router.create_credit)
 ROUTE: Final = Edge(_FALLBACK, _CreditsEndpoint(_FALLBACK))

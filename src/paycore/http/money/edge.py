@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi import APIRouter
 from fastapi.routing import APIRoute
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -85,3 +86,10 @@ def plain_text(value: object, length_min: int, length_max: int) -> bool:
         except UnicodeEncodeError:
             return False
     return True
+
+
+def fastapi_route(router: APIRouter, endpoint: Any) -> APIRoute:
+    """The one FastAPI route of `router` that serves `endpoint`: what an edge hands over to."""
+    found = [route for route in router.routes if isinstance(route, APIRoute) and route.endpoint is endpoint]
+    assert len(found) == 1, found
+    return found[0]

@@ -20,12 +20,11 @@ import sys
 from typing import Any, Final, get_args
 
 import anyio.to_thread
-from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from paycore.http.context import authenticate_async
-from paycore.http.money.edge import Edge, Endpoint, plain_text, read_object
+from paycore.http.money.edge import Edge, Endpoint, fastapi_route, plain_text, read_object
 from paycore.http.routers import ledger as ledger_router
 from paycore.kit.money import AMOUNT_MINOR_MAX
 from paycore.ledger.schemas import EntryIn, TransferCreate
@@ -131,16 +130,6 @@ class _TransfersEndpoint(Endpoint):
         await response(scope, receive, send)
 
 
-def _fallback_route() -> APIRoute:
-    found = [
-        route
-        for route in ledger_router.router.routes
-        if isinstance(route, APIRoute) and route.endpoint is ledger_router.create_transfer
-    ]
-    assert len(found) == 1, found
-    return found[0]
-
-
 # Made once, at import, and shared by every app of the process (ADR 0023).
-_FALLBACK: Final = _fallback_route()
+_FALLBACK: Final = fastapi_route(ledger_router.router, ledger_router.create_transfer)
 ROUTE: Final = Edge(_FALLBACK, _TransfersEndpoint(_FALLBACK))
