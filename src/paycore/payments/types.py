@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -55,7 +54,9 @@ def payment_from_row(row: Mapping[Any, Any] | Row[Any]) -> Payment:
 
 def payment_row(payment: Payment) -> dict[str, Any]:
     """The row that stores `payment`: what the repository inserts."""
-    return {**dataclasses.asdict(payment), "metadata": json.dumps(payment.metadata, sort_keys=True)}
+    # A shallow copy of the fields (`dataclasses.asdict` deep-copies each value: a fifth of an
+    # accept's planning); the one mutable value, the metadata, is replaced by its JSON.
+    return {**vars(payment), "metadata": json.dumps(payment.metadata, sort_keys=True)}
 
 
 def new_payment(

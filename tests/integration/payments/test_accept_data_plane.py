@@ -8,10 +8,11 @@ driver runs, a SQLite group's BEGIN IMMEDIATE included, and every commit), aroun
 (`accept.accept`, below the HTTP edge). `PAYCORE_PRINT_STATEMENTS=1` (pytest -s) prints them.
 
 Before the data plane (the reference path, main at 6299658, counted the same way; the
-statement-count test's first group): BEGIN IMMEDIATE and 10 statements (the claim, the
-destination's read, the clearing account's read, its creation on the tenant's first payment,
-the transfer, two totals, the entries, the payment, the event) and 1 commit on SQLite; the
-same without BEGIN and 1 commit on PostgreSQL, each through a transaction of the client's.
+statement-count test's first group): BEGIN IMMEDIATE and 9 statements (the claim, the
+destination's read, the clearing account's read, the transfer, two totals, the entries, the
+payment, the event; 10 with the clearing account's creation on the tenant's first payment) and
+1 commit on SQLite; the same without BEGIN and 1 commit on PostgreSQL, each through a
+transaction of the client's.
 """
 
 from __future__ import annotations
