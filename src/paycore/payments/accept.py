@@ -110,8 +110,9 @@ def _write_sqlite(database: Database, plan: Plan) -> bool:
     tenant_id, code = plan.tenant_id, plan.clearing.code
     try:
         clearing_id = database.transaction(lambda connection: accept_repository.write_statements(connection, plan))
-    except Refused:
-        ledger.system_account_ids(database).forget(tenant_id, [code])
+    except Refused as refused:
+        if refused.clearing_unknown:
+            ledger.system_account_ids(database).forget(tenant_id, [code])
         return False
     if clearing_id is None:
         return False

@@ -24,7 +24,12 @@ from paycore.payments.accept_plan import Plan, PlannedEntry
 
 class Refused(Exception):
     """The write would be refused (or could not be made as planned): roll back, and let the
-    reference path decide."""
+    reference path decide. `clearing_unknown`: the clearing account's cached id is not this
+    database's (forget it), rather than a refusal of this request."""
+
+    def __init__(self, message: str, *, clearing_unknown: bool = False) -> None:
+        super().__init__(message)
+        self.clearing_unknown = clearing_unknown
 
 
 # ------------------------------------------------------------------ PostgreSQL: one call
@@ -254,14 +259,14 @@ def _apply(connection: Connection, plan: Plan, entry: PlannedEntry, account_id: 
             bound_before_adding(delta.credits_pending_minor, TOTAL_MINOR_MAX),
         ),
     )
+    clearing, template = entry is plan.clearing_entry, plan.clearing
     if not rows:
-        raise Refused(f"{account_id}: missing, or past the range of a total")
+        raise Refused(f"{account_id}: missing, or past the range of a total", clearing_unknown=clearing)
     code, currency, normal_balance, no_overdraft, system, *figures, entries_count = rows[0]
+    if clearing and (code, currency, normal_balance, bool(system)) != (template.code, template.currency, "debit", True):
+        raise Refused(f"{account_id} is not the processor clearing account the plan expects", clearing_unknown=True)
     if currency != plan.payment.currency:
         raise Refused(f"{account_id} holds {currency}, the payment is in {plan.payment.currency}")
-    template = plan.clearing
-    if entry is plan.clearing_entry and (code, normal_balance, bool(system)) != (template.code, "debit", True):
-        raise Refused(f"{account_id} is not the processor clearing account the plan expects")
     after = Totals(*figures)
     before = Totals(
         after.debits_posted_minor,
