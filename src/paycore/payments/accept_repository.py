@@ -81,6 +81,8 @@ def call_params(plan: Plan) -> tuple[Any, ...]:
     assert payment["processor_request_id"] == payment["id"] and payment["created_at_us"] == payment["updated_at_us"]
     assert plan.key_row["created_at_us"] == transfer["created_at_us"] == payment["created_at_us"]
     assert event["created_at_us"] == payment["created_at_us"]
+    clearing = plan.clearing  # created by the function as a debit-normal system account, no flag
+    assert (clearing.currency, clearing.normal_balance, clearing.no_overdraft) == (payment["currency"], "debit", False)
     return (
         plan.tenant_id,
         plan.key_row["key"],
