@@ -124,8 +124,7 @@ BEGIN
         created_at_us)
     SELECT p_tenant_id, a.id, a.code, p_currency, a.normal_balance, false, true, '{{}}', 0, 0, 0, 0, 0, p_now_us
     FROM unnest(p_account_ids, p_account_codes, p_account_normals) AS a(id, code, normal_balance)
-    WHERE NOT EXISTS (SELECT 1 FROM ledger_accounts e WHERE e.tenant_id = p_tenant_id AND e.code = a.code)
-    ON CONFLICT (code, tenant_id) DO NOTHING;
+    ON CONFLICT (code, tenant_id) DO NOTHING;  -- each probes the unique index: no read of the tenant's others
 
     INSERT INTO ledger_transfers (tenant_id, id, kind, pending_id, reverses_id, batch_id, idempotency_key,
         reference_type, reference_id, owner_id, metadata, expires_at_us, created_at_us)
