@@ -10,8 +10,9 @@ driver runs, a SQLite group's BEGIN IMMEDIATE included, and every commit), aroun
 alone (`create.create`, below the HTTP edge). `PAYCORE_PRINT_STATEMENTS=1` (pytest -s) prints
 them. The reference path, counted the same way (`REFERENCE_STATEMENTS`): the claim, the
 source's read, the four payout accounts' read, the transfer, two totals, the entries, the
-payout, its two events, the history's read and the key's answer: 13 statements and a commit
-(BEGIN IMMEDIATE too on SQLite); 18 on the tenant's first payout (the accounts' creation).
+payout, its two events, the history's read and the key's answer: 12 statements and a commit
+(and BEGIN IMMEDIATE on SQLite); 17 on the tenant's first payout (the accounts' creation and
+their second read).
 """
 
 from __future__ import annotations
