@@ -12,11 +12,14 @@ from starlette.routing import BaseRoute
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.app import create_app
+from paycore.processor.port import Processor
 
 
-def without_edge(settings: Settings, database: Database, edge: BaseRoute) -> FastAPI:
+def without_edge(
+    settings: Settings, database: Database, edge: BaseRoute, processor: Processor | None = None
+) -> FastAPI:
     """paycore's app with `edge` taken out: the FastAPI route answers every body."""
-    app = create_app(settings, database)
+    app = create_app(settings, database, processor)
     app.router.routes.remove(edge)
     return app
 
