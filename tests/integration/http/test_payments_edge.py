@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,14 +23,10 @@ from paycore.kit.clock import now_us
 from paycore.kit.money import AMOUNT_MINOR_MAX
 from paycore.tenants import service as tenants
 from paycore_sandbox.inprocess import InProcessTransport
-from paycore_sandbox.service import Sandbox
 from tests.support import edges
 
 PATH = "/v1/payments"
-NEW_ID = re.compile(r"\b[a-z]{2,8}_[0-9A-Za-z]{20,32}\b")
-TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
-JSON = "application/json"
-TIMEOUT_MS = 2000
+JSON = edges.JSON
 # The accounts each app's database gets first, in this order; a body names them as @A, @B, ...
 ACCOUNTS = {
     "A": {"code": "merchant.main", "currency": "USD", "normal_balance": "credit"},
@@ -64,10 +57,7 @@ def _source(**fields: Any) -> dict[str, Any]:
     return {name: value for name, value in source.items() if value is not _GONE}
 
 
-# Who answers a case: the edge itself, or the FastAPI route handed the body by the edge (or the
-# middleware before any route: BodyLimit's 415), as the number of hand-overs to the route.
-EDGE, ROUTE, NO_ROUTE = 0, 1, 0
-NO_KEY = ""
+EDGE, ROUTE, NO_ROUTE, NO_KEY = edges.EDGE, edges.ROUTE, edges.NO_ROUTE, edges.NO_KEY
 # (what it is, body, Idempotency-Key header(s) or NO_KEY, content type, who answers): sent in order.
 CASES: list[tuple[str, bytes, str | tuple[str, ...], str | None, int]] = [
     ("first payment", _p(), "k1", JSON, EDGE),
@@ -184,15 +174,6 @@ def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return edges.count_hand_overs(monkeypatch, money_payments._PaymentsEndpoint)
 
 
-@pytest.fixture
-def sandboxes(tmp_path: Path) -> Iterator[tuple[InProcessTransport, InProcessTransport]]:
-    """A sandbox processor each for the app with the edge and the one without."""
-    boxes = [Sandbox.open(f"sqlite:///{tmp_path / name}.db") for name in ("edge", "route")]
-    yield InProcessTransport(boxes[0], timeout_ms=TIMEOUT_MS), InProcessTransport(boxes[1], timeout_ms=TIMEOUT_MS)
-    for box in boxes:
-        box.close()
-
-
 def _apps(
     settings: Settings,
     database: Database,
@@ -223,15 +204,7 @@ def _answer(
     content_type: str | None,
     **headers: str,
 ) -> tuple[Any, ...]:
-    for name, account_id in accounts.items():
-        body = body.replace(name, account_id)
-    sent = [("X-Request-Id", "same-id"), *headers.items()]
-    sent += [("Idempotency-Key", one) for one in ((key,) if isinstance(key, str) else key) if one != NO_KEY]
-    if content_type is not None:
-        sent.append(("Content-Type", content_type))
-    response = client.post(PATH, content=body, headers=sent)
-    # Ids and times a database (or a sandbox) made differ from one to the other.
-    return response.status_code, dict(response.headers), TIME.sub("<time>", NEW_ID.sub("<id>", response.text))
+    return edges.post(client, accounts, PATH, body, key, content_type, **headers)
 
 
 def test_every_body_is_answered_as_the_fastapi_route_answers_it(
