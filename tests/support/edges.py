@@ -35,16 +35,17 @@ def without_edge(
     return app
 
 
-def count_hand_overs(monkeypatch: pytest.MonkeyPatch, endpoint: type[Any]) -> list[str]:
-    """The paths of the requests `endpoint` (an edge's endpoint class) hands to the FastAPI route."""
+def count_hand_overs(monkeypatch: pytest.MonkeyPatch, *endpoints: type[Any]) -> list[str]:
+    """The paths of the requests the `endpoints` (edges' endpoint classes) hand to the FastAPI route."""
     seen: list[str] = []
-    hand_over = endpoint._hand_over
+    for endpoint in endpoints:
+        hand_over = endpoint._hand_over
 
-    async def counted(self: Any, scope: Any, receive: Any, send: Any) -> None:
-        seen.append(scope["path"])
-        await hand_over(self, scope, receive, send)
+        async def counted(self: Any, scope: Any, receive: Any, send: Any, hand_over: Any = hand_over) -> None:
+            seen.append(scope["path"])
+            await hand_over(self, scope, receive, send)
 
-    monkeypatch.setattr(endpoint, "_hand_over", counted)
+        monkeypatch.setattr(endpoint, "_hand_over", counted)
     return seen
 
 

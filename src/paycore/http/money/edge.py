@@ -12,6 +12,7 @@ import anyio.to_thread
 from fastapi import APIRouter
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
+from pydantic.fields import FieldInfo
 from starlette.requests import Request
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -115,6 +116,19 @@ def metadata(value: object) -> bool:
 def optional_text(value: object, length_min: int, length_max: int) -> bool:
     """None, or `plain_text` within these bounds: a `str | None` field with a default of None."""
     return value is None or plain_text(value, length_min, length_max)
+
+
+def length_bounds(field: FieldInfo) -> tuple[int, int]:
+    """(min, max) of a string field declared with `Field(min_length=..., max_length=...)`: the
+    model's own bounds, read from it once, at import."""
+    found = {
+        name: getattr(item, name)
+        for item in field.metadata
+        for name in ("min_length", "max_length")
+        if getattr(item, name, None) is not None
+    }
+    assert found.keys() == {"min_length", "max_length"}, field.metadata
+    return found["min_length"], found["max_length"]
 
 
 async def answer_on_thread(request: Request, answer: Callable[..., Response], *arguments: Any) -> Response:
