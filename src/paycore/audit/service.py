@@ -53,11 +53,59 @@ def record_state_change(
     With `snapshot` (the object after the change) it is published: numbered 1 at the object's
     birth (no `from_state`), one more than the object's last published change otherwise, and
     queued for the tenant's webhook endpoints, all by the one INSERT."""
+    row = state_change_row(
+        tenant_id,
+        event_id=ids.new_id("evt"),
+        context=EventContext.current(),
+        object_type=object_type,
+        object_id=object_id,
+        from_state=from_state,
+        to_state=to_state,
+        cause=cause,
+        actor=actor,
+        now_us=now_us,
+        data=data,
+        snapshot=snapshot,
+    )
+    write(connection, row)
+    return str(row["id"])
+
+
+@dataclass(frozen=True)
+class EventContext:
+    """Who caused an event, beside its actor: the request (or worker job run) and the worker
+    process, as the log context names them when the event is made."""
+
+    request_id: str | None
+    worker_id: str | None
+
+    @staticmethod
+    def current() -> EventContext:
+        return EventContext(logs.request_id(), logs.worker_id())
+
+
+def state_change_row(
+    tenant_id: str,
+    *,
+    event_id: str,
+    context: EventContext,
+    object_type: str,
+    object_id: str,
+    from_state: str | None,
+    to_state: str,
+    cause: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None = None,
+    snapshot: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The row `record_state_change` writes, built (pure: a data-plane phase plans it, ADR 0026)."""
     # Numbered 1 at birth; else by the INSERT itself (repository.add_next).
     sequence = None if snapshot is None or from_state is not None else 1
-    return _insert(
-        connection,
+    return event_row(
         tenant_id,
+        event_id=event_id,
+        context=context,
         kind="state_change",
         type=f"{object_type}.{to_state}",
         object_type=object_type,
@@ -317,29 +365,58 @@ def _insert(
     sequence: int | None = None,
     **values: Any,
 ) -> str:
-    assert actors.is_actor(values["actor"]), f"not an actor of paycore.kit.actors: {values['actor']!r}"
     event_id = ids.new_id("evt")
-    request_id = logs.request_id()  # the request (or worker job run) that caused the event
-    if request_id is not None and "request_id" not in data:
-        data = {**data, "request_id": request_id}
-    worker_id = logs.worker_id()  # which worker process, beside the job the actor names
-    if worker_id is not None and "worker_id" not in data:
-        data = {**data, "worker_id": worker_id}
+    row = event_row(
+        tenant_id,
+        event_id=event_id,
+        context=EventContext.current(),
+        data=data,
+        now_us=now_us,
+        snapshot=snapshot,
+        sequence=sequence,
+        **values,
+    )
+    write(connection, row)
+    return event_id
+
+
+def event_row(
+    tenant_id: str,
+    *,
+    event_id: str,
+    context: EventContext,
+    data: dict[str, Any],
+    now_us: int,
+    snapshot: dict[str, Any] | None = None,
+    sequence: int | None = None,
+    **values: Any,
+) -> dict[str, Any]:
+    """An event's row as `write` inserts it: the one home of its encoding. Pure."""
+    assert actors.is_actor(values["actor"]), f"not an actor of paycore.kit.actors: {values['actor']!r}"
+    if context.request_id is not None and "request_id" not in data:  # the request (or job run)
+        data = {**data, "request_id": context.request_id}
+    if context.worker_id is not None and "worker_id" not in data:  # which worker process
+        data = {**data, "worker_id": context.worker_id}
     encoded = json.dumps(data, sort_keys=True, separators=(",", ":"))
     if len(encoded) > DATA_BYTES_MAX:
         encoded = json.dumps({"truncated": True, "prefix": encoded[: DATA_BYTES_MAX // 2]})
     row = {"tenant_id": tenant_id, "id": event_id, "data": encoded, "created_at_us": now_us, **values}
-    if snapshot is None:  # unpublished: only the columns every revision has
-        repository.add(connection, row)
-        return event_id
-    # Published: the database's trigger (migration 0015) queues it for the tenant's webhook
-    # endpoints that take its type, in this INSERT (docs/adr/0015-outgoing-webhooks.md).
-    row["snapshot"] = json.dumps(snapshot, sort_keys=True, separators=(",", ":"))
-    if sequence is None:
+    if snapshot is not None:
+        row["snapshot"] = json.dumps(snapshot, sort_keys=True, separators=(",", ":"))
+        if sequence is not None:
+            row["object_sequence"] = sequence
+    return row
+
+
+def write(connection: Connection, row: dict[str, Any]) -> None:
+    """Insert an event's row (`event_row`), in the caller's transaction. A published one (with
+    a snapshot) is queued by the database's trigger (migration 0015) for the tenant's webhook
+    endpoints that take its type, in this INSERT (docs/adr/0015-outgoing-webhooks.md); one
+    without its sequence is numbered after the object's last by the INSERT itself."""
+    if "snapshot" in row and "object_sequence" not in row:
         repository.add_next(connection, row)
-    else:
-        repository.add(connection, {**row, "object_sequence": sequence})
-    return event_id
+    else:  # unpublished (only the columns every revision has), or numbered already
+        repository.add(connection, row)
 
 
 def _event(row: Any) -> Event:

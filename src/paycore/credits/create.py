@@ -29,6 +29,7 @@ from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
+from paycore.ledger import service as ledger
 
 Render = Callable[[Credit], str]
 RenderRefusal = Callable[[DomainError], idempotency.Outcome]
@@ -38,34 +39,6 @@ RenderRefusal = Callable[[DomainError], idempotency.Outcome]
 # deadlock, a serialization failure, and a schema older than 0026 (no such function: this
 # code runs from OLDEST_COMPATIBLE_REVISION on). Any other error is raised.
 _DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "40P01", "40001", "42883"})
-
-
-class _AccountIds:
-    """The ids of the tenants' credits accounts this process has written to, by (tenant, code):
-    with both known, SQLite's list skips the accounts' creation. Never trusted to decide that an
-    account exists: the totals' UPDATE finds its row or the write is refused (and forgotten
-    here). Bounded: emptied when full."""
-
-    def __init__(self, size_max: int) -> None:
-        self._size_max = size_max
-        self._ids: dict[tuple[str, str], str] = {}
-
-    def get(self, tenant_id: str, code: str) -> str | None:
-        return self._ids.get((tenant_id, code))
-
-    def put(self, tenant_id: str, found: dict[str, str]) -> None:
-        if len(self._ids) + len(found) > self._size_max:
-            self._ids = {}
-        for code, account_id in found.items():
-            self._ids[(tenant_id, code)] = account_id
-
-    def forget(self, tenant_id: str, codes: list[str]) -> None:
-        for code in codes:
-            self._ids.pop((tenant_id, code), None)
-
-
-CREDIT_ACCOUNTS_CACHED_MAX = 100_000
-_ACCOUNT_IDS = _AccountIds(CREDIT_ACCOUNTS_CACHED_MAX)
 
 
 async def create_credit(
@@ -80,7 +53,7 @@ async def create_credit(
 ) -> tuple[idempotency.Outcome, bool]:
     """The credit's answer, once per key: (outcome, replayed), as `idempotency.run_async`."""
     # PostgreSQL's call ensures the accounts itself, whatever this process has seen.
-    cached = (lambda code: None) if database.is_postgres else _cached_account_id(scope.tenant_id)
+    cached = (lambda code: None) if database.is_postgres else _cached_account_id(database, scope.tenant_id)
     plan = _plan(scope, lines, enabled_currencies, lines_max, render, cached)
     if plan is not None:
         if database.is_postgres:
@@ -130,8 +103,9 @@ def _plan(
         return None
 
 
-def _cached_account_id(tenant_id: str) -> Callable[[str], str | None]:
-    return lambda code: _ACCOUNT_IDS.get(tenant_id, code)
+def _cached_account_id(database: Database, tenant_id: str) -> Callable[[str], str | None]:
+    cache = ledger.system_account_ids(database)
+    return lambda code: cache.get(tenant_id, code)
 
 
 def _new_ids() -> NewIds:
@@ -168,9 +142,9 @@ async def _write_sqlite(database: Database, scope: idempotency.KeyScope, plan: P
             database, scope, lambda connection: create_repository.write_statements(connection, plan)
         )
     except Refused:
-        _ACCOUNT_IDS.forget(tenant_id, [account.template.code for account in plan.accounts])
+        ledger.system_account_ids(database).forget(tenant_id, [account.template.code for account in plan.accounts])
         return False
     if found is None:
         return False
-    _ACCOUNT_IDS.put(tenant_id, found)
+    ledger.system_account_ids(database).put(tenant_id, found)
     return True

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection
 
+from paycore.db.engine import Database
 from paycore.kit import ids
 from paycore.kit.errors import InvalidStartingAfter, UnsupportedCurrency
 from paycore.kit.money import is_known_currency
@@ -186,6 +188,44 @@ class _FactsCache:
 
 ACCOUNT_FACTS_CACHED_MAX = 100_000
 _FACTS = _FactsCache(ACCOUNT_FACTS_CACHED_MAX)
+
+
+class SystemAccountIds:
+    """The ids of the tenants' system accounts (the chart's: credits, processor clearing, ...)
+    this process has written to, by (tenant, code): with an account's id known, a data-plane
+    write (ADR 0026) on SQLite skips its creation. Never trusted to decide that an account
+    exists: the totals' UPDATE finds its row or the write is refused (and the id forgotten
+    here). Bounded: emptied when full."""
+
+    def __init__(self, size_max: int) -> None:
+        self._size_max = size_max
+        self._ids: dict[tuple[str, str], str] = {}
+
+    def get(self, tenant_id: str, code: str) -> str | None:
+        return self._ids.get((tenant_id, code))
+
+    def put(self, tenant_id: str, found: dict[str, str]) -> None:
+        if len(self._ids) + len(found) > self._size_max:
+            self._ids = {}
+        for code, account_id in found.items():
+            self._ids[(tenant_id, code)] = account_id
+
+    def forget(self, tenant_id: str, codes: list[str]) -> None:
+        for code in codes:
+            self._ids.pop((tenant_id, code), None)
+
+
+SYSTEM_ACCOUNTS_CACHED_MAX = 100_000  # per database
+_SYSTEM_ACCOUNT_IDS: WeakKeyDictionary[Database, SystemAccountIds] = WeakKeyDictionary()
+
+
+def system_account_ids(database: Database) -> SystemAccountIds:
+    """This process's cache of `database`'s system account ids: one per database, so that a
+    process that opens several in turn (the tests do) never plans with another's ids."""
+    cache = _SYSTEM_ACCOUNT_IDS.get(database)
+    if cache is None:  # two threads may both make one: one is dropped, nothing is wrong
+        cache = _SYSTEM_ACCOUNT_IDS.setdefault(database, SystemAccountIds(SYSTEM_ACCOUNTS_CACHED_MAX))
+    return cache
 
 
 def load_account_facts(connection: Connection, tenant_id: str, account_ids: Iterable[str]) -> dict[str, Account]:

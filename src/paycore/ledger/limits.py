@@ -32,11 +32,16 @@ in SQL that this module cannot generate:
 - a credit on the data plane (ADR 0026): PostgreSQL's `paycore_credits_create` (migration 0026)
   checks all three as `paycore_create_transfer` does, and `paycore.credits.create_repository`
   on SQLite with the functions here; both leave the refusal to the reference path, and
-  `tests/integration/http/test_credits.py` (a balance taken past the limit) holds them to it.
+  `tests/integration/http/test_credits.py` (a balance taken past the limit) holds them to it;
+- a payment's accept on the data plane (ADR 0026 step 3): PostgreSQL's `paycore_payments_accept`
+  (migration 0027) checks all three on the hold's pending totals, and
+  `paycore.payments.accept_repository` on SQLite with the functions here; both leave the
+  refusal to the reference path.
 
 `tests/integration/ledger/test_limit_copies.py` holds every copy to this module: it reads the
-function as it stands in a migrated PostgreSQL database (`pg_proc`), evaluates its bounds,
-figures and refusal conditions against the functions here, and runs `_APPLY_TOTALS` at the
+functions `paycore_create_transfer` and `paycore_payments_accept` as they stand in a migrated
+PostgreSQL database (`pg_proc`), evaluates their bounds, figures and refusal conditions against
+the functions here, and runs `_APPLY_TOTALS` at the
 bound on both databases; a change to one copy without the others fails it. The invariant check
 `balance_over_max` (`paycore.invariants.checks`) reports accounts already past the limit, with
 BALANCE_LIMIT_MINOR as its bound (checked by the same test).

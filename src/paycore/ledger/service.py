@@ -29,6 +29,7 @@ from paycore.ledger.accounts import (
     get_account,
     list_accounts,
     load_account_facts,
+    system_account_ids,
 )
 from paycore.ledger.errors import (
     ManagedTransfer,
@@ -49,7 +50,14 @@ from paycore.ledger.fees import (
     book_processor_fees,
     booked_fees,
 )
-from paycore.ledger.postings import check_spec, insert_resolution, post_entries, transfer_values, write_entries
+from paycore.ledger.postings import (
+    check_spec,
+    entry_totals,
+    insert_resolution,
+    post_entries,
+    transfer_values,
+    write_entries,
+)
 from paycore.ledger.types import (
     DIRECTIONS,
     REFERENCE_TYPES,
@@ -90,6 +98,7 @@ __all__ = [
     "create_transfer",
     "ensure_account",
     "ensure_accounts",
+    "entry_totals",
     "expire_due",
     "find_account_by_code",
     "find_listed_account",
@@ -101,7 +110,9 @@ __all__ = [
     "recomputed_totals",
     "reverse_transfer",
     "settle_pending",
+    "system_account_ids",
     "transfer_references",
+    "transfer_values",
     "verify",
     "void_pending",
 ]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import Connection, insert
 
 from paycore.audit import service as audit
+from paycore.kit import ids
 from paycore.lifecycle import store
 from paycore.lifecycle.columns import FAULT_CODE
 
@@ -50,9 +51,38 @@ def record(
 ) -> None:
     """The audit event of `item`'s change (as it is after it), in the change's transaction;
     published to the tenant's webhook endpoints when the machine renders a snapshot."""
-    audit.record_state_change(
-        connection,
+    context = audit.EventContext.current()
+    row = event_row(
+        machine,
+        item,
+        from_state,
+        cause=cause,
+        actor=actor,
+        now_us=now_us,
+        data=data,
+        event_id=ids.new_id("evt"),
+        context=context,
+    )
+    audit.write(connection, row)
+
+
+def event_row(
+    machine: Machine[T],
+    item: T,
+    from_state: str | None,
+    *,
+    cause: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None,
+    event_id: str,
+    context: audit.EventContext,
+) -> dict[str, Any]:
+    """The row `record` writes, built (pure): what a data-plane phase plans (ADR 0026)."""
+    return audit.state_change_row(
         item.tenant_id,
+        event_id=event_id,
+        context=context,
         object_type=machine.object_type,
         object_id=item.id,
         from_state=None if from_state is None else machine.public(from_state),

@@ -37,16 +37,16 @@ from paycore.ledger import chart
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound
 from paycore.ledger.service import EntrySpec, TransferSpec
-from paycore.lifecycle import columns, recording
+from paycore.lifecycle import recording
 from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.machine import Machine
 from paycore.lifecycle.store import set_values
-from paycore.payments import jobs, lifecycle, repository, states
+from paycore.payments import accept, accept_plan, jobs, lifecycle, repository, states
 from paycore.payments.errors import CurrencyNotAccepted
 from paycore.payments.models import payments
 from paycore.payments.schemas import HISTORY_LENGTH_MAX, payment_json
-from paycore.payments.types import NewPayment, Payment, payment_from_row
+from paycore.payments.types import NewPayment, Payment, new_payment, payment_from_row
 from paycore.processor.port import Processor
 
 _POLL_MS = 25
@@ -75,7 +75,16 @@ def create_payment(
 ) -> tuple[Outcome, bool]:
     """Returns (response, replayed)."""
     try:
-        started = database.transaction(lambda connection: _start(connection, scope, new, timings, render_refusal))
+        # Step 1 on the data plane (`accept.py`); `_start` is its reference path.
+        started = accept.accept(
+            database,
+            scope,
+            new,
+            processing_stale_ms=timings.processing_stale_ms,
+            reference=lambda: database.transaction(
+                lambda connection: _start(connection, scope, new, timings, render_refusal)
+            ),
+        )
     except RefusalToRecord as refusal:
         outcome = refusal.outcome
         return database.transaction(lambda connection: idempotency.record_refusal(connection, scope, outcome))
@@ -184,42 +193,9 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
         known_accounts={clearing.id: clearing, destination.id: destination},
     )
     due_us = now + timings.processing_stale_ms * 1000
-    payment = _new_payment(tenant_id, payment_id, scope.key, new, states.PROCESSING, transfer.id, now, due_us)
-    recording.create(connection, lifecycle.MACHINE, payment, cause="api_request", actor=new.actor)
+    payment = new_payment(tenant_id, payment_id, scope.key, new, states.PROCESSING, transfer.id, now, due_us)
+    recording.create(connection, lifecycle.MACHINE, payment, cause=accept_plan.CAUSE, actor=new.actor)
     return payment  # what was inserted: no re-read
-
-
-def _new_payment(
-    tenant_id: str,
-    payment_id: str,
-    idempotency_key: str,
-    new: NewPayment,
-    status: str,
-    transfer_id: str,
-    now_us: int,
-    next_attempt_at_us: int | None,
-) -> Payment:
-    return Payment(
-        tenant_id=tenant_id,
-        id=payment_id,
-        idempotency_key=idempotency_key,
-        amount_minor=new.amount_minor,
-        currency=new.currency,
-        source_type=new.source_type,
-        source_token=new.source_token,
-        destination_account_id=new.destination_account_id,
-        description=new.description,
-        metadata=dict(new.metadata),
-        status=status,
-        failure_code=None,
-        processor_request_id=payment_id,  # stable: every call about this payment sends it
-        processor_reference=None,
-        transfer_id=transfer_id,
-        refunded_minor=0,
-        **columns.fresh(next_attempt_at_us=next_attempt_at_us),
-        created_at_us=now_us,
-        updated_at_us=now_us,
-    )
 
 
 def _await_answer(database: Database, scope: KeyScope, wait_ms: int) -> Outcome:
@@ -290,7 +266,7 @@ def import_settled_payment(
         now_us=now_us,
     )
     new = NewPayment(amount_minor, currency, "card", "imported", destination_account_id, None, {}, actors.LOCAL)
-    payment = _new_payment(
+    payment = new_payment(
         tenant_id, payment_id, f"import:{payment_id}", new, states.SUCCEEDED, transfer.id, now_us, None
     )
     recording.create(connection, lifecycle.MACHINE, payment, cause="imported_settled", actor=actors.LOCAL)

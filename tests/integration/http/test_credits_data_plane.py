@@ -160,10 +160,12 @@ def test_a_key_with_another_body_is_refused_as_before(database: Database) -> Non
 
 def test_a_stale_cached_account_falls_back_and_is_forgotten(database: Database) -> None:
     """An id cached from another database moves nothing: the reference path writes the credit."""
-    create._ACCOUNT_IDS.put("stale", {plan.balance_code("USD"): "acct_x", plan.issued_code("USD"): "acct_y"})
+    ledger.system_account_ids(database).put(
+        "stale", {plan.balance_code("USD"): "acct_x", plan.issued_code("USD"): "acct_y"}
+    )
     outcome, _ = write(database, scope("stale", "k"), 3)
     assert outcome.status == 201
     if not database.is_postgres:  # PostgreSQL's call never reads the cache: it ensures the accounts itself
-        assert create._ACCOUNT_IDS.get("stale", plan.balance_code("USD")) is None
+        assert ledger.system_account_ids(database).get("stale", plan.balance_code("USD")) is None
     with database.read() as connection:
         assert ledger.verify(connection).problems == []

@@ -115,9 +115,31 @@ def test_the_functions_figures_are_the_rules(database: Database) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_the_function_refuses_past_the_limit_what_the_rule_refuses(database: Database) -> None:
+def test_a_payments_accept_bounds_are_the_rules(database: Database) -> None:
+    """`paycore_payments_accept` (migration 0027) moves pending totals only: each against its
+    own delta, as `bound_before_adding` bounds it."""
     with database.read() as connection:
-        source = _function_source(connection, "paycore_create_transfer")
+        source = _function_source(connection, "paycore_payments_accept")
+    assert _constant(source, "total_max") == TOTAL_MINOR_MAX
+    assert _constant(source, "balance_max") == BALANCE_LIMIT_MINOR
+    pairs = re.findall(r"\b(\w+)_minor <= total_max - delta_(\w+)", source)
+    assert sorted(pairs) == [("credits_pending", "credit"), ("debits_pending", "debit")]
+
+
+# Each function that copies the rule, and how its overdraft condition names the account's
+# guard and normal balance.
+_COPIES = {
+    "paycore_create_transfer": {"p_guard[i]": ":n"},
+    "paycore_payments_accept": {"account.no_overdraft": "true", "account.normal_balance": ":n"},
+}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("function", sorted(_COPIES))
+def test_the_function_refuses_past_the_limit_what_the_rule_refuses(database: Database, function: str) -> None:
+    with database.read() as connection:
+        source = _function_source(connection, function)
         balance_max = _constant(source, "balance_max")
         condition = _substitute(
             _condition_before(source, "account % would pass the balance limit"),
@@ -137,10 +159,11 @@ def test_the_function_refuses_past_the_limit_what_the_rule_refuses(database: Dat
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_the_function_refuses_an_overdraft_as_the_rule_does(database: Database) -> None:
+@pytest.mark.parametrize("function", sorted(_COPIES))
+def test_the_function_refuses_an_overdraft_as_the_rule_does(database: Database, function: str) -> None:
     with database.read() as connection:
-        source = _function_source(connection, "paycore_create_transfer")
-        names = {"p_guard[i]": ":n"} | {name: f"CAST(:{key} AS numeric)" for name, key in _KEYS.items()}
+        source = _function_source(connection, function)
+        names = _COPIES[function] | {name: f"CAST(:{key} AS numeric)" for name, key in _KEYS.items()}
         condition = _substitute(_condition_before(source, "account % has insufficient available funds"), names)
         statement = text(f"SELECT {condition}")
         for normal, before, delta in CASES:

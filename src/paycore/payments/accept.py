@@ -1,0 +1,120 @@
+"""A payment's first phase, *accept*, on the data plane (ADR 0026 step 3): plan, then one write.
+
+The planner (`accept_plan.py`) makes every row accept writes and the `Payment` it returns; the
+write is one prepared call of `paycore_payments_accept` on PostgreSQL (migration 0027, in
+autocommit: it commits a success only) or the fixed list of `accept_repository.py` on SQLite,
+in one transaction on the writer (ADR 0008's group commit). Then, with no transaction open, the
+processor is called and the settle phase runs (`service.create_payment`).
+
+The reference path (`service._start`, in one transaction through SQLAlchemy Core) stays the
+home of everything that is not a success written at once, as ADR 0011 left it for transfers
+and `credits/create.py` for credits: a key that exists (its replay, the wait for a first
+request still without an answer, or `idempotency_key_reused`), a destination that is missing
+or holds another currency (its recorded refusal), a limit, a schema below 0027 (no function:
+SQLSTATE 42883), a deadlock. The fast write has then written nothing; the key makes the
+fallback safe: a fast write that committed is found by the reference path's claim, never
+written twice. A lock wait past its bound is answered at once, as the reference path answers
+it (`idempotency.waited_too_long`), without waiting a second time.
+
+Sync, on the caller's thread, because `create_payment` is: its route is a sync FastAPI route
+run on a worker thread, and its two other steps (the processor's call, the settle phase) block
+that thread anyway. On SQLite `Database.transaction` joins the same group commit queue as
+`transaction_async` (a request's thread may lead a group), so an async hop would buy no
+batching and cost two thread handoffs; on PostgreSQL the call is one blocking statement on a
+pooled connection, as credits' `_call` runs it on a worker thread. An async accept belongs with
+the payments' thin edge (ADR 0026 decision 4), which does not exist yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlalchemy.exc import DBAPIError
+
+from paycore.audit.service import EventContext
+from paycore.db.engine import Database, is_lock_timeout
+from paycore.idempotency import service as idempotency
+from paycore.idempotency.service import KeyScope
+from paycore.kit import ids
+from paycore.ledger import service as ledger
+from paycore.payments import accept_repository
+from paycore.payments.accept_plan import NewIds, Plan, clearing_template, plan_accept
+from paycore.payments.accept_repository import Refused
+from paycore.payments.types import NewPayment, Payment
+
+R = TypeVar("R")
+
+# What the call may answer with, having written nothing, for the reference path to decide: its
+# refusals (migration 0027: a total's range, insufficient funds, the balance limit, a
+# destination missing or in another currency), a deadlock, a serialization failure, and a
+# schema older than 0027 (no such function: this code runs from OLDEST_COMPATIBLE_REVISION
+# on). Any other error is raised.
+_DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC010", "40P01", "40001", "42883"})
+
+
+def accept(
+    database: Database,
+    scope: KeyScope,
+    new: NewPayment,
+    *,
+    processing_stale_ms: int,
+    reference: Callable[[], R],
+) -> Payment | R:
+    """The payment accepted (stored `processing`, its hold, its event, its key claimed open),
+    or, when the data plane wrote nothing, what `reference` (the reference path) answers."""
+    plan = _plan(database, scope, new, processing_stale_ms)
+    if plan is not None and (_call(database, plan) if database.is_postgres else _write_sqlite(database, plan)):
+        return plan.payment
+    return reference()
+
+
+def _plan(database: Database, scope: KeyScope, new: NewPayment, processing_stale_ms: int) -> Plan | None:
+    # PostgreSQL's call ensures the clearing account itself, whatever this process has seen.
+    code = clearing_template(new.currency).code
+    cached = None if database.is_postgres else ledger.system_account_ids(database).get(scope.tenant_id, code)
+    return plan_accept(
+        scope,
+        new,
+        processing_stale_ms=processing_stale_ms,
+        clearing_account_id=cached,
+        context=EventContext.current(),  # this request's: the write may run on another thread
+        new_ids=NewIds(
+            payment_id=ids.new_id("pay"),
+            transfer_id=ids.new_id("txn"),
+            clearing_account_id=ids.new_id("acct"),
+            debit_entry_id=ids.new_id("ent"),
+            credit_entry_id=ids.new_id("ent"),
+            event_id=ids.new_id("evt"),
+        ),
+    )
+
+
+def _call(database: Database, plan: Plan) -> bool:
+    """True once the call committed the accept; False, having written nothing, when the
+    reference path must decide."""
+    with database.autocommit() as connection:
+        try:
+            return accept_repository.accept_call(connection, plan)
+        except DBAPIError as error:
+            if is_lock_timeout(error):
+                raise idempotency.waited_too_long(error) from error
+            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+                return False
+            raise
+
+
+def _write_sqlite(database: Database, plan: Plan) -> bool:
+    """True once the list committed the accept; False, having written nothing, when the
+    reference path must decide."""
+    tenant_id, code = plan.tenant_id, plan.clearing.code
+    try:
+        clearing_id = database.transaction(lambda connection: accept_repository.write_statements(connection, plan))
+    except Refused as refused:
+        if refused.clearing_unknown:
+            ledger.system_account_ids(database).forget(tenant_id, [code])
+        return False
+    if clearing_id is None:
+        return False
+    ledger.system_account_ids(database).put(tenant_id, {code: clearing_id})
+    return True
