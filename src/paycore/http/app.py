@@ -16,6 +16,9 @@ from paycore.http.exposure import ExposureGuard
 from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
 from paycore.http.money import credits as money_credits
+from paycore.http.money import payments as money_payments
+from paycore.http.money import payouts as money_payouts
+from paycore.http.money import refunds as money_refunds
 from paycore.http.money import transfers as money_transfers
 from paycore.http.refusals import RefusalAudit
 from paycore.http.request_id import RequestContext
@@ -118,6 +121,10 @@ def create_app(
     # stays for the OpenAPI document and answers every body the edge does not read itself.
     app.router.routes.insert(0, money_credits.ROUTE)
     app.router.routes.insert(0, money_transfers.ROUTE)
+    app.router.routes.insert(0, money_payments.ROUTE)
+    app.router.routes.insert(0, money_refunds.ROUTE)
+    app.router.routes.insert(0, money_payouts.ROUTE)
+    app.router.routes.insert(0, money_payouts.CANCEL_ROUTE)
     ops.install(app, settings)
     openapi.install(app, settings)
     assert_json_routes(app)

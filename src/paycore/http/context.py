@@ -11,24 +11,33 @@ from fastapi import Request
 
 from paycore.db.engine import Database
 from paycore.kit import actors
+from paycore.kit.clock import now_us
 from paycore.operators import service as operators
 from paycore.tenants import service as tenants
 from paycore.tenants.errors import Forbidden, Unauthorized
 from paycore.tenants.service import KeyOwner
 
-_KEY_CACHE_TTL_S = 5.0  # a revoked key stops working within this many seconds
+# A key revoked by another process (the CLI, another API process) stops working here within
+# this many seconds; one revoked through this process's `AuthState` stops at once.
+_KEY_CACHE_TTL_S = 5.0
 _KEY_CACHE_SIZE_MAX = 10_000
 
 
 @dataclass
 class AuthState:
     """Once any API key or operator exists the server stays in authenticated mode for good
-    (neither is ever deleted), so local mode is only ever re-checked while it is still in force."""
+    (neither is ever deleted), so local mode is only ever re-checked while it is still in force.
+
+    The keys' owners are cached, at most `_KEY_CACHE_SIZE_MAX` of them (emptied when full), each
+    for `_KEY_CACHE_TTL_S`. `revoke_key` and `rotate_key` drop the key from the cache once the
+    revocation has committed, and a read that began before the drop does not put it back
+    (`_forgotten`, counted under the lock)."""
 
     database: Database
     auth_required: bool = False
     _keys: dict[str, tuple[KeyOwner | None, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _forgotten: int = 0
 
     def is_auth_required(self) -> bool:
         if not self.auth_required:
@@ -40,13 +49,42 @@ class AuthState:
         cached = self._keys.get(api_key)
         if cached is not None and cached[1] > now:
             return cached[0]
+        forgotten = self._forgotten
         with self.database.read() as connection:
             owner = tenants.owner_of_key(connection, api_key)
         with self._lock:
+            if self._forgotten != forgotten:  # a key was revoked meanwhile: this read may predate it
+                return owner
             if len(self._keys) >= _KEY_CACHE_SIZE_MAX:
                 self._keys.clear()
             self._keys[api_key] = (owner, now + _KEY_CACHE_TTL_S)
         return owner
+
+    def revoke_key(self, tenant_id: str, key_id: str) -> bool:
+        """`tenants.revoke_key` in a transaction of its own; the key is refused by this process at
+        once (by others within `_KEY_CACHE_TTL_S`)."""
+        revoked = self.database.transaction(
+            lambda connection: tenants.revoke_key(connection, tenant_id, key_id, now_us=now_us())
+        )
+        self._forget(key_id)
+        return revoked
+
+    def rotate_key(self, tenant_id: str, key_id: str) -> str | None:
+        """`tenants.rotate_key` in a transaction of its own: the new key, the old one refused by
+        this process at once (by others within `_KEY_CACHE_TTL_S`)."""
+        new_key = self.database.transaction(
+            lambda connection: tenants.rotate_key(connection, tenant_id, key_id, now_us=now_us())
+        )
+        self._forget(key_id)
+        return new_key
+
+    def _forget(self, key_id: str) -> None:
+        with self._lock:
+            self._forgotten += 1
+            # Bounded by _KEY_CACHE_SIZE_MAX; a revocation is rare.
+            stale = [key for key, (owner, _) in self._keys.items() if owner is not None and owner.key_id == key_id]
+            for key in stale:
+                del self._keys[key]
 
 
 @dataclass(frozen=True)

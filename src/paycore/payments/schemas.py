@@ -20,13 +20,15 @@ from paycore.payments import states
 from paycore.payments.types import Payment
 from paycore.schemas import AmountMinor, Currency, Id, Metadata, StrictModel
 
+# The bounds below are also the thin edge's (paycore.http.money.payments), which must accept no more.
 DESCRIPTION_LENGTH_MAX = 1000
+TOKEN_LENGTH_MAX = 255
 HISTORY_LENGTH_MAX = 100
 
 
 class Source(StrictModel):
     type: Literal["card"]
-    token: str = Field(min_length=1, max_length=255)
+    token: str = Field(min_length=1, max_length=TOKEN_LENGTH_MAX)
 
 
 class PaymentCreate(StrictModel):

@@ -36,6 +36,16 @@ def find_key(connection: Connection, key_hash: str) -> Row[Any] | None:
     return connection.execute(query).first()
 
 
+def revoke_api_key(connection: Connection, tenant_id: str, key_id: str, now_us: int) -> bool:
+    """Mark the tenant's key revoked; False when it is unknown or already revoked."""
+    query = (
+        update(api_keys)
+        .where(api_keys.c.tenant_id == tenant_id, api_keys.c.id == key_id, api_keys.c.revoked_at_us.is_(None))
+        .values(revoked_at_us=now_us)
+    )
+    return connection.execute(query).rowcount == 1
+
+
 def existing_tenants(connection: Connection, wanted: list[str]) -> set[str]:
     if not wanted:
         return set()

@@ -66,6 +66,22 @@ def issue_key(connection: Connection, tenant_id: str, *, now_us: int) -> str:
     return api_key
 
 
+def revoke_key(connection: Connection, tenant_id: str, key_id: str, *, now_us: int) -> bool:
+    """Revoke the tenant's API key `key_id` (the audit log's `api_key:KEY_ID`); False when it is
+    unknown or already revoked. A server process that caches keys drops it when told
+    (`http.context.AuthState.revoke_key`); one that is not told stops taking it within its
+    cache's period."""
+    return repository.revoke_api_key(connection, tenant_id, key_id, now_us)
+
+
+def rotate_key(connection: Connection, tenant_id: str, key_id: str, *, now_us: int) -> str | None:
+    """A new API key for the tenant in place of `key_id`, revoked in the same transaction; None
+    (and no key issued) when `key_id` is unknown or already revoked."""
+    if not revoke_key(connection, tenant_id, key_id, now_us=now_us):
+        return None
+    return issue_key(connection, tenant_id, now_us=now_us)
+
+
 def tenant_ids(connection: Connection, wanted: list[str]) -> set[str]:
     """The tenants among `wanted` that exist."""
     return repository.existing_tenants(connection, wanted)

@@ -224,3 +224,63 @@ def test_cli_serve_refuses_a_public_address_in_local_mode(database_url: str) -> 
     output = " ".join((result.stdout + result.stderr).split())  # the console wraps long lines
     assert "refusing to bind 0.0.0.0" in output
     assert "paycore tenants create" in output
+
+
+def _key_id(database: Database, api_key: str) -> str:
+    with database.read() as connection:
+        owner = tenants.owner_of_key(connection, api_key)
+    assert owner is not None
+    return owner.key_id
+
+
+def test_a_key_revoked_in_this_process_is_refused_at_once(client: TestClient, database: Database) -> None:
+    key = create_tenant(database, "acme")
+    account = create_account(client, "cash", bearer(key))
+    assert client.get(f"/v1/accounts/{account}", headers=bearer(key)).status_code == 200  # cached now
+    auth = client.app.state.auth  # type: ignore[attr-defined]
+    assert auth.revoke_key("acme", _key_id(database, key)) is True
+    # Within the cache's 5 s: refused because this process dropped it, not because it expired.
+    assert_error(client.get(f"/v1/accounts/{account}", headers=bearer(key)), 401, "unauthorized")
+    assert_error(transfer(client, account, account, bearer(key)), 401, "unauthorized")  # the thin edge too
+    assert auth.revoke_key("acme", _key_id_of_revoked(database, "acme")) is False, "revoked once"
+    assert auth.revoke_key("other", "key_nope") is False
+
+
+def _key_id_of_revoked(database: Database, tenant_id: str) -> str:
+    query = select(api_keys.c.id).where(api_keys.c.tenant_id == tenant_id, api_keys.c.revoked_at_us.is_not(None))
+    with database.read() as connection:
+        return str(connection.execute(query).scalar_one())
+
+
+def test_a_key_rotated_in_this_process_is_refused_at_once(client: TestClient, database: Database) -> None:
+    old = create_tenant(database, "acme")
+    account = create_account(client, "cash", bearer(old))
+    assert client.get(f"/v1/accounts/{account}", headers=bearer(old)).status_code == 200  # cached now
+    auth = client.app.state.auth  # type: ignore[attr-defined]
+    new = auth.rotate_key("acme", _key_id(database, old))
+    assert new is not None and new != old
+    assert_error(client.get(f"/v1/accounts/{account}", headers=bearer(old)), 401, "unauthorized")
+    assert client.get(f"/v1/accounts/{account}", headers=bearer(new)).status_code == 200
+    assert auth.rotate_key("acme", _key_id_of_revoked(database, "acme")) is None, "a revoked key is not rotated"
+    with database.read() as connection:
+        live = connection.execute(select(api_keys.c.id).where(api_keys.c.revoked_at_us.is_(None))).all()
+    assert len(live) == 1
+
+
+def test_a_read_that_began_before_a_revocation_is_not_cached(
+    client: TestClient, database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = create_tenant(database, "acme")
+    key_id = _key_id(database, key)
+    auth = client.app.state.auth  # type: ignore[attr-defined]
+    read = tenants.owner_of_key
+
+    def read_then_revoked(connection: Any, api_key: str) -> Any:
+        owner = read(connection, api_key)  # the key as it was before the revocation committed
+        auth.revoke_key("acme", key_id)
+        return owner
+
+    monkeypatch.setattr(tenants, "owner_of_key", read_then_revoked)
+    assert auth.owner_of_key(key) is not None  # this request raced the revocation and won
+    monkeypatch.setattr(tenants, "owner_of_key", read)
+    assert auth.owner_of_key(key) is None, "not answered from a cache filled by the raced read"

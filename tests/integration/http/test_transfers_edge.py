@@ -147,6 +147,9 @@ CASES: list[tuple[str, bytes, str | tuple[str, ...], str | None, int]] = [
     ("nested deep", b"[" * 100_000 + b"]" * 100_000, "k69", JSON, ROUTE),
     ("not UTF-8", b'{"currency":"\xff"}', "k70", JSON, ROUTE),
     ("a +json type", _t(), "k71", "application/vnd.paycore+json", ROUTE),
+    # The route reads a +json body too: the edge's fingerprint must be the route's, both ways.
+    ("the first transfer's replay, +json", _t(), "k1", "application/vnd.paycore+json", ROUTE),
+    ("a +json transfer's replay at the edge", _t(pending=False, metadata={}), "k71", JSON, EDGE),
     ("text/plain", _t(), "k72", "text/plain", NO_ROUTE),
 ]
 

@@ -5,14 +5,22 @@ read itself to that route, with the bytes already read; and the reading of a bod
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import anyio.to_thread
 from fastapi import APIRouter
+from fastapi.responses import Response
 from fastapi.routing import APIRoute
+from pydantic.fields import FieldInfo
+from starlette.requests import Request
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from paycore.http.context import AuthState, authenticate
 from paycore.kit import strict_json
+from paycore.kit.money import AMOUNT_MINOR_MAX
+from paycore.schemas import METADATA_KEY_LENGTH_MAX, METADATA_KEYS_MAX, METADATA_VALUE_LENGTH_MAX
 
 _JSON = "application/json"
 
@@ -86,6 +94,59 @@ def plain_text(value: object, length_min: int, length_max: int) -> bool:
         except UnicodeEncodeError:
             return False
     return True
+
+
+def amount_minor(value: object) -> bool:
+    """An amount `paycore.schemas.AmountMinor` reads as itself: a JSON integer (no bool, no
+    float, no number as text), 1..2^53-1."""
+    return type(value) is int and 0 < value <= AMOUNT_MINOR_MAX
+
+
+def metadata(value: object) -> bool:
+    """Metadata `paycore.schemas.Metadata` reads as itself (its settings' bounds, smaller, are
+    the answer's: `ledger.schemas.check_metadata`)."""
+    if type(value) is not dict or len(value) > METADATA_KEYS_MAX:
+        return False
+    return all(
+        plain_text(key, 1, METADATA_KEY_LENGTH_MAX) and plain_text(text, 0, METADATA_VALUE_LENGTH_MAX)
+        for key, text in value.items()
+    )
+
+
+def optional_text(value: object, length_min: int, length_max: int) -> bool:
+    """None, or `plain_text` within these bounds: a `str | None` field with a default of None."""
+    return value is None or plain_text(value, length_min, length_max)
+
+
+def length_bounds(field: FieldInfo) -> tuple[int, int]:
+    """(min, max) of a string field declared with `Field(min_length=..., max_length=...)`: the
+    model's own bounds, read from it once, at import."""
+    found = {
+        name: getattr(item, name)
+        for item in field.metadata
+        for name in ("min_length", "max_length")
+        if getattr(item, name, None) is not None
+    }
+    assert found.keys() == {"min_length", "max_length"}, field.metadata
+    return found["min_length"], found["max_length"]
+
+
+async def answer_on_thread(request: Request, answer: Callable[..., Response], *arguments: Any) -> Response:
+    """`answer(request, *arguments)`, blocking (the write, the processor call), on a worker thread,
+    the caller authenticated first as the FastAPI route's dependency does (401 before anything
+    else). One thread hop on either database: SQLite's key read is a WAL read of microseconds,
+    made on the event loop (as `authenticate_async`); PostgreSQL's is made on the same thread
+    as the answer."""
+    auth: AuthState = request.app.state.auth
+    if auth.database.is_postgres:
+        return await anyio.to_thread.run_sync(_authenticated, request, answer, *arguments)
+    authenticate(request)
+    return await anyio.to_thread.run_sync(answer, request, *arguments)
+
+
+def _authenticated(request: Request, answer: Callable[..., Response], *arguments: Any) -> Response:
+    authenticate(request)
+    return answer(request, *arguments)
 
 
 def fastapi_route(router: APIRouter, endpoint: Any) -> APIRoute:

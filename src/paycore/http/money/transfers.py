@@ -19,22 +19,14 @@ from __future__ import annotations
 import sys
 from typing import Any, Final, get_args
 
-import anyio.to_thread
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from paycore.http.context import authenticate_async
-from paycore.http.money.edge import Edge, Endpoint, fastapi_route, plain_text, read_object
+from paycore.http.money import edge
+from paycore.http.money.edge import Edge, Endpoint, answer_on_thread, fastapi_route, plain_text, read_object
 from paycore.http.routers import ledger as ledger_router
-from paycore.kit.money import AMOUNT_MINOR_MAX
 from paycore.ledger.schemas import EntryIn, TransferCreate
-from paycore.schemas import (
-    CURRENCY_LENGTH,
-    ID_LENGTH_MAX,
-    METADATA_KEY_LENGTH_MAX,
-    METADATA_KEYS_MAX,
-    METADATA_VALUE_LENGTH_MAX,
-)
+from paycore.schemas import CURRENCY_LENGTH, ID_LENGTH_MAX
 
 _FIELDS: Final = tuple(TransferCreate.model_fields)  # in order, as `model_dump` writes them
 _FIELD_SET: Final = frozenset(_FIELDS)
@@ -62,7 +54,7 @@ def read_transfer(content_type: str | None, body: bytes) -> tuple[TransferCreate
     }
     if not all(value is None or plain_text(value, 1, ID_LENGTH_MAX) for value in map(read.get, _ID_FIELDS)):
         return None
-    if not (read["amount_minor"] is None or _amount(read["amount_minor"])):
+    if not (read["amount_minor"] is None or edge.amount_minor(read["amount_minor"])):
         return None
     if not (read["currency"] is None or plain_text(read["currency"], CURRENCY_LENGTH, CURRENCY_LENGTH)):
         return None
@@ -72,7 +64,7 @@ def read_transfer(content_type: str | None, body: bytes) -> tuple[TransferCreate
         return None
     if type(read["reference_type"]) is not str or read["reference_type"] not in _REFERENCE_TYPES:
         return None
-    if not _metadata(read["metadata"]):
+    if not edge.metadata(read["metadata"]):
         return None
     well_formed, entries = _entries(document.get("entries"))
     if not well_formed:
@@ -81,19 +73,6 @@ def read_transfer(content_type: str | None, body: bytes) -> tuple[TransferCreate
     body_json = {name: read[name] for name in _FIELDS}
     models = None if entries is None else [EntryIn.model_construct(**entry) for entry in entries]
     return TransferCreate.model_construct(**{**body_json, "entries": models}), body_json
-
-
-def _amount(value: object) -> bool:
-    return type(value) is int and 0 < value <= AMOUNT_MINOR_MAX
-
-
-def _metadata(value: object) -> bool:
-    if type(value) is not dict or len(value) > METADATA_KEYS_MAX:
-        return False
-    return all(
-        plain_text(key, 1, METADATA_KEY_LENGTH_MAX) and plain_text(text, 0, METADATA_VALUE_LENGTH_MAX)
-        for key, text in value.items()
-    )
 
 
 def _entries(value: object) -> tuple[bool, list[dict[str, Any]] | None]:
@@ -109,7 +88,7 @@ def _entries(value: object) -> tuple[bool, list[dict[str, Any]] | None]:
         account_id, direction, amount_minor = entry["account_id"], entry["direction"], entry["amount_minor"]
         if not (plain_text(account_id, 1, ID_LENGTH_MAX) and type(direction) is str and direction in _DIRECTIONS):
             return False, None
-        if not _amount(amount_minor):
+        if not edge.amount_minor(amount_minor):
             return False, None
         read.append({"account_id": account_id, "direction": direction, "amount_minor": amount_minor})
     return True, read
@@ -123,10 +102,9 @@ class _TransfersEndpoint(Endpoint):
         if transfer is None:
             await self.hand_over(scope, body, receive, send)
             return
-        await authenticate_async(request)
         # The sync FastAPI route's thread: the key's transaction (or PostgreSQL's one call)
         # never blocks the event loop.
-        response = await anyio.to_thread.run_sync(ledger_router.transfer_answer, request, *transfer)
+        response = await answer_on_thread(request, ledger_router.transfer_answer, *transfer)
         await response(scope, receive, send)
 
 

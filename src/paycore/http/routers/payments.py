@@ -39,6 +39,18 @@ _CREATE_RESPONSES = {
 @router.post("", status_code=201, responses=_CREATE_RESPONSES, openapi_extra=IDEMPOTENT)
 def create_payment(body: schemas.PaymentCreate, request: Request) -> Response:
     """Take a payment. A timeout is never guessed: 202 `in_doubt`, resolved later by evidence."""
+    # The docstring above is the OpenAPI document's. `paycore.http.money.payments` is matched
+    # first and serves a well-formed payment itself; it hands this route every other body, whose
+    # refusal this route's validation answers as always. This route also declares the endpoint
+    # in the OpenAPI document.
+    return payment_answer(request, body, body.model_dump(mode="json"))
+
+
+def payment_answer(request: Request, body: schemas.PaymentCreate, body_json: Any) -> Response:
+    """The answer to a payment whose body `schemas.PaymentCreate` accepts (`body_json` its
+    `model_dump(mode="json")`), the caller authenticated: the one home of what both edges do
+    past the body (the key, the currency, the metadata's bounds, the write and the processor
+    call, the answer). Blocking: called on a worker thread."""
     who = caller(request)
     tenant_id = who.tenant_id
     key = idempotent.header_key(request, required=True)
@@ -51,7 +63,7 @@ def create_payment(body: schemas.PaymentCreate, request: Request) -> Response:
     scope = idempotency.KeyScope(
         tenant_id=tenant_id,
         key=key,
-        request_fingerprint=idempotency.fingerprint(request.method, request.url.path, body.model_dump(mode="json")),
+        request_fingerprint=idempotency.fingerprint(request.method, request.url.path, body_json),
         now_us=started_us,
         expires_at_us=None,  # a payment moves money: its key is kept forever, like a transfer's
     )

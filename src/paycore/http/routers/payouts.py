@@ -51,6 +51,18 @@ _ADJUST_RESPONSES = {
 def schedule_payout(body: schemas.PayoutCreate, request: Request) -> Response:
     """Schedule a payout to a bank account (ACH in USD, SEPA in EUR) for `execute_on`
     (today, UTC, when absent). The amount is held on the source account at once."""
+    # The docstring above is the OpenAPI document's. `paycore.http.money.payouts` is matched
+    # first and serves a well-formed payout itself; it hands this route every other body, whose
+    # refusal this route's validation answers as always. This route also declares the endpoint
+    # in the OpenAPI document.
+    return schedule_answer(request, body, body.model_dump(mode="json"))
+
+
+def schedule_answer(request: Request, body: schemas.PayoutCreate, body_json: Any) -> Response:
+    """The answer to a payout whose body `schemas.PayoutCreate` accepts (`body_json` its
+    `model_dump(mode="json")`), the caller authenticated: the one home of what both edges do
+    past the body (the key, the write, the audit, the answer). Blocking: called on a worker
+    thread."""
     who = caller(request)
     tenant_id = who.tenant_id
     key = idempotent.header_key(request, required=True)
@@ -82,9 +94,7 @@ def schedule_payout(body: schemas.PayoutCreate, request: Request) -> Response:
         return 201, schemas.payout_json(payout, payouts.history(connection, payout))
 
     # A refusal is audited by paycore.http.refusals, as for every money-moving request.
-    return idempotent.run(
-        request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), effect=effect, keep_forever=True
-    )
+    return idempotent.run(request, tenant_id=tenant_id, key=key, body=body_json, effect=effect, keep_forever=True)
 
 
 @router.get("/v1/payouts", responses=ERRORS)
@@ -120,6 +130,15 @@ def get_payout(payout_id: str, request: Request) -> Response:
 def cancel_payout(payout_id: str, request: Request) -> Response:
     """scheduled|queued -> canceled, the hold voided. Races a worker's claim on one
     compare-and-set: exactly one wins; the loser sees why (409 with the current status)."""
+    # The docstring above is the OpenAPI document's. `paycore.http.money.payouts` is matched
+    # first and serves every cancel itself (it reads no body, as this route does not); this route
+    # declares the endpoint in the OpenAPI document.
+    return cancel_answer(request, payout_id)
+
+
+def cancel_answer(request: Request, payout_id: str) -> Response:
+    """The answer to a cancel, the caller authenticated: the one home of what both edges do (the
+    key, the compare-and-set, the answer). Blocking: called on a worker thread."""
     tenant_id, actor = caller(request).tenant_id, caller(request).actor
     key = idempotent.header_key(request, required=True)
 

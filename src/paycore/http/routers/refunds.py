@@ -45,6 +45,17 @@ _CHANGE_RESPONSES = {
 def create_refund(payment_id: str, body: schemas.RefundCreate, request: Request) -> Response:
     """Refund part or all of a succeeded payment; never more than was paid, counting every
     refund that has not failed or been canceled."""
+    # The docstring above is the OpenAPI document's. `paycore.http.money.refunds` is matched
+    # first and serves a well-formed refund itself; it hands this route every other body, whose
+    # refusal this route's validation answers as always. This route also declares the endpoint
+    # in the OpenAPI document.
+    return refund_answer(request, payment_id, body, body.model_dump(mode="json"))
+
+
+def refund_answer(request: Request, payment_id: str, body: schemas.RefundCreate, body_json: Any) -> Response:
+    """The answer to a refund whose body `schemas.RefundCreate` accepts (`body_json` its
+    `model_dump(mode="json")`), the caller authenticated: the one home of what both edges do
+    past the body (the key, the write, the answer). Blocking: called on a worker thread."""
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
 
@@ -60,9 +71,7 @@ def create_refund(payment_id: str, body: schemas.RefundCreate, request: Request)
         refund = refunds.create_refund(connection, tenant_id, new, now_us=now_us, actor=caller(request).actor)
         return 201, _with_history(connection, refund)
 
-    return idempotent.run(
-        request, tenant_id=tenant_id, key=key, body=body.model_dump(mode="json"), effect=effect, keep_forever=True
-    )
+    return idempotent.run(request, tenant_id=tenant_id, key=key, body=body_json, effect=effect, keep_forever=True)
 
 
 @router.get("/v1/payments/{payment_id}/refunds", responses=ERRORS)
