@@ -197,9 +197,43 @@ def record_api_call(
     data: dict[str, Any] | None = None,
 ) -> str:
     """The result of one API request, accepted or refused (SPEC §11 audit log)."""
-    return _insert(
-        connection,
+    event_id = ids.new_id("evt")
+    row = api_call_row(
         tenant_id,
+        event_id=event_id,
+        context=EventContext.current(),
+        object_type=object_type,
+        object_id=object_id,
+        operation=operation,
+        status=status,
+        outcome=outcome,
+        actor=actor,
+        now_us=now_us,
+        data=data,
+    )
+    write(connection, row)
+    return event_id
+
+
+def api_call_row(
+    tenant_id: str,
+    *,
+    event_id: str,
+    context: EventContext,
+    object_type: str,
+    object_id: str,
+    operation: str,
+    status: int,
+    outcome: str,
+    actor: str,
+    now_us: int,
+    data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The row `record_api_call` writes, built (pure: a data-plane phase plans it, ADR 0026)."""
+    return event_row(
+        tenant_id,
+        event_id=event_id,
+        context=context,
         kind="api_call",
         type=f"api.{operation}",
         object_type=object_type,

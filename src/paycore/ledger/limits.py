@@ -36,10 +36,15 @@ in SQL that this module cannot generate:
 - a payment's accept on the data plane (ADR 0026 step 3): PostgreSQL's `paycore_payments_accept`
   (migration 0027) checks all three on the hold's pending totals, and
   `paycore.payments.accept_repository` on SQLite with the functions here; both leave the
-  refusal to the reference path.
+  refusal to the reference path;
+- a payout's creation on the data plane (ADR 0026 step 3): PostgreSQL's `paycore_payouts_create`
+  (migration `*_payouts_create.py`) checks all three on the hold's pending totals, the overdraft
+  rule on a flagged account and on the source (the hold's guard), and
+  `paycore.payouts.create_repository` on SQLite with the functions here; both leave the refusal
+  to the reference path.
 
 `tests/integration/ledger/test_limit_copies.py` holds every copy to this module: it reads the
-functions `paycore_create_transfer` and `paycore_payments_accept` as they stand in a migrated
+functions `paycore_create_transfer`, `paycore_payments_accept` and `paycore_payouts_create` as they stand in a migrated
 PostgreSQL database (`pg_proc`), evaluates their bounds, figures and refusal conditions against
 the functions here, and runs `_APPLY_TOTALS` at the
 bound on both databases; a change to one copy without the others fails it. The invariant check

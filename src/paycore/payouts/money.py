@@ -45,13 +45,18 @@ ADJUSTMENT_LEGS: Final = {
 }
 
 
-def accounts(connection: Connection, tenant_id: str, currency: str, *, now_us: int) -> dict[str, str]:
-    """The payout system accounts' ids by code prefix, created where missing."""
-    templates = [
+def templates(currency: str) -> list[AccountTemplate]:
+    """The payout system accounts of `currency`, as `accounts` ensures them (and the data plane's
+    first payout of a tenant creates them: `create_plan.py`)."""
+    return [
         AccountTemplate(chart.code(prefix, currency), currency, normal, False)
         for prefix, normal in _NORMAL_BALANCE.items()
     ]
-    found = ledger.ensure_accounts(connection, tenant_id, templates, now_us=now_us)
+
+
+def accounts(connection: Connection, tenant_id: str, currency: str, *, now_us: int) -> dict[str, str]:
+    """The payout system accounts' ids by code prefix, created where missing."""
+    found = ledger.ensure_accounts(connection, tenant_id, templates(currency), now_us=now_us)
     return {prefix: found[chart.code(prefix, currency)].id for prefix in _NORMAL_BALANCE}
 
 

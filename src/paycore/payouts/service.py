@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from typing import Final
 
 from sqlalchemy import Connection
@@ -19,30 +18,17 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.kit import ids
 from paycore.kit.clock import day_start_us, utc_day
-from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
-from paycore.kit.money import is_amount_minor
+from paycore.kit.errors import InvalidStartingAfter
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound, CurrencyMismatch
-from paycore.lifecycle import columns, recording
+from paycore.lifecycle import recording
 from paycore.lifecycle.machine import Machine
-from paycore.payouts import lifecycle, money, repository, states, validation
+from paycore.payouts import create_plan, lifecycle, money, repository, states
 from paycore.payouts.errors import PayoutNotCancelable
 from paycore.payouts.types import Adjustment, Payout, adjustment_from_row, payout_from_row
-from paycore.payouts.validation import Beneficiary
+from paycore.payouts.types import NewPayout as NewPayout  # its home is types.py; routers import it here
 
 HISTORY_LENGTH_MAX = 100
-
-
-@dataclass(frozen=True)
-class NewPayout:
-    amount_minor: int
-    currency: str
-    source_account_id: str
-    rail: str
-    beneficiary: Beneficiary
-    execute_on: str | None = None
-    metadata: dict[str, str] = field(default_factory=dict)
-    idempotency_key: str | None = None
 
 
 # The payout's lifecycle: the console's lists, queues and counts read through it (search,
@@ -66,11 +52,7 @@ def schedule(
     """Validate, hold the amount on the source account, store the payout in `scheduled`.
     Refusals: 400s (InvalidRequest subclasses), AccountNotFound, CurrencyMismatch and
     InsufficientFunds (422, nothing stored)."""
-    if not is_amount_minor(new.amount_minor):
-        raise InvalidAmount("amount_minor must be a positive integer up to 2^53 - 1", param="amount_minor")
-    validation.check_rail(new.rail, new.currency)
-    beneficiary = validation.normalize_beneficiary(new.rail, new.beneficiary)
-    execute_on = validation.execute_on(new.execute_on, today=utc_day(now_us))
+    beneficiary, execute_on = create_plan.check_request(new, now_us)
     try:
         source = ledger.get_account(connection, tenant_id, new.source_account_id)
     except AccountNotFound as error:
@@ -81,55 +63,16 @@ def schedule(
         )
     payout_id = new_id()
     transfer_id = money.hold(connection, tenant_id, payout_id, source.id, new.amount_minor, new.currency, now_us)
-    payout = _new_payout(tenant_id, payout_id, new, beneficiary, execute_on, transfer_id, now_us)
+    payout = create_plan.new_payout(tenant_id, payout_id, new, beneficiary, execute_on, transfer_id, now_us)
     recording.create(
         connection,
         lifecycle.MACHINE,
         payout,
-        cause="payout_scheduled",
+        cause=create_plan.CAUSE,
         actor=actor,
-        data={"execute_on": execute_on, "transfer_id": transfer_id},
+        data=create_plan.birth_data(payout),
     )
     return payout  # what was inserted: no re-read
-
-
-def _new_payout(
-    tenant_id: str,
-    payout_id: str,
-    new: NewPayout,
-    beneficiary: Beneficiary,
-    execute_on: str,
-    transfer_id: str,
-    now_us: int,
-) -> Payout:
-    return Payout(
-        tenant_id=tenant_id,
-        id=payout_id,
-        idempotency_key=new.idempotency_key,
-        amount_minor=new.amount_minor,
-        currency=new.currency,
-        rail=new.rail,
-        source_account_id=new.source_account_id,
-        beneficiary_name=beneficiary.name,
-        iban=beneficiary.iban,
-        bic=beneficiary.bic,
-        routing_number=beneficiary.routing_number,
-        account_number=beneficiary.account_number,
-        execute_on=execute_on,
-        metadata=dict(new.metadata),
-        status=states.SCHEDULED,
-        failure_code=None,
-        return_code=None,
-        transfer_id=transfer_id,
-        bank_reference=None,
-        batch_id=None,
-        **columns.fresh(),
-        sent_at_us=None,
-        settled_at_us=None,
-        returned_at_us=None,
-        created_at_us=now_us,
-        updated_at_us=now_us,
-    )
 
 
 def cancel(connection: Connection, tenant_id: str, payout_id: str, *, now_us: int, actor: str) -> Payout:

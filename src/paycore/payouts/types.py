@@ -5,13 +5,29 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Row
 
 from paycore.lifecycle.columns import WorkFields
 from paycore.payouts import states
+from paycore.payouts.validation import Beneficiary
+
+
+@dataclass(frozen=True)
+class NewPayout:
+    """A payout request that passed the HTTP edge's shapes, before its own rules
+    (`create_plan.check_request`)."""
+
+    amount_minor: int
+    currency: str
+    source_account_id: str
+    rail: str
+    beneficiary: Beneficiary
+    execute_on: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ a prepared statement, a PL/pgSQL statement or a foreign key check keeps) and its
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 from collections.abc import Callable
@@ -32,13 +33,18 @@ from collections.abc import Callable
 import pytest
 
 from paycore.db.engine import Database
+from paycore.http.errors import dumps
+from paycore.idempotency.service import KeyScope, Outcome
+from paycore.kit.clock import now_us
+from paycore.payouts import create as payouts_create
+from paycore.payouts.types import NewPayout
 from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support as payouts
 from tests.integration.plans import capture
 from tests.integration.plans.explain import Read, why_history
 from tests.integration.refunds import support as refunds
 from tests.support.history import add_history
-from tests.support.payouts import funded_source
+from tests.support.payouts import ACH, funded_source
 
 TENANT = payouts.TENANT  # local mode's tenant
 COPIES = 1_000
@@ -72,6 +78,7 @@ class Flows:
             "refund": self.refund,
             "payout": self.payout,
             "payout canceled": self.payout_canceled,
+            "payout on the data plane": self.payout_data_plane,
             "credit": self.credit,
             "transfer": self.transfer,
             "transfer reversed": self.transfer_reversed,
@@ -112,6 +119,22 @@ class Flows:
         payout = payouts.schedule(self.env, payouts.ach(self.source))
         response = self.env.client.post(f"/v1/payouts/{payout['id']}/cancel", headers=_key("cancel"))
         assert response.status_code == 200 and response.json()["status"] == "canceled", response.text
+
+    def payout_data_plane(self) -> None:
+        """The payout's creating phase itself (`payouts.create`), until the route calls it."""
+        key = f"payout-dp-{next(_keys)}"
+        new = NewPayout(2_500, "USD", self.source, "ach", ACH, idempotency_key=key)
+        scope = KeyScope(TENANT, key, "f" * 64, now_us=now_us(), expires_at_us=None)
+
+        def never() -> Outcome:
+            raise AssertionError("the data plane was expected to write this payout itself")
+
+        answer = payouts_create.create(self.env.database, scope, new, actor="local", encode=dumps, reference=never)
+        assert answer.status == 201, answer
+        # canceled, so that no later flow's worker round finds it (or its history's copies) due
+        payout_id = json.loads(answer.body)["id"]
+        response = self.env.client.post(f"/v1/payouts/{payout_id}/cancel", headers=_key("cancel"))
+        assert response.status_code == 200, response.text
 
     def credit(self) -> None:
         line = {"desc": "pack", "amount_minor": 500, "currency": "USD"}
