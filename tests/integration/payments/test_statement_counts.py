@@ -41,8 +41,8 @@ BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
     ("postgres", "payment"): (18, 3),
     ("sqlite", "refund"): (33, 4),
     ("postgres", "refund"): (30, 5),
-    ("sqlite", "payout"): (58, 5),
-    ("postgres", "payout"): (54, 6),
+    ("sqlite", "payout"): (54, 5),
+    ("postgres", "payout"): (39, 5),
 }
 
 

@@ -16,18 +16,18 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.http import idempotent, paging
 from paycore.http.context import authenticate, caller
-from paycore.http.errors import json_response
+from paycore.http.errors import dumps, json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
-from paycore.payouts import adjustments, schemas, states
+from paycore.payouts import adjustments, create, create_plan, schemas, states
 from paycore.payouts import service as payouts
 from paycore.payouts.adjustments import NewAdjustment
 from paycore.payouts.service import NewPayout
 from paycore.payouts.validation import Beneficiary
 
 router = APIRouter(tags=["payouts"], dependencies=[Depends(authenticate)], route_class=JsonRoute)
-SCHEDULE = "payouts.schedule"
+SCHEDULE = create_plan.OPERATION
 
 _CREATE_RESPONSES = {
     **ERRORS,
@@ -66,6 +66,7 @@ def schedule_answer(request: Request, body: schemas.PayoutCreate, body_json: Any
     who = caller(request)
     tenant_id = who.tenant_id
     key = idempotent.header_key(request, required=True)
+    assert key is not None
     new = NewPayout(
         amount_minor=body.amount_minor,
         currency=body.currency,
@@ -93,8 +94,15 @@ def schedule_answer(request: Request, body: schemas.PayoutCreate, body_json: Any
         )
         return 201, schemas.payout_json(payout, payouts.history(connection, payout))
 
-    # A refusal is audited by paycore.http.refusals, as for every money-moving request.
-    return idempotent.run(request, tenant_id=tenant_id, key=key, body=body_json, effect=effect, keep_forever=True)
+    def reference() -> Response:
+        # A refusal is audited by paycore.http.refusals, as for every money-moving request.
+        return idempotent.run(request, tenant_id=tenant_id, key=key, body=body_json, effect=effect, keep_forever=True)
+
+    # The data plane (ADR 0026) writes a payout it can write at once; everything else (a key
+    # that exists, a refusal, a schema below its function) is the reference path's.
+    scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True)
+    answer = create.create(request.app.state.database, scope, new, actor=who.actor, encode=dumps, reference=reference)
+    return answer if isinstance(answer, Response) else idempotent.response(answer, False)
 
 
 @router.get("/v1/payouts", responses=ERRORS)
