@@ -115,11 +115,13 @@ def test_the_functions_figures_are_the_rules(database: Database) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_a_payments_accept_bounds_are_the_rules(database: Database) -> None:
-    """`paycore_payments_accept` (migration 0027) moves pending totals only: each against its
-    own delta, as `bound_before_adding` bounds it."""
+@pytest.mark.parametrize("function", ["paycore_payments_accept", "paycore_refunds_create"])
+def test_a_holds_bounds_are_the_rules(database: Database, function: str) -> None:
+    """`paycore_payments_accept` (migration 0027) and `paycore_refunds_create` (a refund's
+    creating phase) move pending totals only: each against its own delta, as
+    `bound_before_adding` bounds it."""
     with database.read() as connection:
-        source = _function_source(connection, "paycore_payments_accept")
+        source = _function_source(connection, function)
     assert _constant(source, "total_max") == TOTAL_MINOR_MAX
     assert _constant(source, "balance_max") == BALANCE_LIMIT_MINOR
     pairs = re.findall(r"\b(\w+)_minor <= total_max - delta_(\w+)", source)
@@ -131,6 +133,7 @@ def test_a_payments_accept_bounds_are_the_rules(database: Database) -> None:
 _COPIES = {
     "paycore_create_transfer": {"p_guard[i]": ":n"},
     "paycore_payments_accept": {"account.no_overdraft": "true", "account.normal_balance": ":n"},
+    "paycore_refunds_create": {"account.no_overdraft": "true", "account.normal_balance": ":n"},
 }
 
 
