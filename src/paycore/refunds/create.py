@@ -9,10 +9,12 @@ in one transaction on the writer (ADR 0008's group commit).
 
 The planner needs the payment's immutable facts (its currency and the account it credited) and,
 on SQLite, the tenant's processor clearing account: from this process's bounded caches
-(`_payment_facts`, `ledger.system_account_ids`), or one read before the write where they are
-not there (a read transaction; the write checks them again under its locks). The tenant's
-approval threshold is read by the write itself, in the ceiling's UPDATE (both databases): no
-cache to invalidate when a tenant changes it, and no statement of its own.
+(`_payment_facts`, `ledger.system_account_ids`), or read where they are not there: on
+PostgreSQL before the call on its connection (one more round trip, once per payment and
+process, no commit), on SQLite inside the write's own transaction (one or two more statements).
+The write checks them again under its locks. The tenant's approval threshold is read by the
+write itself, in the ceiling's UPDATE (both databases): no cache to invalidate when a tenant
+changes it, and no statement of its own.
 
 `reference` (today's path: `service.create_refund` inside `idempotency.run`, in one transaction
 through SQLAlchemy Core) stays the home of everything that is not a plain success written at
@@ -60,6 +62,7 @@ RenderRefusal = Callable[[DomainError], Outcome]
 # other error is raised.
 _DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC011", "40P01", "40001", "42883"})
 
+Known = tuple[PaymentFacts, str | None]  # the payment's facts, the clearing account's id (SQLite)
 PAYMENTS_CACHED_MAX = 100_000  # per database: the payments whose facts this process keeps
 _PAYMENT_FACTS: WeakKeyDictionary[Database, dict[tuple[str, str], PaymentFacts]] = WeakKeyDictionary()
 
@@ -73,9 +76,10 @@ def create_refund(
     render_refusal: RenderRefusal,
 ) -> tuple[Outcome, bool]:
     """The refund's answer, once per key: (outcome, replayed), as `idempotency.run`."""
-    plan = _plan(database, scope, request, render)
-    if plan is not None and (_call(database, plan) if database.is_postgres else _write_sqlite(database, plan)):
-        return plan.answer, False
+    write = _write_postgres if database.is_postgres else _write_sqlite
+    written = write(database, scope, request, render)
+    if written is not None:
+        return written.answer, False
     return reference(database, scope, request, render=render, render_refusal=render_refusal)
 
 
@@ -99,9 +103,8 @@ def reference(
     return idempotency.run(database, scope, effect, render_refusal)
 
 
-def _plan(database: Database, scope: KeyScope, request: RefundRequest, render: Render) -> Plan | None:
+def _plan(scope: KeyScope, request: RefundRequest, render: Render, known: Known | None) -> Plan | None:
     """The plan, or None for a request the reference path must answer (after its key)."""
-    known = _known(database, scope.tenant_id, request.payment_id)
     if known is None:
         return None
     facts, clearing_id = known
@@ -134,34 +137,38 @@ def _payment_facts(database: Database) -> dict[tuple[str, str], PaymentFacts]:
     return cache
 
 
-def _known(database: Database, tenant_id: str, payment_id: str) -> tuple[PaymentFacts, str | None] | None:
-    """The payment's facts and (SQLite) the clearing account's id: cached, else read; None
-    where the reference path must answer (no such payment, not succeeded, no clearing account)."""
+def _cached(database: Database, tenant_id: str, payment_id: str) -> Known | None:
+    """The payment's facts and (SQLite) the clearing account's id, from this process's caches."""
+    facts = _payment_facts(database).get((tenant_id, payment_id))
+    if facts is None or database.is_postgres:  # PostgreSQL's call finds the clearing account by its code
+        return None if facts is None else (facts, None)
+    clearing_id = ledger.system_account_ids(database).get(tenant_id, chart.processor_clearing(facts.currency))
+    return None if clearing_id is None else (facts, clearing_id)
+
+
+def _read(database: Database, connection: Connection, tenant_id: str, payment_id: str) -> Known | None:
+    """The payment's facts and (SQLite) the clearing account's id, read and cached; None where
+    the reference path must answer (no such payment, not succeeded, no clearing account)."""
+    payment = payments.find(connection, tenant_id, payment_id)
+    if payment is None or payment.status != ceiling.REFUNDABLE_STATUS:
+        return None
+    facts = PaymentFacts(payment.currency, payment.destination_account_id)
     cache = _payment_facts(database)
-    facts = cache.get((tenant_id, payment_id))
-    accounts = ledger.system_account_ids(database)
-    if facts is not None:
-        if database.is_postgres:  # PostgreSQL's call finds the clearing account by its code
-            return facts, None
-        cached_clearing = accounts.get(tenant_id, chart.processor_clearing(facts.currency))
-        if cached_clearing is not None:
-            return facts, cached_clearing
-    with database.read() as connection:
-        payment = payments.find(connection, tenant_id, payment_id)
-        if payment is None or payment.status != ceiling.REFUNDABLE_STATUS:
-            return None
-        facts = PaymentFacts(payment.currency, payment.destination_account_id)
-        code = chart.processor_clearing(payment.currency)
-        clearing = None if database.is_postgres else ledger.find_account_by_code(connection, tenant_id, code)
     if len(cache) >= PAYMENTS_CACHED_MAX:
         cache.clear()
     cache[(tenant_id, payment_id)] = facts
     if database.is_postgres:
         return facts, None
-    if clearing is None:
-        return None
-    accounts.put(tenant_id, {code: clearing.id})
-    return facts, clearing.id
+    code = chart.processor_clearing(payment.currency)
+    accounts = ledger.system_account_ids(database)
+    clearing_id = accounts.get(tenant_id, code)
+    if clearing_id is None:
+        clearing = ledger.find_account_by_code(connection, tenant_id, code)
+        if clearing is None:
+            return None
+        clearing_id = clearing.id
+        accounts.put(tenant_id, {code: clearing_id})
+    return facts, clearing_id
 
 
 def _forget(database: Database, plan: Plan) -> None:
@@ -170,26 +177,45 @@ def _forget(database: Database, plan: Plan) -> None:
     ledger.system_account_ids(database).forget(plan.tenant_id, [plan.clearing_code])
 
 
-def _call(database: Database, plan: Plan) -> bool:
-    """True once the call committed the refund; False, having written nothing, when the
-    reference path must decide."""
+def _write_postgres(database: Database, scope: KeyScope, request: RefundRequest, render: Render) -> Plan | None:
+    """The plan once the call committed it; None, having written nothing, when the reference
+    path must decide. A payment this process has not seen is read first, on the same
+    connection in autocommit (one more round trip, no commit)."""
+    known = _cached(database, scope.tenant_id, request.payment_id)
     with database.autocommit() as connection:
+        if known is None:
+            known = _read(database, connection, scope.tenant_id, request.payment_id)
+        plan = _plan(scope, request, render, known)
+        if plan is None:
+            return None
         try:
-            return create_repository.create_call(connection, plan)
+            return plan if create_repository.create_call(connection, plan) else None
         except DBAPIError as error:
             if is_lock_timeout(error):
                 raise idempotency.waited_too_long(error) from error
             if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
-                return False
+                return None
             raise
 
 
-def _write_sqlite(database: Database, plan: Plan) -> bool:
-    """True once the list committed the refund; False, having written nothing, when the
-    reference path must decide."""
+def _write_sqlite(database: Database, scope: KeyScope, request: RefundRequest, render: Render) -> Plan | None:
+    """The plan once the list committed it; None, having written nothing, when the reference
+    path must decide. Planned before the write where the caches know the payment; else read
+    and planned inside the write's transaction (one more statement, no transaction of its own:
+    the writer holds its lock a planner's time longer)."""
+    cached = _plan(scope, request, render, _cached(database, scope.tenant_id, request.payment_id))
+
+    def write(connection: Connection) -> Plan | None:
+        plan = cached
+        if plan is None:
+            plan = _plan(scope, request, render, _read(database, connection, scope.tenant_id, request.payment_id))
+        if plan is None:
+            return None
+        return plan if create_repository.write_statements(connection, plan) else None
+
     try:
-        return database.transaction(lambda connection: create_repository.write_statements(connection, plan))
+        return database.transaction(write)
     except Refused as refused:
         if refused.stale:
-            _forget(database, plan)
-        return False
+            _forget(database, refused.plan)
+        return None

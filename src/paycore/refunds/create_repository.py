@@ -30,9 +30,9 @@ class Refused(Exception):
     path decide). `stale`: a cached fact the plan used (the payment's, the clearing account's
     id) is not this database's (forget them), rather than a refusal of this request."""
 
-    def __init__(self, message: str, *, stale: bool = False) -> None:
+    def __init__(self, plan: Plan, message: str, *, stale: bool = False) -> None:
         super().__init__(message)
-        self.stale = stale
+        self.plan, self.stale = plan, stale
 
 
 # ------------------------------------------------------------------ PostgreSQL: one call
@@ -261,9 +261,9 @@ def _reserve(connection: Connection, plan: Plan) -> None:
         ),
     )
     if not rows:
-        raise Refused(f"payment {refund.payment_id}: not refundable here (status, ceiling or approval)")
+        raise Refused(plan, f"payment {refund.payment_id}: not refundable here (status, ceiling or approval)")
     if tuple(rows[0]) != (refund.currency, plan.destination_entry.account_id):
-        raise Refused(f"payment {refund.payment_id} is not the one the plan expects", stale=True)
+        raise Refused(plan, f"payment {refund.payment_id} is not the one the plan expects", stale=True)
 
 
 def _apply(connection: Connection, plan: Plan, entry: PlannedEntry) -> int:
@@ -285,7 +285,7 @@ def _apply(connection: Connection, plan: Plan, entry: PlannedEntry) -> int:
     )
     clearing = entry is plan.clearing_entry
     if not rows:
-        raise Refused(f"{entry.account_id}: missing, or past the range of a total", stale=clearing)
+        raise Refused(plan, f"{entry.account_id}: missing, or past the range of a total", stale=clearing)
     code, currency, normal_balance, no_overdraft, system, *figures, entries_count = rows[0]
     if clearing and (code, currency, normal_balance, bool(system)) != (
         plan.clearing_code,
@@ -293,9 +293,9 @@ def _apply(connection: Connection, plan: Plan, entry: PlannedEntry) -> int:
         "debit",
         True,
     ):
-        raise Refused(f"{entry.account_id} is not the clearing account the plan expects", stale=True)
+        raise Refused(plan, f"{entry.account_id} is not the clearing account the plan expects", stale=True)
     if currency != plan.refund.currency or (not clearing and code == plan.clearing_code):
-        raise Refused(f"{entry.account_id} is not an account this refund can hold on")
+        raise Refused(plan, f"{entry.account_id} is not an account this refund can hold on")
     after = Totals(*figures)
     before = Totals(
         after.debits_posted_minor,
@@ -304,9 +304,9 @@ def _apply(connection: Connection, plan: Plan, entry: PlannedEntry) -> int:
         after.credits_pending_minor - delta.credits_pending_minor,
     )
     if grows_past(before, after, normal_balance) is not None:
-        raise Refused(f"{entry.account_id} would pass the balance limit")
+        raise Refused(plan, f"{entry.account_id} would pass the balance limit")
     if no_overdraft and breaks_no_overdraft(after, normal_balance):
-        raise Refused(f"{entry.account_id} would be overdrawn")
+        raise Refused(plan, f"{entry.account_id} would be overdrawn")
     return int(entries_count)
 
 
