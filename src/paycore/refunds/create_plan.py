@@ -57,8 +57,9 @@ def needs_approval(refunded_minor: int, threshold_minor: int | None) -> bool:
     ceiling's reservation left it) add up to more than the tenant's threshold. The sum comes
     from the same atomic UPDATE that reserved this refund, so two refunds made at once in any
     processes are serialised on the payment row, and the second sees the first. Copied, as a
-    condition of that UPDATE, by the data plane's write (`create_repository.py`, migration
-    0028's `paycore_refunds_create`)."""
+    condition of that UPDATE, by the data plane's write (`create_repository.py`, and
+    `paycore_refunds_create` in its migration); `test_create_data_plane.py` holds the copies to
+    this rule around the threshold."""
     return threshold_minor is not None and refunded_minor > threshold_minor
 
 

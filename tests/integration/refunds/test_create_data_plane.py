@@ -315,7 +315,7 @@ def test_a_bad_amount_is_the_reference_paths(database: Database, reference: Refe
     assert reference.calls == 1 and row_counts(database)["idempotency_keys"] == 0
 
 
-@pytest.mark.parametrize("threshold_minor", [0, 99, 150])
+@pytest.mark.parametrize("threshold_minor", [0, 99, 100, 150, 199, 200])
 def test_a_refund_that_needs_approval_is_the_reference_paths(
     database: Database, reference: Reference, threshold_minor: int
 ) -> None:
