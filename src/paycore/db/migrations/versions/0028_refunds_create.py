@@ -2,7 +2,7 @@
 step 3, issue 39).
 
 Creating a refund (`POST /v1/payments/{id}/refunds`: `paycore.refunds.service.create_refund`
-inside `idempotency.run`) was thirteen statements through SQLAlchemy Core in one transaction:
+inside `idempotency.run`) was twelve statements through SQLAlchemy Core in one transaction:
 the key's claim, the tenant's settings (the approval threshold), the ceiling's conditional
 UPDATE of the payment, the clearing account's read, the pending transfer, the two accounts'
 totals, the entries, the refund, its birth event, the events' read back (the answer's history)
