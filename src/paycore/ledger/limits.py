@@ -41,13 +41,18 @@ in SQL that this module cannot generate:
   (migration `*_payouts_create.py`) checks all three on the hold's pending totals, the overdraft
   rule on a flagged account and on the source (the hold's guard), and
   `paycore.payouts.create_repository` on SQLite with the functions here; both leave the refusal
-  to the reference path.
+  to the reference path;
+- a refund's creating phase on the data plane (ADR 0026 step 3): PostgreSQL's
+  `paycore_refunds_create` checks all three on the hold's pending totals, and
+  `paycore.refunds.create_repository` on SQLite with the functions here; both leave the
+  refusal to the reference path.
 
 `tests/integration/ledger/test_limit_copies.py` holds every copy to this module: it reads the
-functions `paycore_create_transfer`, `paycore_payments_accept` and `paycore_payouts_create` as they stand in a migrated
-PostgreSQL database (`pg_proc`), evaluates their bounds, figures and refusal conditions against
-the functions here, and runs `_APPLY_TOTALS` at the
-bound on both databases; a change to one copy without the others fails it. The invariant check
+functions `paycore_create_transfer`, `paycore_payments_accept`, `paycore_payouts_create` and
+`paycore_refunds_create` as they stand in a migrated PostgreSQL database (`pg_proc`), evaluates
+their bounds, figures and refusal conditions against the functions here, and runs
+`_APPLY_TOTALS` at the bound on both databases; a change to one copy without the others fails
+it. The invariant check
 `balance_over_max` (`paycore.invariants.checks`) reports accounts already past the limit, with
 BALANCE_LIMIT_MINOR as its bound (checked by the same test).
 """

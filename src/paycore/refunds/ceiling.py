@@ -9,7 +9,7 @@ first's row lock and re-checks the condition on the committed row; on SQLite wri
 serialised (tests/e2e/test_refund_race_processes.py). `release` gives an amount back when a
 refund fails or is canceled, in the transaction of that change (`refunds/lifecycle.py`).
 What `reserve` returns, the payment row after this refund's amount was added, also decides
-whether the refund needs approval (`service.needs_approval`): the sum comes from the same
+whether the refund needs approval (`create_plan.needs_approval`): the sum comes from the same
 atomic step, never from a read that a concurrent refund could overtake.
 
 Why the statement is here and the table is reached through payments' service: the rule is

@@ -18,20 +18,29 @@ from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.payments.types import Payment
 
 
+def hold_spec(
+    currency: str, destination_account_id: str, refund_id: str, amount_minor: int, clearing_account_id: str
+) -> TransferSpec:
+    """The refund's pending transfer: the account the payment credited debited, the processor's
+    clearing account credited (the one home of its shape: `hold` writes it, the data plane's
+    planner, `create_plan.py`, plans it)."""
+    return TransferSpec(
+        entries=(
+            EntrySpec(destination_account_id, "debit", amount_minor),
+            EntrySpec(clearing_account_id, "credit", amount_minor),
+        ),
+        pending=True,
+        currency=currency,
+        reference_type="refund",
+        reference_id=refund_id,
+        owner_id=refund_id,
+    )
+
+
 def hold(connection: Connection, payment: Payment, refund_id: str, amount_minor: int, *, now_us: int) -> str:
     """The refund's pending transfer, from the account the payment credited back to the
     processor's clearing account; its id."""
     clearing = ledger.find_account_by_code(connection, payment.tenant_id, chart.processor_clearing(payment.currency))
     assert clearing is not None, "a succeeded payment's clearing account exists"
-    spec = TransferSpec(
-        entries=(
-            EntrySpec(payment.destination_account_id, "debit", amount_minor),
-            EntrySpec(clearing.id, "credit", amount_minor),
-        ),
-        pending=True,
-        currency=payment.currency,
-        reference_type="refund",
-        reference_id=refund_id,
-        owner_id=refund_id,
-    )
+    spec = hold_spec(payment.currency, payment.destination_account_id, refund_id, amount_minor, clearing.id)
     return ledger.create_transfer(connection, payment.tenant_id, spec, now_us=now_us).id

@@ -10,7 +10,9 @@ merchant's available balance never includes money that is on its way back to a c
 
 Four eyes by sum: the same reservation returns what the payment's holding refunds add up to
 with this one, and a refund waits in `requires_approval` when that passes the tenant's
-threshold (`needs_approval`), so splitting a refund in pieces never avoids a second person.
+threshold (`create_plan.needs_approval`), so splitting a refund in pieces never avoids a second
+person. The request's rules and the refund's birth row live in `create_plan.py`, the data
+plane's planner (ADR 0026), and are called from here.
 
 Both the HTTP API and the replay entry point (`paycore.refunds.handle`) call these functions;
 they differ only in how ids are made and how results are rendered.
@@ -26,15 +28,13 @@ from sqlalchemy import Connection
 
 from paycore.audit import service as audit
 from paycore.kit import ids
-from paycore.kit.errors import InvalidAmount, InvalidStartingAfter
-from paycore.kit.money import is_amount_minor
-from paycore.lifecycle import columns, recording
+from paycore.kit.errors import InvalidStartingAfter
+from paycore.lifecycle import recording
 from paycore.lifecycle.machine import Machine
 from paycore.operators import service as operators
 from paycore.payments import service as payments
 from paycore.payments.errors import PaymentNotFound
-from paycore.payments.types import Payment
-from paycore.refunds import ceiling, lifecycle, money, repository, states
+from paycore.refunds import ceiling, create_plan, lifecycle, money, repository, states
 from paycore.refunds.errors import OverRefund, PaymentNotRefundable, RefundStateConflict
 from paycore.refunds.types import Refund, Totals, refund_from_row
 
@@ -72,8 +72,7 @@ def create_refund(
 ) -> Refund:
     """Reserve the amount on the payment, then store the refund and its pending transfer.
     Refusals: PaymentNotFound, PaymentNotRefundable (not succeeded), OverRefund (nothing stored)."""
-    if not is_amount_minor(new.amount_minor):
-        raise InvalidAmount("amount_minor must be a positive integer up to 2^53 - 1", param="amount_minor")
+    create_plan.check_amount(new.amount_minor)
     payment = ceiling.reserve(connection, tenant_id, new.payment_id, new.amount_minor)
     if payment is None:  # why not: read it (nothing was written)
         current = payments.find(connection, tenant_id, new.payment_id)
@@ -90,38 +89,23 @@ def create_refund(
             refundable_minor=refundable,
         )
     refund_id = new_id()
-    status = states.REQUIRES_APPROVAL if needs_approval(payment, new.approval_threshold_minor) else states.PENDING
+    waits = create_plan.needs_approval(payment.refunded_minor, new.approval_threshold_minor)
     transfer_id = money.hold(connection, payment, refund_id, new.amount_minor, now_us=now_us)
-    refund = Refund(
-        tenant_id=tenant_id,
-        id=refund_id,
+    refund = create_plan.new_refund(
+        None,
+        tenant_id,
+        refund_id,
         payment_id=new.payment_id,
-        idempotency_key=new.idempotency_key,
         amount_minor=new.amount_minor,
         currency=payment.currency,
         reason=new.reason,
-        status=status,
-        failure_code=None,
-        processor_request_id=refund_id,  # stable: every call about this refund sends it
-        processor_reference=None,
+        status=states.REQUIRES_APPROVAL if waits else states.PENDING,
         transfer_id=transfer_id,
-        **columns.fresh(next_attempt_at_us=now_us if status == states.PENDING else None),
-        created_at_us=now_us,
-        updated_at_us=now_us,
+        now_us=now_us,
+        idempotency_key=new.idempotency_key,
     )
-    recording.create(connection, lifecycle.MACHINE, refund, cause="refund_requested", actor=actor)
+    recording.create(connection, lifecycle.MACHINE, refund, cause=create_plan.CAUSE, actor=actor)
     return refund  # what was inserted: no re-read
-
-
-def needs_approval(reserved: Payment, threshold_minor: int | None) -> bool:
-    """Four eyes by sum: a refund waits for a person when the payment's refunds that hold
-    their amount (every one not failed or canceled, this one included) add up to more than the
-    tenant's threshold. `reserved` is the payment as `ceiling.reserve` left it, so its
-    `refunded_minor` is that sum, read in the same atomic UPDATE that reserved this refund: two
-    refunds made at once in any processes are serialised on the payment row, and the second
-    sees the first (never both below the threshold when together they pass it). For a first
-    refund the sum is its own amount: "more than the threshold", as always."""
-    return threshold_minor is not None and reserved.refunded_minor > threshold_minor
 
 
 def approve(connection: Connection, tenant_id: str, refund_id: str, *, actor: str, now_us: int) -> Refund:

@@ -115,11 +115,11 @@ def test_the_functions_figures_are_the_rules(database: Database) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-@pytest.mark.parametrize("function", ["paycore_payments_accept", "paycore_payouts_create"])
+@pytest.mark.parametrize("function", ["paycore_payments_accept", "paycore_payouts_create", "paycore_refunds_create"])
 def test_a_holds_bounds_are_the_rules(database: Database, function: str) -> None:
-    """`paycore_payments_accept` (migration 0027) and `paycore_payouts_create` (a payout's
-    creation) move pending totals only: each against its own delta, as `bound_before_adding`
-    bounds it."""
+    """`paycore_payments_accept` (migration 0027), `paycore_payouts_create` (a payout's
+    creation) and `paycore_refunds_create` (a refund's creating phase) move pending totals
+    only: each against its own delta, as `bound_before_adding` bounds it."""
     with database.read() as connection:
         source = _function_source(connection, function)
     assert _constant(source, "total_max") == TOTAL_MINOR_MAX
@@ -135,6 +135,7 @@ _COPIES = {
     "paycore_payments_accept": {"account.no_overdraft": "true", "account.normal_balance": ":n"},
     # `guarded`: the account's flag, or the payout's source (the hold's guard)
     "paycore_payouts_create": {"guarded": "true", "account.normal_balance": ":n"},
+    "paycore_refunds_create": {"account.no_overdraft": "true", "account.normal_balance": ":n"},
 }
 
 

@@ -39,8 +39,8 @@ PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
     ("sqlite", "payment"): (28, 3),
     ("postgres", "payment"): (18, 3),
-    ("sqlite", "refund"): (33, 4),
-    ("postgres", "refund"): (30, 5),
+    ("sqlite", "refund"): (30, 4),
+    ("postgres", "refund"): (20, 4),
     ("sqlite", "payout"): (54, 5),
     ("postgres", "payout"): (39, 5),
 }

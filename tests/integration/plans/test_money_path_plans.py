@@ -1,6 +1,7 @@
 """No statement of the money path scans the tenant's history, on either database (ADR 0027).
 
-A payment (answered, replayed, answered late and resolved by the worker), a refund, a payout
+A payment (answered, replayed, answered late and resolved by the worker), a refund (and its
+creating phase on the data plane, called below the route), a payout
 (settled, and canceled), a credit and ledger transfers (a transfer, reversed, a batch, a hold
 posted, a hold voided) run through the API and
 the worker's jobs, as a user runs them, on a database holding a long history of the tenant:
@@ -33,11 +34,15 @@ from collections.abc import Callable
 import pytest
 
 from paycore.db.engine import Database
-from paycore.http.errors import dumps
+from paycore.http.errors import dumps, render_refusal
 from paycore.idempotency.service import KeyScope, Outcome
+from paycore.kit import actors
 from paycore.kit.clock import now_us
 from paycore.payouts import create as payouts_create
 from paycore.payouts.types import NewPayout
+from paycore.refunds import create as refunds_create
+from paycore.refunds.create_plan import RefundRequest
+from paycore.refunds.schemas import refund_json
 from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support as payouts
 from tests.integration.plans import capture
@@ -76,6 +81,7 @@ class Flows:
             "payment replayed": self.payment_replayed,
             "payment answered late": self.payment_answered_late,
             "refund": self.refund,
+            "refund on the data plane": self.refund_data_plane,
             "payout": self.payout,
             "payout canceled": self.payout_canceled,
             "payout on the data plane": self.payout_data_plane,
@@ -108,6 +114,25 @@ class Flows:
         assert response.status_code == 201, response.text
         refunds.created(self.env, response.json()["id"], 400)
         assert refunds.send(self.env) == 1
+        self.env.deliver()
+
+    def refund_data_plane(self) -> None:
+        """A refund's creating phase on the data plane (ADR 0026), below the route (which does not
+        call it yet): the payment read where this process has not seen it, then the one call or
+        the fixed list."""
+        response = self.env.pay(self.merchant)
+        assert response.status_code == 201, response.text
+        scope = KeyScope(TENANT, f"plane-{next(_keys)}", "f" * 64, now_us=now_us(), expires_at_us=None)
+        request = RefundRequest(response.json()["id"], 400, None, actors.LOCAL)
+        outcome, replayed = refunds_create.create_refund(
+            self.env.database,
+            scope,
+            request,
+            render=lambda refund, history: dumps(refund_json(refund, history)),
+            render_refusal=render_refusal,
+        )
+        assert outcome.status == 201 and not replayed and '"status":"pending"' in outcome.body, outcome
+        assert refunds.send(self.env) == 1  # sent and settled as the route's refund is: none left due
         self.env.deliver()
 
     def payout(self) -> None:

@@ -13,16 +13,15 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.http import idempotent, paging
 from paycore.http.context import authenticate, caller
-from paycore.http.errors import json_response
+from paycore.http.errors import dumps, json_response, render_refusal
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
 from paycore.payments import service as payments
-from paycore.refunds import schemas, states
+from paycore.refunds import create, schemas, states
 from paycore.refunds import service as refunds
-from paycore.refunds.service import NewRefund
+from paycore.refunds.create_plan import RefundRequest
 from paycore.refunds.types import Refund
-from paycore.tenants import settings as tenant_settings
 
 router = APIRouter(tags=["refunds"], dependencies=[Depends(authenticate)], route_class=JsonRoute)
 
@@ -58,20 +57,16 @@ def refund_answer(request: Request, payment_id: str, body: schemas.RefundCreate,
     past the body (the key, the write, the answer). Blocking: called on a worker thread."""
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
-
-    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        threshold = tenant_settings.get(connection, tenant_id).refund_approval_threshold_minor
-        new = NewRefund(
-            payment_id=payment_id,
-            amount_minor=body.amount_minor,
-            reason=body.reason,
-            idempotency_key=key,
-            approval_threshold_minor=threshold,
-        )
-        refund = refunds.create_refund(connection, tenant_id, new, now_us=now_us, actor=caller(request).actor)
-        return 201, _with_history(connection, refund)
-
-    return idempotent.run(request, tenant_id=tenant_id, key=key, body=body_json, effect=effect, keep_forever=True)
+    assert key is not None
+    key_scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True)
+    outcome, replayed = create.create_refund(
+        request.app.state.database,
+        key_scope,
+        RefundRequest(payment_id, body.amount_minor, body.reason, caller(request).actor),
+        render=lambda refund, history: dumps(schemas.refund_json(refund, history)),
+        render_refusal=render_refusal,
+    )
+    return idempotent.response(outcome, replayed)
 
 
 @router.get("/v1/payments/{payment_id}/refunds", responses=ERRORS)
