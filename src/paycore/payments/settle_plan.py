@@ -108,8 +108,8 @@ class Plan:
 
 
 def accepted_history(payment: Payment, actor: str) -> tuple[HistoryEntry, ...]:
-    """The state changes the accept phase wrote (`service._insert_payment`, through
-    `recording.create`): the payment's birth in `processing`, at its creation, by its actor."""
+    """The state changes the accept phase wrote (`accept_plan.py`'s event row, or the reference
+    path's `recording.create`): the payment's birth in `processing`, at its creation, by its actor."""
     assert payment.status == states.PROCESSING and payment.updated_at_us == payment.created_at_us, payment
     birth = HistoryEntry(
         "state_change", None, MACHINE.public(states.PROCESSING), accept_plan.CAUSE, actor, payment.created_at_us
