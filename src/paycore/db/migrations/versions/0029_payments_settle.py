@@ -29,8 +29,8 @@ reference path where it does not exist yet (SQLSTATE 42883), so OLDEST_COMPATIBL
 stays 0023. Downgrade drops it. SQLite: nothing (its statements are
 `paycore.payments.settle_repository`'s).
 
-Revision ID: 0028
-Revises: 0027
+Revision ID: 0029
+Revises: 0028
 Create Date: 2026-12-06 08:00:00
 """
 
@@ -38,8 +38,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0028"
-down_revision = "0027"
+revision = "0029"
+down_revision = "0028"
 branch_labels = None
 depends_on = None
 
