@@ -29,8 +29,8 @@ reference path where it does not exist yet (SQLSTATE 42883), so OLDEST_COMPATIBL
 stays 0023. Downgrade drops it. SQLite: nothing (its statements are
 `paycore.payments.settle_repository`'s).
 
-Revision ID: 0029
-Revises: 0028
+Revision ID: 0030
+Revises: 0029
 Create Date: 2026-12-06 08:00:00
 """
 
@@ -38,8 +38,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0029"
-down_revision = "0028"
+revision = "0030"
+down_revision = "0029"
 branch_labels = None
 depends_on = None
 
