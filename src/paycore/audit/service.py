@@ -137,12 +137,47 @@ def record_processor_call(
 ) -> str:
     """One call to the processor: what was sent, what came back (or the error), how long it
     took, and (for payouts) which attempt it was."""
+    row = processor_call_row(
+        tenant_id,
+        event_id=ids.new_id("evt"),
+        context=EventContext.current(),
+        object_type=object_type,
+        object_id=object_id,
+        operation=operation,
+        request=request,
+        outcome=outcome,
+        latency_ms=latency_ms,
+        actor=actor,
+        now_us=now_us,
+        attempt=attempt,
+    )
+    write(connection, row)
+    return str(row["id"])
+
+
+def processor_call_row(
+    tenant_id: str,
+    *,
+    event_id: str,
+    context: EventContext,
+    object_type: str,
+    object_id: str,
+    operation: str,
+    request: dict[str, Any],
+    outcome: dict[str, Any],
+    latency_ms: int,
+    actor: str,
+    now_us: int,
+    attempt: int | None = None,
+) -> dict[str, Any]:
+    """The row `record_processor_call` writes, built (pure: a data-plane phase plans it, ADR 0026)."""
     data: dict[str, Any] = {"request": request, "response": outcome, "latency_ms": latency_ms}
     if attempt is not None:
         data["attempt"] = attempt
-    return _insert(
-        connection,
+    return event_row(
         tenant_id,
+        event_id=event_id,
+        context=context,
         kind="processor_call",
         type=f"processor.{operation}",
         object_type=object_type,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection
@@ -244,6 +245,14 @@ def load_account_facts(connection: Connection, tenant_id: str, account_ids: Iter
             _FACTS.put(tenant_id, account)
             found[account_id] = account
     return found
+
+
+def remember_accounts(tenant_id: str, rows: Iterable[Any]) -> None:
+    """Put accounts a write returned whole (rows with the table's column names as attributes:
+    a payment's settle phase returns its hold's two) into this process's cache of facts, as
+    `load_account_facts` would have put them after reading them."""
+    for row in rows:
+        _FACTS.put(tenant_id, account_from_row(row))
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from paycore.ledger.accounts import (
     get_account,
     list_accounts,
     load_account_facts,
+    remember_accounts,
     system_account_ids,
 )
 from paycore.ledger.errors import (
@@ -108,6 +109,7 @@ __all__ = [
     "list_entries",
     "post_pending",
     "recomputed_totals",
+    "remember_accounts",
     "reverse_transfer",
     "settle_pending",
     "system_account_ids",

@@ -112,6 +112,35 @@ def record(
     )
 
 
+def event_row(
+    tenant_id: str,
+    *,
+    object_type: str,
+    object_id: str,
+    call: Call[Any],
+    attempt: int | None,
+    actor: str,
+    now_us: int,
+    event_id: str,
+    context: audit.EventContext,
+) -> dict[str, Any]:
+    """The row `record` writes, built (pure): what a data-plane phase plans (ADR 0026)."""
+    return audit.processor_call_row(
+        tenant_id,
+        event_id=event_id,
+        context=context,
+        object_type=object_type,
+        object_id=object_id,
+        operation=call.operation,
+        request=call.request,
+        outcome=call.outcome,
+        latency_ms=call.latency_ms,
+        actor=actor,
+        now_us=now_us,
+        attempt=attempt,
+    )
+
+
 def _no_answer(operation: str, error_type: str, latency_ms: int, ids: Mapping[str, str] | None) -> None:
     # The error's type only: its message may quote whatever the processor or bank sent back.
     log.warning(

@@ -8,12 +8,12 @@ original request's idempotency key in the same transaction."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field
 
-from paycore.audit.schemas import history_json
-from paycore.audit.service import Event
+from paycore.audit.schemas import HistoryItem, history_json
 from paycore.idempotency.service import Outcome
 from paycore.kit.clock import to_rfc3339
 from paycore.payments import states
@@ -70,12 +70,12 @@ def payment_object(payment: Payment) -> dict[str, Any]:
     }
 
 
-def payment_json(payment: Payment, history: list[Event]) -> dict[str, Any]:
+def payment_json(payment: Payment, history: Sequence[HistoryItem]) -> dict[str, Any]:
     """The payment with its state changes (oldest first), last."""
     return {**payment_object(payment), "history": history_json(history)}
 
 
-def creation_outcome(payment: Payment, history: list[Event]) -> Outcome:
+def creation_outcome(payment: Payment, history: Sequence[HistoryItem]) -> Outcome:
     """201 succeeded, 402 failed (a decline: the payment plus the error fields), 202 otherwise."""
     body = payment_json(payment, history)
     if payment.status == states.FAILED:

@@ -38,16 +38,17 @@ from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound
 from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.lifecycle import recording
+from paycore.lifecycle.calls import Call
 from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.machine import Machine
 from paycore.lifecycle.store import set_values
-from paycore.payments import accept, accept_plan, jobs, lifecycle, repository, states
+from paycore.payments import accept, accept_plan, jobs, lifecycle, repository, settle, settle_plan, states
 from paycore.payments.errors import CurrencyNotAccepted
 from paycore.payments.models import payments
 from paycore.payments.schemas import HISTORY_LENGTH_MAX, payment_json
 from paycore.payments.types import NewPayment, Payment, new_payment, payment_from_row
-from paycore.processor.port import Processor
+from paycore.processor.port import ChargeResult, Processor
 
 _POLL_MS = 25
 
@@ -93,47 +94,66 @@ def create_payment(
     if started is None:
         return _await_answer(database, scope, timings.wait_ms), True
     call = jobs.charge(processor, started)
-
-    def finish(connection: Connection) -> Outcome:
-        now = clock_now_us()
-        payment = lifecycle.MACHINE.load(connection, started.tenant_id, started.id, for_update=True)
-        record_call(
-            connection,
-            payment.tenant_id,
-            object_type="payment",
-            object_id=payment.id,
-            call=call,
-            attempt=None,
-            actor=new.actor,
-            now_us=now,
-        )
-        # No answer (in_doubt) or `pending`: the resolver asks soon; a webhook may come first.
-        due = {NEXT_ATTEMPT_AT_US: now + timings.first_retry_ms * 1000}
-        applied = lifecycle.MACHINE.apply_evidence(
-            connection,
-            payment,
-            call.evidence,
-            cause="processor_answer",
-            actor=new.actor,
-            now_us=now,
-            values=due,
-        )
-        if not applied.changed and applied.item.status in states.UNRESOLVED:
-            set_values(connection, payments, payment.tenant_id, payment.id, due)
-        if applied.changed or applied.item.status == states.PROCESSING:
-            settled = lifecycle.settle_creation_response(connection, applied.item)
-            if settled is not None:
-                return settled  # recorded in this transaction: no read back
-        answer = idempotency.recorded(connection, scope)
-        assert answer is not None, "the payment's answer was settled in this transaction or before it"
-        return answer
-
     try:
-        return database.transaction(finish), False
+        # The common case on the data plane (`settle.py`); everything else through `finish`.
+        answer = settle.settle(database, started, call, actor=new.actor)
+        if answer is None:
+            first_retry_ms = timings.first_retry_ms
+            answer = database.transaction(
+                lambda connection: finish(
+                    connection, scope, started, call, actor=new.actor, first_retry_ms=first_retry_ms
+                )
+            )
+        return answer, False
     except DatabaseUnavailable as error:
         # Step 1 committed and the processor was called: the payment's outcome is not known to
         # the client, and the resolver settles it once the database is back.
         raise CommitOutcomeUnknown(f"the payment was created but its answer could not be recorded: {error}") from error
+
+
+def finish(
+    connection: Connection,
+    scope: KeyScope,
+    started: Payment,
+    call: Call[ChargeResult],
+    *,
+    actor: str,
+    first_retry_ms: int,
+) -> Outcome:
+    """Step 3 on the reference path (the payment's lifecycle through SQLAlchemy Core), in the
+    caller's transaction: what `settle.py` leaves to it, and whatever the payment is by now."""
+    now = clock_now_us()
+    payment = lifecycle.MACHINE.load(connection, started.tenant_id, started.id, for_update=True)
+    record_call(
+        connection,
+        payment.tenant_id,
+        object_type="payment",
+        object_id=payment.id,
+        call=call,
+        attempt=None,
+        actor=actor,
+        now_us=now,
+    )
+    # No answer (in_doubt) or `pending`: the resolver asks soon; a webhook may come first.
+    due = {NEXT_ATTEMPT_AT_US: now + first_retry_ms * 1000}
+    applied = lifecycle.MACHINE.apply_evidence(
+        connection,
+        payment,
+        call.evidence,
+        cause=settle_plan.CAUSE,
+        actor=actor,
+        now_us=now,
+        values=due,
+    )
+    if not applied.changed and applied.item.status in states.UNRESOLVED:
+        set_values(connection, payments, payment.tenant_id, payment.id, due)
+    if applied.changed or applied.item.status == states.PROCESSING:
+        settled = lifecycle.settle_creation_response(connection, applied.item)
+        if settled is not None:
+            return settled  # recorded in this transaction: no read back
+    answer = idempotency.recorded(connection, scope)
+    assert answer is not None, "the payment's answer was settled in this transaction or before it"
+    return answer
 
 
 def _start(

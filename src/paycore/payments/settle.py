@@ -1,0 +1,97 @@
+"""A payment's second phase, *settle*, on the data plane (ADR 0026 step 3): plan, then one write.
+
+After the processor answered the creating request's call, the planner (`settle_plan.py`) makes
+every row of the phase and the answer; the write is one prepared call of
+`paycore_payments_settle` on PostgreSQL (the migration `*_payments_settle.py`, in autocommit:
+it commits a success only) or the fixed list of `settle_repository.py` on SQLite, in one
+transaction on the writer (ADR 0008's group commit).
+
+The reference path (`service.create_payment`'s `finish`: the payment's lifecycle through
+SQLAlchemy Core) stays the home of everything else, and `settle` answers None, having written
+nothing, for it to decide: an answer that is not `succeeded` or `failed` for the payment as sent
+(pending, no answer: the in-doubt path; a refusal; a mismatch), a payment moved first (a webhook
+or the resolver won the compare-and-set: the reference path records the call and replays the
+recorded answer), a refused write, and a PostgreSQL schema without the function (SQLSTATE 42883).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.exc import DBAPIError
+
+from paycore.audit.service import EventContext
+from paycore.db.engine import Database, is_lock_timeout
+from paycore.idempotency import service as idempotency
+from paycore.idempotency.service import Outcome
+from paycore.kit import ids
+from paycore.kit.clock import now_us as clock_now_us
+from paycore.ledger import service as ledger
+from paycore.lifecycle.calls import Call
+from paycore.payments import settle_plan, settle_repository
+from paycore.payments.settle_plan import NewIds, Plan
+from paycore.payments.types import Payment
+from paycore.processor.port import ChargeResult
+
+# What the call may answer with, having written nothing, for the reference path to decide: its
+# refusals (the ledger's PC001-PC003, PC004: the hold or the key settled already), a deadlock, a
+# serialization failure, and a schema without the function (this code runs from
+# OLDEST_COMPATIBLE_REVISION on). Any other error (PC009: the hold is not the payment's) is raised.
+_DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC004", "40P01", "40001", "42883"})
+
+
+def settle(database: Database, accepted: Payment, call: Call[ChargeResult], *, actor: str) -> Outcome | None:
+    """The creating request's answer once this phase wrote it; None, having written nothing,
+    where the reference path must decide. `accepted` is the payment as the accept phase wrote
+    it (`processing`), `actor` the request's. Raises DatabaseUnavailable as a transaction does."""
+    plan = settle_plan.plan_settle(
+        accepted,
+        call,
+        history=settle_plan.accepted_history(accepted, actor),
+        actor=actor,
+        now_us=clock_now_us(),
+        new_ids=_new_ids(),
+        context=EventContext.current(),
+    )
+    if plan is None:
+        return None
+    accounts = _call(database, plan) if database.is_postgres else _write_sqlite(database, plan)
+    if accounts is None:
+        return None
+    # The hold's accounts as written: a later flow of this payment (a refund) finds their facts
+    # cached, as the reference path's read of them left them.
+    ledger.remember_accounts(accepted.tenant_id, accounts)
+    return plan.answer
+
+
+def _new_ids() -> NewIds:
+    # In the reference path's order (the call's event before the state event, the clearing
+    # account's entry before the destination's): ids made in one process increase.
+    return NewIds(
+        call_event_id=ids.new_id("evt"),
+        resolution_id=ids.new_id("txn"),
+        debit_entry_id=ids.new_id("ent"),
+        credit_entry_id=ids.new_id("ent"),
+        state_event_id=ids.new_id("evt"),
+    )
+
+
+def _call(database: Database, plan: Plan) -> settle_repository.Accounts | None:
+    """The hold's accounts once the call committed the phase; None, having written nothing,
+    when the reference path must decide."""
+    with database.autocommit() as connection:
+        try:
+            return settle_repository.settle_call(connection, plan)
+        except DBAPIError as error:
+            if is_lock_timeout(error):
+                raise idempotency.waited_too_long(error) from error
+            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+                return None
+            raise
+
+
+def _write_sqlite(database: Database, plan: Plan) -> settle_repository.Accounts | None:
+    """The hold's accounts once the list committed the phase; None, having written nothing,
+    when the reference path must decide."""
+    try:
+        return database.transaction(lambda connection: settle_repository.write_statements(connection, plan))
+    except settle_repository.Refused:
+        return None

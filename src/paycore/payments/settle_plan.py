@@ -1,0 +1,251 @@
+"""A payment's second phase, *settle*, planned (ADR 0026 step 3): pure functions from what the
+first phase wrote and what the processor answered to every row the phase writes.
+
+In: the payment as the accept phase wrote it (`processing`, its hold's transfer id), the call
+to the processor (`lifecycle.calls.Call`: its evidence and what the audit log records of it),
+the state changes the accept phase wrote (`accepted_history`: the answer's history is built
+from them, never read back), the actor, the clock, the new ids and the audit context (request
+and worker ids). Out: a `Plan` of every row: the call's audit event, the compare-and-set of the
+payment (expected `processing`; the target decided by `lifecycle.decide`, the one transition
+table's, and the columns by `Machine.changes`, the one home of what a move writes), the hold's
+resolution (posted on success, voided on failure) with its entries and each account's deltas,
+the state event with its snapshot, and the key's answer. No I/O here: the writers
+(`settle_repository.py`) only send the plan.
+
+A plan exists only for the common case: the processor answered `succeeded` or `failed` for the
+payment as sent. Anything else (pending, no answer, a refusal, a mismatch) has no plan, and the
+reference path (`service.create_payment`'s `finish`) decides, as it always has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from paycore.audit.service import EventContext
+from paycore.idempotency.service import Outcome
+from paycore.ledger import chart
+from paycore.ledger.limits import Totals
+from paycore.lifecycle import calls, recording
+from paycore.lifecycle.calls import Call
+from paycore.lifecycle.machine import replaced
+from paycore.payments import accept_plan, lifecycle, states
+from paycore.payments.schemas import creation_outcome
+from paycore.payments.types import Payment
+from paycore.processor.port import ChargeResult
+
+MACHINE: Final = lifecycle.MACHINE
+CAUSE: Final = "processor_answer"  # the cause of the change the request's own call proves
+# The payment's columns the compare-and-set writes, each from the planned payment: every
+# column a move to a terminal state changes (`Machine.changes`, asserted by `_check_plan`).
+WRITTEN_COLUMNS: Final = (
+    "status",
+    "updated_at_us",
+    "fault_code",
+    "faulted_at_us",
+    "processor_reference",
+    "failure_code",
+    "next_attempt_at_us",
+    "claimed_by",
+    "claimed_until_us",
+)
+
+
+@dataclass(frozen=True)
+class NewIds:
+    call_event_id: str
+    state_event_id: str
+    resolution_id: str
+    debit_entry_id: str  # the processor clearing account's entry (posted only)
+    credit_entry_id: str  # the destination account's entry (posted only)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """A state change written before this phase, as the answer's history shows it."""
+
+    kind: str
+    from_state: str | None
+    to_state: str | None
+    cause: str
+    actor: str
+    created_at_us: int
+
+
+@dataclass(frozen=True)
+class AccountMove:
+    """What the phase adds to one account: its four totals and its number of entries."""
+
+    delta: Totals
+    entries_added: int
+
+
+@dataclass(frozen=True)
+class PlannedEntry:
+    id: str
+    direction: str
+    amount_minor: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    accepted: Payment  # as the accept phase wrote it: what the compare-and-set expects
+    payment: Payment  # as the compare-and-set leaves it
+    expected_status: str
+    post: bool  # the hold posted (succeeded), or voided (failed)
+    call_event: dict[str, Any]  # the call's audit row (`lifecycle.calls.event_row`)
+    state_event: dict[str, Any]  # the state change's row (`lifecycle.recording.event_row`)
+    resolution_id: str
+    clearing_code: str  # the processor clearing account's code: the hold's debited account
+    clearing: AccountMove
+    destination: AccountMove
+    entries: tuple[PlannedEntry, ...]  # (clearing debit, destination credit) when posted; none when voided
+    answer: Outcome
+
+    @property
+    def resolution_kind(self) -> str:
+        return "post" if self.post else "void"
+
+
+def accepted_history(payment: Payment, actor: str) -> tuple[HistoryEntry, ...]:
+    """The state changes the accept phase wrote (`accept_plan.py`'s event row, or the reference
+    path's `recording.create`): the payment's birth in `processing`, at its creation, by its actor."""
+    assert payment.status == states.PROCESSING and payment.updated_at_us == payment.created_at_us, payment
+    birth = HistoryEntry(
+        "state_change", None, MACHINE.public(states.PROCESSING), accept_plan.CAUSE, actor, payment.created_at_us
+    )
+    return (birth,)
+
+
+def history_entry(row: dict[str, Any]) -> HistoryEntry:
+    """A state change's row as the answer's history shows it."""
+    return HistoryEntry(
+        row["kind"], row["from_state"], row["to_state"], row["cause"], row["actor"], row["created_at_us"]
+    )
+
+
+def settled_status(accepted: Payment, call: Call[ChargeResult]) -> str | None:
+    """The terminal status the call's answer proves for the payment as accepted, or None where
+    the reference path must decide (pending, no answer, a refusal, a result for another amount)."""
+    evidence = call.evidence
+    if accepted.status != states.PROCESSING or evidence.kind != "result":
+        return None
+    assert isinstance(evidence.result, ChargeResult), evidence
+    decision = lifecycle.decide(accepted.status, evidence)
+    if len(decision.path) != 1 or decision.path[0] not in states.TERMINAL:
+        return None
+    if not MACHINE.matches(accepted, evidence.result):
+        return None  # never applied: the reference path records the call and changes nothing
+    assert MACHINE.allowed(accepted.status, decision.path[0])
+    return decision.path[0]
+
+
+def plan_settle(
+    accepted: Payment,
+    call: Call[ChargeResult],
+    *,
+    history: tuple[HistoryEntry, ...],
+    actor: str,
+    now_us: int,
+    new_ids: NewIds,
+    context: EventContext,
+) -> Plan | None:
+    """Every row of the settle phase and its answer, or None for the reference path."""
+    target = settled_status(accepted, call)
+    if target is None or now_us <= accepted.updated_at_us:
+        return None  # a clock behind the payment's last change: `Machine.changes` would move it on
+    decision = lifecycle.decide(accepted.status, call.evidence)
+    changes = MACHINE.changes(accepted, target, now_us, decision.values)
+    moved = replaced(accepted, changes)
+    call_event = calls.event_row(
+        accepted.tenant_id,
+        object_type=MACHINE.object_type,
+        object_id=accepted.id,
+        call=call,
+        attempt=None,
+        actor=actor,
+        now_us=now_us,
+        event_id=new_ids.call_event_id,
+        context=context,
+    )
+    state_event = recording.event_row(
+        MACHINE,
+        moved,
+        accepted.status,
+        cause=CAUSE,
+        actor=actor,
+        now_us=moved.updated_at_us,
+        data=decision.data,
+        event_id=new_ids.state_event_id,
+        context=context,
+    )
+    post = target == states.SUCCEEDED
+    clearing, destination, entries = _hold_resolved(accepted.amount_minor, post, new_ids)
+    plan = Plan(
+        accepted=accepted,
+        payment=moved,
+        expected_status=accepted.status,
+        post=post,
+        call_event=call_event,
+        state_event=state_event,
+        resolution_id=new_ids.resolution_id,
+        clearing_code=chart.processor_clearing(accepted.currency),
+        clearing=clearing,
+        destination=destination,
+        entries=entries,
+        answer=creation_outcome(moved, (*history, history_entry(state_event))),
+    )
+    _check_plan(plan, set(changes))
+    return plan
+
+
+def _hold_resolved(
+    held_minor: int, post: bool, new_ids: NewIds
+) -> tuple[AccountMove, AccountMove, tuple[PlannedEntry, ...]]:
+    """The hold (processor clearing debited, destination credited, `held_minor` each) posted in
+    full or voided: each account's pending figure released, and, when posted, the same amount
+    added to its posted figure by one entry."""
+    posted_minor = held_minor if post else 0
+    added = 1 if post else 0
+    entries = (
+        (
+            PlannedEntry(new_ids.debit_entry_id, "debit", posted_minor),
+            PlannedEntry(new_ids.credit_entry_id, "credit", posted_minor),
+        )
+        if post
+        else ()
+    )
+    clearing = AccountMove(Totals(posted_minor, 0, -held_minor, 0), added)
+    destination = AccountMove(Totals(0, posted_minor, 0, -held_minor), added)
+    return clearing, destination, entries
+
+
+def _check_plan(plan: Plan, changed: set[str]) -> None:
+    """Pair assertions: the compare-and-set writes what the machine decided; the hold is
+    resolved whole (posted + returned = held, on each side); the entries sum to zero and are
+    the posted figures; the state event is the one history entry this phase adds."""
+    accepted, moved = plan.accepted, plan.payment
+    assert changed <= set(WRITTEN_COLUMNS), changed - set(WRITTEN_COLUMNS)
+    assert plan.expected_status == states.PROCESSING and moved.status in states.TERMINAL
+    assert plan.post == (moved.status == states.SUCCEEDED)
+    assert moved.updated_at_us == plan.state_event["created_at_us"] == plan.call_event["created_at_us"]
+    assert (moved.id, moved.amount_minor, moved.transfer_id) == (
+        accepted.id,
+        accepted.amount_minor,
+        accepted.transfer_id,
+    )
+    held = accepted.amount_minor
+    clearing, destination = plan.clearing.delta, plan.destination.delta
+    posted = clearing.debits_posted_minor
+    returned = held - posted
+    assert posted + returned == held and posted in (0, held) and returned == (0 if plan.post else held)
+    assert (clearing.debits_pending_minor, destination.credits_pending_minor) == (-held, -held)
+    assert destination.credits_posted_minor == posted and clearing.credits_posted_minor == 0
+    debits = sum(entry.amount_minor for entry in plan.entries if entry.direction == "debit")
+    credits = sum(entry.amount_minor for entry in plan.entries if entry.direction == "credit")
+    assert debits - credits == 0, "a transfer's entries sum to zero"
+    assert debits == posted and len(plan.entries) == plan.clearing.entries_added + plan.destination.entries_added
+    state_event = plan.state_event
+    assert (state_event["from_state"], state_event["to_state"]) == (states.PROCESSING, moved.status)
+    assert "object_sequence" not in state_event, "numbered by its INSERT, after the payment's last"
+    assert plan.call_event["kind"] == "processor_call" and "snapshot" not in plan.call_event

@@ -1,0 +1,267 @@
+"""The SQL of a payment's settle phase on the data plane (ADR 0026 step 3): the one call on
+PostgreSQL, the fixed list of statements on SQLite. Each sends a `Plan` (`settle_plan.py`) as
+it is; no rules here but the checks that need the rows' locks, which are the ledger's
+(`paycore.ledger.limits`, applied as `paycore.ledger.postings._apply` applies them).
+
+The compare-and-set comes first: when it finds the payment moved (a webhook or the resolver
+applied the processor's word first), nothing is written and the caller runs the reference
+path, which records the call and replays the recorded answer. Whatever else would refuse (the
+hold not pending, an account's limit, the key answered already) leaves nothing written too
+(`Refused`, rolled back; PostgreSQL's SQLSTATE PC004 and the ledger's PC001-PC003), and the
+reference path decides, as it always has.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from sqlalchemy import Connection
+
+from paycore.db import driver
+from paycore.ledger.limits import TOTAL_MINOR_MAX, Totals, bound_before_adding, breaks_no_overdraft, grows_past
+from paycore.payments.settle_plan import WRITTEN_COLUMNS, AccountMove, Plan
+
+# The hold's accounts as the write leaves them, by these names (the ledger's `Account` columns):
+# what the ledger's cache of facts keeps (`ledger.remember_accounts`).
+ACCOUNT_COLUMNS = (
+    "id",
+    "code",
+    "currency",
+    "normal_balance",
+    "no_overdraft",
+    "system",
+    "metadata",
+    "created_at_us",
+    "debits_posted_minor",
+    "credits_posted_minor",
+    "debits_pending_minor",
+    "credits_pending_minor",
+    "entries_count",
+)
+Accounts = list[SimpleNamespace]
+
+
+class Refused(Exception):
+    """The write would be refused, or could not be made as planned: roll back, and let the
+    reference path decide."""
+
+
+# ------------------------------------------------------------------ PostgreSQL: one call
+# The migration `*_payments_settle.py`; in autocommit, the call commits itself (ADR 0011).
+_CALL = driver.binary_arrays(
+    driver.statement(
+        "SELECT * FROM paycore_payments_settle(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?::text[],"
+        " ?::text[], ?::text[], ?, ?, ?, ?, ?, ?)"
+    )
+)
+
+
+def settle_call(connection: Connection, plan: Plan) -> Accounts | None:
+    """Write the phase in one call: the hold's two accounts once committed, None (nothing
+    written) when the compare-and-set found the payment moved. A refusal comes out as
+    DBAPIError with SQLSTATE PC001-PC004 (nothing written)."""
+    accepted, moved, events = plan.accepted, plan.payment, (plan.call_event, plan.state_event)
+    params = (
+        accepted.tenant_id,
+        accepted.id,
+        accepted.idempotency_key,
+        moved.updated_at_us,
+        plan.expected_status,
+        moved.status,
+        moved.failure_code,
+        moved.processor_reference,
+        accepted.amount_minor,
+        accepted.transfer_id,
+        accepted.destination_account_id,
+        plan.post,
+        plan.resolution_id,
+        [entry.id for entry in plan.entries],
+        [event["id"] for event in events],
+        [event["type"] for event in events],
+        [event["cause"] for event in events],
+        plan.call_event["actor"],
+        plan.call_event["data"],
+        plan.state_event["data"],
+        plan.state_event["snapshot"],
+        plan.answer.status,
+        plan.answer.body,
+    )
+    assert len(params) == _CALL.sqlite.count("?")
+    assert plan.call_event["actor"] == plan.state_event["actor"]
+    rows = driver.fetch(connection, _CALL, params)
+    if not rows:
+        return None
+    assert len(rows) == 2, rows
+    return [SimpleNamespace(**dict(zip(ACCOUNT_COLUMNS, row, strict=True))) for row in rows]
+
+
+# ------------------------------------------------------------------ SQLite: the fixed list
+# In one transaction on the writer (ADR 0008's group commit): the compare-and-set (RETURNING
+# what the plan must agree with), the call's event, the hold's resolution, the two accounts'
+# totals, the entries (posted only), the state event, the key's answer: 8 statements, 7 for a
+# void (and BEGIN IMMEDIATE). The reference path's order, so the lock order is its too.
+_CAS = driver.statement(
+    f"UPDATE payments SET {', '.join(f'{column} = ?' for column in WRITTEN_COLUMNS)}"
+    " WHERE tenant_id = ? AND id = ? AND status = ? AND updated_at_us < ?"
+    " RETURNING idempotency_key, amount_minor, currency, transfer_id, destination_account_id"
+)
+_CALL_EVENT = driver.statement(
+    "INSERT INTO events (tenant_id, id, kind, type, object_type, object_id, from_state, to_state, cause, actor,"
+    " data, created_at_us) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)"
+)
+# Made from the hold itself: it must be this payment's (its owner), pending, without expiry,
+# and unresolved (the unique (tenant_id, pending_id) index decides, as for the reference path).
+_RESOLUTION = driver.statement(
+    "INSERT INTO ledger_transfers (tenant_id, id, kind, pending_id, reverses_id, batch_id, idempotency_key,"
+    " reference_type, reference_id, owner_id, metadata, expires_at_us, created_at_us)"
+    " SELECT tenant_id, ?, ?, id, NULL, NULL, NULL, reference_type, reference_id, owner_id, '{}', NULL, ?"
+    " FROM ledger_transfers WHERE tenant_id = ? AND id = ? AND kind = 'pending' AND owner_id = ?"
+    " AND expires_at_us IS NULL"
+    " ON CONFLICT (tenant_id, pending_id) WHERE pending_id IS NOT NULL DO NOTHING RETURNING id"
+)
+# Each account's totals, checked against their range before the addition (`bound_before_adding`,
+# as `ledger/repository._APPLY_TOTALS`), and only where the hold has this account's entry of
+# this amount and side: the release is the hold's, whatever the plan assumed.
+_TOTALS = (
+    "UPDATE ledger_accounts SET debits_posted_minor = debits_posted_minor + ?,"
+    " credits_posted_minor = credits_posted_minor + ?, debits_pending_minor = debits_pending_minor + ?,"
+    " credits_pending_minor = credits_pending_minor + ?, entries_count = entries_count + ?"
+    " WHERE {account} AND tenant_id = ? AND debits_posted_minor <= ? AND credits_posted_minor <= ?"
+    " AND debits_pending_minor <= ? AND credits_pending_minor <= ?"
+    " AND EXISTS (SELECT 1 FROM ledger_entries WHERE ledger_entries.tenant_id = ledger_accounts.tenant_id"
+    " AND ledger_entries.transfer_id = ? AND ledger_entries.account_id = ledger_accounts.id"
+    " AND ledger_entries.direction = ? AND ledger_entries.amount_minor = ?)"
+    f" RETURNING {', '.join(ACCOUNT_COLUMNS)}"
+)
+_CLEARING_TOTALS = driver.statement(_TOTALS.format(account="code = ?"))
+_DESTINATION_TOTALS = driver.statement(_TOTALS.format(account="id = ?"))
+_ENTRIES = driver.statement(
+    "INSERT INTO ledger_entries (tenant_id, id, transfer_id, account_id, direction, amount_minor, currency,"
+    " account_sequence, created_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# Published: numbered after the payment's last published change in its own INSERT, as
+# `audit/repository._INSERT_NEXT` numbers it; the trigger of migration 0015 queues it.
+_STATE_EVENT = driver.statement(
+    "INSERT INTO events (tenant_id, id, kind, type, object_type, object_id, from_state, to_state, cause, actor,"
+    " data, object_sequence, snapshot, created_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+    " (SELECT coalesce(max(object_sequence), 0) + 1 FROM events WHERE tenant_id = ? AND object_id = ?), ?, ?)"
+)
+_ANSWER = driver.statement(
+    'UPDATE idempotency_keys SET response_status = ?, response_body = ? WHERE tenant_id = ? AND "key" = ?'
+    " AND response_status IS NULL"
+)
+
+
+def write_statements(connection: Connection, plan: Plan) -> Accounts | None:
+    """Write the phase with the fixed list, inside the caller's transaction: the hold's two
+    accounts once written, None (nothing written) when the compare-and-set found the payment
+    moved. Raises `Refused` having written what the caller's rollback undoes."""
+    accepted, moved = plan.accepted, plan.payment
+    tenant_id = accepted.tenant_id
+    found = driver.fetch(
+        connection,
+        _CAS,
+        (
+            *(getattr(moved, column) for column in WRITTEN_COLUMNS),
+            tenant_id,
+            accepted.id,
+            plan.expected_status,
+            moved.updated_at_us,
+        ),
+    )
+    if not found:
+        return None
+    assert found[0] == (
+        accepted.idempotency_key,
+        accepted.amount_minor,
+        accepted.currency,
+        accepted.transfer_id,
+        accepted.destination_account_id,
+    ), "the payment moved is the payment planned"
+    _event(connection, plan.call_event)
+    resolution = (plan.resolution_id, plan.resolution_kind, moved.updated_at_us, tenant_id, accepted.transfer_id)
+    if not driver.fetch(connection, _RESOLUTION, (*resolution, accepted.id)):
+        raise Refused(f"the hold {accepted.transfer_id} is not this payment's pending transfer any more")
+    clearing = _apply(connection, plan, _CLEARING_TOTALS, plan.clearing_code, plan.clearing, "debit")
+    destination = _apply(
+        connection, plan, _DESTINATION_TOTALS, accepted.destination_account_id, plan.destination, "credit"
+    )
+    if plan.entries:
+        driver.execute(connection, _ENTRIES, _entry_params(plan, (clearing, destination)))
+    _event(connection, plan.state_event)
+    answer = (plan.answer.status, plan.answer.body, tenant_id, accepted.idempotency_key)
+    if driver.execute(connection, _ANSWER, answer) != 1:
+        raise Refused("the creating request's answer was recorded already")
+    return [clearing, destination]
+
+
+def _event(connection: Connection, row: dict[str, Any]) -> None:
+    """An event's row as planned (`audit.service.event_row`'s shape)."""
+    common = (row["tenant_id"], row["id"], row["kind"], row["type"], row["object_type"], row["object_id"])
+    if "snapshot" not in row:
+        assert row["from_state"] is None and row["to_state"] is None, row
+        driver.execute(
+            connection, _CALL_EVENT, (*common, row["cause"], row["actor"], row["data"], row["created_at_us"])
+        )
+        return
+    assert "object_sequence" not in row, "numbered by the INSERT"
+    changed = (row["from_state"], row["to_state"], row["cause"], row["actor"], row["data"])
+    numbered = (row["tenant_id"], row["object_id"])
+    driver.execute(connection, _STATE_EVENT, (*common, *changed, *numbered, row["snapshot"], row["created_at_us"]))
+
+
+def _apply(
+    connection: Connection, plan: Plan, sql: driver.Statement, account: str, move: AccountMove, direction: str
+) -> SimpleNamespace:
+    """The account's totals moved, checked as `postings._apply` checks them: the account as
+    the UPDATE left it (`ACCOUNT_COLUMNS`)."""
+    delta = move.delta
+    amounts = (
+        delta.debits_posted_minor,
+        delta.credits_posted_minor,
+        delta.debits_pending_minor,
+        delta.credits_pending_minor,
+    )
+    bounds = tuple(bound_before_adding(amount, TOTAL_MINOR_MAX) for amount in amounts)
+    hold = (plan.accepted.transfer_id, direction, plan.accepted.amount_minor)
+    rows = driver.fetch(
+        connection, sql, (*amounts, move.entries_added, account, plan.accepted.tenant_id, *bounds, *hold)
+    )
+    if not rows:
+        raise Refused(f"{account}: not the hold's {direction} account, or past the range of a total")
+    found = SimpleNamespace(**dict(zip(ACCOUNT_COLUMNS, rows[0], strict=True)))
+    if found.currency != plan.accepted.currency:
+        raise Refused(f"{account} holds {found.currency}, the payment is in {plan.accepted.currency}")
+    figures = (
+        found.debits_posted_minor,
+        found.credits_posted_minor,
+        found.debits_pending_minor,
+        found.credits_pending_minor,
+    )
+    after = Totals(*figures)
+    before = Totals(*(figure - amount for figure, amount in zip(figures, amounts, strict=True)))
+    if move.entries_added and grows_past(before, after, found.normal_balance) is not None:
+        raise Refused(f"{account} would pass the balance limit")  # only entries move money
+    if found.no_overdraft and breaks_no_overdraft(after, found.normal_balance):
+        raise Refused(f"{account} would be overdrawn")
+    return found
+
+
+def _entry_params(plan: Plan, accounts: tuple[SimpleNamespace, SimpleNamespace]) -> list[Any]:
+    """The posted entries (clearing debit, destination credit), each numbered with its
+    account's entry count after the UPDATE (one entry added to each)."""
+    params: list[Any] = []
+    for entry, account in zip(plan.entries, accounts, strict=True):
+        params += [
+            plan.accepted.tenant_id,
+            entry.id,
+            plan.resolution_id,
+            account.id,
+            entry.direction,
+            entry.amount_minor,
+            account.currency,
+            account.entries_count,
+            plan.payment.updated_at_us,
+        ]
+    return params
