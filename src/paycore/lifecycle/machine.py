@@ -243,6 +243,22 @@ class Machine(Generic[T]):
             raise self.not_found()
         return item
 
+    def changes(self, item: T, to_state: str, now_us: int, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The columns a move of `item` to `to_state` writes beside its status: the one home of
+        them (`move`, and a data-plane phase that plans a move, `payouts.cancel_plan`). Pure."""
+        # `now_us` may predate a lock wait: never record a change as earlier than the one it follows.
+        now_us = max(now_us, item.updated_at_us + 1)
+        changes: dict[str, Any] = {"status": to_state, "updated_at_us": now_us}
+        if self.scheduled:
+            changes.update(NO_FAULT)  # a moved item is no longer stuck on a fault (lifecycle.faults)
+        changes.update(values or {})
+        if to_state == self.in_doubt and self.scheduled:
+            changes[IN_DOUBT_SINCE_US] = now_us
+        if to_state in self.terminal and self.scheduled:
+            changes.update(UNSCHEDULED)
+        changes.update(self.columns_of(to_state, now_us))
+        return changes
+
     def move(
         self,
         connection: Connection,
@@ -259,17 +275,8 @@ class Machine(Generic[T]):
         nobody moved it first. `values` are further columns changed with the status."""
         if not self.allowed(item.status, to_state):
             return Applied(item, False, "stale" if item.status in self.terminal else "no_change")
-        # `now_us` may predate a lock wait: never record a change as earlier than the one it follows.
-        now_us = max(now_us, item.updated_at_us + 1)
-        changes: dict[str, Any] = {"status": to_state, "updated_at_us": now_us}
-        if self.scheduled:
-            changes.update(NO_FAULT)  # a moved item is no longer stuck on a fault (lifecycle.faults)
-        changes.update(values or {})
-        if to_state == self.in_doubt and self.scheduled:
-            changes[IN_DOUBT_SINCE_US] = now_us
-        if to_state in self.terminal and self.scheduled:
-            changes.update(UNSCHEDULED)
-        changes.update(self.columns_of(to_state, now_us))
+        changes = self.changes(item, to_state, now_us, values)
+        now_us = changes["updated_at_us"]
         moved = replaced(item, changes)  # what the UPDATE wrote: no re-read
 
         def record(count: int) -> None:
