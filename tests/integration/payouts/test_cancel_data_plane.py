@@ -39,6 +39,11 @@ RETENTION_US = 86_400_000_000
 # the state event, and the group's commit.
 STATEMENTS = {"sqlite": 9, "postgresql": 3}
 COMMITS = {"sqlite": 1, "postgresql": 0}
+# The reference path, the same cancel: the key's claim, the payout's read for update, its
+# compare-and-set, the hold's read (with its resolution and entries), the void, the two
+# accounts' facts read, their totals, the state event, the history's read and the key's
+# answer: 11 statements and a commit (and BEGIN IMMEDIATE on SQLite).
+REFERENCE_STATEMENTS = {"sqlite": 12, "postgresql": 11}
 
 
 def scope(tenant_id: str, key: str, *, fingerprint: str = "c" * 64, now_us: int = NOW_US + 100) -> KeyScope:
@@ -126,6 +131,14 @@ def test_cancel_is_two_reads_and_one_call_on_postgresql_and_the_fixed_list_on_sq
         assert ledger.verify(connection).problems == []
     assert payout.status == states.CANCELED
     assert (source.balance.pending_minor, source.balance.available_minor) == (0, 10_000)  # the hold released
+
+
+def test_the_reference_paths_count_is_what_the_comment_says(database: Database) -> None:
+    payout_id = scheduled(database, "refcount")
+    with counting(database) as statements:
+        assert Reference(database, scope("refcount", "c"), payout_id)().status == 200
+    run = [sql for sql in statements if sql != "COMMIT"]
+    assert (len(run), statements.count("COMMIT")) == (REFERENCE_STATEMENTS[database.engine.dialect.name], 1), run
 
 
 @pytest.mark.parametrize("through", [(), (states.QUEUED,)], ids=["scheduled", "queued"])
