@@ -23,12 +23,16 @@ from paycore.db.engine import Database
 from paycore.http.errors import dumps, render_refusal
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome
+from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
-from paycore.payouts import cancel, cancel_plan, cancel_repository, lifecycle, schemas, service, states
+from paycore.lifecycle.policy import Policy
+from paycore.payouts import cancel, cancel_plan, cancel_repository, jobs, lifecycle, schemas, service, states
 from paycore.payouts.errors import PayoutNotCancelable, PayoutNotFound
 from paycore.payouts.types import Payout
 from tests.integration.payouts.test_create_data_plane import ACTOR, NOW_US, counting, funded, new, plane, rows_of
 from tests.integration.payouts.test_create_data_plane import scope as create_scope
+from tests.support.payouts import funded_source, load
+from tests.support.payouts import schedule as support_schedule
 from tests.support.rows import row_counts
 
 RETENTION_US = 86_400_000_000
@@ -308,3 +312,84 @@ def test_processes_canceling_one_payout_void_its_hold_once(database: Database, s
     assert (voids, cancels) == (1, 1)
     assert (balance.pending_minor, balance.available_minor) == (0, 10_000)
     assert payout.status == states.CANCELED
+
+
+# ------------------------------------------------------------------ a cancel racing the worker's claim
+
+QUEUED_PAYOUTS = 60
+CLAIM_POLICY = Policy(attempts_max=3, backoff_ms=1, backoff_max_ms=2, lease_ms=600_000, batch_max=1)
+
+
+def _cancel_or_claim(url: str, role: str, payout_ids: list[str], barrier: Any, results: Any) -> None:
+    """One process: `cancel` cancels each payout through the data plane (the reference path
+        where it writes nothing), as an API process; `claim` runs the workers' claim until nothing
+        queued is left. The cancel walks the claim's order backwards, so the two meet (somewhere in
+    the middle, on the payouts both reach at once) and each wins some."""
+    database = Database(Settings(database_url=url, db_pool_size=1))
+    won: list[str] = []
+    lost: dict[str, str] = {}
+    try:
+        with database.read() as connection:  # warm: connected, the payout's statements prepared
+            lifecycle.MACHINE.find(connection, "race", payout_ids[0])
+        barrier.wait(timeout=60)
+        if role == "claim":
+            for _ in range(QUEUED_PAYOUTS + 1):
+                claimed = database.transaction(
+                    lambda c: jobs.claim_queued(c, policy=CLAIM_POLICY, worker_id="racer", actor="worker:send_payouts")
+                )
+                if not claimed:
+                    break
+                won.extend(payout.id for payout in claimed)
+        else:
+            for index, payout_id in enumerate(reversed(payout_ids)):  # the claim's last first: they meet
+                key_scope = scope("race", f"c{index}", now_us=now_us())
+                reference = Reference(database, key_scope, payout_id)
+                try:
+                    cancel.cancel(database, key_scope, payout_id, actor=ACTOR, encode=dumps, reference=reference)
+                    won.append(payout_id)
+                except PayoutNotCancelable as refused:
+                    lost[payout_id] = str(refused.details["status"])
+        results.put((role, won, lost))
+    finally:
+        database.dispose()
+
+
+def test_a_cancel_racing_the_workers_claim_has_exactly_one_winner(database: Database, settings: Settings) -> None:
+    """SPEC §11's race across processes, the cancel on the data plane: each payout is canceled
+    (its hold voided once) or claimed (`processing`, its hold standing, the canceler told 409
+    `processing`), never both."""
+    if not database.is_postgres:
+        pytest.skip("across processes on PostgreSQL; SQLite's one writer serialises them")
+    source = funded_source(database, "race", QUEUED_PAYOUTS * 100)
+    born = [support_schedule(database, "race", source, 100) for _ in range(QUEUED_PAYOUTS)]
+    assert jobs.queue_due(database, batch_max=QUEUED_PAYOUTS, actor="worker:queue_payouts") == QUEUED_PAYOUTS
+    queued = [load(database, payout) for payout in born]
+    payout_ids = [p.id for p in sorted(queued, key=lambda p: (p.next_attempt_at_us or 0, p.id))]
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(2), context.Queue()
+    processes = [
+        context.Process(target=_cancel_or_claim, args=(settings.database_url, role, payout_ids, barrier, results))
+        for role in ("cancel", "claim")
+    ]
+    for process in processes:
+        process.start()
+    reports = {role: (won, lost) for role, won, lost in (results.get(timeout=120) for _ in processes)}
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    canceled, told = set(reports["cancel"][0]), reports["cancel"][1]
+    claimed = set(reports["claim"][0])
+    assert canceled.isdisjoint(claimed) and canceled | claimed == set(payout_ids)
+    assert set(told) == claimed and set(told.values()) <= {"processing"}
+    with database.read() as connection:
+        voided = connection.execute(
+            text("SELECT pending_id FROM ledger_transfers WHERE tenant_id = 'race' AND kind = 'void'")
+        ).scalars()
+        voided_ids = list(voided)
+        payouts = {p.id: p for p in (lifecycle.MACHINE.load(connection, "race", i) for i in payout_ids)}
+        assert ledger.verify(connection).problems == []
+    assert sorted(voided_ids) == sorted(payouts[i].transfer_id for i in canceled)  # once each
+    assert all(payouts[i].status == states.PROCESSING for i in claimed)
+    assert all(payouts[i].status == states.CANCELED for i in canceled)
+    print(f"{len(canceled)} canceled first, {len(claimed)} claimed first, of {QUEUED_PAYOUTS}")
+    assert canceled and claimed, "one side finished before the other started: nothing raced"
