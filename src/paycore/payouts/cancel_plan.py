@@ -34,7 +34,7 @@ from paycore.payouts import lifecycle, schemas, states
 from paycore.payouts.service import HISTORY_LENGTH_MAX as HISTORY_LENGTH_MAX  # the answer's history
 from paycore.payouts.types import Payout
 
-CAUSE = "cancel_requested"  # the cause of the state event (service.cancel's)
+CAUSE = lifecycle.CANCEL_CAUSE  # the cause of the state event, `service.cancel`'s
 STATUS_OK = 200
 Encode = Callable[[Any], str]  # the answer's JSON, as the HTTP layer encodes it (http.errors.dumps)
 
