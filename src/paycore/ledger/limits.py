@@ -47,6 +47,11 @@ in SQL that this module cannot generate:
   `paycore.refunds.create_repository` on SQLite with the functions here; both leave the
   refusal to the reference path.
 
+A payout's cancel on the data plane (`paycore_payouts_cancel`, `paycore.payouts.cancel_repository`)
+copies none of them: a void only lowers the hold's pending totals by what the hold added, which
+no limit refuses (`postings._apply` checks the balance limit only where entries are added, and
+a released hold only raises what is available), so there is nothing of it to hold to this module.
+
 `tests/integration/ledger/test_limit_copies.py` holds every copy to this module: it reads the
 functions `paycore_create_transfer`, `paycore_payments_accept`, `paycore_payouts_create` and
 `paycore_refunds_create` as they stand in a migrated PostgreSQL database (`pg_proc`), evaluates

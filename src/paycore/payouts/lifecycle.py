@@ -32,6 +32,7 @@ from paycore.payouts.types import Payout, payout_from_row, payout_row
 from paycore.processor.port import PayoutResult
 
 SEND_OPERATION = "send_payout"
+CANCEL_CAUSE = "cancel_requested"  # a cancel's state event (`service.cancel`, `cancel_plan`)
 
 # The steps from each state to what the bank reports, in order. A return's last step
 # (settled -> returned) is `record_bank_return`'s: it checks the return window.

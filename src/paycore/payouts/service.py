@@ -83,7 +83,7 @@ def cancel(connection: Connection, tenant_id: str, payout_id: str, *, now_us: in
         return payout
     if payout.status in states.CANCELABLE:
         moved = lifecycle.MACHINE.move(
-            connection, payout, states.CANCELED, cause="cancel_requested", actor=actor, now_us=now_us
+            connection, payout, states.CANCELED, cause=lifecycle.CANCEL_CAUSE, actor=actor, now_us=now_us
         )
         if moved.changed or moved.item.status == states.CANCELED:
             return moved.item

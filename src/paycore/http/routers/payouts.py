@@ -20,7 +20,7 @@ from paycore.http.errors import dumps, json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
-from paycore.payouts import adjustments, create, create_plan, schemas, states
+from paycore.payouts import adjustments, cancel, create, create_plan, schemas, states
 from paycore.payouts import service as payouts
 from paycore.payouts.adjustments import NewAdjustment
 from paycore.payouts.service import NewPayout
@@ -150,11 +150,22 @@ def cancel_answer(request: Request, payout_id: str) -> Response:
     tenant_id, actor = caller(request).tenant_id, caller(request).actor
     key = idempotent.header_key(request, required=True)
 
+    assert key is not None
+
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
         payout = payouts.cancel(connection, tenant_id, payout_id, now_us=now_us, actor=actor)
         return 200, schemas.payout_json(payout, payouts.history(connection, payout))
 
-    return idempotent.run(request, tenant_id=tenant_id, key=key, body={}, effect=effect, keep_forever=False)
+    def reference() -> Response:
+        return idempotent.run(request, tenant_id=tenant_id, key=key, body={}, effect=effect, keep_forever=False)
+
+    # The data plane (ADR 0026) cancels a payout it can cancel at once; everything else (a key
+    # that exists, a payout missing, canceled or claimed, a schema below its function) is the
+    # reference path's.
+    scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body={}, keep_forever=False)
+    database = request.app.state.database
+    answer = cancel.cancel(database, scope, payout_id, actor=actor, encode=dumps, reference=reference)
+    return answer if isinstance(answer, Response) else idempotent.response(answer, False)
 
 
 @router.get("/v1/payouts/{payout_id}/events", responses=ERRORS)
