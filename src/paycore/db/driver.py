@@ -45,6 +45,13 @@ def statement(text: str) -> Statement:
     return Statement(sqlite=text, postgresql=text.replace("?", "%s"))
 
 
+def insert(table: str, columns: Sequence[str], rows: int = 1) -> Statement:
+    """`INSERT INTO table (columns) VALUES (?, ...)`, `rows` rows of them: a data-plane phase's
+    fixed insert, its parameters in `columns`' order."""
+    values = ", ".join([f"({', '.join('?' * len(columns))})"] * rows)
+    return statement(f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}")
+
+
 def binary_arrays(sql: Statement) -> Statement:
     """The statement with its array parameters (`?::type[]`) sent in PostgreSQL's binary format
     (psycopg's `%b`): the text format escaped every element with a regular expression (three

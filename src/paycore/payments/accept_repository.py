@@ -16,7 +16,9 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from paycore.audit.statements import EVENT_COLUMNS
 from paycore.db import driver
+from paycore.ledger import hold_repository
 from paycore.ledger import service as ledger
 from paycore.ledger.limits import TOTAL_MINOR_MAX, Totals, bound_before_adding, breaks_no_overdraft, grows_past
 from paycore.payments.accept_plan import Plan, PlannedEntry
@@ -122,34 +124,6 @@ _CLAIM = driver.statement(
     'INSERT INTO idempotency_keys (tenant_id, "key", fingerprint, response_status, response_body, created_at_us,'
     ' expires_at_us) VALUES (?, ?, ?, NULL, NULL, ?, NULL) ON CONFLICT (tenant_id, "key") DO NOTHING RETURNING "key"'
 )
-_APPLY = driver.statement(
-    "UPDATE ledger_accounts SET debits_pending_minor = debits_pending_minor + ?,"
-    " credits_pending_minor = credits_pending_minor + ?, entries_count = entries_count + 1"
-    " WHERE tenant_id = ? AND id = ? AND debits_pending_minor <= ? AND credits_pending_minor <= ?"
-    " RETURNING code, currency, normal_balance, no_overdraft, system, debits_posted_minor, credits_posted_minor,"
-    " debits_pending_minor, credits_pending_minor, entries_count"
-)
-_TRANSFER_COLUMNS = (
-    "tenant_id",
-    "id",
-    "kind",
-    "pending_id",
-    "reverses_id",
-    "batch_id",
-    "idempotency_key",
-    "reference_type",
-    "reference_id",
-    "owner_id",
-    "metadata",
-    "expires_at_us",
-    "created_at_us",
-)
-_ENTRY_COLUMNS = (
-    "tenant_id, id, transfer_id, account_id, direction, amount_minor, currency, account_sequence, created_at_us"
-)
-_ENTRIES = driver.statement(
-    f"INSERT INTO ledger_entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
 _PAYMENT_COLUMNS = (
     "tenant_id",
     "id",
@@ -177,31 +151,10 @@ _PAYMENT_COLUMNS = (
     "created_at_us",
     "updated_at_us",
 )
-_EVENT_COLUMNS = (
-    "tenant_id",
-    "id",
-    "kind",
-    "type",
-    "object_type",
-    "object_id",
-    "from_state",
-    "to_state",
-    "cause",
-    "actor",
-    "data",
-    "object_sequence",
-    "snapshot",
-    "created_at_us",
-)
 
 
-def _insert(table: str, columns: tuple[str, ...]) -> driver.Statement:
-    return driver.statement(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})")
-
-
-_TRANSFER = _insert("ledger_transfers", _TRANSFER_COLUMNS)
-_PAYMENT = _insert("payments", _PAYMENT_COLUMNS)
-_EVENT = _insert("events", _EVENT_COLUMNS)
+_PAYMENT = driver.insert("payments", _PAYMENT_COLUMNS)
+_EVENT = driver.insert("events", EVENT_COLUMNS)
 
 
 def write_statements(connection: Connection, plan: Plan) -> str | None:
@@ -221,11 +174,11 @@ def write_statements(connection: Connection, plan: Plan) -> str | None:
     for entry in sorted(plan.entries, key=lambda entry: ids[entry.id]):  # id order, as every transfer
         sequences[entry.id] = _apply(connection, plan, entry, ids[entry.id])
     transfer = plan.transfer_row
-    driver.execute(connection, _TRANSFER, [transfer[name] for name in _TRANSFER_COLUMNS])
-    driver.execute(connection, _ENTRIES, _entry_params(plan, ids, sequences))
-    assert plan.payment_row.keys() == set(_PAYMENT_COLUMNS) and plan.event_row.keys() == set(_EVENT_COLUMNS)
+    driver.execute(connection, hold_repository.TRANSFER, [transfer[name] for name in hold_repository.TRANSFER_COLUMNS])
+    driver.execute(connection, hold_repository.ENTRY_PAIR, _entry_params(plan, ids, sequences))
+    assert plan.payment_row.keys() == set(_PAYMENT_COLUMNS) and plan.event_row.keys() == set(EVENT_COLUMNS)
     driver.execute(connection, _PAYMENT, [plan.payment_row[name] for name in _PAYMENT_COLUMNS])
-    driver.execute(connection, _EVENT, [plan.event_row[name] for name in _EVENT_COLUMNS])
+    driver.execute(connection, _EVENT, [plan.event_row[name] for name in EVENT_COLUMNS])
     return clearing_id
 
 
@@ -251,7 +204,7 @@ def _apply(connection: Connection, plan: Plan, entry: PlannedEntry, account_id: 
     delta = entry.delta
     rows = driver.fetch(
         connection,
-        _APPLY,
+        hold_repository.APPLY_PENDING,
         (
             delta.debits_pending_minor,
             delta.credits_pending_minor,

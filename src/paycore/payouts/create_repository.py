@@ -18,7 +18,9 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from paycore.audit.statements import EVENT_COLUMNS
 from paycore.db import driver
+from paycore.ledger import hold_repository
 from paycore.ledger.limits import TOTAL_MINOR_MAX, Totals, bound_before_adding, breaks_no_overdraft, grows_past
 from paycore.payouts import money
 from paycore.payouts.create_plan import Plan, PlannedEntry
@@ -141,34 +143,6 @@ _CLAIM = driver.statement(
     'INSERT INTO idempotency_keys (tenant_id, "key", fingerprint, response_status, response_body, created_at_us,'
     ' expires_at_us) VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (tenant_id, "key") DO NOTHING RETURNING "key"'
 )
-_APPLY = driver.statement(
-    "UPDATE ledger_accounts SET debits_pending_minor = debits_pending_minor + ?,"
-    " credits_pending_minor = credits_pending_minor + ?, entries_count = entries_count + 1"
-    " WHERE tenant_id = ? AND id = ? AND debits_pending_minor <= ? AND credits_pending_minor <= ?"
-    " RETURNING code, currency, normal_balance, no_overdraft, system, debits_posted_minor, credits_posted_minor,"
-    " debits_pending_minor, credits_pending_minor, entries_count"
-)
-_TRANSFER_COLUMNS = (
-    "tenant_id",
-    "id",
-    "kind",
-    "pending_id",
-    "reverses_id",
-    "batch_id",
-    "idempotency_key",
-    "reference_type",
-    "reference_id",
-    "owner_id",
-    "metadata",
-    "expires_at_us",
-    "created_at_us",
-)
-_ENTRY_COLUMNS = (
-    "tenant_id, id, transfer_id, account_id, direction, amount_minor, currency, account_sequence, created_at_us"
-)
-_ENTRIES = driver.statement(
-    f"INSERT INTO ledger_entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
 _PAYOUT_COLUMNS = (
     "tenant_id",
     "id",
@@ -203,32 +177,10 @@ _PAYOUT_COLUMNS = (
     "created_at_us",
     "updated_at_us",
 )
-_EVENT_COLUMNS = (
-    "tenant_id",
-    "id",
-    "kind",
-    "type",
-    "object_type",
-    "object_id",
-    "from_state",
-    "to_state",
-    "cause",
-    "actor",
-    "data",
-    "object_sequence",
-    "snapshot",
-    "created_at_us",
-)
 
 
-def _insert(table: str, columns: tuple[str, ...], rows: int = 1) -> driver.Statement:
-    values = ", ".join([f"({', '.join('?' * len(columns))})"] * rows)
-    return driver.statement(f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}")
-
-
-_TRANSFER = _insert("ledger_transfers", _TRANSFER_COLUMNS)
-_PAYOUT = _insert("payouts", _PAYOUT_COLUMNS)
-_EVENTS = _insert("events", _EVENT_COLUMNS, rows=2)  # the birth, then the api_call
+_PAYOUT = driver.insert("payouts", _PAYOUT_COLUMNS)
+_EVENTS = driver.insert("events", EVENT_COLUMNS, rows=2)  # the birth, then the api_call
 
 
 def write_statements(connection: Connection, plan: Plan) -> str | None:
@@ -249,12 +201,12 @@ def write_statements(connection: Connection, plan: Plan) -> str | None:
     for entry in sorted(plan.entries, key=lambda entry: ids[entry.id]):  # id order, as every transfer
         sequences[entry.id] = _apply(connection, plan, entry, ids[entry.id])
     transfer = plan.transfer_row
-    driver.execute(connection, _TRANSFER, [transfer[name] for name in _TRANSFER_COLUMNS])
-    driver.execute(connection, _ENTRIES, _entry_params(plan, ids, sequences))
+    driver.execute(connection, hold_repository.TRANSFER, [transfer[name] for name in hold_repository.TRANSFER_COLUMNS])
+    driver.execute(connection, hold_repository.ENTRY_PAIR, _entry_params(plan, ids, sequences))
     assert plan.payout_row.keys() == set(_PAYOUT_COLUMNS)
     driver.execute(connection, _PAYOUT, [plan.payout_row[name] for name in _PAYOUT_COLUMNS])
-    assert all(row.keys() <= set(_EVENT_COLUMNS) for row in plan.event_rows)
-    driver.execute(connection, _EVENTS, [row.get(name) for row in plan.event_rows for name in _EVENT_COLUMNS])
+    assert all(row.keys() <= set(EVENT_COLUMNS) for row in plan.event_rows)
+    driver.execute(connection, _EVENTS, [row.get(name) for row in plan.event_rows for name in EVENT_COLUMNS])
     return in_transit_id
 
 
@@ -273,7 +225,7 @@ def _apply(connection: Connection, plan: Plan, entry: PlannedEntry, account_id: 
     delta = entry.delta
     rows = driver.fetch(
         connection,
-        _APPLY,
+        hold_repository.APPLY_PENDING,
         (
             delta.debits_pending_minor,
             delta.credits_pending_minor,
