@@ -2,7 +2,8 @@
 on the state); exactly one wins, and the loser sees why" — across OS processes.
 
 A canceling process (as the API) and a claiming process (as a worker) walk the same 200
-queued payouts at the same moment. For every payout exactly one side won: canceled payouts
+queued payouts at the same moment (the canceler from the middle of the claim's order, then
+round to its start). For every payout exactly one side won: canceled payouts
 were never claimed and their hold is voided; claimed ones are `processing`, the canceler
 was told `payout_not_cancelable` with status `processing`, and their hold still stands.
 The books verify after the run. On PostgreSQL, where both sides must win some (else nothing
@@ -75,9 +76,14 @@ def test_cancel_racing_the_claim_across_processes_has_exactly_one_winner(
     )  # as a worker queues them
     queued = [load(database, payout) for payout in scheduled]
     assert {payout.status for payout in queued} == {states.QUEUED}
-    # The claim takes the oldest due first (next_attempt_at_us, id): the canceler walks the same order.
+    # The claim takes the oldest due first (next_attempt_at_us, id). The canceler walks the same
+    # order from its middle, then wraps round to its start: where both walk from the start, the
+    # side that starts first stays ahead and can take every payout (nothing raced, seen on a
+    # loaded machine); from the middle, each is ahead somewhere, and where the claim catches up
+    # the two meet on the same rows in the same order, as before.
     payout_ids = [p.id for p in sorted(queued, key=lambda p: (p.next_attempt_at_us or 0, p.id))]
-    reports = run_racers(database_url, payout_ids, tmp_path)
+    half = len(payout_ids) // 2
+    reports = run_racers(database_url, payout_ids[half:] + payout_ids[:half], tmp_path)
     assert "error" not in reports["cancel"] and "error" not in reports["claim"], reports
 
     canceled = set(reports["cancel"]["won"])
