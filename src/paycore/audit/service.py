@@ -202,9 +202,40 @@ def record_webhook(
     payload: dict[str, Any],
     now_us: int,
 ) -> str:
-    return _insert(
-        connection,
+    """One webhook from the processor on the audit log of the object it names, with what
+    paycore made of it (`result`)."""
+    row = webhook_row(
         tenant_id,
+        event_id=ids.new_id("evt"),
+        context=EventContext.current(),
+        object_type=object_type,
+        object_id=object_id,
+        event_type=event_type,
+        result=result,
+        payload=payload,
+        now_us=now_us,
+    )
+    write(connection, row)
+    return str(row["id"])
+
+
+def webhook_row(
+    tenant_id: str,
+    *,
+    event_id: str,
+    context: EventContext,
+    object_type: str,
+    object_id: str,
+    event_type: str,
+    result: str,
+    payload: dict[str, Any],
+    now_us: int,
+) -> dict[str, Any]:
+    """The row `record_webhook` writes, built (pure: a data-plane phase plans it, ADR 0026)."""
+    return event_row(
+        tenant_id,
+        event_id=event_id,
+        context=context,
         kind="webhook",
         type=f"webhook.{event_type}",
         object_type=object_type,
@@ -212,7 +243,7 @@ def record_webhook(
         from_state=None,
         to_state=None,
         cause=result,
-        actor="processor",
+        actor=actors.PROCESSOR,
         now_us=now_us,
         data=payload,
     )

@@ -1,0 +1,89 @@
+"""The processor's webhook on the data plane (ADR 0026 step 3): verify, plan, then one write.
+
+The signature and the event's shape are checked first, by the reference path's own check
+(`service.verified_event`: a bad one is refused and nothing is stored). A plain charge event
+(`receive_plan.py`: `charge.succeeded` or `charge.failed` for a payment already in that
+status, the usual case, the processor's synchronous answer having settled it) is then written
+by one prepared call of `paycore_inbound_receive` on PostgreSQL (the migration
+`*_inbound_receive.py`, in autocommit: it commits a success only) or by the fixed list of
+`receive_repository.py` on SQLite, in one transaction on the writer (ADR 0008's group commit):
+`stale`, or `duplicate` for an event stored before.
+
+Everything else goes to the reference path (`service.receive`, unchanged), which verifies again
+and decides as it always has: every other type or object, and a charge event whose payment is
+missing, still `processing` (the event settles it), in doubt, in another status (a conflict), of
+another amount or currency (a mismatch), a lost race (a deadlock, a serialization failure) and
+a PostgreSQL schema without the function (SQLSTATE 42883).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from paycore.audit.service import EventContext
+from paycore.db.engine import Database, is_lock_timeout
+from paycore.idempotency import service as idempotency
+from paycore.inbound import receive_plan, receive_repository, service
+from paycore.inbound.receive_plan import Plan
+from paycore.inbound.schemas import ProcessorEvent
+from paycore.inbound.service import Received
+from paycore.kit import ids
+from paycore.kit.clock import now_us as clock_now_us
+
+# What the call may answer with, having written nothing, for the reference path to decide: the
+# payment not in the planned status (PC013), a deadlock, a serialization failure, and a schema
+# without the function (this code runs from OLDEST_COMPATIBLE_REVISION on). Any other error is
+# raised.
+_DECIDED_BY_REFERENCE: Final = frozenset({"PC013", "40P01", "40001", "42883"})
+
+
+def receive(database: Database, secret: str, signature: str | None, body: bytes) -> Received:
+    """What the processor's webhook made, as `service.receive` answers it. Raises
+    `InvalidSignature` and `InvalidWebhook` (nothing stored) as it does."""
+    event = service.verified_event(secret, signature, body)
+    if receive_plan.plain_status(event) is not None:
+        result = _call(database, event, body) if database.is_postgres else _write_sqlite(database, event, body)
+        if result is not None:
+            return Received(event.id, result)
+    return service.receive(database, secret, signature, body)
+
+
+def plan(event: ProcessorEvent, body: bytes) -> Plan:
+    """The plan of a plain event (`receive_plan.plain_status`), made now."""
+    planned = receive_plan.plan_receive(
+        event, body.decode(), now_us=clock_now_us(), audit_event_id=ids.new_id("evt"), context=EventContext.current()
+    )
+    assert planned is not None, "a plain event has a plan"
+    return planned
+
+
+def _call(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
+    """`stale` or `duplicate` once the call committed (or found the event stored); None, having
+    written nothing, when the reference path must decide."""
+    planned = plan(event, body)
+    with database.autocommit() as connection:
+        try:
+            return receive_repository.receive_call(connection, planned)
+        except DBAPIError as error:
+            if is_lock_timeout(error):
+                raise idempotency.waited_too_long(error) from error
+            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+                return None
+            raise
+
+
+def _write_sqlite(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
+    """`stale` or `duplicate` once the list committed; None, having written nothing, when the
+    reference path must decide. Planned inside the transaction, as the reference path reads its
+    clock there: the wait for the write lock comes before it."""
+
+    def work(connection: Connection) -> str:
+        return receive_repository.write_statements(connection, plan(event, body))
+
+    try:
+        return database.transaction(work)
+    except receive_repository.Unplain:
+        return None
