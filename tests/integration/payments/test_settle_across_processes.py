@@ -4,8 +4,10 @@ processes on PostgreSQL (ADR 0026 step 3): the hold is posted exactly once.
 One process makes payments (`create_payment`, whose settle phase is the one call of
 `paycore_payments_settle`); its processor answers `succeeded` and, before the answer returns,
 hands the payment to the other process and waits for it at a barrier. The other process then
-delivers the processor's signed webhook for it (`inbound.receive`: the webhook's row, the
-payment read FOR UPDATE, the lifecycle's apply) while the first runs its settle phase. Some
+delivers the processor's signed webhook for it (`inbound.receive.receive`, as the route does:
+on the data plane, the webhook's row and `stale` where the API settled the payment first, else
+the reference path's row, the payment read FOR UPDATE and the lifecycle's apply) while the
+first runs its settle phase. Some
 rounds hold one side back a little, so that each side is seen to win; the rest race as they
 come. The API's side is the data plane each time it wins (checked), the reference path's
 replay each time it loses. Whoever comes second changes nothing: one post, two entries, one state change to
@@ -27,7 +29,7 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.errors import render_refusal
 from paycore.idempotency.service import KeyScope, Outcome, fingerprint
-from paycore.inbound import service as inbound
+from paycore.inbound import receive as inbound
 from paycore.kit import actors, signing
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
