@@ -20,6 +20,7 @@ from paycore.http.money import payments as money_payments
 from paycore.http.money import payouts as money_payouts
 from paycore.http.money import refunds as money_refunds
 from paycore.http.money import transfers as money_transfers
+from paycore.http.money import webhooks as money_webhooks
 from paycore.http.refusals import RefusalAudit
 from paycore.http.request_id import RequestContext
 from paycore.http.routers import (
@@ -125,6 +126,7 @@ def create_app(
     app.router.routes.insert(0, money_refunds.ROUTE)
     app.router.routes.insert(0, money_payouts.ROUTE)
     app.router.routes.insert(0, money_payouts.CANCEL_ROUTE)
+    app.router.routes.insert(0, money_webhooks.ROUTE)
     ops.install(app, settings)
     openapi.install(app, settings)
     assert_json_routes(app)

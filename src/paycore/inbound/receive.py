@@ -18,6 +18,7 @@ a PostgreSQL schema without the function (SQLSTATE 42883).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from sqlalchemy import Connection
@@ -49,6 +50,33 @@ def receive(database: Database, secret: str, signature: str | None, body: bytes)
         if result is not None:
             return Received(event.id, result)
     return service.receive(database, secret, signature, body)
+
+
+async def receive_async(
+    database: Database,
+    secret: str,
+    signature: str | None,
+    body: bytes,
+    *,
+    in_thread: Callable[..., Awaitable[Received]],
+) -> Received:
+    """`receive` for a caller on an event loop, which must not block: on SQLite the plain case
+    joins the group commit from the loop (`Database.transaction_async`: no thread hop), and
+    `in_thread(function, *arguments)` (the HTTP layer's worker thread) runs the reference path;
+    on PostgreSQL it runs the whole of `receive`."""
+    if database.is_postgres:
+        return await in_thread(receive, database, secret, signature, body)
+    event = service.verified_event(secret, signature, body)
+    if receive_plan.plain_status(event) is not None:
+
+        def work(connection: Connection) -> str:
+            return receive_repository.write_statements(connection, plan(event, body))
+
+        try:
+            return Received(event.id, await database.transaction_async(work))
+        except receive_repository.Unplain:
+            pass
+    return await in_thread(service.receive, database, secret, signature, body)
 
 
 def plan(event: ProcessorEvent, body: bytes) -> Plan:
