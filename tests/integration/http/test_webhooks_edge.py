@@ -119,9 +119,14 @@ def _send(
 
 
 def _stored(database: Database) -> list[tuple[Any, ...]]:
+    """The stored events, and the audit events they left (their data: the event's id, the
+    request's id from X-Request-Id), in a fixed order."""
     with database.read() as connection:
         rows = connection.execute(text("SELECT event_id, status, attempts FROM processor_webhooks ORDER BY event_id"))
-        return [tuple(row) for row in rows]
+        audit = connection.execute(
+            text("SELECT type, object_type, cause, actor, data FROM events WHERE kind = 'webhook' ORDER BY data")
+        )
+        return [tuple(row) for row in rows] + [tuple(row) for row in audit]
 
 
 def test_every_event_is_answered_as_the_fastapi_route_answers_it(
@@ -168,4 +173,6 @@ def test_every_event_is_answered_as_the_fastapi_route_answers_it(
         (200, "unmatched"),
     ], results
     assert {status for status, _ in results[13:]} == {400}, results
-    assert _stored(database) == _stored(other[1]) and len(_stored(database)) >= 10
+    stored = _stored(database)
+    assert stored == _stored(other[1]) and len(stored) >= 15, stored
+    assert all('"request_id":"same-id"' in str(row[-1]) for row in stored if len(row) == 5), stored
