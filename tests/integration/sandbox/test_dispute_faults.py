@@ -19,10 +19,15 @@ from paycore.processor.port import ChargeRequest, ProcessorUnreachable
 from paycore_sandbox import FaultPlanError, Sandbox, SandboxSettings
 from paycore_sandbox.disputes import LOSING_EVIDENCE, WINNING_EVIDENCE, DisputeResult, OpenDisputeRequest
 from paycore_sandbox.inprocess import InProcessTransport
-from paycore_sandbox.limits import DISPUTE_EVIDENCE_WINDOW_ENV, DISPUTE_STEP_MS_MAX, settings_from_environment
+from paycore_sandbox.limits import (
+    DISPUTE_EVIDENCE_WINDOW_ENV,
+    DISPUTE_STEP_MS_MAX,
+    EVIDENCE_TEXT_LENGTH_MAX,
+    settings_from_environment,
+)
 from paycore_sandbox.service import SandboxSchemaOutdated
 from paycore_sandbox.settlement import fee_minor
-from tests.integration.sandbox.conftest import SECRET, SETTINGS, TIMEOUT_MS, Harness, RecordingSink
+from tests.integration.sandbox.conftest import SECRET, SETTINGS, TIMEOUT_MS, Harness, RecordingSink, StartServer
 from tests.integration.sandbox.dispute_support import (
     AMOUNT_MINOR,
     CURRENCY,
@@ -37,6 +42,7 @@ from tests.integration.sandbox.dispute_support import (
     refused,
 )
 from tests.integration.sandbox.test_dedupe import THREADS, all_at_once
+from tests.integration.sandbox.test_http_api import call
 from tests.support.days import clear_of_midnight
 
 DISPUTE_EVENT_FIELDS = {
@@ -116,6 +122,17 @@ def test_the_admin_open_and_the_reads_are_faulted_too(harness: Harness) -> None:
     [opened] = disputes.disputes_of_charge("pay_1")  # opened, its answer lost
     refused(lambda: disputes.open_dispute(OpenDisputeRequest(charged.processor_charge_id)), "charge_already_disputed")
     assert opened.status == "needs_response"
+
+
+def test_a_delayed_answer_past_the_timeout_was_processed(harness: Harness) -> None:
+    opened = open_one(harness)
+    _plan(harness, {"fault": "delay_ms", "delay_ms": 300, "next_n": 1, "ops": ["dispute_evidence"]})
+    impatient = disputes_of(harness, timeout_ms=100)
+
+    with pytest.raises(ProcessorUnreachable):
+        impatient.submit_evidence(evidence(opened, WINNING_EVIDENCE))
+
+    assert disputes_of(harness).get_dispute(opened.dispute_id).status == "under_review"  # type: ignore[union-attr]
 
 
 def test_dispute_webhooks_are_signed_and_carry_the_dispute(harness: Harness) -> None:
@@ -297,3 +314,36 @@ def test_the_environment_sets_the_evidence_window_of_a_sandbox_opened_without_se
     for wrong in ("0", "1.5", "7d", "", "\uff11\uff15", str(DISPUTE_STEP_MS_MAX + 1)):
         with pytest.raises(ValueError, match=DISPUTE_EVIDENCE_WINDOW_ENV):
             settings_from_environment({DISPUTE_EVIDENCE_WINDOW_ENV: wrong})
+
+
+def test_over_http_bodies_are_read_strictly(sandbox: Sandbox, sink: RecordingSink, serve_sandbox: StartServer) -> None:
+    base_url = serve_sandbox(sandbox, sink)
+    charged = sandbox.charge(ChargeRequest("pay_1", MERCHANT, AMOUNT_MINOR, CURRENCY, "tok_ok"))
+    reference = charged.processor_charge_id
+
+    for body, code in (
+        ({"payment_reference": reference, "amount_minor": 10.5}, "invalid_amount"),
+        ({"payment_reference": reference, "amount_minor": "100"}, "invalid_amount"),
+        ({"payment_reference": reference, "currency": "EUR"}, "invalid_request"),
+        ({"payment_reference": reference, "type": "retrieval"}, "invalid_request"),
+        ({}, "invalid_request"),
+    ):
+        status, answer = call(base_url, "POST", "/v1/sandbox/disputes", body)
+        assert (status, answer["error"]) == (400, code), (body, answer)
+    assert sandbox.disputes_of_charge("pay_1") == []
+
+    status, opened = call(base_url, "POST", "/v1/sandbox/disputes", {"payment_reference": reference})
+    assert status == 200
+    path = f"/v1/disputes/{opened['dispute_id']}"
+    too_long = {"request_id": "ev_1", "merchant_id": MERCHANT, "text": "x" * (EVIDENCE_TEXT_LENGTH_MAX + 1)}
+    assert call(base_url, "POST", f"{path}/evidence", too_long)[0] == 400
+    assert call(base_url, "GET", "/v1/disputes")[0] == 400, "a charge request id is needed to list"
+    assert call(base_url, "GET", "/v1/disputes/dp_sbx_unknown") == (
+        404,
+        {"error": "not_found", "message": "no dispute 'dp_sbx_unknown'"},
+    )
+    unknown = call(base_url, "POST", "/v1/disputes/dp_sbx_unknown/accept", {"request_id": "a", "merchant_id": MERCHANT})
+    assert (unknown[0], unknown[1]["error"]) == (404, "dispute_not_found")
+    assert call(base_url, "POST", f"{path}/accept", {"request_id": "a", "merchant_id": MERCHANT})[1]["status"] == "lost"
+    again = call(base_url, "POST", f"{path}/accept", {"request_id": "b", "merchant_id": MERCHANT})
+    assert (again[0], again[1]["error"]) == (409, "dispute_not_open")
