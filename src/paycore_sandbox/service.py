@@ -265,9 +265,11 @@ class Sandbox(DisputeCalls):
 
     def settle_due(self, now_us: int | None = None) -> int:
         """Do what is due at `now_us`, one transaction per kind of step, each bounded: give
-        pending charges and refunds their final status (settle_batch_max of each), close the
-        bank batches whose window ended, then reject, settle or return the payouts whose next
-        step is due (bank_steps_max each). Return how many things changed."""
+        pending charges and refunds their final status (settle_batch_max of each), decide and
+        close the disputes whose decision or deadline came and open those planned for
+        tok_disputed charges (settle_batch_max of each), close the bank batches whose window
+        ended, then reject, settle or return the payouts whose next step is due (bank_steps_max
+        each). Return how many things changed."""
         now = clock.now_us() if now_us is None else now_us
         disputed_before_us = now - self.settings.dispute_open_after_ms * 1_000
         if not repository.anything_due(self.database, now, disputed_before_us):
