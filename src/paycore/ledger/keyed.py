@@ -29,14 +29,13 @@ from paycore.kit import ids
 from paycore.kit.errors import DomainError
 from paycore.ledger import service, transfer_repository
 from paycore.ledger.accounts import cached_account_facts, load_account_facts
-from paycore.ledger.transfer_plan import NewIds, Plan, plan_transfer
+from paycore.ledger.transfer_plan import STATUS_CREATED, NewIds, Plan, plan_transfer
 from paycore.ledger.transfer_repository import KeyExists
 from paycore.ledger.types import Account, Transfer, TransferSpec
 
 BuildSpec = Callable[[int], TransferSpec]
 Render = Callable[[Transfer], str]
 
-_STATUS_CREATED = 201
 # What the call may answer with, having written nothing, for the reference path to decide:
 # its refusals (migrations 0009, 0010), the ledger's triggers' (0024: a system account, a
 # flow's transfer), a deadlock, a serialization failure. A lock wait past
@@ -68,7 +67,7 @@ def create_transfer(
         transfer = service.create_transfer(
             connection, scope.tenant_id, spec, now_us=scope.now_us, idempotency_key=scope.key
         )
-        return idempotency.Outcome(_STATUS_CREATED, render(transfer))
+        return idempotency.Outcome(STATUS_CREATED, render(transfer))
 
     return idempotency.run(database, scope, effect, render_refusal)
 

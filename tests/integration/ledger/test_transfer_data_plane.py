@@ -2,7 +2,8 @@
 (never timed) on each database; that it writes exactly the rows the reference path
 (`idempotency.run` around `service.create_transfer`) writes for the same request; that
 everything but a success written at once is the reference path's to decide; and that
-processes racing on one hot account never overdraw it and make each key's transfer once.
+processes racing on one hot account never overdraw it and make each key's transfer once
+(`test_transfer_across_processes.py`).
 
 Counted as tests/integration/payments/test_statement_counts.py counts (every statement the
 driver runs, a SQLite group's BEGIN IMMEDIATE included, and every commit), around the write
@@ -17,7 +18,6 @@ totals, the entries, the key's answer) and 1 commit. PostgreSQL's one call is AD
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import re
 from collections.abc import Iterator
@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
-from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.errors import dumps, render_refusal
 from paycore.idempotency import service as idempotency
@@ -379,64 +378,3 @@ def test_facts_cached_from_another_database_move_nothing(database: Database) -> 
     with pytest.raises(AccountNotFound):  # the reference path's own UPDATE finds no row either
         keyed.create_transfer(database, key_scope, builder(books, legs), render, render_refusal)
     assert row_counts(database)["idempotency_keys"] == 0
-
-
-# ------------------------------------------------------------------ processes racing on one hot account
-
-RACERS = 4
-TRANSFERS_EACH = 30
-AMOUNT_MINOR = 10
-FUNDED_MINOR = 1_000  # room for 100 of the 121 transfers
-
-
-def _race(url: str, books: dict[str, str], index: int, barrier: Any, results: Any) -> None:
-    """One process: the shared key once, then its own keys, each a transfer of AMOUNT_MINOR out
-    of the hot wallet (half the processes through the data plane, half the reference path)."""
-    database = Database(Settings(database_url=url, db_pool_size=2))
-    legs = [("wallet", "debit", AMOUNT_MINOR), ("merchant", "credit", AMOUNT_MINOR)]
-    body = body_of(legs, {})
-    answers = []
-    try:
-        barrier.wait(timeout=60)
-        for key in ["shared", *(f"p{index}-{number}" for number in range(TRANSFERS_EACH))]:
-            key_scope = scope("hot", key, body, NOW_US)
-            outcome, replayed = keyed.create_transfer(
-                database, key_scope, builder(books, legs), render, render_refusal, one_call=index % 2 == 0
-            )
-            answers.append((key, outcome.status, outcome.body if key == "shared" else "", replayed))
-        results.put(answers)
-    finally:
-        database.dispose()
-
-
-def test_processes_racing_on_one_hot_account_never_overdraw_it(database: Database, settings: Settings) -> None:
-    books = open_books(database, "hot", wallet_minor=FUNDED_MINOR)
-    context = multiprocessing.get_context("spawn")
-    barrier, results = context.Barrier(RACERS), context.Queue()
-    processes = [
-        context.Process(target=_race, args=(settings.database_url, books, index, barrier, results))
-        for index in range(RACERS)
-    ]
-    for process in processes:
-        process.start()
-    answers = [answer for _ in processes for answer in results.get(timeout=300)]
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0
-    created = [key for key, status, _, replayed in answers if status == 201 and not replayed]
-    refused = [key for key, status, _, replayed in answers if status == 422 and not replayed]
-    assert len(created) == FUNDED_MINOR // AMOUNT_MINOR and len(created) == len(set(created)), len(created)
-    assert len(created) + len(refused) + RACERS - 1 == len(answers) == RACERS * (TRANSFERS_EACH + 1)
-    shared = [(status, body) for key, status, body, _ in answers if key == "shared"]
-    assert len(set(shared)) == 1 and sum(not replayed for key, *_, replayed in answers if key == "shared") == 1
-    with database.read() as connection:
-        wallet = ledger.get_account(connection, "hot", books["wallet"])
-        assert ledger.verify(connection).problems == []
-        per_key = connection.execute(
-            text(
-                "SELECT idempotency_key, count(*) FROM ledger_transfers WHERE tenant_id = 'hot'"
-                " AND idempotency_key IS NOT NULL GROUP BY idempotency_key"
-            )
-        ).all()
-    assert wallet.balance.available_minor == 0 and wallet.balance.posted_minor == 0  # spent to zero, never below
-    assert sorted(key for key, _ in per_key) == sorted(created) and {count for _, count in per_key} == {1}
