@@ -76,7 +76,8 @@ class PaycoreApp(FastAPI):
         # Ahead of it all: the money requests' one pass (http/lean.py), built from the routes
         # as they stand when the first request comes.
         settings: Settings = self.state.settings
-        return LeanDispatch(full, self, self.state.metrics, self.state.database, settings.body_bytes_max)
+        guard = ExposureGuard(full, auth=self.state.auth, webhook_secret=settings.processor_webhook_secret)
+        return LeanDispatch(full, self, guard, self.state.metrics, self.state.database, settings.body_bytes_max)
 
 
 def schedules(settings: Settings) -> operations.Schedules:

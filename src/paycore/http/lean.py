@@ -8,8 +8,9 @@ middleware, FastAPI's exit stack and the router. `LeanDispatch` sits outside all
 runs what they do for such a request in one pass:
 
 - the request id, the latency histogram and the access line (`request_id.answered`);
-- the exposure rule: a request that arrived on a non-loopback address goes to the full stack,
-  whose `ExposureGuard` decides (it is never served here);
+- the exposure rule (`ExposureGuard.serves`): a request it would refuse, or could serve only
+  after asking the database whether a key exists yet (local mode, off loopback), goes to the
+  full stack, whose `ExposureGuard` answers it: a refusal is never made here;
 - the body bound: the refusals before the body (`middleware.refusal_before_body`: NUL 400,
   415, 413 by Content-Length, answered with the route still unmatched, as `BodyLimit` does)
   and the streamed 413, counted in the one `receive` wrapper;
@@ -43,7 +44,7 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from paycore.db.engine import Database
-from paycore.http.exposure import arrived_off_loopback
+from paycore.http.exposure import ExposureGuard
 from paycore.http.metrics import Metrics
 from paycore.http.middleware import TooLarge, refusal_before_body, respond, too_large
 from paycore.http.money.edge import Edge
@@ -70,10 +71,17 @@ def edges_of(routes: Iterable[BaseRoute]) -> tuple[Edge, ...]:
 
 class LeanDispatch:
     def __init__(
-        self, full: ASGIApp, app: Starlette, metrics: Metrics, database: Database, body_bytes_max: int
+        self,
+        full: ASGIApp,
+        app: Starlette,
+        guard: ExposureGuard,
+        metrics: Metrics,
+        database: Database,
+        body_bytes_max: int,
     ) -> None:
         assert not app.debug, "debug answers are the full stack's"
         self.full = full
+        self.guard = guard  # only asked whether it would serve a request, never refusing here
         self.router = app.router
         self.metrics = metrics
         self.database = database
@@ -99,9 +107,8 @@ class LeanDispatch:
         await self.full(scope, receive, send)
 
     def _edge_of(self, scope: Scope) -> tuple[ASGIApp, Scope] | None:
-        server = scope.get("server")
-        if server is not None and arrived_off_loopback(server[0]):
-            return None  # ExposureGuard's to refuse or serve
+        if not self.guard.serves(scope):
+            return None  # the full stack's ExposureGuard refuses it, or asks the database first
         for edge, served in self.served:  # bounded: one per money endpoint
             match, child_scope = edge.matches(scope)
             if match is Match.FULL:
