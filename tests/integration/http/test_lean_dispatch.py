@@ -22,6 +22,8 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.http.lean import LeanDispatch
+from paycore.http.money.edge import Edge, Endpoint, fastapi_route
+from paycore.http.routers import ledger as ledger_router
 from paycore.http.routers import payments as payments_router
 from paycore.kit.clock import now_us
 from paycore.tenants import service as tenants
@@ -322,3 +324,40 @@ def _count_full_stack(app: FastAPI) -> list[str]:
 
     dispatch.full = counted
     return seen
+
+
+class _HandsEverythingOver(Endpoint):
+    """An edge that reads nothing itself: every request goes to its FastAPI route."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self._hand_over(scope, receive, send)
+
+
+def test_an_edge_added_to_the_routes_is_served_in_the_one_pass(
+    apps: tuple[FastAPI, FastAPI], caplog: pytest.LogCaptureFixture
+) -> None:
+    """What the next thin edge (the processor webhook's) needs: its `routes.insert(0, ...)` only."""
+    lean, full = apps
+    for app in apps:
+        fallback = fastapi_route(ledger_router.router, ledger_router.create_account)
+        app.router.routes.insert(0, Edge(fallback, _HandsEverythingOver(fallback)))
+    through_full_stack = _count_full_stack(lean)
+    dispatch = lean.middleware_stack
+    assert isinstance(dispatch, LeanDispatch), dispatch
+    assert [edge.path for edge in dispatch.edges][:2] == ["/v1/accounts", "/v1/payouts/{payout_id}/cancel"]
+    caplog.set_level(logging.INFO, logger="paycore.http.access")
+
+    async def made(app: FastAPI) -> Any:
+        async with app.router.lifespan_context(app):
+            account = b'{"code": "merchant.main", "currency": "USD", "normal_balance": "credit"}'
+            answers = []
+            for body in (account, account, b'{"code": 1}'):
+                caplog.clear()
+                answered = await call(app, "/v1/accounts", [body], [(b"x-request-id", b"same"), *JSON_TYPE])
+                status, headers, text, raised = answered
+                lines = [_line(record) for record in caplog.records if record.name == "paycore.http.access"]
+                answers.append((status, edges.mask(repr(headers)), edges.mask(text.decode()), raised, lines))
+        return answers, _latency_counts(app)
+
+    assert asyncio.run(made(lean)) == asyncio.run(made(full))
+    assert through_full_stack == [], "served by the new edge in the one pass"
