@@ -20,7 +20,9 @@ the configurations interleaved (so drift on a noisy machine hits them all alike)
   of a 2-entry transfer (a fresh idempotency key each time, as `POST /v1/transfers` does)
   that debits a `no_overdraft` account funded up front. Each client has its own pair of
   accounts. On PostgreSQL that is one server call per transfer (ADR 0011); on SQLite one
-  `Database.transaction` doing `idempotency.run(...)` around `ledger.create_transfer(...)`.
+  `Database.transaction` running the data plane's fixed list (ADR 0026,
+  `ledger/transfer_repository.py`); a refusal on either takes `idempotency.run(...)` around
+  `ledger.create_transfer(...)`.
 - `hot`: the same, but every client debits ONE shared hot account (credit-normal,
   no_overdraft, big funding) into its own destination account.
 - `spread-tx`, `hot-tx` (PostgreSQL only): the same on the reference path, one transaction of

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Payments through the whole app in one process, without an HTTP server: the thin edge
-(`http/money/payments.py`) against the FastAPI route it stands in front of, rounds alternated
-(ADR 0026 decision 4, issue 39). Built as `credits_edge_bench.py`.
+(`http/money/payments.py`) in the one pass of `http/lean.py` as served, the same edge behind the
+full middleware stack (`app.state.lean_edges = False`), and the FastAPI route it stands in front
+of, rounds rotated (ADR 0026 decision 4, issue 39). Built as `credits_edge_bench.py`.
 
     .venv/bin/python bench/payments_edge_bench.py --rounds 5 --payments 1000 [--processor sandbox]
 
 Each round makes a fresh SQLite database and an app (`create_app`: every middleware, the error
-handlers), once as served and once with the edge's route removed; which goes first alternates.
+handlers) three times: as served, without the one pass, and with the edge's route removed too;
+which goes first rotates.
 A merchant account is made through the API, then the app is called as an ASGI callable, 8
 payments of 1 minor unit at a time (`asyncio.gather`), each with a fresh Idempotency-Key, after
 a warm-up of 200. The processor is `instant` (an adapter that answers every charge succeeded at
@@ -39,6 +41,14 @@ from paycore_sandbox.inprocess import InProcessTransport
 from paycore_sandbox.service import Sandbox
 
 CONCURRENT_MAX = 8
+# As served (the thin edge in the one pass of http/lean.py); the edge behind every middleware;
+# the FastAPI route behind every middleware.
+LABELS = ("edge", "edge, full stack", "route")
+NAMES = {
+    "edge": "thin edge, one pass (as served)",
+    "edge, full stack": "thin edge behind the full middleware stack",
+    "route": "FastAPI route",
+}
 WARMUP_PAYMENTS = 200
 
 
@@ -137,6 +147,8 @@ async def _round(label: str, number: int, payments: int, kind: str) -> float:
         app = create_app(settings, database, next(processors))
         if label == "route":
             app.router.routes.remove(money_payments.ROUTE)
+        if label != "edge":
+            app.state.lean_edges = False  # through every middleware, as before http/lean.py
         try:
             async with app.router.lifespan_context(app):
                 account = {"code": "merchant.main", "currency": "USD", "normal_balance": "credit"}
@@ -150,9 +162,9 @@ async def _round(label: str, number: int, payments: int, kind: str) -> float:
 
 
 async def run(rounds: int, payments: int, kind: str) -> dict[str, list[float]]:
-    measured: dict[str, list[float]] = {"edge": [], "route": []}
+    measured: dict[str, list[float]] = {label: [] for label in LABELS}
     for number in range(rounds):
-        for label in ("edge", "route") if number % 2 == 0 else ("route", "edge"):
+        for label in LABELS[number % 3 :] + LABELS[: number % 3]:  # each goes first in turn
             measured[label].append(await _round(label, number, payments, kind))
             print(f"round {number} {label}: {measured[label][-1]:.0f} µs CPU a payment", flush=True)
     return measured
@@ -165,13 +177,14 @@ def main() -> None:
     parser.add_argument("--processor", choices=("instant", "sandbox"), default="instant")
     args = parser.parse_args()
     measured = asyncio.run(run(args.rounds, args.payments, args.processor))
-    edge, route = statistics.median(measured["edge"]), statistics.median(measured["route"])
+    medians = {label: statistics.median(measured[label]) for label in LABELS}
     print(f"\nSQLite, in process, {args.processor} processor, {args.rounds} rounds of {args.payments} payments")
     print("| answered by | CPU µs a payment (median) | each round |\n|---|---|---|")
-    for label, median in (("FastAPI route", route), ("thin edge", edge)):
-        rounds = ", ".join(f"{value:.0f}" for value in measured["edge" if label == "thin edge" else "route"])
-        print(f"| {label} | {median:.0f} | {rounds} |")
-    print(f"| edge / route | {edge / route:.2f}x | |")
+    for label in ("route", "edge, full stack", "edge"):
+        rounds = ", ".join(f"{value:.0f}" for value in measured[label])
+        print(f"| {NAMES[label]} | {medians[label]:.0f} | {rounds} |")
+    print(f"| edge / route | {medians['edge'] / medians['route']:.2f}x | |")
+    print(f"| edge / edge behind the full stack | {medians['edge'] / medians['edge, full stack']:.2f}x | |")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,13 @@ from paycore.kit import clock
 from paycore.processor.port import CancelRequest, CaptureRequest, ChargeResult, ProcessorRefused
 from paycore_sandbox import authorization_repository, repository, webhooks
 from paycore_sandbox.faults import NO_FAULTS, Decision
-from paycore_sandbox.processing import SEQUENCE_AUTHORIZATION_CLOSED, authorization_amounts, charge_event, charge_result
+from paycore_sandbox.processing import (
+    SEQUENCE_AUTHORIZATION_CLOSED,
+    authorization_amounts,
+    charge_event,
+    charge_result,
+    plan_dispute,
+)
 
 _CAPTURE_PARAMETERS: Final = ("kind", "merchant_id", "payment_reference", "amount_minor", "currency")
 _CANCEL_PARAMETERS: Final = ("kind", "merchant_id", "payment_reference")
@@ -88,6 +94,7 @@ def capture(
         "updated_at_us": now_us,
     }
     _queue(connection, values, faults, now_us)
+    plan_dispute(connection, values, now_us)
     return charge_result(values)
 
 

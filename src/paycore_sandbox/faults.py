@@ -23,7 +23,10 @@ fee, status or currency changed, written twice, an amount written as a decimal, 
 charge nobody was told of. When two rules with a delta fire on one call, the first one's
 delta is used. A rule without `ops` applies to `charge` and `refund`; payouts are hit only
 by rules that name `payout` or `get_payout`, captures and cancels of authorizations only by
-rules that name `capture` or `cancel` (the transport faults and the two webhook faults).
+rules that name `capture` or `cancel` (the transport faults and the two webhook faults), and
+dispute calls only by rules that name them (`dispute_open`, `dispute_evidence`,
+`dispute_accept`, `get_dispute`); `drop_webhook` (the event the dispute call makes is never
+sent) applies to the three dispute writes only.
 """
 
 from __future__ import annotations
@@ -46,7 +49,20 @@ from paycore_sandbox.limits import (
     SandboxSettings,
 )
 
-Op = Literal["charge", "refund", "payout", "capture", "cancel", "get_charge", "get_refund", "get_payout"]
+Op = Literal[
+    "charge",
+    "refund",
+    "payout",
+    "capture",
+    "cancel",
+    "get_charge",
+    "get_refund",
+    "get_payout",
+    "dispute_open",
+    "dispute_evidence",
+    "dispute_accept",
+    "get_dispute",
+]
 TransportFault = Literal["drop_request", "drop_response", "delay_ms", "error_500"]
 # The faults kept per object in `sandbox_report_faults` (whose CHECK lists these names).
 ReportFault = Literal[
@@ -59,7 +75,7 @@ ReportFault = Literal[
     "report_duplicate_line",
     "report_malformed_line",
 ]
-FaultName = Literal[TransportFault, "duplicate_webhook", "reorder_webhooks", "settle_late", ReportFault]
+FaultName = Literal[TransportFault, "duplicate_webhook", "reorder_webhooks", "drop_webhook", "settle_late", ReportFault]
 
 OPS: Final[tuple[Op, ...]] = get_args(Op)
 REPORT_FAULTS: Final[tuple[ReportFault, ...]] = get_args(ReportFault)
@@ -67,7 +83,10 @@ _TRANSPORT_FAULTS: Final[dict[str, TransportFault]] = {name: name for name in ge
 WRITE_OPS: Final[frozenset[str]] = frozenset({"charge", "refund", "payout"})
 # A capture or a cancel closes an existing charge: its webhook faults apply (to the closing
 # event), not settle_late or the report's, which belong to the call that created the object.
-WEBHOOK_FAULT_OPS: Final[frozenset[str]] = WRITE_OPS | {"capture", "cancel"}
+# The dispute calls that change a dispute (an open also comes from the background for a
+# tok_disputed charge: the plan is asked then, and its webhook faults apply to that dispute).
+DISPUTE_WRITE_OPS: Final[frozenset[str]] = frozenset({"dispute_open", "dispute_evidence", "dispute_accept"})
+WEBHOOK_FAULT_OPS: Final[frozenset[str]] = WRITE_OPS | {"capture", "cancel"} | DISPUTE_WRITE_OPS
 _WEBHOOK_FAULTS: Final = frozenset({"duplicate_webhook", "reorder_webhooks"})
 PERCENT_DRAW: Final = 100  # percent rules draw an integer in [0, 100): no floats
 
@@ -107,10 +126,16 @@ class Rule(_Strict):
                 raise ValueError(f"'{field}' must not be 0: a delta of 0 leaves the report right")
         if len(set(self.ops)) != len(self.ops):
             raise ValueError("'ops' lists an operation twice")
+        if self.fault == "drop_webhook" and not DISPUTE_WRITE_OPS.issuperset(self.ops):
+            ops = ", ".join(f"'{op}'" for op in sorted(DISPUTE_WRITE_OPS))
+            raise ValueError(f"drop_webhook applies to the dispute calls {ops} only")
         allowed = WEBHOOK_FAULT_OPS if self.fault in _WEBHOOK_FAULTS else WRITE_OPS
-        if self.fault not in _TRANSPORT_FAULTS and not allowed.issuperset(self.ops):
+        if self.fault not in _TRANSPORT_FAULTS and self.fault != "drop_webhook" and not allowed.issuperset(self.ops):
             also = " (and to 'capture' and 'cancel')" if self.fault in _WEBHOOK_FAULTS else ""
-            raise ValueError(f"{self.fault} applies to the write operations 'payout', 'charge' and 'refund' only{also}")
+            raise ValueError(
+                f"{self.fault} applies to the write operations 'payout', 'charge' and 'refund' only{also}"
+                + (" (and to the dispute calls)" if also else "")
+            )
         if self.fault == "report_unknown_charge" and self.ops != ["charge"]:
             raise ValueError('report_unknown_charge applies to \'charge\' only: set "ops": ["charge"]')
         return self
@@ -146,6 +171,7 @@ class Decision:
     delay_ms: int = 0
     duplicate_webhook: bool = False
     reorder_webhooks: bool = False
+    drop_webhook: bool = False
     settle_late: bool = False
     report_drop_line: bool = False
     report_amount_delta_minor: int = 0  # 0: the line's amount is right
@@ -237,6 +263,7 @@ class FaultInjector:
             delay_ms=(transport.delay_ms or 0) if transport is not None else 0,
             duplicate_webhook="duplicate_webhook" in names,
             reorder_webhooks="reorder_webhooks" in names,
+            drop_webhook="drop_webhook" in names,
             settle_late="settle_late" in names,
             report_drop_line="report_drop_line" in names,
             report_amount_delta_minor=amount_delta,

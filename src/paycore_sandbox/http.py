@@ -22,6 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, Final
 
 from fastapi import Body, FastAPI, Request
@@ -37,7 +38,17 @@ from paycore.processor.port import ProcessorRefused
 from paycore_sandbox.admin import AdminTokenRequired, admin_dependencies
 from paycore_sandbox.faults import Decision, FaultPlanError
 from paycore_sandbox.limits import BODY_BYTES_MAX
-from paycore_sandbox.schemas import CancelBody, CaptureBody, ChargeBody, PayoutBody, RefundBody, render
+from paycore_sandbox.schemas import (
+    AcceptBody,
+    CancelBody,
+    CaptureBody,
+    ChargeBody,
+    EvidenceBody,
+    OpenDisputeBody,
+    PayoutBody,
+    RefundBody,
+    render,
+)
 from paycore_sandbox.service import Sandbox
 from paycore_sandbox.sink import WebhookSink
 
@@ -45,8 +56,18 @@ _BAD_REQUEST_CODES: Final = frozenset(
     {"invalid_request", "invalid_amount", "invalid_currency", "invalid_token", "invalid_day", "invalid_account"}
 )
 _CONFLICT_CODES: Final = frozenset(
-    {"request_id_reused", "batch_open", "charge_not_capturable", "charge_not_cancelable", "authorization_expired"}
+    {
+        "request_id_reused",
+        "batch_open",
+        "charge_not_capturable",
+        "charge_not_cancelable",
+        "authorization_expired",
+        "charge_not_disputable",
+        "charge_already_disputed",
+        "dispute_not_open",
+    }
 )
+_NOT_FOUND_CODES: Final = frozenset({"dispute_not_found"})
 _ACCOUNT_FIELDS: Final = frozenset({"iban", "bic", "routing_number", "account_number"})
 log = logging.getLogger(__name__)
 _MESSAGE_LENGTH_MAX: Final = 1000
@@ -67,6 +88,8 @@ def refusal_status(code: str) -> int:
         return 400
     if code in _CONFLICT_CODES:
         return 409
+    if code in _NOT_FOUND_CODES:
+        return 404
     return 422
 
 
@@ -92,7 +115,9 @@ def create_app(
     _add_error_handlers(app)
     _add_processor_routes(app, sandbox)
     _add_bank_routes(app, sandbox)
-    _add_sandbox_routes(app, sandbox, sink, admin_dependencies(admin_token))
+    admin = admin_dependencies(admin_token)
+    _add_dispute_routes(app, sandbox, admin)
+    _add_sandbox_routes(app, sandbox, sink, admin)
     assert_json_routes(app)
     app.add_middleware(BodyLimit, body_bytes_max=body_bytes_max)
     return app
@@ -262,6 +287,45 @@ def _add_bank_routes(app: FastAPI, sandbox: Sandbox) -> None:
         if found is None:
             return error_response(404, "not_found", f"no batch {batch_id!r}")
         return json_response(200, found)
+
+
+def _add_dispute_routes(app: FastAPI, sandbox: Sandbox, admin: list[Any]) -> None:
+    """Disputes (disputes.py): the merchant's calls, and the admin call that opens one."""
+
+    @app.post("/v1/sandbox/disputes", dependencies=admin)
+    def open_dispute(body: OpenDisputeBody) -> Response:
+        request = body.to_request()
+        decision = sandbox.decide("dispute_open")
+        return _respond(sandbox, decision, lambda: (200, asdict(sandbox.open_dispute(request, decision))))
+
+    @app.post("/v1/disputes/{dispute_id}/evidence")
+    def submit_evidence(dispute_id: str, body: EvidenceBody) -> Response:
+        request = body.to_request(dispute_id)
+        decision = sandbox.decide("dispute_evidence")
+        return _respond(sandbox, decision, lambda: (200, asdict(sandbox.submit_evidence(request, decision))))
+
+    @app.post("/v1/disputes/{dispute_id}/accept")
+    def accept_dispute(dispute_id: str, body: AcceptBody) -> Response:
+        request = body.to_request(dispute_id)
+        decision = sandbox.decide("dispute_accept")
+        return _respond(sandbox, decision, lambda: (200, asdict(sandbox.accept_dispute(request, decision))))
+
+    @app.get("/v1/disputes/{dispute_id}")
+    def get_dispute(dispute_id: str) -> Response:
+        def work() -> Answer:
+            result = sandbox.get_dispute(dispute_id)
+            if result is None:
+                return 404, {"error": "not_found", "message": f"no dispute {dispute_id!r}"}
+            return 200, asdict(result)
+
+        return _respond(sandbox, sandbox.decide("get_dispute"), work)
+
+    @app.get("/v1/disputes")
+    def list_disputes(charge_request_id: str) -> Response:
+        def work() -> Answer:
+            return 200, {"data": [asdict(found) for found in sandbox.disputes_of_charge(charge_request_id)]}
+
+        return _respond(sandbox, sandbox.decide("get_dispute"), work)
 
 
 def _add_sandbox_routes(app: FastAPI, sandbox: Sandbox, sink: WebhookSink | None, admin: list[Any]) -> None:

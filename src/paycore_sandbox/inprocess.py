@@ -29,6 +29,7 @@ from paycore.processor.port import (
     RefundRequest,
     RefundResult,
 )
+from paycore_sandbox.disputes import AcceptRequest, DisputeResult, EvidenceRequest, OpenDisputeRequest
 from paycore_sandbox.faults import Decision, Op
 from paycore_sandbox.service import Sandbox
 
@@ -73,6 +74,28 @@ class InProcessTransport:
     def get_payout(self, request_id: str) -> PayoutResult | None:
         decision = self.sandbox.decide("get_payout")
         return self._call("get_payout", decision, lambda: self.sandbox.get_payout(request_id))
+
+    # Disputes: the sandbox's calls of its own (paycore's port has none yet), faulted alike.
+
+    def open_dispute(self, request: OpenDisputeRequest) -> DisputeResult:
+        decision = self.sandbox.decide("dispute_open")
+        return self._call("dispute_open", decision, lambda: self.sandbox.open_dispute(request, decision))
+
+    def submit_evidence(self, request: EvidenceRequest) -> DisputeResult:
+        decision = self.sandbox.decide("dispute_evidence")
+        return self._call("dispute_evidence", decision, lambda: self.sandbox.submit_evidence(request, decision))
+
+    def accept_dispute(self, request: AcceptRequest) -> DisputeResult:
+        decision = self.sandbox.decide("dispute_accept")
+        return self._call("dispute_accept", decision, lambda: self.sandbox.accept_dispute(request, decision))
+
+    def get_dispute(self, dispute_id: str) -> DisputeResult | None:
+        decision = self.sandbox.decide("get_dispute")
+        return self._call("get_dispute", decision, lambda: self.sandbox.get_dispute(dispute_id))
+
+    def disputes_of_charge(self, charge_request_id: str) -> list[DisputeResult]:
+        decision = self.sandbox.decide("get_dispute")
+        return self._call("get_dispute", decision, lambda: self.sandbox.disputes_of_charge(charge_request_id))
 
     def settlement_report(self, day: str) -> Iterator[str]:
         return self.sandbox.settlement_report(day)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -52,6 +53,23 @@ WEBHOOK_ANSWER_BYTES_MAX: Final = 65_536
 AUTHORIZATION_LIFETIME_MS: Final = 7 * 86_400_000
 QUICK_AUTHORIZATION_LIFETIME_MS: Final = 2_000
 
+# Disputes (disputes.py): the evidence text's bound (SPEC §6.2), the reasons a dispute may give
+# (the card networks' categories, as public processors name them), and the bound of each of the
+# dispute settings' times.
+EVIDENCE_TEXT_LENGTH_MAX: Final = 20_000
+DISPUTE_REASONS: Final = (
+    "fraudulent",
+    "unrecognized",
+    "duplicate",
+    "product_not_received",
+    "product_unacceptable",
+    "subscription_canceled",
+    "credit_not_processed",
+    "general",
+)
+DISPUTE_TYPES: Final = ("chargeback", "inquiry")
+DISPUTE_STEP_MS_MAX: Final = 90 * 86_400_000
+
 HOLD_MS_MAX: Final = 60_000  # how long the HTTP server sits on a dropped request or answer
 DELAY_MS_MAX: Final = 60_000
 SETTLE_LATE_MS_MAX: Final = 86_400_000
@@ -93,6 +111,15 @@ class SandboxSettings:
     sepa_return_fee_minor: int = 500
     sepa_return_charges_minor: int = 100  # deducted from the returned amount by the AC04 test account
     ach_sec_code: str = "PPD"  # the NACHA batch's standard entry class: PPD (people) or CCD (companies)
+    # Disputes (compressed time, as the bank rail's): a tok_disputed charge is disputed this long
+    # after it succeeds; a dispute answered with evidence is decided this long after; one not
+    # answered within its evidence window is lost (an inquiry becomes a chargeback). Networks
+    # give 7 to 30 days; tests set milliseconds.
+    dispute_open_after_ms: int = 1_000
+    dispute_decision_after_ms: int = 1_000
+    dispute_evidence_window_ms: int = 7 * 86_400_000
+    dispute_fee_minor: int = 1_500  # charged when a chargeback opens (an inquiry costs nothing)
+    dispute_decision_seed: int = 0  # decides evidence that is neither winning_evidence nor losing_evidence
 
     def __post_init__(self) -> None:
         assert 0 <= self.hold_ms <= HOLD_MS_MAX
@@ -117,6 +144,26 @@ class SandboxSettings:
         assert all(type(fee) is int and fee >= 0 for fee in fees_minor)
         assert type(self.sepa_return_charges_minor) is int and self.sepa_return_charges_minor >= 0
         assert self.ach_sec_code in ("PPD", "CCD")
+        dispute_steps_ms = (self.dispute_open_after_ms, self.dispute_decision_after_ms, self.dispute_evidence_window_ms)
+        assert all(0 <= step_ms <= DISPUTE_STEP_MS_MAX for step_ms in dispute_steps_ms)
+        assert type(self.dispute_fee_minor) is int and self.dispute_fee_minor >= 0
+        assert type(self.dispute_decision_seed) is int and self.dispute_decision_seed >= 0
+
+
+# The dispute evidence window of a sandbox opened without explicit settings (`paycore processor
+# serve`, `paycore serve --dev`): milliseconds, so a demo can watch a dispute lost by silence.
+DISPUTE_EVIDENCE_WINDOW_ENV: Final = "PAYCORE_SANDBOX_DISPUTE_EVIDENCE_WINDOW_MS"
+
+
+def settings_from_environment(environment: Mapping[str, str]) -> SandboxSettings:
+    """The defaults, with what the environment sets (a value that is not a whole number of
+    milliseconds within the bound stops the sandbox: a typo is not a seven-day window)."""
+    raw = environment.get(DISPUTE_EVIDENCE_WINDOW_ENV)
+    if raw is None:
+        return SandboxSettings()
+    if not raw.isascii() or not raw.isdigit() or not 0 < int(raw) <= DISPUTE_STEP_MS_MAX:
+        raise ValueError(f"{DISPUTE_EVIDENCE_WINDOW_ENV} is 1 to {DISPUTE_STEP_MS_MAX} milliseconds, not {raw!r}")
+    return SandboxSettings(dispute_evidence_window_ms=int(raw))
 
 
 # The admin token (paycore_sandbox.admin): its variable and its rule, here with no web framework,

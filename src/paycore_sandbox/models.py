@@ -16,6 +16,8 @@
 - `sandbox_webhooks`: the outbox. One row per delivery of an event (a duplicated event has
   two rows with one `event_id`), written in the transaction that changed the object's
   status. `held` rows (reorder_webhooks) wait until the object's final event is queued.
+  Its `object_type` is `charge`, `refund`, `payout` or `dispute` (the dispute tables:
+  dispute_models.py).
 - `sandbox_webhook_attempts`: every attempt to deliver, with its HTTP status or error.
 - `sandbox_bank_batches`: the bank rail's batches, one open per (rail, currency) at a time
   (a partial unique index says so), closed by time or by size.
@@ -239,7 +241,7 @@ webhooks = Table(
     Column("delivered_at_us", BigInteger, nullable=True),
     PrimaryKeyConstraint("delivery_id"),
     CheckConstraint("state IN ('pending', 'delivered', 'dead')", name="state"),
-    CheckConstraint("object_type IN ('charge', 'refund', 'payout')", name="object_type"),
+    CheckConstraint("object_type IN ('charge', 'refund', 'payout', 'dispute')", name="object_type"),
     CheckConstraint("sequence >= 1 AND attempts >= 0", name="counts"),
     Index("ix_sandbox_webhooks_state_due_at_us", "state", "due_at_us"),
     Index("ix_sandbox_webhooks_object_request_id", "object_type", "object_request_id"),

@@ -11,6 +11,7 @@ Outcomes come from test tokens, like a public processor's test cards:
 | `tok_pending`            | pending, then succeeded (settle_late_ms) | succeeded               |
 | `tok_refund_declined`    | succeeded                                | failed `refund_declined` |
 | `tok_expires_quickly`    | succeeded; authorized for 2 s (manual)   | succeeded               |
+| `tok_disputed`           | succeeded, then disputed (disputes.py)   | succeeded               |
 
 A charge with `capture` manual is an authorization: where the table says succeeded it is
 `requires_capture` instead, until captured, canceled or expired (authorizations.py).
@@ -33,7 +34,7 @@ from sqlalchemy import Connection, RowMapping
 from paycore.kit import clock
 from paycore.kit.ids import new_ulid
 from paycore.processor.port import ChargeRequest, ChargeResult, ProcessorRefused, RefundRequest, RefundResult
-from paycore_sandbox import report_faults, repository, webhooks
+from paycore_sandbox import dispute_repository, report_faults, repository, webhooks
 from paycore_sandbox.faults import Decision
 from paycore_sandbox.limits import AUTHORIZATION_LIFETIME_MS, QUICK_AUTHORIZATION_LIFETIME_MS
 
@@ -56,6 +57,7 @@ class TokenBehaviour:
     answer_lost: bool = False  # the charge is taken, the answer never reaches the caller
     refund_failure_code: str | None = None  # refunds of the charge fail with this code
     authorization_lifetime_ms: int = AUTHORIZATION_LIFETIME_MS  # manual capture: until it expires
+    disputed: bool = False  # a chargeback opens dispute_open_after_ms after it succeeds (or is captured)
 
 
 TOKENS: Final[dict[str, TokenBehaviour]] = {
@@ -66,6 +68,7 @@ TOKENS: Final[dict[str, TokenBehaviour]] = {
     "tok_pending": TokenBehaviour("succeeded", settles_late=True),
     "tok_refund_declined": TokenBehaviour("succeeded", refund_failure_code="refund_declined"),
     "tok_expires_quickly": TokenBehaviour("succeeded", authorization_lifetime_ms=QUICK_AUTHORIZATION_LIFETIME_MS),
+    "tok_disputed": TokenBehaviour("succeeded", disputed=True),
 }
 
 _CHARGE_PARAMETERS: Final = ("merchant_id", "amount_minor", "currency", "token", "description", "capture")
@@ -106,6 +109,7 @@ def create_charge(connection: Connection, request: ChargeRequest, faults: Decisi
         _refuse_other_parameters(existing, request, _CHARGE_PARAMETERS)
         return charge_result(existing)
     webhooks.enqueue(connection, charge_event(values, SEQUENCE_FIRST), now_us)
+    plan_dispute(connection, values, now_us)
     unknown_processor_id = CHARGE_ID_PREFIX + new_ulid() if faults.report_unknown_charge else None
     report_faults.record(connection, "charge", request.request_id, faults, unknown_processor_id)
     return charge_result(values)
@@ -162,7 +166,15 @@ def settle(connection: Connection, object_type: str, row: RowMapping, now_us: in
         repository.release_refund(connection, row["charge_request_id"], row["amount_minor"], now_us)
     event = charge_event if object_type == "charge" else _refund_event
     webhooks.enqueue(connection, event(values, SEQUENCE_FIRST + 1), now_us)
+    if object_type == "charge":
+        plan_dispute(connection, values, now_us)
     return True
+
+
+def plan_dispute(connection: Connection, charge: Mapping[str, Any], now_us: int) -> None:
+    """A tok_disputed charge that has just taken money is disputed later (disputes.run_due)."""
+    if TOKENS[charge["token"]].disputed and charge["status"] in ("succeeded", "captured"):
+        dispute_repository.plan(connection, charge["request_id"], now_us)
 
 
 def charge_result(row: Any) -> ChargeResult:

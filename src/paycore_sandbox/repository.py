@@ -30,6 +30,7 @@ from sqlalchemy import (
 from paycore.db import driver
 from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore
+from paycore_sandbox.dispute_models import disputes, planned_disputes
 from paycore_sandbox.faults import REPORT_FAULTS
 from paycore_sandbox.models import (
     bank_batches,
@@ -123,13 +124,16 @@ _ANYTHING_DUE = driver.statement(
     f" OR EXISTS (SELECT 1 FROM {refunds.name} WHERE status = 'pending' AND settle_at_us <= ?)"
     f" OR EXISTS (SELECT 1 FROM {bank_batches.name} WHERE closed_at_us IS NULL AND closes_at_us <= ?)"
     f" OR EXISTS (SELECT 1 FROM {bank_payouts.name} WHERE next_step_at_us <= ?)"
+    f" OR EXISTS (SELECT 1 FROM {disputes.name} WHERE next_step_at_us <= ?)"
+    f" OR EXISTS (SELECT 1 FROM {planned_disputes.name} WHERE succeeded_at_us <= ?)"
 )
 
 
-def anything_due(database: Database, now_us: int) -> bool:
-    """Whether a charge or refund is due to settle, an authorization to expire, a batch to close
-    or a payout to move on."""
-    [(due,)] = database.peek(_ANYTHING_DUE, (now_us,) * 5)
+def anything_due(database: Database, now_us: int, disputed_before_us: int) -> bool:
+    """Whether a charge or refund is due to settle, an authorization to expire, a batch to close,
+    a payout to move on, a dispute to be decided or closed, or a charge that succeeded before
+    `disputed_before_us` to be disputed (tok_disputed)."""
+    [(due,)] = database.peek(_ANYTHING_DUE, (now_us,) * 6 + (disputed_before_us,))
     return bool(due)
 
 
@@ -208,6 +212,7 @@ def settlement_rows(connection: Connection, start_us: int, end_us: int, rows_per
         _payout_rows("payout", start_us, end_us),
         _payout_rows("payout_return", start_us, end_us),
         _unknown_charge_rows(start_us, end_us),
+        *(_dispute_rows(kind, start_us, end_us) for kind in DISPUTE_LINE_TYPES),
     ).subquery()
     joined: Any = combined
     fault: dict[str, Any] = {}
@@ -334,3 +339,36 @@ def _payout_rows(kind: str, start_us: int, end_us: int) -> Select[Any]:
         cast(bank_payouts.c.return_code if returned else null(), String).label("code"),
         literal("payout").label("kind"),
     ).where(and_(at_us >= start_us, at_us < end_us))
+
+
+# A dispute's lines (dated by its events): the chargeback's withdrawal of the disputed amount
+# and its fee (as two lines, the fee's amount in `amount_minor`), and a won one's reinstatement.
+# `request_id` is the charge's, `processor_id` the dispute's, `code` its reason; their `kind`
+# matches no report fault.
+DISPUTE_LINE_TYPES: Final = ("dispute_withdrawal", "dispute_fee", "dispute_reinstatement")
+DISPUTE_LINE_STATUSES: Final = {
+    "dispute_withdrawal": "withdrawn",
+    "dispute_fee": "charged",
+    "dispute_reinstatement": "reinstated",
+}
+
+
+def _dispute_rows(kind: str, start_us: int, end_us: int) -> Select[Any]:
+    at_us = disputes.c.reinstated_at_us if kind == "dispute_reinstatement" else disputes.c.withdrawn_at_us
+    amount = disputes.c.fee_minor if kind == "dispute_fee" else disputes.c.amount_minor
+    statement = select(
+        literal(kind).label("type"),
+        disputes.c.charge_request_id.label("request_id"),
+        disputes.c.dispute_id.label("processor_id"),
+        disputes.c.merchant_id,
+        amount.label("amount_minor"),
+        cast(literal(0), BigInteger).label("fee_minor"),
+        disputes.c.currency,
+        literal(DISPUTE_LINE_STATUSES[kind]).label("status"),
+        at_us.label("at_us"),
+        cast(null(), String).label("batch_id"),
+        cast(disputes.c.reason, String).label("code"),
+        literal("dispute").label("kind"),
+    ).where(and_(at_us >= start_us, at_us < end_us))
+    # A fee of 0 (settable) moves nothing: no line.
+    return statement.where(disputes.c.fee_minor > 0) if kind == "dispute_fee" else statement

@@ -21,11 +21,13 @@ from paycore.processor.port import (
     RefundResult,
 )
 from paycore.schemas import AmountMinor, Currency, StrictModel
+from paycore_sandbox.disputes import AcceptRequest, EvidenceRequest, OpenDisputeRequest
 from paycore_sandbox.limits import (
     ACCOUNT_NUMBER_LENGTH_MAX,
     BENEFICIARY_NAME_LENGTH_MAX,
     BIC_LENGTH_MAX,
     DESCRIPTION_LENGTH_MAX,
+    EVIDENCE_TEXT_LENGTH_MAX,
     IBAN_LENGTH_MAX,
     MERCHANT_ID_LENGTH_MAX,
     REQUEST_ID_LENGTH_MAX,
@@ -106,6 +108,36 @@ class PayoutBody(StrictModel):
 
     def to_request(self) -> PayoutRequest:
         return PayoutRequest(**self.model_dump())  # the rail's value is checked by the service
+
+
+class OpenDisputeBody(StrictModel):
+    """The admin call's body: which reasons and types exist is the service's check (so both
+    transports refuse alike)."""
+
+    payment_reference: RequestId
+    amount_minor: AmountMinor | None = None
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "fraudulent"
+    type: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "chargeback"
+
+    def to_request(self) -> OpenDisputeRequest:
+        return OpenDisputeRequest(**self.model_dump())
+
+
+class EvidenceBody(StrictModel):
+    request_id: RequestId
+    merchant_id: MerchantId
+    text: Annotated[str, StringConstraints(min_length=1, max_length=EVIDENCE_TEXT_LENGTH_MAX)]
+
+    def to_request(self, dispute_id: str) -> EvidenceRequest:
+        return EvidenceRequest(dispute_id=dispute_id, **self.model_dump())
+
+
+class AcceptBody(StrictModel):
+    request_id: RequestId
+    merchant_id: MerchantId
+
+    def to_request(self, dispute_id: str) -> AcceptRequest:
+        return AcceptRequest(dispute_id=dispute_id, **self.model_dump())
 
 
 # An authorization's fields of a charge (ChargeResult): left out of an automatic charge's

@@ -10,6 +10,7 @@ its transport fault themselves.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any, Final
@@ -37,12 +38,15 @@ from paycore_sandbox import (
     bank,
     bank_accounts,
     bank_repository,
+    disputes,
     processing,
     repository,
     settlement,
 )
 from paycore_sandbox.bank_files import BatchFile, batch_file
 from paycore_sandbox.checks import check_money, check_text
+from paycore_sandbox.dispute_models import disputes as dispute_table
+from paycore_sandbox.dispute_service import DisputeCalls, answer
 from paycore_sandbox.faults import NO_FAULTS, REPORT_FAULTS, Decision, FaultInjector, FaultPlan, Op
 from paycore_sandbox.limits import (
     BANK_BATCH_MAX_MAX,
@@ -51,6 +55,7 @@ from paycore_sandbox.limits import (
     MERCHANT_ID_LENGTH_MAX,
     REQUEST_ID_LENGTH_MAX,
     SandboxSettings,
+    settings_from_environment,
 )
 from paycore_sandbox.models import REPORT_FAULTS_CHECK, bank_payouts, charges, metadata, report_faults, webhooks
 from paycore_sandbox.schemas import render_batch
@@ -72,6 +77,8 @@ def _predates(database: Database) -> str | None:
     tables = set(inspector.get_table_names())
     if webhooks.name in tables and bank_payouts.name not in tables:
         return "the bank rail"
+    if webhooks.name in tables and dispute_table.name not in tables:
+        return "disputes"
     if charges.name in tables and "capture" not in {column["name"] for column in inspector.get_columns(charges.name)}:
         return "manual capture (authorizations)"
     if report_faults.name in tables:
@@ -83,7 +90,7 @@ def _predates(database: Database) -> str | None:
     return None
 
 
-class Sandbox:
+class Sandbox(DisputeCalls):
     def __init__(self, database: Database, settings: SandboxSettings, webhook_secret: str) -> None:
         self.database = database
         self.settings = settings
@@ -99,7 +106,9 @@ class Sandbox:
         webhook_secret: str = DEFAULT_WEBHOOK_SECRET,
         settings: SandboxSettings | None = None,
     ) -> Sandbox:
-        """Connect to the sandbox's own database and create its tables if missing."""
+        """Connect to the sandbox's own database and create its tables if missing. Without
+        `settings`, the defaults with what the environment sets (limits.settings_from_environment)."""
+        chosen = settings or settings_from_environment(os.environ)
         database = Database(Settings(database_url=database_url))
         outdated = _predates(database)
         if outdated is not None:
@@ -109,7 +118,7 @@ class Sandbox:
                 "migrations: its state is test state, delete it (or its sandbox_* tables) and start again"
             )
         metadata.create_all(database.engine, checkfirst=True)
-        return cls(database, settings or SandboxSettings(), webhook_secret)
+        return cls(database, chosen, webhook_secret)
 
     def close(self) -> None:
         self.release_held()
@@ -185,7 +194,7 @@ class Sandbox:
         _check_action(request)
         check_money(request.amount_minor, request.currency)
         now_us = clock.now_us()
-        return _answer(
+        return answer(
             self.database.transaction(lambda connection: authorizations.capture(connection, request, faults, now_us))
         )
 
@@ -193,7 +202,7 @@ class Sandbox:
         """Cancel an authorization, releasing all of it (or replay)."""
         _check_action(request)
         now_us = clock.now_us()
-        return _answer(
+        return answer(
             self.database.transaction(lambda connection: authorizations.cancel(connection, request, faults, now_us))
         )
 
@@ -256,13 +265,19 @@ class Sandbox:
 
     def settle_due(self, now_us: int | None = None) -> int:
         """Do what is due at `now_us`, one transaction per kind of step, each bounded: give
-        pending charges and refunds their final status (settle_batch_max of each), close the
-        bank batches whose window ended, then reject, settle or return the payouts whose next
-        step is due (bank_steps_max each). Return how many things changed."""
+        pending charges and refunds their final status (settle_batch_max of each), decide and
+        close the disputes whose decision or deadline came and open those planned for
+        tok_disputed charges (settle_batch_max of each), close the bank batches whose window
+        ended, then reject, settle or return the payouts whose next step is due (bank_steps_max
+        each). Return how many things changed."""
         now = clock.now_us() if now_us is None else now_us
-        if not repository.anything_due(self.database, now):
-            return 0  # the usual answer, read without taking the write lock three times
+        disputed_before_us = now - self.settings.dispute_open_after_ms * 1_000
+        if not repository.anything_due(self.database, now, disputed_before_us):
+            return 0  # the usual answer, read without taking the write lock four times
         changed = self.database.transaction(lambda connection: self._settle(connection, now))
+        changed += self.database.transaction(
+            lambda connection: disputes.run_due(connection, self.settings, now, lambda: self.decide("dispute_open"))
+        )
         changed += self.database.transaction(lambda connection: bank.close_due_batches(connection, self.settings, now))
         return changed + self.database.transaction(
             lambda connection: bank.run_due_steps(connection, self.settings, now)
@@ -340,13 +355,6 @@ def _check_action(request: CaptureRequest | CancelRequest) -> None:
     check_text("request_id", request.request_id, REQUEST_ID_LENGTH_MAX)
     check_text("merchant_id", request.merchant_id, MERCHANT_ID_LENGTH_MAX)
     check_text("payment_reference", request.payment_reference, REQUEST_ID_LENGTH_MAX)
-
-
-def _answer(outcome: ChargeResult | ProcessorRefused) -> ChargeResult:
-    """A refusal returned from a transaction that committed (an expiry found on the way)."""
-    if isinstance(outcome, ProcessorRefused):
-        raise outcome
-    return outcome
 
 
 def _check_refund(request: RefundRequest) -> None:

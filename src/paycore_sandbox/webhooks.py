@@ -43,7 +43,7 @@ from paycore_sandbox.webhook_repository import Due
 
 log = logging.getLogger(__name__)
 
-OBJECT_TYPES: Final = ("charge", "refund", "payout")
+OBJECT_TYPES: Final = ("charge", "refund", "payout", "dispute")
 EVENT_ID_PREFIX: Final = "evt_sbx_"
 DELIVERY_ID_PREFIX: Final = "whd_"
 ERROR_LENGTH_MAX: Final = 500
@@ -52,7 +52,7 @@ _BACKOFF_DOUBLINGS_MAX: Final = 30  # 2**30 times the first delay is past any ca
 
 @dataclass(frozen=True)
 class EventSpec:
-    object_type: str  # charge | refund | payout
+    object_type: str  # charge | refund | payout | dispute
     object_request_id: str
     sequence: int
     status: str
@@ -60,6 +60,8 @@ class EventSpec:
     duplicate: bool
     reorder: bool
     final: bool  # the object's last event: the held ones (reorder) are released after it
+    event_type: str | None = None  # None: "<object_type>.<status>" (a dispute's are created, updated, closed)
+    dropped: bool = False  # drop_webhook: never sent (the held ones are released all the same)
 
 
 def enqueue(connection: Connection, event: EventSpec, now_us: int) -> str:
@@ -67,7 +69,7 @@ def enqueue(connection: Connection, event: EventSpec, now_us: int) -> str:
     assert event.object_type in OBJECT_TYPES and event.sequence >= 1
     assert event.data["status"] == event.status
     event_id = EVENT_ID_PREFIX + new_ulid()
-    event_type = f"{event.object_type}.{event.status}"
+    event_type = event.event_type or f"{event.object_type}.{event.status}"
     body = json.dumps(
         {
             "id": event_id,
@@ -95,7 +97,10 @@ def enqueue(connection: Connection, event: EventSpec, now_us: int) -> str:
     }
     copies = 2 if event.duplicate else 1
     rows = [{**row, "delivery_id": DELIVERY_ID_PREFIX + new_ulid()} for _ in range(copies)]
-    repository.insert_webhooks(connection, rows)
+    if event.dropped:
+        log.info("webhook %s %s dropped (sandbox fault drop_webhook)", event_id, event_type)
+    else:
+        repository.insert_webhooks(connection, rows)
     if event.reorder and event.final:
         # The earlier events go after this one: one microsecond later in the due order.
         repository.release_held(connection, event.object_type, event.object_request_id, now_us + 1)

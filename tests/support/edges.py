@@ -68,5 +68,10 @@ def post(
     if content_type is not None:
         sent.append(("Content-Type", content_type))
     response = client.post(path, content=body, headers=sent)
-    # Ids and times a database (or a sandbox) made differ from one to the other.
-    return response.status_code, dict(response.headers), _TIME.sub("<time>", _NEW_ID.sub("<id>", response.text))
+    return response.status_code, dict(response.headers), mask(response.text)
+
+
+def mask(text: str) -> str:
+    """`text` with the ids and times a database (or a sandbox) made masked: they differ from one
+    database to the other."""
+    return _TIME.sub("<time>", _NEW_ID.sub("<id>", text))

@@ -13,6 +13,7 @@ from paycore.db.engine import Database
 from paycore.http import docs, errors, openapi, ops
 from paycore.http.context import AuthState
 from paycore.http.exposure import ExposureGuard
+from paycore.http.lean import LeanDispatch
 from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
 from paycore.http.money import credits as money_credits
@@ -66,10 +67,18 @@ ROUTERS = tuple(
 
 class PaycoreApp(FastAPI):
     """FastAPI with the request id, latency and access-line layer outside everything,
-    Starlette's own error middleware included, so that every answer is counted and logged."""
+    Starlette's own error middleware included, so that every answer is counted and logged; and,
+    outside that, the one pass of the requests the thin edges serve (`http/lean.py`)."""
 
     def build_middleware_stack(self) -> ASGIApp:
-        return RequestContext(super().build_middleware_stack(), self.state.metrics)
+        full = RequestContext(super().build_middleware_stack(), self.state.metrics)
+        if not self.state.lean_edges or self.debug:
+            return full
+        # Ahead of it all: the money requests' one pass (http/lean.py), built from the routes
+        # as they stand when the first request comes.
+        settings: Settings = self.state.settings
+        guard = ExposureGuard(full, auth=self.state.auth, webhook_secret=settings.processor_webhook_secret)
+        return LeanDispatch(full, self, guard, self.state.metrics, self.state.database, settings.body_bytes_max)
 
 
 def schedules(settings: Settings) -> operations.Schedules:
@@ -115,6 +124,8 @@ def create_app(
         settings, local_mode=lambda: not app.state.auth.is_auth_required(), keyring=keyring
     )
     app.state.schedules = schedules(settings)
+    # False serves the money requests through the full stack too (the equivalence tests, the bench).
+    app.state.lean_edges = True
     app.state.metrics = Metrics(database, app.state.schedules)
     errors.install(app)
     add_routes(app, *ROUTERS)

@@ -19,7 +19,7 @@ from paycore.tenants.service import KeyOwner
 
 # A key revoked by another process (the CLI, another API process) stops working here within
 # this many seconds; one revoked through this process's `AuthState` stops at once.
-_KEY_CACHE_TTL_S = 5.0
+_KEY_CACHE_TTL_S = float(tenants.KEY_CACHE_PERIOD_S)
 _KEY_CACHE_SIZE_MAX = 10_000
 
 
@@ -64,7 +64,7 @@ class AuthState:
         """`tenants.revoke_key` in a transaction of its own; the key is refused by this process at
         once (by others within `_KEY_CACHE_TTL_S`)."""
         revoked = self.database.transaction(
-            lambda connection: tenants.revoke_key(connection, tenant_id, key_id, now_us=now_us())
+            lambda connection: tenants.revoke_key(connection, tenant_id, key_id, actor=actors.LOCAL, now_us=now_us())
         )
         self._forget(key_id)
         return revoked
@@ -73,7 +73,7 @@ class AuthState:
         """`tenants.rotate_key` in a transaction of its own: the new key, the old one refused by
         this process at once (by others within `_KEY_CACHE_TTL_S`)."""
         new_key = self.database.transaction(
-            lambda connection: tenants.rotate_key(connection, tenant_id, key_id, now_us=now_us())
+            lambda connection: tenants.rotate_key(connection, tenant_id, key_id, actor=actors.LOCAL, now_us=now_us())
         )
         self._forget(key_id)
         return new_key
@@ -114,7 +114,9 @@ async def authenticate_async(request: Request) -> Caller:
 
 
 def caller(request: Request) -> Caller:
-    known: Caller | None = getattr(request.state, "caller", None)
+    # The state's dict itself: `getattr(request.state, ...)` raises (and catches) an
+    # AttributeError on every first call, a cost the money path paid on every request.
+    known: Caller | None = request.scope.get("state", {}).get("caller")
     if known is not None:
         return known
     auth: AuthState = request.app.state.auth

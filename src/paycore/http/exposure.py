@@ -35,6 +35,7 @@ WEBHOOK_PATH: Final = "/v1/webhooks/processor"
 SANDBOX_PREFIX: Final = "/sandbox"
 # Answered on any address in any mode: they say only that the process is up.
 _ALWAYS_ANSWERED: Final = frozenset({"/healthz", "/readyz"})
+_ASK_THE_DATABASE: Final = "ask the database"  # whether local mode is still in force
 _REFUSAL_LOG_INTERVAL_S: Final = 60.0  # one error line per reason per minute, not one per request
 
 
@@ -153,16 +154,34 @@ class ExposureGuard:
         self._log(reason, server[0], scope["path"])
         await respond(send, 403, "unsafe_exposure", _MESSAGES[reason])
 
+    def serves(self, scope: Scope) -> bool:
+        """True when this request is served without a refusal, known without the database: it
+        arrived on loopback, or no rule refuses it and a key exists (cached for good once one
+        does). For `http/lean.py`, which hands any other request to this guard."""
+        server = scope.get("server")
+        if server is None or not arrived_off_loopback(server[0]):
+            return True
+        return self._refusal_known(scope["path"], scope["method"]) is None
+
     async def _refusal(self, path: str, method: str) -> str | None:
+        known = self._refusal_known(path, method)
+        if known is not _ASK_THE_DATABASE:
+            return known
+        if not await self._auth_required():
+            return "local_mode"
+        return None
+
+    def _refusal_known(self, path: str, method: str) -> str | None:
+        """The refusal's reason, None for none, or `_ASK_THE_DATABASE` whether a key exists yet."""
         if path == SANDBOX_PREFIX or path.startswith(SANDBOX_PREFIX + "/"):
             return "sandbox"
         if path in _ALWAYS_ANSWERED:
             return None
         if self.default_secret and path == WEBHOOK_PATH and method == "POST":
             return "default_webhook_secret"
-        if not await self._auth_required():
-            return "local_mode"
-        return None
+        if self.auth.auth_required:  # cached for good once a key exists
+            return None
+        return _ASK_THE_DATABASE
 
     async def _auth_required(self) -> bool:
         if self.auth.auth_required:  # cached for good once a key exists

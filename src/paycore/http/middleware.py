@@ -15,8 +15,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from paycore.kit.numbers import InvalidNumber, parse_digits
 
 
-class _TooLarge(Exception):
-    pass
+class TooLarge(Exception):
+    """Raised from `receive` once a streamed body passed the bound (the 413 already sent)."""
 
 
 CONSOLE_PREFIX = "/ops/"
@@ -39,25 +39,10 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if "\x00" in scope["path"] or b"%00" in scope["query_string"].lower():
-            await respond(send, 400, "invalid_request", "the path and query may not contain NUL characters")
+        refusal = refusal_before_body(scope, self.body_bytes_max)
+        if refusal is not None:
+            await respond(send, *refusal)
             return
-        content_type = _header(scope, b"content-type")
-        if content_type is None:
-            # The API speaks only JSON: a body sent without any Content-Type is read as JSON
-            # rather than refused with a puzzling validation error. (`curl -d` sends a form
-            # type of its own: that is a 415 telling the client to send application/json.)
-            # In place (the scope is this request's own): outer middleware reads what the router
-            # writes into it, e.g. the matched route for the latency metric.
-            scope["headers"] = [*scope["headers"], (b"content-type", b"application/json")]
-        elif b"json" not in content_type.lower() and _has_body(scope) and not _is_console_form(scope, content_type):
-            message = "request bodies must be JSON: send Content-Type: application/json"
-            await respond(send, 415, "unsupported_media_type", message)
-            return
-        for name, value in scope["headers"]:
-            if name == b"content-length" and _declared_over(value, self.body_bytes_max):
-                await self._refuse(send)
-                return
         await self._streamed(scope, receive, send)
 
     async def _streamed(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -74,7 +59,7 @@ class BodyLimit:
                     if not started and not refused:
                         refused = True
                         await self._refuse(send, close=True)
-                    raise _TooLarge
+                    raise TooLarge
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -86,13 +71,39 @@ class BodyLimit:
             await send(message)
 
         # Answered (413) in limited_receive, or the response had started: nothing to add.
-        with contextlib.suppress(_TooLarge):
+        with contextlib.suppress(TooLarge):
             await self.app(scope, limited_receive, tracking_send)
 
     async def _refuse(self, send: Send, *, close: bool = False) -> None:
-        message = f"request bodies are limited to {self.body_bytes_max} bytes"
         # After a streamed body is refused the rest of it is not read: close the connection.
-        await respond(send, 413, "request_too_large", message, close=close)
+        await respond(send, *too_large(self.body_bytes_max), close=close)
+
+
+def too_large(body_bytes_max: int) -> tuple[int, str, str]:
+    """The 413's status, code and message."""
+    return 413, "request_too_large", f"request bodies are limited to {body_bytes_max} bytes"
+
+
+def refusal_before_body(scope: Scope, body_bytes_max: int) -> tuple[int, str, str] | None:
+    """What refuses a request before its body is read (status, code, message), else None: a NUL
+    in the path or query (400), a body that is not JSON (415), a Content-Length over the bound
+    (413). A request without a Content-Type is given `application/json`, in place."""
+    if "\x00" in scope["path"] or b"%00" in scope["query_string"].lower():
+        return 400, "invalid_request", "the path and query may not contain NUL characters"
+    content_type = _header(scope, b"content-type")
+    if content_type is None:
+        # The API speaks only JSON: a body sent without any Content-Type is read as JSON
+        # rather than refused with a puzzling validation error. (`curl -d` sends a form
+        # type of its own: that is a 415 telling the client to send application/json.)
+        # In place (the scope is this request's own): outer middleware reads what the router
+        # writes into it, e.g. the matched route for the latency metric.
+        scope["headers"] = [*scope["headers"], (b"content-type", b"application/json")]
+    elif b"json" not in content_type.lower() and _has_body(scope) and not _is_console_form(scope, content_type):
+        return 415, "unsupported_media_type", "request bodies must be JSON: send Content-Type: application/json"
+    for name, value in scope["headers"]:
+        if name == b"content-length" and _declared_over(value, body_bytes_max):
+            return too_large(body_bytes_max)
+    return None
 
 
 def _declared_over(value: bytes, bytes_max: int) -> bool:

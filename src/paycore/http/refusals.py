@@ -85,7 +85,7 @@ class RefusalAudit:
 
         async def sending(message: Message) -> None:
             nonlocal held
-            if message["type"] == "http.response.start" and _refusal_status(message) and operation_of(scope):
+            if message["type"] == "http.response.start" and held_back(message, scope):
                 held = message  # answered once the refusal is in the audit log
                 return
             if held is None or message["type"] != "http.response.body":
@@ -95,38 +95,48 @@ class RefusalAudit:
             if message.get("more_body", False):
                 return
             body = b"".join(chunks)
-            await anyio.to_thread.run_sync(self._record, scope, held["status"], body, b"".join(received))
+            await anyio.to_thread.run_sync(record, self.database, scope, held["status"], body, b"".join(received))
             await send(held)
             await send({"type": "http.response.body", "body": body})
 
         await self.app(scope, receiving, sending)
 
-    def _record(self, scope: Scope, status: int, body: bytes, request_body: bytes) -> None:
-        operation = operation_of(scope)
-        known: Any = scope.get("state", {}).get("caller")
-        code, message = _error_of(body)
-        if operation is None or known is None or code == _IN_PROGRESS:
-            return  # nobody authenticated to record it for, or not a refusal
-        data = {"error": code, "message": message, "idempotency_key": _key_of(scope, request_body)}
-        try:
-            self.database.transaction(
-                lambda connection: audit.record_api_call(
-                    connection,
-                    known.tenant_id,
-                    object_type="request",
-                    object_id=ids.new_id("req"),
-                    operation=operation,
-                    status=status,
-                    outcome="refused",
-                    actor=known.actor,
-                    now_us=now_us(),
-                    data=data,
-                )
+
+def record(database: Database, scope: Scope, status: int, body: bytes, request_body: bytes) -> None:
+    """The refusal `held_back` held, into the audit log (blocking: on a worker thread)."""
+    operation = operation_of(scope)
+    known: Any = scope.get("state", {}).get("caller")
+    code, message = _error_of(body)
+    if operation is None or known is None or code == _IN_PROGRESS:
+        return  # nobody authenticated to record it for, or not a refusal
+    data = {"error": code, "message": message, "idempotency_key": _key_of(scope, request_body)}
+    try:
+        database.transaction(
+            lambda connection: audit.record_api_call(
+                connection,
+                known.tenant_id,
+                object_type="request",
+                object_id=ids.new_id("req"),
+                operation=operation,
+                status=status,
+                outcome="refused",
+                actor=known.actor,
+                now_us=now_us(),
+                data=data,
             )
-        except DatabaseUnavailable:
-            pass  # the database's own lines tell of the outage; not one more per request
-        except Exception:
-            log.exception("could not record a refused %s request in the audit log", operation)
+        )
+    except DatabaseUnavailable:
+        pass  # the database's own lines tell of the outage; not one more per request
+    except Exception:
+        log.exception("could not record a refused %s request in the audit log", operation)
+
+
+def held_back(start: Message, scope: Scope) -> bool:
+    """True for the start of an answer to hold back until `record` wrote it: a refusal (4xx, not
+    a replay) of an audited route."""
+    if not _refusal_status(start):
+        return False
+    return operation_of(scope) is not None
 
 
 def _refusal_status(start: Message) -> bool:

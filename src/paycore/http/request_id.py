@@ -41,6 +41,10 @@ def incoming_request_id(scope: Scope) -> str | None:
     return None
 
 
+def response_header(request_id: str) -> tuple[bytes, bytes]:
+    return _HEADER, request_id.encode("ascii")
+
+
 class RequestContext:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -52,7 +56,7 @@ class RequestContext:
             return
         started = time.perf_counter()
         request_id = incoming_request_id(scope) or ids.new_id("req")
-        header = (_HEADER, request_id.encode("ascii"))
+        header = response_header(request_id)
         token = logs.set_request_id(request_id)
         scope.setdefault("state", {})  # where `request.state.caller` will be written
         status = 500
@@ -67,12 +71,16 @@ class RequestContext:
         try:
             await self.app(scope, receive, sending)
         finally:
-            elapsed_s = time.perf_counter() - started
-            route = route_template(scope)
-            self.metrics.latency.labels(route, scope["method"], str(status)).observe(elapsed_s)
-            if log.isEnabledFor(logging.INFO):
-                _access_line(scope, request_id, route, status, elapsed_s)
+            answered(self.metrics, scope, request_id, status, time.perf_counter() - started)
             logs.reset_request_id(token)
+
+
+def answered(metrics: Metrics, scope: Scope, request_id: str, status: int, elapsed_s: float) -> None:
+    """A request answered: its latency into the histogram, its access line written."""
+    route = route_template(scope)
+    metrics.latency.labels(route, scope["method"], str(status)).observe(elapsed_s)
+    if log.isEnabledFor(logging.INFO):
+        _access_line(scope, request_id, route, status, elapsed_s)
 
 
 def _access_line(scope: Scope, request_id: str, route: str, status: int, elapsed_s: float) -> None:

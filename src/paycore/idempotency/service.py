@@ -200,6 +200,33 @@ async def write_async(database: Database, scope: KeyScope, work: Callable[[Conne
         _IN_PROGRESS.release(scope, owner)
 
 
+def write(database: Database, scope: KeyScope, work: Callable[[Connection], T]) -> T:
+    """`write_async` for a caller on a worker thread (`Database.transaction`): a data-plane
+    write that claims `scope`'s key itself (`claim_answered`), a wait past its bound answered
+    as `run` answers it."""
+    owner = object()
+
+    def claimed(connection: Connection) -> T:
+        result = work(connection)
+        _IN_PROGRESS.claim(scope, owner)  # the key is this transaction's until it ends
+        return result
+
+    try:
+        return database.transaction(claimed)
+    except DatabaseBusy as error:
+        if _IN_PROGRESS.running_elsewhere(scope, owner):
+            raise _in_progress() from error
+        raise
+    finally:
+        _IN_PROGRESS.release(scope, owner)
+
+
+def claim_answered(connection: Connection, scope: KeyScope, outcome: Outcome) -> bool:
+    """Claim the key with its answer already known (a data-plane write, ADR 0026): False, and
+    no change, if the key exists."""
+    return _claim(connection, scope.row(outcome))
+
+
 class _Attempt:
     """One request's try at its key: the transaction's work, and what follows it failing."""
 

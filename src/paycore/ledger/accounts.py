@@ -247,6 +247,17 @@ def load_account_facts(connection: Connection, tenant_id: str, account_ids: Iter
     return found
 
 
+def cached_account_facts(tenant_id: str, account_ids: Iterable[str]) -> dict[str, Account]:
+    """The accounts among these that this process has cached, by id, for their immutable facts
+    only: never a read (a data-plane planner's input, ADR 0026)."""
+    found = {}
+    for account_id in account_ids:
+        cached = _FACTS.get(tenant_id, account_id)
+        if cached is not None:
+            found[account_id] = cached
+    return found
+
+
 def remember_accounts(tenant_id: str, rows: Iterable[Any]) -> None:
     """Put accounts a write returned whole (rows with the table's column names as attributes:
     a payment's settle phase returns its hold's two) into this process's cache of facts, as

@@ -47,6 +47,10 @@ in SQL that this module cannot generate:
   `paycore.refunds.create_repository` on SQLite with the functions here; both leave the
   refusal to the reference path.
 
+A ledger transfer on the data plane (ADR 0026) adds no copy: on PostgreSQL it is still
+`paycore_create_transfer`'s call, and its SQLite list (`paycore.ledger.transfer_repository`)
+applies each account with `paycore.ledger.postings.apply_account`, the reference path's own.
+
 A payout's cancel on the data plane (`paycore_payouts_cancel`, `paycore.payouts.cancel_repository`)
 copies none of them: a void only lowers the hold's pending totals by what the hold added, which
 no limit refuses (`postings._apply` checks the balance limit only where entries are added, and

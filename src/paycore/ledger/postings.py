@@ -41,16 +41,30 @@ def check_spec(
     prefix: str,
     known_accounts: Mapping[str, Account] | None = None,
 ) -> dict[str, Account]:
-    """Refuse a transfer that could never apply: unknown accounts, mixed currencies, entries
-    that do not balance per currency, or a system account moved by a transfer no flow owns
-    (the database refuses that entry too: migration 0024)."""
-    if len(spec.entries) < 2:
-        raise InvalidEntries("a transfer needs at least two entries", param=f"{prefix}entries")
+    """Refuse a transfer that could never apply (`check_entries`), its accounts' facts read
+    where neither `known_accounts` nor this process's cache has them."""
+    _check_entry_count(spec, prefix)
     wanted = {e.account_id for e in spec.entries}
     if known_accounts is not None and wanted <= known_accounts.keys():
         account_rows = {account_id: known_accounts[account_id] for account_id in wanted}
     else:
         account_rows = load_account_facts(connection, tenant_id, wanted)
+    check_entries(spec, account_rows, prefix)
+    return account_rows
+
+
+def _check_entry_count(spec: TransferSpec, prefix: str) -> None:
+    if len(spec.entries) < 2:
+        raise InvalidEntries("a transfer needs at least two entries", param=f"{prefix}entries")
+
+
+def check_entries(spec: TransferSpec, account_rows: Mapping[str, Account], prefix: str) -> None:
+    """Refuse a transfer that could never apply: unknown accounts (not in `account_rows`), mixed
+    currencies, entries that do not balance per currency, or a system account moved by a
+    transfer no flow owns (the database refuses that entry too: migration 0024). Pure: the one
+    home of these rules for the reference path and the data plane's planner
+    (`ledger/transfer_plan.py`)."""
+    _check_entry_count(spec, prefix)
     sums: dict[str, int] = defaultdict(int)
     debits: dict[str, int] = defaultdict(int)
     for index, entry in enumerate(spec.entries):
@@ -83,7 +97,6 @@ def check_spec(
                 f"debits and credits in {currency} differ by {abs(difference)}",
                 param=f"{prefix}entries",
             )
-    return account_rows
 
 
 def transfer_values(
@@ -179,11 +192,12 @@ def entry_row(
     account_rows: Mapping[str, Account],
     account_sequence: int,
     now_us: int,
+    entry_id: str | None = None,
 ) -> dict[str, Any]:
-    """One entry's row, with a new id."""
+    """One entry's row, with `entry_id` (a new id when None)."""
     return {
         "tenant_id": tenant_id,
-        "id": ids.new_id("ent"),
+        "id": ids.new_id("ent") if entry_id is None else entry_id,
         "transfer_id": transfer_id,
         "account_id": spec.account_id,
         "direction": spec.direction,
@@ -242,28 +256,54 @@ def _apply(
     prefix: str,
     guarded: frozenset[str] = frozenset(),
 ) -> dict[str, int]:
-    """Update cached totals and entry counts in sorted account order (no deadlocks) and
-    enforce flags and the 2^53 - 1 balance limit (`paycore.ledger.limits`) on the totals the
-    database returns, under the row lock the UPDATE took.
-    Returns each account's entry count after this transfer."""
+    """Update cached totals and entry counts in sorted account order (no deadlocks), each
+    checked by `apply_account`. Returns each account's entry count after this transfer."""
     counts = {}
     for account_id in sorted(deltas.keys() | added.keys()):
-        delta = deltas.get(account_id, Totals(0, 0, 0, 0))
-        applied = repository.apply_totals(
-            connection, tenant_id, account_id, delta, added.get(account_id, 0), TOTAL_MINOR_MAX
-        )
-        if applied is None:
-            if repository.get_account(connection, tenant_id, account_id) is None:
-                raise AccountNotFound(f"no account {account_id!r}", param=f"{prefix}entries")
-            raise overflow_refusal(account_id, prefix)
-        totals, counts[account_id] = applied
-        assert all(type(value) is int and 0 <= value <= TOTAL_MINOR_MAX for value in vars(totals).values())
         row = account_rows[account_id]
-        if added.get(account_id, 0):  # only entries move money: releasing a hold is never refused
-            _check_balance_limit(account_id, _minus(totals, delta), totals, row.normal_balance, prefix)
-        if (row.no_overdraft or account_id in guarded) and breaks_no_overdraft(totals, row.normal_balance):
-            raise overdraft_refusal(account_id, prefix)
+        counts[account_id] = apply_account(
+            connection,
+            tenant_id,
+            account_id,
+            deltas.get(account_id, Totals(0, 0, 0, 0)),
+            added.get(account_id, 0),
+            normal_balance=row.normal_balance,
+            guarded=row.no_overdraft or account_id in guarded,
+            prefix=prefix,
+        )
     return counts
+
+
+def apply_account(
+    connection: Connection,
+    tenant_id: str,
+    account_id: str,
+    delta: Totals,
+    entries_added: int,
+    *,
+    normal_balance: str,
+    guarded: bool,
+    prefix: str,
+) -> int:
+    """Add `delta` and `entries_added` to one account's cached totals and entry count, and
+    enforce the flags (`guarded`: its no_overdraft flag, or the transfer's guard) and the
+    2^53 - 1 balance limit (`paycore.ledger.limits`) on the totals the database returns, under
+    the row lock the UPDATE took. The one home of these checks for the reference path and the
+    ledger transfer's data plane on SQLite (`ledger/transfer_repository.py`). Returns the
+    account's entry count after this transfer."""
+    applied = repository.apply_totals(connection, tenant_id, account_id, delta, entries_added, TOTAL_MINOR_MAX)
+    if applied is None:
+        if repository.get_account(connection, tenant_id, account_id) is None:
+            raise AccountNotFound(f"no account {account_id!r}", param=f"{prefix}entries")
+        raise overflow_refusal(account_id, prefix)
+    totals, count = applied
+    assert all(type(value) is int and 0 <= value <= TOTAL_MINOR_MAX for value in vars(totals).values())
+    assert count >= entries_added, (account_id, count, entries_added)
+    if entries_added:  # only entries move money: releasing a hold is never refused
+        _check_balance_limit(account_id, _minus(totals, delta), totals, normal_balance, prefix)
+    if guarded and breaks_no_overdraft(totals, normal_balance):
+        raise overdraft_refusal(account_id, prefix)
+    return int(count)
 
 
 def _check_balance_limit(account_id: str, before: Totals, after: Totals, normal_balance: str, prefix: str) -> None:

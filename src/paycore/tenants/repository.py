@@ -46,6 +46,16 @@ def revoke_api_key(connection: Connection, tenant_id: str, key_id: str, now_us: 
     return connection.execute(query).rowcount == 1
 
 
+def list_api_keys(connection: Connection, tenant_id: str, limit: int) -> list[Row[Any]]:
+    query = (
+        select(api_keys.c.id, api_keys.c.key_prefix, api_keys.c.created_at_us, api_keys.c.revoked_at_us)
+        .where(api_keys.c.tenant_id == tenant_id)
+        .order_by(api_keys.c.created_at_us, api_keys.c.id)
+        .limit(limit)
+    )
+    return list(connection.execute(query))
+
+
 def existing_tenants(connection: Connection, wanted: list[str]) -> set[str]:
     if not wanted:
         return set()

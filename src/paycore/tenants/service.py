@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
+from paycore.audit import service as audit
 from paycore.db.engine import Database
 from paycore.kit import ids
 from paycore.tenants import repository
@@ -25,6 +26,9 @@ from paycore.tenants.errors import InvalidTenantId, TenantExists
 TENANT_ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 DEFAULT_TENANT = "default"
 KEY_PREFIX = "pck_"
+# A key revoked by another process stops working in every server within this many seconds
+# (each caches a key's owner this long: `http.context.AuthState`).
+KEY_CACHE_PERIOD_S = 5
 
 
 @dataclass(frozen=True)
@@ -52,34 +56,85 @@ def create_tenant(connection: Connection, name: str, *, now_us: int) -> NewTenan
 
 def issue_key(connection: Connection, tenant_id: str, *, now_us: int) -> str:
     api_key = KEY_PREFIX + secrets.token_urlsafe(32)
+    _insert_key(connection, tenant_id, ids.new_id("key"), api_key, now_us=now_us)
+    return api_key
+
+
+def _insert_key(connection: Connection, tenant_id: str, key_id: str, api_key: str, *, now_us: int) -> None:
     repository.insert_api_key(
         connection,
         {
             "tenant_id": tenant_id,
-            "id": ids.new_id("key"),
+            "id": key_id,
             "key_hash": hash_key(api_key),
             "key_prefix": api_key[:12],
             "created_at_us": now_us,
             "revoked_at_us": None,
         },
     )
+
+
+def revoke_key(connection: Connection, tenant_id: str, key_id: str, *, actor: str, now_us: int) -> bool:
+    """Revoke the tenant's API key `key_id` (the audit log's `api_key:KEY_ID`), recorded in the
+    audit log as `api_key.revoked` by `actor`; False (and nothing recorded) when it is unknown or
+    already revoked. A server process that caches keys drops it when told
+    (`http.context.AuthState.revoke_key`); one that is not told (`paycore tenants revoke-key`
+    runs in a process of its own) stops taking it within its cache's period."""
+    return _revoke(connection, tenant_id, key_id, actor=actor, now_us=now_us, replaced_by=None)
+
+
+def rotate_key(connection: Connection, tenant_id: str, key_id: str, *, actor: str, now_us: int) -> str | None:
+    """A new API key for the tenant in place of `key_id`, revoked in the same transaction; None
+    (and no key issued) when `key_id` is unknown or already revoked."""
+    api_key = KEY_PREFIX + secrets.token_urlsafe(32)
+    new_key_id = ids.new_id("key")
+    if not _revoke(connection, tenant_id, key_id, actor=actor, now_us=now_us, replaced_by=new_key_id):
+        return None
+    _insert_key(connection, tenant_id, new_key_id, api_key, now_us=now_us)
     return api_key
 
 
-def revoke_key(connection: Connection, tenant_id: str, key_id: str, *, now_us: int) -> bool:
-    """Revoke the tenant's API key `key_id` (the audit log's `api_key:KEY_ID`); False when it is
-    unknown or already revoked. A server process that caches keys drops it when told
-    (`http.context.AuthState.revoke_key`); one that is not told stops taking it within its
-    cache's period."""
-    return repository.revoke_api_key(connection, tenant_id, key_id, now_us)
+def _revoke(
+    connection: Connection, tenant_id: str, key_id: str, *, actor: str, now_us: int, replaced_by: str | None
+) -> bool:
+    if not repository.revoke_api_key(connection, tenant_id, key_id, now_us):
+        return False
+    audit.record_other(
+        connection,
+        tenant_id,
+        kind="note",
+        type="api_key.revoked",
+        object_type="api_key",
+        object_id=key_id,
+        cause="key_rotated" if replaced_by else "key_revoked",
+        actor=actor,
+        now_us=now_us,
+        data={"replaced_by": replaced_by},
+    )
+    return True
 
 
-def rotate_key(connection: Connection, tenant_id: str, key_id: str, *, now_us: int) -> str | None:
-    """A new API key for the tenant in place of `key_id`, revoked in the same transaction; None
-    (and no key issued) when `key_id` is unknown or already revoked."""
-    if not revoke_key(connection, tenant_id, key_id, now_us=now_us):
-        return None
-    return issue_key(connection, tenant_id, now_us=now_us)
+@dataclass(frozen=True)
+class KeyInfo:
+    """An API key as an operator may see it: never the key, only its id and first characters."""
+
+    key_id: str
+    key_prefix: str
+    created_at_us: int
+    revoked_at_us: int | None
+
+
+def list_keys(connection: Connection, tenant_id: str, *, limit: int) -> list[KeyInfo]:
+    """The tenant's API keys, oldest first, at most `limit` of them."""
+    return [
+        KeyInfo(
+            key_id=str(row.id),
+            key_prefix=str(row.key_prefix),
+            created_at_us=int(row.created_at_us),
+            revoked_at_us=None if row.revoked_at_us is None else int(row.revoked_at_us),
+        )
+        for row in repository.list_api_keys(connection, tenant_id, limit)
+    ]
 
 
 def tenant_ids(connection: Connection, wanted: list[str]) -> set[str]:

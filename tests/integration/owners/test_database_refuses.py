@@ -5,6 +5,7 @@ the ledger API's one-call function on PostgreSQL when called past Python's own c
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,11 +16,12 @@ from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.clock import now_us
-from paycore.ledger import chart, keyed, repository
+from paycore.ledger import chart, keyed, repository, transfer_repository
 from paycore.ledger import service as ledger
 from paycore.ledger.accounts import load_account_facts
 from paycore.ledger.models import entries, transfers
 from paycore.ledger.service import EntrySpec, TransferSpec
+from paycore.ledger.transfer_plan import plan_transfer
 from tests.support.refunds import create_refund, new_payment, open_merchant
 
 TENANT = "acme"
@@ -137,10 +139,14 @@ def test_the_one_call_function_refuses_a_system_account_too(database: Database) 
     )
     with database.autocommit() as connection:
         accounts = load_account_facts(connection, TENANT, [found["clearing"], found["merchant"]])
-        values, rows = keyed._rows(scope, spec, accounts)
-        params = keyed._call_params(scope, spec, accounts, values, rows, ["{", "", "}"])
+        # Planned as a flow's, so that Python's own check lets it through; the call's parameters
+        # carry no owner, so the function receives the tenant's transfer the spec describes.
+        owned = replace(spec, owner_id="pay_flow")
+        body = '[{"account_sequence":0},{"account_sequence":0}]'  # where the call's two numbers go
+        plan = plan_transfer(scope, owned, accounts, new_ids=keyed.new_ids(2), render=lambda _: body)
+        assert plan is not None
         with pytest.raises(DBAPIError) as raised:
-            repository.create_transfer_call(connection, params)
+            repository.create_transfer_call(connection, transfer_repository.call_params(plan))
     assert getattr(raised.value.orig, "sqlstate", None) == "PC004"
     with database.read() as connection:
         assert ledger.get_account(connection, TENANT, found["clearing"]).balance.posted_minor == 1_000

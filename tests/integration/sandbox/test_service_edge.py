@@ -236,6 +236,7 @@ def test_off_loopback_the_admin_endpoints_need_the_token(tmp_path: Path) -> None
                     ("PUT", "/v1/sandbox/faults", PLAN),
                     ("DELETE", "/v1/sandbox/faults", None),
                     ("POST", "/v1/sandbox/webhooks/deliver", {}),
+                    ("POST", "/v1/sandbox/disputes", {"payment_reference": "ch_unknown"}),
                 ):
                     status, answer, headers = call(port, method, path, body, token=token, host=host)
                     assert status == 401, (host, token, method, path, status, answer)
@@ -256,6 +257,9 @@ def test_off_loopback_the_admin_endpoints_need_the_token(tmp_path: Path) -> None
         assert call(port, "POST", "/v1/charges", charge)[0] == 200
         assert call(port, "DELETE", "/v1/sandbox/faults", token=TOKEN)[0] == 200
         assert call(port, "POST", "/v1/sandbox/webhooks/deliver", {}, token=TOKEN)[0] == 200
+        processor_charge_id = call(port, "GET", "/v1/charges/pay_1")[1]["processor_charge_id"]
+        opened = call(port, "POST", "/v1/sandbox/disputes", {"payment_reference": processor_charge_id}, token=TOKEN)
+        assert (opened[0], opened[1]["status"]) == (200, "needs_response"), opened
 
 
 def test_on_loopback_without_a_token_the_admin_endpoints_are_open(tmp_path: Path) -> None:
