@@ -92,7 +92,7 @@ def create_payment(
     if isinstance(started, Outcome):
         return started, True
     if started is None:
-        return _await_answer(database, scope, timings.wait_ms), True
+        return await_answer(database, scope, timings.wait_ms), True
     call = jobs.charge(processor, started)
     try:
         # The common case on the data plane (`settle.py`); everything else through `finish`.
@@ -218,7 +218,7 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
     return payment  # what was inserted: no re-read
 
 
-def _await_answer(database: Database, scope: KeyScope, wait_ms: int) -> Outcome:
+def await_answer(database: Database, scope: KeyScope, wait_ms: int) -> Outcome:
     """A duplicate of a request still running: wait (bounded) for its answer, then replay it."""
     deadline = time.monotonic() + wait_ms / 1000
     while True:
