@@ -48,6 +48,11 @@ _TARGET_OF_STATUS = {
 }
 
 
+def state_proved(charge_status: str) -> str | None:
+    """The payment's status a charge's status at the processor proves (None: `pending`)."""
+    return _TARGET_OF_STATUS.get(charge_status)
+
+
 def target_of(current: str, evidence: Evidence[Any]) -> tuple[str | None, str | None]:
     """(target state or None to stay, failure_code)."""
     if evidence.kind == "manual":

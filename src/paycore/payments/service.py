@@ -306,6 +306,7 @@ in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gau
 
 
 load: Final = lifecycle.MACHINE.load  # the payment, or PaymentNotFound
+state_proved: Final = lifecycle.state_proved  # the payment's status a charge's status proves
 # What the processor said (a webhook, a report line), or a person (a confirmed manual
 # resolution), applied through the payment's lifecycle.
 apply_evidence: Final = lifecycle.apply_evidence
