@@ -43,7 +43,7 @@ from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.machine import Machine
 from paycore.lifecycle.store import set_values
-from paycore.payments import accept, accept_plan, jobs, lifecycle, repository, settle, settle_plan, states
+from paycore.payments import accept, accept_plan, jobs, lifecycle, repository, schemas, settle, settle_plan, states
 from paycore.payments.errors import CurrencyNotAccepted
 from paycore.payments.models import payments
 from paycore.payments.schemas import HISTORY_LENGTH_MAX, payment_json
@@ -306,6 +306,7 @@ in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gau
 
 
 load: Final = lifecycle.MACHINE.load  # the payment, or PaymentNotFound
+captured_minor: Final = schemas.captured_minor  # what a refund may give back at most (SPEC §6.1)
 state_proved: Final = lifecycle.state_proved  # the payment's status a charge's status proves
 # What the processor said (a webhook, a report line), or a person (a confirmed manual
 # resolution), applied through the payment's lifecycle.
