@@ -19,8 +19,10 @@ swapped NOT VALID then validated in its own transaction (no scan under ACCESS EX
 SQLite: the table is copied (batch mode) under the write lock, and its two partial indexes
 are made again with their WHERE clauses.
 
-Code of 0023-0031 never reads the new columns and never meets the new statuses (no manual
-payment exists until this release makes one), so OLDEST_COMPATIBLE_REVISION stays 0023.
+The release before runs at this revision unchanged: it never reads the new columns, writes
+none of them (their defaults are an automatic payment's) and meets no new status (no manual
+payment exists until this release makes one). This release stores every payment with the new
+columns, so OLDEST_COMPATIBLE_REVISION is 0032: migrate first, then roll the code out.
 Downgrade refuses nothing: it drops the columns and narrows the CHECK (a database holding
 manual payments cannot go back; roll the code back first, docs/migrations.md).
 
