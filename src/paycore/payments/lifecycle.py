@@ -27,6 +27,7 @@ from paycore.audit import service as audit
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import Outcome
 from paycore.ledger import service as ledger
+from paycore.lifecycle.columns import UNSCHEDULED
 from paycore.lifecycle.evidence import MANUAL_FAILURE_CODE, Applied, Decision, Evidence
 from paycore.lifecycle.machine import Machine
 from paycore.payments import states
@@ -133,6 +134,11 @@ def _effect(connection: Connection, payment: Payment, to_state: str, now_us: int
     )
 
 
+def _columns_of(to_state: str, now_us: int) -> dict[str, Any]:
+    """An open authorization waits for its merchant, not for a worker: nothing is due."""
+    return dict(UNSCHEDULED) if to_state == states.REQUIRES_CAPTURE else {}
+
+
 MACHINE: Machine[Payment] = Machine(
     object_type="payment",
     table=payments,
@@ -141,6 +147,7 @@ MACHINE: Machine[Payment] = Machine(
     to_row=payment_row,
     not_found=partial(PaymentNotFound, "no such payment", param="id"),
     effect=_effect,
+    columns_of=_columns_of,
     decide=decide,
     matches=matches,
     snapshot=payment_object,
