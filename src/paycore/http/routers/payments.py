@@ -16,7 +16,7 @@ from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us
-from paycore.kit.errors import UnsupportedCurrency
+from paycore.kit.errors import InvalidAmount, UnsupportedCurrency
 from paycore.kit.money import is_known_currency
 from paycore.ledger.schemas import check_metadata
 from paycore.payments import operations, schemas
@@ -124,6 +124,8 @@ _CANCEL_RESPONSES = {
 def capture_payment(payment_id: str, body: schemas.PaymentCapture, request: Request) -> Response:
     """requires_capture -> succeeded: capture all (`amount_minor` omitted) or part of an
     authorization, once; the rest is released. A lost answer: 202 `in_doubt`."""
+    if "amount_minor" in body.model_fields_set and body.amount_minor is None:
+        raise InvalidAmount("amount_minor must be a positive integer, or left out", param="amount_minor")  # §2
     who = caller(request)
     scope = _scope(request, who.tenant_id, body.model_dump(mode="json", exclude_none=True))
     outcome, replayed = operations.capture(
