@@ -1,5 +1,6 @@
-"""Capture racing cancel on one authorization, from two OS processes on PostgreSQL (SPEC §6.1,
-issue 40 point 5): exactly one wins, the money moves once, the loser gets 409 with the payment.
+"""Capture racing cancel (and two captures under two keys) on one authorization, from two OS
+processes on PostgreSQL (SPEC §6.1, issue 40 point 5): exactly one wins, the money moves once,
+the loser gets 409 with the payment.
 
 The main process authorizes PAYMENTS payments through the real sandbox (its tables beside
 paycore's, in the test's database). Then one process captures each payment (part of it) and
@@ -43,7 +44,10 @@ JOIN_TIMEOUT_S = 180
 TIMINGS = PaymentTimings(processing_stale_ms=60_000, wait_ms=5_000, first_retry_ms=60_000)
 
 
-def test_capture_racing_cancel_moves_the_money_once(database: Database, settings: Settings) -> None:
+@pytest.mark.parametrize("other", ["cancel", "capture"], ids=["capture_vs_cancel", "two_captures"])
+def test_capture_racing_cancel_moves_the_money_once(database: Database, settings: Settings, other: str) -> None:
+    """`other`: what the second process does to each payment (a cancel, or a capture of its own
+    under another key)."""
     if not database.is_postgres:
         pytest.skip("SQLite serialises every writer at BEGIN IMMEDIATE: the race is PostgreSQL's")
     url = settings.database_url
@@ -59,9 +63,11 @@ def test_capture_racing_cancel_moves_the_money_once(database: Database, settings
     barrier = context.Barrier(2, timeout=BARRIER_TIMEOUT_S)
     middle = PAYMENTS // 2
     canceler_order = payment_ids[middle::-1] + payment_ids[:middle:-1]
-    sides = [("capture", payment_ids), ("cancel", canceler_order)]
+    sides = [("capture", payment_ids), (other, canceler_order)]
+    names = ["capture", "capture-other" if other == "capture" else "cancel"]
     processes = [
-        context.Process(target=side_process, args=(url, side, order, barrier, answers)) for side, order in sides
+        context.Process(target=side_process, args=(url, side, order, barrier, answers, name))
+        for (side, order), name in zip(sides, names, strict=True)
     ]
     for process in processes:
         process.start()
@@ -72,8 +78,13 @@ def test_capture_racing_cancel_moves_the_money_once(database: Database, settings
     for _ in range(2 * PAYMENTS):
         side, payment_id, status, body = answers.get(timeout=5)
         found[payment_id][side] = (status, json.loads(body))
-    captured = sum(_check_one(database, payment_id, found[payment_id]) for payment_id in payment_ids)
-    assert 1 <= captured <= PAYMENTS - 1, captured  # each side won some
+    if other == "capture":
+        for payment_id in payment_ids:
+            _check_two_captures(database, payment_id, found[payment_id])
+        captured = PAYMENTS
+    else:
+        captured = sum(_check_one(database, payment_id, found[payment_id]) for payment_id in payment_ids)
+        assert 1 <= captured <= PAYMENTS - 1, captured  # each side won some
     with database.read() as connection:
         account = ledger.get_account(connection, TENANT, destination)
         assert ledger.verify(connection).problems == []
@@ -92,19 +103,32 @@ def _check_one(database: Database, payment_id: str, answers: dict[str, tuple[int
     assert loser["error"] == ("payment_not_cancelable" if won else "payment_not_capturable"), loser
     assert loser["payment"]["status"] in ("processing", "succeeded" if won else "canceled"), loser
     assert winner["status"] == ("succeeded" if won else "canceled")
+    kinds = _transfer_kinds(database, payment_id)
+    assert kinds == sorted(["pending", "post" if won else "void"]), (payment_id, kinds)
+    return won
+
+
+def _check_two_captures(database: Database, payment_id: str, answers: dict[str, tuple[int, dict[str, Any]]]) -> None:
+    """One capture won, the other got 409 `payment_not_capturable`; one post of the hold."""
+    (first_status, first), (second_status, second) = answers["capture"], answers["capture-other"]
+    assert sorted((first_status, second_status)) == [200, 409], (payment_id, answers)
+    loser = second if first_status == 200 else first
+    assert loser["error"] == "payment_not_capturable", loser
+    assert _transfer_kinds(database, payment_id) == ["pending", "post"]
+
+
+def _transfer_kinds(database: Database, payment_id: str) -> list[str]:
     with database.read() as connection:
-        kinds = sorted(
-            row[0]
+        return sorted(
+            str(row[0])
             for row in connection.execute(
                 text("SELECT kind FROM ledger_transfers WHERE tenant_id = :t AND owner_id = :p"),
                 {"t": TENANT, "p": payment_id},
             )
         )
-    assert kinds == sorted(["pending", "post" if won else "void"]), (payment_id, kinds)
-    return won
 
 
-def side_process(url: str, side: str, order: list[str], barrier: Any, answers: Any) -> None:
+def side_process(url: str, side: str, order: list[str], barrier: Any, answers: Any, name: str) -> None:
     database = _database(url)
     sandbox = Sandbox.open(url)
     processor = InProcessTransport(sandbox, timeout_ms=10_000)
@@ -113,7 +137,7 @@ def side_process(url: str, side: str, order: list[str], barrier: Any, answers: A
         for index, payment_id in enumerate(order):
             path = f"/v1/payments/{payment_id}/{side}"
             body = {"amount_minor": CAPTURED_MINOR} if side == "capture" else {}
-            scope = KeyScope(TENANT, f"{side}-{index}", fingerprint("POST", path, body), now_us(), None)
+            scope = KeyScope(TENANT, f"{name}-{index}", fingerprint("POST", path, body), now_us(), None)
             if side == "capture":
                 outcome, _ = operations.capture(
                     database,
@@ -135,7 +159,7 @@ def side_process(url: str, side: str, order: list[str], barrier: Any, answers: A
                     timings=TIMINGS,
                     render_refusal=render_refusal,
                 )
-            answers.put((side, payment_id, outcome.status, outcome.body))
+            answers.put((name, payment_id, outcome.status, outcome.body))
     finally:
         sandbox.close()
         database.dispose()
