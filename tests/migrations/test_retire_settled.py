@@ -264,13 +264,24 @@ def fault_columns_as_today(database: Database) -> Iterator[None]:
     payments, refunds and payouts (migration 0022) with every item it stores, moves or reads;
     the revisions of this chain have none. Where they are missing they are added for what
     today's code does here and dropped after it: NULL in every row, so the rows and the schema
-    are the same either way."""
+    are the same either way. So are a payment's capture columns (migration 0033): an automatic
+    payment's defaults in every row."""
+    work = (("fault_code", "VARCHAR(64)"), ("faulted_at_us", "BIGINT"))
+    capture = (
+        ("capture_method", "VARCHAR(16) NOT NULL DEFAULT 'automatic'"),
+        *((name, "BIGINT") for name in ("amount_capturable_minor", "amount_captured_minor")),
+        ("authorization_expires_at_us", "BIGINT"),
+        *((name, "VARCHAR(16)") for name in ("cancellation_reason", "operation")),
+        ("operation_idempotency_key", "VARCHAR(255)"),
+        ("capture_requested_minor", "BIGINT"),
+    )
+    columns = {"payments": (*work, *capture), "refunds": work, "payouts": work}
     with database.engine.begin() as connection:
         inspector = inspect(connection)
         added = [
             (table, name, kind)
             for table in ("payments", "refunds", "payouts")
-            for name, kind in (("fault_code", "VARCHAR(64)"), ("faulted_at_us", "BIGINT"))
+            for name, kind in columns[table]
             if name not in {column["name"] for column in inspector.get_columns(table)}
         ]
         for table, name, kind in added:

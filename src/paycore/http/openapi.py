@@ -154,7 +154,13 @@ _LINKS: dict[tuple[str, tuple[str, ...]], tuple[str, tuple[str, ...]]] = {
     ),
     ("/v1/payments", ("201", "202")): (
         "payment_id",
-        ("/v1/payments/{payment_id}", "/v1/payments/{payment_id}/events", "/v1/payments/{payment_id}/refunds"),
+        (
+            "/v1/payments/{payment_id}",
+            "/v1/payments/{payment_id}/events",
+            "/v1/payments/{payment_id}/refunds",
+            "/v1/payments/{payment_id}/capture",
+            "/v1/payments/{payment_id}/cancel",
+        ),
     ),
     ("/v1/payments/{payment_id}/refunds", ("201",)): (
         "refund_id",

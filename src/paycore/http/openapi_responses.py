@@ -64,10 +64,38 @@ TRANSFER = _resource(
 BATCH = _resource("batch", "batch", "transfers", transfers={"type": "array", "items": TRANSFER, "minItems": 1})
 CREDIT = _resource(None, "cr", "tenant_id", "currency", "amount_minor", "lines", "created_at")
 TENANT_BALANCE = _resource(None, None, "currency", "amount_minor")
-_PAYMENT_FIELDS = ("amount_minor", "currency", "status", "refunded_minor", "refundable_minor", "created_at")
-PAYMENT = _resource("payment", None, "id", *_PAYMENT_FIELDS)
+_PAYMENT_FIELDS = (
+    "amount_minor",
+    "currency",
+    "status",
+    "refunded_minor",
+    "refundable_minor",
+    "capture",
+    "amount_capturable_minor",
+    "amount_captured_minor",
+    "authorization_expires_at",
+    "cancellation_reason",
+    "in_doubt_operation",
+    "created_at",
+)
+# Authorize now, capture later (SPEC §6.1): the fields every payment carries, automatic or not.
+_CAPTURE_PROPERTIES: dict[str, JsonSchema] = {
+    "capture": {"enum": ["automatic", "manual"]},
+    "authorization_expires_at": _nullable(TIMESTAMP),
+    "cancellation_reason": _nullable({"enum": ["requested", "expired"]}),
+    "in_doubt_operation": _nullable({"enum": ["authorize", "charge", "capture", "cancel"]}),
+}
+PAYMENT = _resource("payment", None, "id", *_PAYMENT_FIELDS, **_CAPTURE_PROPERTIES)
 DECLINED_PAYMENT = _resource(
-    "payment", None, "id", "error", "message", *_PAYMENT_FIELDS, error={"type": "string"}, message={"type": "string"}
+    "payment",
+    None,
+    "id",
+    "error",
+    "message",
+    *_PAYMENT_FIELDS,
+    error={"type": "string"},
+    message={"type": "string"},
+    **_CAPTURE_PROPERTIES,
 )
 REFUND = _resource("refund", "rf", "payment", "amount_minor", "currency", "status", "created_at")
 PAYOUT = _resource("payout", "po", "amount_minor", "currency", "rail", "status", "created_at")
@@ -202,6 +230,8 @@ BODIES: dict[tuple[str, str], dict[str, JsonSchema]] = {
     ("/v1/payments", "post"): {"201": PAYMENT, "202": PAYMENT, "402": DECLINED_PAYMENT},
     ("/v1/payments", "get"): {"200": _list(PAYMENT)},
     ("/v1/payments/{payment_id}", "get"): {"200": PAYMENT},
+    ("/v1/payments/{payment_id}/capture", "post"): {"200": PAYMENT, "202": PAYMENT},
+    ("/v1/payments/{payment_id}/cancel", "post"): {"200": PAYMENT, "202": PAYMENT},
     ("/v1/payments/{payment_id}/events", "get"): {"200": _list(EVENT)},
     ("/v1/payments/{payment_id}/refunds", "post"): {"201": REFUND},
     ("/v1/payments/{payment_id}/refunds", "get"): {"200": _list(REFUND)},

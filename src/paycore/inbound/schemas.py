@@ -14,13 +14,31 @@ class EventData(StrictModel):
     object: Literal["charge", "refund", "payout"]
     request_id: str = Field(min_length=1, max_length=128)
     merchant_id: TenantId
-    status: Literal["succeeded", "failed", "pending", "accepted", "rejected", "settled", "returned"]
+    status: Literal[
+        "succeeded",
+        "failed",
+        "pending",
+        "requires_capture",
+        "captured",
+        "canceled",
+        "expired",
+        "accepted",
+        "rejected",
+        "settled",
+        "returned",
+    ]
     amount_minor: AmountMinor
     currency: Currency
     failure_code: str | None = Field(default=None, max_length=64)
     processor_charge_id: str | None = Field(default=None, max_length=128)
     processor_refund_id: str | None = Field(default=None, max_length=128)
     payment_reference: str | None = Field(default=None, max_length=128)
+    # authorizations (SPEC §6.1): a charge asked with capture manual, docs/sandbox.md
+    capture: Literal["automatic", "manual"] | None = None
+    amount_capturable_minor: int | None = Field(default=None, strict=True, ge=0, le=AMOUNT_MINOR_MAX)
+    amount_captured_minor: int | None = Field(default=None, strict=True, ge=0, le=AMOUNT_MINOR_MAX)
+    amount_released_minor: int | None = Field(default=None, strict=True, ge=0, le=AMOUNT_MINOR_MAX)
+    authorization_expires_at: str | None = Field(default=None, max_length=64)
     # payouts (the bank rail): docs/sandbox.md
     rail: Literal["ach", "sepa"] | None = None
     bank_payout_id: str | None = Field(default=None, max_length=128)

@@ -29,9 +29,10 @@ from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore
 from paycore.inbound import repository
 from paycore.inbound.models import processor_webhooks
-from paycore.inbound.schemas import ProcessorEvent
+from paycore.inbound.schemas import EventData, ProcessorEvent
 from paycore.kit import actors, signing, strict_json
 from paycore.kit.clock import now_us as clock_now_us
+from paycore.kit.clock import parse_rfc3339
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle import faults
 from paycore.lifecycle.evidence import Applied, Evidence
@@ -39,9 +40,11 @@ from paycore.lifecycle.policy import Backoff, retry_at_us
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.processor.port import (
+    CHARGE_STATUSES,
     PAYOUT_STATUSES,
     RESULT_STATUSES,
     ChargeResult,
+    ChargeStatus,
     PayoutResult,
     RefundResult,
     ResultStatus,
@@ -56,6 +59,12 @@ REMATCH_ATTEMPTS_MAX = 50
 REMATCH_BACKOFF: Final = Backoff(first_ms=1000, max_ms=3_600_000)
 
 
+# What an event about each kind of object may say (a charge: an authorization's statuses too).
+_STATUSES: Final[dict[str, tuple[str, ...]]] = {
+    "charge": CHARGE_STATUSES,
+    "refund": RESULT_STATUSES,
+    "payout": PAYOUT_STATUSES,
+}
 # The machine of the object each kind of event names (a fault is left on it).
 _MACHINES: Final[dict[str, Any]] = {"charge": payments.MACHINE, "refund": refunds.MACHINE, "payout": payouts.MACHINE}
 
@@ -113,7 +122,7 @@ def verified_event(secret: str, signature: str | None, body: bytes) -> Processor
         refused.code = error.code if error.code.startswith("signature_timestamp") else "invalid_signature"
         raise refused from error
     event = _event(body)
-    allowed = PAYOUT_STATUSES if event.data.object == "payout" else RESULT_STATUSES
+    allowed = _STATUSES[event.data.object]
     if event.data.status not in allowed:
         raise InvalidWebhook(f"a {event.data.object} event cannot say {event.data.status}", param="data.status")
     return event
@@ -146,18 +155,28 @@ def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) ->
     payment = payments.find(connection, data.merchant_id, data.request_id, for_update=True)
     if payment is None:
         return "unmatched"
-    result = ChargeResult(
+    applied = payments.apply_evidence(
+        connection, payment, Evidence.of_result(_charge(data)), cause="webhook", actor=actors.PROCESSOR, now_us=now_us
+    )
+    return _judged(connection, event, "payment", payment.status, applied, now_us)
+
+
+def _charge(data: EventData) -> ChargeResult:
+    """The charge the event describes; an authorization's with its amounts and expiry."""
+    expires_at = data.authorization_expires_at
+    return ChargeResult(
         request_id=data.request_id,
-        status=cast(ResultStatus, data.status),  # checked against RESULT_STATUSES on receipt
+        status=cast(ChargeStatus, data.status),  # checked against CHARGE_STATUSES on receipt
         processor_charge_id=data.processor_charge_id or "",
         amount_minor=data.amount_minor,
         currency=data.currency,
         failure_code=data.failure_code,
+        capture=data.capture or "automatic",
+        amount_capturable_minor=data.amount_capturable_minor,
+        amount_captured_minor=data.amount_captured_minor,
+        amount_released_minor=data.amount_released_minor,
+        authorization_expires_at_us=None if expires_at is None else parse_rfc3339(expires_at),
     )
-    applied = payments.apply_evidence(
-        connection, payment, Evidence.of_result(result), cause="webhook", actor=actors.PROCESSOR, now_us=now_us
-    )
-    return _judged(connection, event, "payment", payment.status, applied, now_us)
 
 
 def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
@@ -185,8 +204,12 @@ def _judged(
 ) -> str:
     """What paycore made of a charge or refund event, recorded on the object's audit log."""
     outcome = "applied" if applied.changed else ("mismatch" if applied.reason == "mismatch" else "stale")
-    status = event.data.status
-    if outcome == "stale" and status != "pending" and status != was:
+    status: str = event.data.status
+    if kind == "payment":
+        # What a charge's status proves, in the payment's words (`captured` is `succeeded`);
+        # `requires_capture`, like `pending`, is never final: an older event, not a contradiction.
+        status = payments.state_proved(status) or "pending"
+    if outcome == "stale" and status not in ("pending", "requires_capture") and status != was:
         # A final answer that contradicts a final state: never applied, flagged for a person.
         outcome = "conflict"
         log.warning("webhook %s says %s for %s %s, which is %s", event.id, status, kind, applied.item.id, was)

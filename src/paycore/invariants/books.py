@@ -40,8 +40,10 @@ EXPECTED: Final[dict[str, dict[str, tuple[str, ...]]]] = {
     "payments": {
         "processing": ("pending",),
         "in_doubt": ("pending",),
+        "requires_capture": ("pending",),  # an open authorization (SPEC §6.1)
         "succeeded": ("posted",),
         "failed": ("voided",),
+        "canceled": ("voided",),  # an authorization canceled or expired
     },
     "refunds": {
         "requires_approval": ("pending",),
@@ -66,6 +68,11 @@ EXPECTED: Final[dict[str, dict[str, tuple[str, ...]]]] = {
     "credits": {"": ("posted",)},  # a credit has no status: it is granted once
 }
 _SUBJECT_TYPE: Final = {"payments": "payment", "refunds": "refund", "payouts": "payout", "credits": "credit"}
+# What an object's post moved (of its hold, on alias `o`): its amount, but a manual payment's
+# capture posts what was captured and releases the rest (SPEC §6.1; as
+# `payments.schemas.captured_minor` reads it).
+_CAPTURED: Final = "COALESCE(o.amount_captured_minor, o.capture_requested_minor, o.amount_minor)"
+_MOVED: Final = {"payments": _CAPTURED}
 
 # The state of the object's transfer `t`, with `r` its resolution and `x` the reversal of what
 # moved the money (the post of a hold, else the transfer itself).
@@ -101,6 +108,7 @@ def flow_state_sql(table: str, where: str) -> str:
     return f"""
     SELECT tenant_id, id, status, transfer_id, books, held, moved, amount FROM (
         SELECT o.tenant_id, o.id, {status} AS status, o.transfer_id, o.amount_minor AS amount,
+            {_MOVED.get(table, "o.amount_minor")} AS moved_amount,
             {_BOOKS} AS books,
             {_debits("t")} AS held,
             CASE WHEN t.kind = 'pending' AND r.kind = 'post' THEN {_debits("r")} ELSE {_debits("t")} END AS moved
@@ -113,7 +121,7 @@ def flow_state_sql(table: str, where: str) -> str:
     ) found
     WHERE NOT ({allowed})
        OR held IS NULL OR held <> amount
-       OR (books IN ('posted', 'reversed') AND (moved IS NULL OR moved <> amount))
+       OR (books IN ('posted', 'reversed') AND (moved IS NULL OR moved <> moved_amount))
     """
 
 
@@ -136,11 +144,11 @@ def unowned_sql(where: str) -> str:
     """
 
 
-def _sum_of(table: str, statuses: Sequence[str], extra: str = "") -> str:
+def _sum_of(table: str, statuses: Sequence[str], extra: str = "", amount: str = "o.amount_minor") -> str:
     """What the tenant's objects of `table` in `statuses` amount to in the account's currency."""
     listed = ", ".join(repr(status) for status in statuses)
     return (
-        f"(SELECT COALESCE(SUM(o.amount_minor), 0) FROM {table} o WHERE o.tenant_id = a.tenant_id"
+        f"(SELECT COALESCE(SUM({amount}), 0) FROM {table} o WHERE o.tenant_id = a.tenant_id"
         f" AND o.currency = a.currency AND o.status IN ({listed}){extra})"
     )
 
@@ -164,7 +172,7 @@ _SYSTEM_FIGURES: Final = (
         "processor.clearing",
         "pending debits",
         "a.debits_pending_minor",
-        _sum_of("payments", ("processing", "in_doubt")),
+        _sum_of("payments", ("processing", "in_doubt", "requires_capture")),
     ),
     (
         "processor.clearing",
@@ -176,7 +184,8 @@ _SYSTEM_FIGURES: Final = (
         "processor.clearing",
         "posted",
         "a.debits_posted_minor - a.credits_posted_minor",
-        f"{_sum_of('payments', ('succeeded',))} - {_sum_of('refunds', ('succeeded',), _SENT_REFUNDS)} - {_FEES}",
+        f"{_sum_of('payments', ('succeeded',), amount=_CAPTURED)}"
+        f" - {_sum_of('refunds', ('succeeded',), _SENT_REFUNDS)} - {_FEES}",
     ),
 )
 

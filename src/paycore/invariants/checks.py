@@ -34,6 +34,10 @@ _FIGURES = """
 """
 
 # A posted transfer (a plain transfer or a post) that no later transfer reverses.
+# What a customer paid: a payment's amount, or what a manual payment captured (SPEC §6.1; as
+# `payments.schemas.captured_minor` and the refund ceiling read it).
+_PAID = "COALESCE(p.amount_captured_minor, p.capture_requested_minor, p.amount_minor)"
+_PAID_COLUMNS = "p.amount_captured_minor, p.capture_requested_minor, p.amount_minor"
 _STANDING = """
     t.kind IN ('transfer', 'post')
     AND NOT EXISTS (SELECT 1 FROM ledger_transfers r WHERE r.tenant_id = t.tenant_id AND r.reverses_id = t.id)
@@ -177,15 +181,15 @@ _LEDGER: Final[tuple[Check, ...]] = (
         "payment",
         "payments",
         f"""
-        SELECT p.tenant_id, p.id, p.amount_minor, p.refunded_minor, COALESCE(SUM(r.amount_minor), 0) AS counted
+        SELECT p.tenant_id, p.id, {_PAID} AS paid, p.refunded_minor, COALESCE(SUM(r.amount_minor), 0) AS counted
         FROM payments p
         LEFT JOIN refunds r ON r.tenant_id = p.tenant_id AND r.payment_id = p.id
             AND r.status NOT IN ('failed', 'canceled')
         WHERE {_window("p")}
-        GROUP BY p.tenant_id, p.id, p.amount_minor, p.refunded_minor
-        HAVING COALESCE(SUM(r.amount_minor), 0) > p.amount_minor OR p.refunded_minor > p.amount_minor
+        GROUP BY p.tenant_id, p.id, {_PAID_COLUMNS}, p.refunded_minor
+        HAVING COALESCE(SUM(r.amount_minor), 0) > {_PAID} OR p.refunded_minor > {_PAID}
         """,
-        lambda row: f"payment of {row[2]}: refunded_minor {row[3]}, refunds counted by rule zero {row[4]}",
+        lambda row: f"payment of {row[2]} paid: refunded_minor {row[3]}, refunds counted by rule zero {row[4]}",
     ),
     Check(
         "payout_sent_twice",

@@ -180,12 +180,20 @@ def void_pending(
 
 
 def settle_pending(
-    connection: Connection, tenant_id: str, transfer_id: str, *, post: bool, now_us: int, owner_id: str
+    connection: Connection,
+    tenant_id: str,
+    transfer_id: str,
+    *,
+    post: bool,
+    now_us: int,
+    owner_id: str,
+    amount_minor: int | None = None,
 ) -> None:
-    """Post (in full) or void a flow's pending transfer, for callers that need no view of it
-    after: the same rules as post_pending/void_pending, without reading the transfer back."""
+    """Post (in full, or `amount_minor` of it, the rest released in the same step) or void a
+    flow's pending transfer, for callers that need no view of it after: the same rules as
+    post_pending/void_pending, without reading the transfer back."""
     if post:
-        _post(connection, tenant_id, transfer_id, None, now_us, owner_id)
+        _post(connection, tenant_id, transfer_id, amount_minor, now_us, owner_id)
     else:
         _void(connection, tenant_id, transfer_id, "void", now_us, owner_id)
 

@@ -63,6 +63,8 @@ def accept(
 ) -> Payment | R:
     """The payment accepted (stored `processing`, its hold, its event, its key claimed open),
     or, when the data plane wrote nothing, what `reference` (the reference path) answers."""
+    if new.capture != "automatic":
+        return reference()  # an authorization takes the reference path (ADR 0029)
     plan = _plan(database, scope, new, processing_stale_ms)
     if plan is not None and (_call(database, plan) if database.is_postgres else _write_sqlite(database, plan)):
         return plan.payment

@@ -54,6 +54,16 @@ _PAYMENT_CONSTANTS = {
     "in_doubt_since_us": None,
     "fault_code": None,
     "faulted_at_us": None,
+    # Only an automatic payment is accepted here (a manual one takes the reference path): the
+    # function of 0027 leaves these to their defaults (migration 0033).
+    "capture_method": "automatic",
+    "amount_capturable_minor": None,
+    "amount_captured_minor": None,
+    "authorization_expires_at_us": None,
+    "cancellation_reason": None,
+    "operation": None,
+    "operation_idempotency_key": None,
+    "capture_requested_minor": None,
 }
 _TRANSFER_CONSTANTS = {
     "kind": "pending",
@@ -150,6 +160,14 @@ _PAYMENT_COLUMNS = (
     "faulted_at_us",
     "created_at_us",
     "updated_at_us",
+    "capture_method",
+    "amount_capturable_minor",
+    "amount_captured_minor",
+    "authorization_expires_at_us",
+    "cancellation_reason",
+    "operation",
+    "operation_idempotency_key",
+    "capture_requested_minor",
 )
 
 

@@ -22,7 +22,14 @@ from paycore.lifecycle.calls import Call, timed
 from paycore.lifecycle.policy import Policy
 from paycore.payments import lifecycle, states
 from paycore.payments.types import Payment
-from paycore.processor.port import ChargeRequest, ChargeResult, Processor, charge_request_fields
+from paycore.processor.port import (
+    CancelRequest,
+    CaptureRequest,
+    ChargeRequest,
+    ChargeResult,
+    Processor,
+    charge_request_fields,
+)
 
 
 def charge_request(payment: Payment) -> ChargeRequest:
@@ -34,6 +41,7 @@ def charge_request(payment: Payment) -> ChargeRequest:
         currency=payment.currency,
         token=payment.source_token,
         description=payment.description,
+        capture="manual" if payment.is_manual else "automatic",
     )
 
 
@@ -49,12 +57,47 @@ def get_charge(processor: Processor, payment: Payment) -> Call[ChargeResult]:
     return timed("get_charge", {"request_id": request_id}, lambda: processor.get_charge(request_id), ids=_ids(payment))
 
 
+def operation_request_id(payment: Payment) -> str:
+    """The request id of the payment's capture or cancel: stable, one of each per payment."""
+    assert payment.operation in (states.CAPTURE, states.CANCEL), payment
+    return f"{payment.processor_request_id}_{payment.operation}"
+
+
+def send_operation(processor: Processor, payment: Payment) -> Call[ChargeResult]:
+    """The payment's capture or cancel (`Payment.operation`), the same request every time."""
+    assert payment.processor_reference is not None, "an authorization has the processor's charge id"
+    request_id, reference = operation_request_id(payment), payment.processor_reference
+    if payment.operation == states.CAPTURE:
+        assert payment.capture_requested_minor is not None
+        capture = CaptureRequest(
+            request_id, payment.tenant_id, reference, payment.capture_requested_minor, payment.currency
+        )
+        fields = {"request_id": request_id, "payment_reference": reference, "amount_minor": capture.amount_minor}
+        return timed("capture", fields, lambda: processor.capture(capture), ids=_ids(payment))
+    cancel = CancelRequest(request_id, payment.tenant_id, reference)
+    fields = {"request_id": request_id, "payment_reference": reference}
+    return timed("cancel", fields, lambda: processor.cancel(cancel), ids=_ids(payment))
+
+
+def ask(processor: Processor, payment: Payment) -> Call[ChargeResult]:
+    """The resolver's question: the charge's status. For a capture or cancel in flight whose
+    charge the processor still shows authorized, the call has not arrived: the same request is
+    sent again (deduped by its request id), and its answer is the round's evidence."""
+    asked = get_charge(processor, payment)
+    if payment.operation is None or asked.kind != "result":
+        return asked
+    assert asked.evidence.result is not None
+    if asked.evidence.result.status != "requires_capture":
+        return asked
+    return send_operation(processor, payment)
+
+
 def job(processor: Processor) -> work.Job[Payment, ChargeRequest]:
     return work.Job(
         machine=lifecycle.MACHINE,
         build=_build,
         send=lambda payment, request: charge(processor, payment, request),
-        ask=lambda payment: get_charge(processor, payment),
+        ask=lambda payment: ask(processor, payment),
         apply=lifecycle.apply_evidence,
     )
 

@@ -23,7 +23,7 @@ from sqlalchemy import (
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
 from paycore.lifecycle.columns import due_index, faulted_index, work_columns
 
-STATUSES = ("processing", "succeeded", "failed", "in_doubt")
+STATUSES = ("processing", "requires_capture", "succeeded", "failed", "in_doubt", "canceled")
 
 payments = Table(
     "payments",
@@ -49,9 +49,23 @@ payments = Table(
     *work_columns(),  # attempts, next_attempt_at_us, claimed_by, claimed_until_us, ... (lifecycle.columns)
     created_at_column(),
     Column("updated_at_us", BigInteger, nullable=False),
+    # Authorize now, capture later (SPEC §6.1, migration 0033). NULL amounts: an automatic payment.
+    Column("capture_method", String(16), nullable=False, server_default="automatic"),
+    Column("amount_capturable_minor", BigInteger, nullable=True),
+    Column("amount_captured_minor", BigInteger, nullable=True),
+    Column("authorization_expires_at_us", BigInteger, nullable=True),
+    Column("cancellation_reason", String(16), nullable=True),
+    # The call sent on an authorized payment whose outcome is not known yet (capture | cancel),
+    # the key of the request that sent it, and the amount a capture asked for.
+    Column("operation", String(16), nullable=True),
+    Column("operation_idempotency_key", String(255), nullable=True),
+    Column("capture_requested_minor", BigInteger, nullable=True),
     PrimaryKeyConstraint("tenant_id", "id"),
     UniqueConstraint("tenant_id", "idempotency_key"),
-    CheckConstraint("status IN ('processing', 'succeeded', 'failed', 'in_doubt')", name="status"),
+    CheckConstraint(
+        "status IN ('processing', 'requires_capture', 'succeeded', 'failed', 'in_doubt', 'canceled')", name="status"
+    ),
+    CheckConstraint("capture_method IN ('automatic', 'manual')", name="capture_method"),
     CheckConstraint("amount_minor > 0 AND amount_minor <= 9007199254740991", name="amount_minor"),
     CheckConstraint("refunded_minor >= 0 AND refunded_minor <= amount_minor", name="refunded_minor"),
     Index("ix_payments_status", "tenant_id", "status", "id"),

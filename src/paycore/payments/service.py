@@ -43,7 +43,7 @@ from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.machine import Machine
 from paycore.lifecycle.store import set_values
-from paycore.payments import accept, accept_plan, jobs, lifecycle, repository, settle, settle_plan, states
+from paycore.payments import accept, accept_plan, jobs, lifecycle, repository, schemas, settle, settle_plan, states
 from paycore.payments.errors import CurrencyNotAccepted
 from paycore.payments.models import payments
 from paycore.payments.schemas import HISTORY_LENGTH_MAX, payment_json
@@ -92,7 +92,7 @@ def create_payment(
     if isinstance(started, Outcome):
         return started, True
     if started is None:
-        return _await_answer(database, scope, timings.wait_ms), True
+        return await_answer(database, scope, timings.wait_ms), True
     call = jobs.charge(processor, started)
     try:
         # The common case on the data plane (`settle.py`); everything else through `finish`.
@@ -218,7 +218,7 @@ def _insert_payment(connection: Connection, scope: KeyScope, new: NewPayment, ti
     return payment  # what was inserted: no re-read
 
 
-def _await_answer(database: Database, scope: KeyScope, wait_ms: int) -> Outcome:
+def await_answer(database: Database, scope: KeyScope, wait_ms: int) -> Outcome:
     """A duplicate of a request still running: wait (bounded) for its answer, then replay it."""
     deadline = time.monotonic() + wait_ms / 1000
     while True:
@@ -306,6 +306,8 @@ in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gau
 
 
 load: Final = lifecycle.MACHINE.load  # the payment, or PaymentNotFound
+captured_minor: Final = schemas.captured_minor  # what a refund may give back at most (SPEC §6.1)
+state_proved: Final = lifecycle.state_proved  # the payment's status a charge's status proves
 # What the processor said (a webhook, a report line), or a person (a confirmed manual
 # resolution), applied through the payment's lifecycle.
 apply_evidence: Final = lifecycle.apply_evidence

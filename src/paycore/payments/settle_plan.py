@@ -128,8 +128,8 @@ def settled_status(accepted: Payment, call: Call[ChargeResult]) -> str | None:
     """The terminal status the call's answer proves for the payment as accepted, or None where
     the reference path must decide (pending, no answer, a refusal, a result for another amount)."""
     evidence = call.evidence
-    if accepted.status != states.PROCESSING or evidence.kind != "result":
-        return None
+    if accepted.status != states.PROCESSING or evidence.kind != "result" or accepted.is_manual:
+        return None  # a manual payment's authorization takes the reference path (ADR 0029)
     assert isinstance(evidence.result, ChargeResult), evidence
     decision = lifecycle.decide(accepted.status, evidence)
     if len(decision.path) != 1 or decision.path[0] not in states.TERMINAL:

@@ -31,6 +31,19 @@ class Payment(WorkFields):
     processor_reference: str | None
     transfer_id: str
     refunded_minor: int
+    # Authorize now, capture later (SPEC §6.1). The amounts are None for an automatic payment.
+    capture_method: str = "automatic"
+    amount_capturable_minor: int | None = None
+    amount_captured_minor: int | None = None
+    authorization_expires_at_us: int | None = None
+    cancellation_reason: str | None = None
+    operation: str | None = None  # capture | cancel: sent on the authorization, outcome not known
+    operation_idempotency_key: str | None = None  # the key of the request that sent `operation`
+    capture_requested_minor: int | None = None  # what that capture asked for: sent again the same
+
+    @property
+    def is_manual(self) -> bool:
+        return self.capture_method == "manual"
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,7 @@ class NewPayment:
     description: str | None
     metadata: dict[str, str]
     actor: str  # who asked (paycore.kit.actors): the actor of the payment's events
+    capture: str = "automatic"  # manual: the processor only authorizes (SPEC §6.1)
 
 
 def payment_from_row(row: Mapping[Any, Any] | Row[Any]) -> Payment:
@@ -87,6 +101,7 @@ def new_payment(
         processor_reference=None,
         transfer_id=transfer_id,
         refunded_minor=0,
+        capture_method=new.capture,
         **columns.fresh(next_attempt_at_us=next_attempt_at_us),
         created_at_us=now_us,
         updated_at_us=now_us,

@@ -2,12 +2,13 @@
 exceeds what they paid.
 
 `reserve` is one conditional UPDATE of the payment row: it adds the refund's amount to the
-payment's `refunded_minor` only where the payment succeeded and the sum stays within its
-amount, in the transaction that inserts the refund. So two concurrent refunds, in any
-processes, can never both fit where only one does: on PostgreSQL the second waits for the
-first's row lock and re-checks the condition on the committed row; on SQLite writers are
-serialised (tests/e2e/test_refund_race_processes.py). `release` gives an amount back when a
-refund fails or is canceled, in the transaction of that change (`refunds/lifecycle.py`).
+payment's `refunded_minor` only where the payment succeeded and the sum stays within what was
+captured (its amount, or a manual payment's captured amount: SPEC §6.1), in the transaction
+that inserts the refund. So two concurrent refunds, in any processes, can never both fit where
+only one does: on PostgreSQL the second waits for the first's row lock and re-checks the
+condition on the committed row; on SQLite writers are serialised
+(tests/e2e/test_refund_race_processes.py). `release` gives an amount back when a refund fails
+or is canceled, in the transaction of that change (`refunds/lifecycle.py`).
 What `reserve` returns, the payment row after this refund's amount was added, also decides
 whether the refund needs approval (`create_plan.needs_approval`): the sum comes from the same
 atomic step, never from a read that a concurrent refund could overtake.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from sqlalchemy import Connection, bindparam, update
+from sqlalchemy import Connection, bindparam, func, update
 
 from paycore.payments import service as payments
 from paycore.payments.types import Payment, payment_from_row
@@ -39,7 +40,13 @@ _RESERVE = (
         _PAYMENTS.c.tenant_id == bindparam("t"),
         _PAYMENTS.c.id == bindparam("p"),
         _PAYMENTS.c.status == REFUNDABLE_STATUS,
-        _PAYMENTS.c.refunded_minor + bindparam("amount") <= _PAYMENTS.c.amount_minor,
+        # What was captured (SPEC §6.1): all of an automatic payment, what a manual one captured
+        # (what a confirmed manual resolution asked for, when the processor said nothing),
+        # as `payments.schemas.captured_minor` reads it.
+        _PAYMENTS.c.refunded_minor + bindparam("amount")
+        <= func.coalesce(
+            _PAYMENTS.c.amount_captured_minor, _PAYMENTS.c.capture_requested_minor, _PAYMENTS.c.amount_minor
+        ),
     )
     .values(refunded_minor=_PAYMENTS.c.refunded_minor + bindparam("amount"))
     .returning(*_PAYMENTS.c)

@@ -13,6 +13,13 @@ class PaymentNotRefundable(Conflict):
     code = "payment_not_refundable"
 
 
+class PaymentNotCaptured(Conflict):
+    """A manual payment's authorization not captured (SPEC §6.1): nothing to refund yet (or
+    ever, once canceled)."""
+
+    code = "payment_not_captured"
+
+
 class RefundNotFound(NotFound):
     code = "refund_not_found"
 

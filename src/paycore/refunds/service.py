@@ -35,7 +35,7 @@ from paycore.operators import service as operators
 from paycore.payments import service as payments
 from paycore.payments.errors import PaymentNotFound
 from paycore.refunds import ceiling, create_plan, lifecycle, money, repository, states
-from paycore.refunds.errors import OverRefund, PaymentNotRefundable, RefundStateConflict
+from paycore.refunds.errors import OverRefund, PaymentNotCaptured, PaymentNotRefundable, RefundStateConflict
 from paycore.refunds.types import Refund, Totals, refund_from_row
 
 HISTORY_LENGTH_MAX = 100
@@ -78,11 +78,15 @@ def create_refund(
         current = payments.find(connection, tenant_id, new.payment_id)
         if current is None:
             raise PaymentNotFound("no such payment", param="payment_id")
+        if current.is_manual and current.status not in (ceiling.REFUNDABLE_STATUS, "failed"):
+            raise PaymentNotCaptured(
+                f"the payment is {current.status}: only captured money can be refunded", status=current.status
+            )
         if current.status != ceiling.REFUNDABLE_STATUS:
             raise PaymentNotRefundable(
                 f"the payment is {current.status}; only a succeeded payment can be refunded", status=current.status
             )
-        refundable = current.amount_minor - current.refunded_minor
+        refundable = payments.captured_minor(current) - current.refunded_minor
         raise OverRefund(
             f"the refunds of this payment would exceed what was paid: {refundable} minor units are refundable",
             param="amount_minor",

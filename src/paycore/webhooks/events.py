@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-PAYMENT_STATES: Final = ("processing", "succeeded", "failed", "in_doubt")
+PAYMENT_STATES: Final = ("processing", "requires_capture", "succeeded", "failed", "in_doubt", "canceled")
 REFUND_STATES: Final = ("requires_approval", "pending", "processing", "succeeded", "failed", "in_doubt", "canceled")
 PAYOUT_STATES: Final = (
     "scheduled",

@@ -76,17 +76,24 @@ class Env:
         assert response.status_code in (200, 201), response.text
         return str(response.json()["id"])
 
-    def pay(self, destination: str, *, token: str = "tok_ok", amount_minor: int = 1000, key: str | None = None) -> Any:
-        return self.client.post(
-            "/v1/payments",
-            json={
-                "amount_minor": amount_minor,
-                "currency": "USD",
-                "source": {"type": "card", "token": token},
-                "destination_account": destination,
-            },
-            headers={"Idempotency-Key": key or f"pay-{next(_keys)}"},
-        )
+    def pay(
+        self,
+        destination: str,
+        *,
+        token: str = "tok_ok",
+        amount_minor: int = 1000,
+        key: str | None = None,
+        capture: str | None = None,
+    ) -> Any:
+        body: dict[str, Any] = {
+            "amount_minor": amount_minor,
+            "currency": "USD",
+            "source": {"type": "card", "token": token},
+            "destination_account": destination,
+        }
+        if capture is not None:
+            body["capture"] = capture
+        return self.client.post("/v1/payments", json=body, headers={"Idempotency-Key": key or f"pay-{next(_keys)}"})
 
     def events(self, payment_id: str, kind: str) -> list[dict[str, Any]]:
         data = self.client.get(f"/v1/payments/{payment_id}/events").json()["data"]

@@ -1,5 +1,5 @@
 """Authorizations under the fault plan, their webhooks, their report lines, races on both
-databases, and what paycore (which does not know authorizations yet) makes of their events."""
+databases, and that paycore takes their events."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from paycore.inbound.service import InvalidWebhook, receive
+from paycore.db.engine import Database
+from paycore.inbound.service import Received, receive
 from paycore.kit import clock
 from paycore.kit.signing import sign
 from paycore.processor.port import ChargeRequest, ChargeResult, ProcessorRefused, ProcessorUnreachable
@@ -157,16 +158,19 @@ def test_an_automatic_charge_emits_no_new_event_type_nor_field(harness: Harness)
     assert all(set(event["data"]) == CHARGE_EVENT_FIELDS for event in events)
 
 
-def test_paycore_refuses_an_authorizations_event_before_storing_anything(harness: Harness) -> None:
-    """paycore does not know authorizations yet (issue 40 point 2): it answers 400 to their
-    events, so the sandbox retries each up to webhook_attempts_max times and gives it up;
-    nothing is stored or applied, and no automatic charge sends one (the test above)."""
+def test_paycore_takes_an_authorizations_events_as_evidence(harness: Harness, database: Database) -> None:
+    """paycore knows authorizations (issue 40 point 2; it answered 400 before): it verifies
+    each event of an authorization's life and keeps it; one about a payment it does not know
+    (as here: the sandbox was called directly) is kept `unmatched` for the rematch worker,
+    never refused. What it does with one it knows: tests/integration/payments/."""
     harness.processor.capture(capture_of(authorize(harness), 1_000))
-    for event in delivered_events(harness):
+    events = delivered_events(harness)
+    assert [event["type"] for event in events] == ["charge.requires_capture", "charge.captured"]
+    for event in events:
         body = json.dumps(event).encode()
         signature = sign(SECRET, clock.now_us() // 1_000_000, body)
-        with pytest.raises(InvalidWebhook):
-            receive(None, SECRET, signature, body)  # type: ignore[arg-type]  # refused before any use
+        assert receive(database, SECRET, signature, body) == Received(event["id"], "unmatched")
+        assert receive(database, SECRET, signature, body) == Received(event["id"], "duplicate")
 
 
 def test_the_report_lists_captures_at_their_captured_amount_and_no_authorization(harness: Harness) -> None:

@@ -29,7 +29,8 @@ from paycore.http.routers import payments as payments_router
 from paycore.payments.schemas import DESCRIPTION_LENGTH_MAX, TOKEN_LENGTH_MAX, PaymentCreate, Source
 from paycore.schemas import CURRENCY_LENGTH, ID_LENGTH_MAX
 
-_FIELDS: Final = frozenset(PaymentCreate.model_fields)
+# `capture` is left to the FastAPI route (a manual payment takes the reference path, ADR 0029).
+_FIELDS: Final = frozenset(PaymentCreate.model_fields) - {"capture"}
 _REQUIRED: Final = frozenset(name for name, field in PaymentCreate.model_fields.items() if field.is_required())
 _SOURCE_KEYS: Final = frozenset(Source.model_fields)
 _SOURCE_TYPES: Final = frozenset(get_args(Source.model_fields["type"].annotation))

@@ -16,10 +16,10 @@ from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us
-from paycore.kit.errors import UnsupportedCurrency
+from paycore.kit.errors import InvalidAmount, UnsupportedCurrency
 from paycore.kit.money import is_known_currency
 from paycore.ledger.schemas import check_metadata
-from paycore.payments import schemas
+from paycore.payments import operations, schemas
 from paycore.payments import service as payments
 from paycore.payments.service import PaymentTimings
 from paycore.payments.types import NewPayment, Payment
@@ -30,7 +30,7 @@ router = APIRouter(
 
 _CREATE_RESPONSES = {
     **ERRORS,
-    201: {"description": "The processor took the payment (status succeeded)"},
+    201: {"description": "The processor took the payment (succeeded) or authorized it (requires_capture)"},
     202: {"description": "No answer yet: status in_doubt (timeout or lost response) or processing"},
     402: {"description": "Declined: the payment in status failed, with failure_code, plus error and message"},
 }
@@ -43,7 +43,12 @@ def create_payment(body: schemas.PaymentCreate, request: Request) -> Response:
     # first and serves a well-formed payment itself; it hands this route every other body, whose
     # refusal this route's validation answers as always. This route also declares the endpoint
     # in the OpenAPI document.
-    return payment_answer(request, body, body.model_dump(mode="json"))
+    body_json = body.model_dump(mode="json")
+    if body_json["capture"] == "automatic":
+        # The default leaves the fingerprint as it was before `capture` existed: a key used
+        # then replays the same request, and the thin edge (which never reads `capture`) agrees.
+        del body_json["capture"]
+    return payment_answer(request, body, body_json)
 
 
 def payment_answer(request: Request, body: schemas.PaymentCreate, body_json: Any) -> Response:
@@ -76,28 +81,95 @@ def payment_answer(request: Request, body: schemas.PaymentCreate, body_json: Any
         description=body.description,
         metadata=body.metadata,
         actor=who.actor,
+        capture=body.capture,
     )
     outcome, replayed = payments.create_payment(
         request.app.state.database,
         request.app.state.processor,
         scope,
         new,
-        timings=PaymentTimings(
-            processing_stale_ms=settings.processing_stale_ms,
-            wait_ms=settings.idempotency_wait_ms,
-            first_retry_ms=settings.resolver_backoff_ms,
-        ),
+        timings=_timings(request),
         render_refusal=render_refusal,
     )
-    headers = {"Idempotent-Replayed": "true"} if replayed else {}
-    return Response(outcome.body, status_code=outcome.status, media_type="application/json", headers=headers)
+    return idempotent.response(outcome, replayed)
+
+
+def _timings(request: Request) -> PaymentTimings:
+    settings = request.app.state.settings
+    return PaymentTimings(
+        processing_stale_ms=settings.processing_stale_ms,
+        wait_ms=settings.idempotency_wait_ms,
+        first_retry_ms=settings.resolver_backoff_ms,
+    )
+
+
+_CAPTURE_RESPONSES = {
+    **ERRORS,
+    200: {"description": "Captured: the payment in succeeded, amount_captured_minor set, the rest released"},
+    202: {"description": "No answer from the processor: the payment in_doubt, in_doubt_operation capture"},
+    404: {"description": "payment_not_found"},
+    409: {"description": "payment_not_capturable: not in requires_capture (body adds `payment`, as it is)"},
+    422: {"description": "amount_too_large: more than amount_capturable_minor"},
+}
+_CANCEL_RESPONSES = {
+    **ERRORS,
+    200: {"description": "Canceled: the payment in canceled, cancellation_reason requested, all released"},
+    202: {"description": "No answer from the processor: the payment in_doubt, in_doubt_operation cancel"},
+    404: {"description": "payment_not_found"},
+    409: {"description": "payment_not_cancelable: not in requires_capture (body adds `payment`, as it is)"},
+}
+
+
+@router.post("/{payment_id}/capture", responses=_CAPTURE_RESPONSES, openapi_extra=IDEMPOTENT)
+def capture_payment(payment_id: str, body: schemas.PaymentCapture, request: Request) -> Response:
+    """requires_capture -> succeeded: capture all (`amount_minor` omitted) or part of an
+    authorization, once; the rest is released. A lost answer: 202 `in_doubt`."""
+    if "amount_minor" in body.model_fields_set and body.amount_minor is None:
+        raise InvalidAmount("amount_minor must be a positive integer, or left out", param="amount_minor")  # §2
+    who = caller(request)
+    scope = _scope(request, who.tenant_id, body.model_dump(mode="json", exclude_none=True))
+    outcome, replayed = operations.capture(
+        request.app.state.database,
+        request.app.state.processor,
+        scope,
+        payment_id,
+        body.amount_minor,
+        actor=who.actor,
+        timings=_timings(request),
+        render_refusal=render_refusal,
+    )
+    return idempotent.response(outcome, replayed)
+
+
+@router.post("/{payment_id}/cancel", responses=_CANCEL_RESPONSES, openapi_extra=IDEMPOTENT)
+def cancel_payment(payment_id: str, request: Request) -> Response:
+    """requires_capture -> canceled: void an authorization, all of it released. A lost answer:
+    202 `in_doubt`."""
+    who = caller(request)
+    outcome, replayed = operations.cancel(
+        request.app.state.database,
+        request.app.state.processor,
+        _scope(request, who.tenant_id, {}),
+        payment_id,
+        actor=who.actor,
+        timings=_timings(request),
+        render_refusal=render_refusal,
+    )
+    return idempotent.response(outcome, replayed)
+
+
+def _scope(request: Request, tenant_id: str, body: Any) -> idempotency.KeyScope:
+    key = idempotent.header_key(request, required=True)
+    assert key is not None
+    # Money moves: the key is kept forever, like a payment's and a transfer's.
+    return idempotent.scope(request, tenant_id=tenant_id, key=key, body=body, keep_forever=True)
 
 
 @router.get("", responses=ERRORS)
 def list_payments(
     request: Request,
     paged: paging.PageQuery,
-    status: Literal["processing", "succeeded", "failed", "in_doubt"] | None = None,
+    status: Literal["processing", "requires_capture", "succeeded", "failed", "in_doubt", "canceled"] | None = None,
 ) -> Response:
     """Newest first; `?status=in_doubt` is the in-doubt queue."""
     tenant_id = caller(request).tenant_id
