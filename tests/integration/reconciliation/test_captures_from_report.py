@@ -3,11 +3,13 @@ reconciliation and the real sandbox, on both databases: the report lists capture
 line of the captured amount), not authorizations. A partial capture reconciles clean against
 what was captured; a capture the report shows with another amount is an `amount_mismatch`; a
 capture whose answer was lost is resolved by its line through the payment's lifecycle, once;
-an authorization with no capture sent is never moved by the report."""
+an authorization with no capture sent is never moved by the report; and no capture line for an
+expired authorization is not the processor's word (SPEC §6.1): the status query settles it."""
 
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import pytest
 
@@ -133,3 +135,23 @@ def test_a_capture_line_for_an_authorization_paycore_sent_no_capture_for_is_a_st
     assert dict(summary.breaks) == {"status_mismatch": 1}
     assert payment(env, other["id"])["status"] == "requires_capture"
     assert money(env, merchant) == (2000, 5000)
+
+
+def test_no_capture_line_for_an_expired_authorization_is_no_evidence_the_status_query_is(env: Env) -> None:
+    merchant = env.account()
+    paid = authorized(env, merchant, 4000, token="tok_expires_quickly")
+    env.faults({"fault": "drop_request", "next_n": 1, "ops": ["capture"]})
+    assert capture(env, paid["id"]).json()["in_doubt_operation"] == "capture"
+    time.sleep(2.2)  # the capture never arrived, and the authorization's lifetime ends
+    lines = report(env)
+    assert capture_lines(lines, paid["id"]) == []
+
+    summary = reconciliation.reconcile(env.database, lines, day=today())
+
+    assert (summary.resolved, dict(summary.breaks)) == (0, {})
+    assert payment(env, paid["id"])["status"] == "in_doubt"  # the report states no expiry
+    assert money(env, merchant) == (0, 4000)
+    env.resolve()  # the processor's word: expired
+    body = payment(env, paid["id"])
+    assert (body["status"], body["cancellation_reason"]) == ("canceled", "expired")
+    assert money(env, merchant) == (0, 0)
