@@ -172,11 +172,17 @@ def record_plain_fees(connection: Connection, run_id: str, now_us: int) -> list[
 
 # --- the money paycore believes moved that no line named (closing's missing_at_processor) --
 
-# Per kind: the line that names it, its table's time column, the statuses (public) whose money moved.
+# Per kind: the line that names it, when its money moved (alias `o`), the statuses (public) whose
+# money moved. A manual payment's line is its capture, dated by the capture (SPEC §6.1): it moved
+# when it became `succeeded` (its last change: `updated_at_us`), not when it was authorized.
 _MOVED: Final = {
-    "payment": ("charge", "created_at_us", ("succeeded",)),
-    "refund": ("refund", "created_at_us", ("succeeded",)),
-    "payout": ("payout", "settled_at_us", ("settled", "returned")),
+    "payment": (
+        "charge",
+        "(CASE WHEN o.capture_method = 'manual' THEN o.updated_at_us ELSE o.created_at_us END)",
+        ("succeeded",),
+    ),
+    "refund": ("refund", "o.created_at_us", ("succeeded",)),
+    "payout": ("payout", "o.settled_at_us", ("settled", "returned")),
 }
 Unnamed = tuple[str, str, str, int, str]  # (tenant, id, stored status, amount_minor, currency)
 
@@ -203,7 +209,7 @@ def unnamed(
     )
     sql = (
         f"SELECT o.tenant_id, o.id, o.status, o.amount_minor, o.currency FROM {machine.table.name} o "
-        f"WHERE o.status IN ({_stored(machine, statuses)}) AND o.{moment} >= ? AND o.{moment} < ? {where_after}"
+        f"WHERE o.status IN ({_stored(machine, statuses)}) AND {moment} >= ? AND {moment} < ? {where_after}"
         f"AND NOT EXISTS (SELECT 1 FROM reconciliation_seen s WHERE s.run_id IN ({runs}) AND s.line_type = ? "
         "AND s.tenant_id = o.tenant_id AND s.request_id = o.id) ORDER BY o.tenant_id, o.id LIMIT ?"
     )

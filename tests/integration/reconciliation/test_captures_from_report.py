@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from typing import Any
 
 import pytest
+from sqlalchemy import text
 
+from paycore.kit.clock import DAY_US
 from paycore.ledger.verify import verify
 from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.service import CAUSE
@@ -155,3 +158,45 @@ def test_no_capture_line_for_an_expired_authorization_is_no_evidence_the_status_
     body = payment(env, paid["id"])
     assert (body["status"], body["cancellation_reason"]) == ("canceled", "expired")
     assert money(env, merchant) == (0, 0)
+
+
+def authorized_yesterday(env: Env, merchant: str) -> dict[str, Any]:
+    """An authorization made a day ago (its payment's creation moved back: real SQL, as the
+    clock would have done; the sandbox's capture line is dated by the capture, today)."""
+    paid = authorized(env, merchant, 5000)
+    with env.database.engine.connect() as connection, connection.begin():
+        moved = connection.execute(
+            text("UPDATE payments SET created_at_us = created_at_us - :by_us WHERE id = :id"),
+            {"by_us": DAY_US, "id": paid["id"]},
+        )
+        assert moved.rowcount == 1
+    return paid
+
+
+def test_a_capture_is_looked_for_on_the_day_it_was_captured_not_authorized(env: Env) -> None:
+    merchant = env.account()
+    paid = authorized_yesterday(env, merchant)
+    assert capture(env, paid["id"], 2000).status_code == 200
+    header = report(env)[0]
+    yesterday = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
+
+    authorized_on = reconciliation.reconcile(env.database, [header], day=yesterday, grace_ms=0)
+    captured_on = reconciliation.reconcile(env.database, report(env), grace_ms=0)
+
+    assert dict(authorized_on.breaks) == {}  # its line is in the capture's day's report
+    assert (captured_on.matched, dict(captured_on.breaks)) == (1, {})
+
+
+def test_a_capture_the_report_leaves_out_is_missing_at_processor_on_its_day(env: Env) -> None:
+    merchant = env.account()
+    env.faults({"fault": "report_drop_line", "next_n": 1, "ops": ["charge"]})
+    paid = authorized_yesterday(env, merchant)
+    assert capture(env, paid["id"], 2000).status_code == 200
+    lines = report(env)
+    assert capture_lines(lines, paid["id"]) == []
+
+    summary = reconciliation.reconcile(env.database, lines, day=today(), grace_ms=0)
+
+    assert dict(summary.breaks) == {"missing_at_processor": 1}
+    found = env.client.get("/v1/reconciliation/breaks", params={"type": "missing_at_processor"}).json()["data"]
+    assert [(item["object_id"], item["object_status"]) for item in found] == [(paid["id"], "succeeded")]
