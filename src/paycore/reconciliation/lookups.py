@@ -79,8 +79,10 @@ def _authorization(payment: Any, fee: int | None) -> Known:
     while a capture's outcome is not known, what it asked for; no capture sent: the amount
     authorized (a capture line contradicts it whatever its amount)."""
     if payment.status == "succeeded":
-        # a person's confirmed word (manual resolution) records no amount: what was asked for
-        amount_minor, sent = payment.amount_captured_minor or payment.capture_requested_minor, True
+        # A person's confirmed word (manual resolution) records no amount: what was asked for, or
+        # all of it (what the ledger posted then: `payments.lifecycle._effect`).
+        captured = payment.amount_captured_minor or payment.capture_requested_minor
+        amount_minor, sent = captured or payment.amount_minor, True
     elif payment.operation == "capture" and payment.status in ("processing", "in_doubt"):
         amount_minor, sent = payment.capture_requested_minor, True
     else:

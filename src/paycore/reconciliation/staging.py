@@ -230,7 +230,8 @@ _PLAIN_TYPES: Final = ("charge", "refund", "payout", "payout_return")
 # `matching.judge` (with `lookups.known_of`) decides every other line of a manual payment.
 _CHARGE_AMOUNT: Final = (
     "((o.capture_method = 'automatic' AND o.amount_minor = l.amount_minor) OR (o.capture_method = 'manual' "
-    "AND l.status = 'succeeded' AND COALESCE(o.amount_captured_minor, o.capture_requested_minor) = l.amount_minor))"
+    "AND l.status = 'succeeded' "
+    "AND COALESCE(o.amount_captured_minor, o.capture_requested_minor, o.amount_minor) = l.amount_minor))"
 )
 
 
