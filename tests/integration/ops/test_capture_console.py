@@ -190,6 +190,8 @@ def test_a_lost_capture_answer_shows_in_doubt_with_its_operation_until_evidence_
     assert "No answer from the processor: the payment is in doubt (capture)." in text
     assert 'id="in-doubt-operation"><span class="badge in_doubt">capture</span>' in text
     assert 'id="capture-form"' not in text and 'id="cancel-form"' not in text  # nothing to capture while in doubt
+    queue = alice.get("/ops/in-doubt").text
+    assert re.search(rf"<code>{payment_id}</code></a> <span class=\"badge in_doubt\" [^>]*>capture</span>", queue)
     assert money(env, merchant) == (0, 5000)
     env.resolve()
     assert payment(env, payment_id)["amount_captured_minor"] == 2000 and money(env, merchant) == (2000, 0)

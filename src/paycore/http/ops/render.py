@@ -18,6 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from paycore.http.ops import session
 from paycore.kit.clock import to_rfc3339
 from paycore.kit.money import CURRENCY_EXPONENTS, format_minor
+from paycore.payments.schemas import in_doubt_operation
 
 _ENVIRONMENT: Final = Environment(
     loader=PackageLoader("paycore.http.ops", "templates"),
@@ -89,7 +90,7 @@ def query(params: dict[str, Any], **changes: Any) -> str:
 
 
 _ENVIRONMENT.filters.update(money=money, major=major, when=when, query=query)
-_ENVIRONMENT.globals.update(age=age, left=left)
+_ENVIRONMENT.globals.update(age=age, left=left, in_doubt_operation=in_doubt_operation)  # as the API says it
 
 
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
