@@ -193,8 +193,9 @@ def _api(url: str, key: str, method: str, path: str, body: dict[str, Any] | None
 
 
 def real_ids(url: str, key: str) -> dict[str, list[str]]:
-    """Ids the pages and forms find: a paid payment and a refund of it made now, and a few of
-    each kind the API fuzz left behind."""
+    """Ids the pages and forms find: a paid payment and a refund of it made now, an
+    authorization (the capture and cancel forms), and a few of each kind the API fuzz left
+    behind."""
     merchant = {"code": "fuzz.console", "currency": "USD", "normal_balance": "credit"}
     account = _api(url, key, "POST", "/v1/accounts", merchant)
     paid = {
