@@ -4,8 +4,11 @@ verify and no money moved twice.
 
 Real processes: the sandbox processor (`paycore processor serve`, its own SQLite file) and
 `paycore worker`s on the test's database; the API is the test's own app over HTTP to the
-sandbox. The sandbox's webhooks go to a port nobody listens on, so every payment left in doubt
-is resolved by the resolver's status query: evidence, never a guess.
+sandbox. Run twice: with the sandbox's webhooks sent to a port nobody listens on, so every
+payment left in doubt is resolved by the resolver's status query; and with them sent to the
+test's app served on a real port, refused (503) until the worker is killed and received after,
+so that the processor's late `charge.captured` / `charge.canceled` race the second worker and
+the requests still being driven. Either way: evidence, never a guess.
 
 1. Manual payments are authorized. Under a fault plan (the first captures' answers lost, the
    first cancels never arriving, then a share of each) they are captured (all or part),
@@ -26,7 +29,8 @@ import signal
 import sqlite3
 import threading
 from collections import Counter
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +41,15 @@ from sqlalchemy import func, select
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.app import create_app
+from paycore.http.server import Server
 from paycore.ledger.models import entries, transfers
 from paycore.payments.models import payments
 from paycore.processor.http_transport import HttpTransport
 from tests.e2e.payments_support import CliProcess, SandboxProcess, wait_for
-from tests.e2e.support import assert_ledger_verifies
-from tests.e2e.test_payments_worker_crash import sandbox_process, start_worker, worker_env, workers
+from tests.e2e.support import assert_ledger_verifies, free_port
+from tests.e2e.test_payments_worker_crash import start_worker, worker_env, workers
 
-__all__ = ["sandbox_process", "workers"]  # the fixtures: the sandbox and the workers, stopped and logged
+__all__ = ["workers"]  # the fixture: the workers, stopped and logged at the end
 
 PAYMENTS = 24  # a quarter each: full capture, partial capture, cancel, capture racing cancel
 AMOUNT_MINOR = 5_000
@@ -64,6 +69,38 @@ LOST = [
 HELD = {"fault": "delay_ms", "delay_ms": HELD_MS, "percent": 100, "ops": ["get_charge"]}
 EVIDENCE = {"resolver", "processor_answer", "webhook", "settlement_report"}  # the causes that are the processor's word
 _keys = itertools.count(1)
+
+
+@dataclass
+class Webhooks:
+    """The port the sandbox sends its webhooks to, and whether the test's app answers there."""
+
+    port: int
+    served: bool
+    up: bool = False  # while down (or not served), the sandbox's deliveries fail and are retried
+
+    def gate(self, app: Any) -> Any:
+        """The app behind a 503 while the endpoint is down (an ASGI wrapper)."""
+
+        async def gated(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http" and not self.up:
+                await send({"type": "http.response.start", "status": 503, "headers": []})
+                await send({"type": "http.response.body", "body": b"down"})
+                return
+            await app(scope, receive, send)
+
+        return gated
+
+
+@pytest.fixture(params=["status_queries_only", "webhooks_too"])
+def sandbox_run(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[SandboxProcess, Webhooks]]:
+    webhooks = Webhooks(free_port(), served=request.param == "webhooks_too")
+    url = f"http://127.0.0.1:{webhooks.port}/v1/webhooks/processor"
+    sandbox = SandboxProcess(tmp_path / "sandbox.db", url, tmp_path / "sandbox.log")
+    sandbox.start()
+    yield sandbox, webhooks
+    sandbox.stop()
+    print(f"--- sandbox (port {sandbox.port}):\n{sandbox.log()}")
 
 
 class Driver:
@@ -148,10 +185,10 @@ def test_captures_and_cancels_with_lost_answers_and_a_killed_worker_move_money_o
     settings: Settings,
     database_url: str,
     database: Database,
-    sandbox_process: SandboxProcess,
+    sandbox_run: tuple[SandboxProcess, Webhooks],
     workers: list[CliProcess],
 ) -> None:
-    sandbox = sandbox_process
+    sandbox, webhooks = sandbox_run
     api_settings = replace(settings, processor_timeout_ms=API_TIMEOUT_MS, processing_stale_ms=STALE_MS)
     env = worker_env(database_url, sandbox.url)
     env.update(
@@ -161,7 +198,29 @@ def test_captures_and_cancels_with_lost_answers_and_a_killed_worker_move_money_o
         PAYCORE_RESOLVER_ATTEMPTS_MAX="50",  # the run ends by evidence, not by giving up
     )
     processor = HttpTransport(sandbox.url, timeout_ms=API_TIMEOUT_MS)
-    with TestClient(create_app(api_settings, database, processor)) as client:
+    app = create_app(api_settings, database, processor)
+    server = Server(webhooks.gate(app), "127.0.0.1", webhooks.port) if webhooks.served else None
+    if server is not None:
+        threading.Thread(target=server.serve_forever, daemon=True, name="webhooks-in").start()
+    try:
+        _run(tmp_path, database_url, database, sandbox, webhooks, workers, env, TestClient(app))
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+
+def _run(
+    tmp_path: Path,
+    database_url: str,
+    database: Database,
+    sandbox: SandboxProcess,
+    webhooks: Webhooks,
+    workers: list[CliProcess],
+    env: dict[str, str],
+    client: TestClient,
+) -> None:
+    with client:
         merchant = client.post(
             "/v1/accounts", json={"code": "merchant.main", "currency": "USD", "normal_balance": "credit"}
         )
@@ -178,6 +237,7 @@ def test_captures_and_cancels_with_lost_answers_and_a_killed_worker_move_money_o
         assert first.kill9() == -signal.SIGKILL
         left = [row for row in _rows(database) if row["claimed_by"] is not None]
         assert left and all(row["status"] in ("processing", "in_doubt") for row in left), (held, left)
+        webhooks.up = True  # served: the processor's retries of its webhooks now arrive
         sandbox.set_faults({"seed": 41, "hold_ms": 0, "rules": LOST[2:]})
         second = start_worker(workers, tmp_path, env)
         driven += [driver.drive(index) for index in range(PAYMENTS // 2, PAYMENTS)]
@@ -190,7 +250,10 @@ def test_captures_and_cancels_with_lost_answers_and_a_killed_worker_move_money_o
     lost = Counter(operation for _, operation, status, _ in driver.answers if status == 202)
     histories = client_history(database, {row["id"]: row for row in _rows(database)})
     resolved = Counter(step["to"] for steps in histories.values() for step in steps if step["from"] == "in_doubt")
-    print(f"answers lost: {dict(lost)}; the killed worker held {held}; left in doubt, then: {dict(resolved)}")
+    causes = Counter(step["cause"] for steps in histories.values() for step in steps if step["from"] == "in_doubt")
+    print(
+        f"answers lost: {dict(lost)}; the killed worker held {held}; out of doubt: {dict(resolved)} by {dict(causes)}"
+    )
     assert lost["capture"] >= 1 and lost["cancel"] >= 1, lost  # both kinds of answer were lost
     rows = {row["id"]: row for row in _rows(database)}
     assert sorted(rows) == sorted(driven)
