@@ -125,6 +125,18 @@ PAYOUT_STATUSES: tuple[PayoutStatus, ...] = ("accepted", "rejected", "settled", 
 Rail = Literal["ach", "sepa"]
 
 
+DisputeStatus = Literal["needs_response", "under_review", "won", "lost", "warning_needs_response", "warning_closed"]
+# A dispute's statuses, the processor's words and paycore's (SPEC §6.2, docs/sandbox.md "Disputes").
+DISPUTE_STATUSES: tuple[DisputeStatus, ...] = (
+    "needs_response",
+    "under_review",
+    "won",
+    "lost",
+    "warning_needs_response",
+    "warning_closed",
+)
+
+
 @dataclass(frozen=True)
 class PayoutRequest:
     """A credit transfer to a bank account (SPEC §9 bank rail). Exactly one of `iban`
