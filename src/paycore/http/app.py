@@ -27,6 +27,7 @@ from paycore.http.request_id import RequestContext
 from paycore.http.routers import (
     audit,
     credits,
+    disputes,
     events,
     health,
     ledger,
@@ -52,6 +53,7 @@ ROUTERS = tuple(
         ledger,
         payments,
         refunds,
+        disputes,
         payouts,
         reconciliation,
         reports,

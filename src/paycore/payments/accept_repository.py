@@ -48,6 +48,7 @@ _PAYMENT_CONSTANTS = {
     "failure_code": None,
     "processor_reference": None,
     "refunded_minor": 0,
+    "disputed_minor": 0,  # its default (migration 0035)
     "attempts": 0,
     "claimed_by": None,
     "claimed_until_us": None,
@@ -168,6 +169,7 @@ _PAYMENT_COLUMNS = (
     "operation",
     "operation_idempotency_key",
     "capture_requested_minor",
+    "disputed_minor",
 )
 
 

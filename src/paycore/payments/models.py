@@ -61,6 +61,8 @@ payments = Table(
     Column("operation", String(16), nullable=True),
     Column("operation_idempotency_key", String(255), nullable=True),
     Column("capture_requested_minor", BigInteger, nullable=True),
+    # What open chargebacks hold of the payment (SPEC §6.2, migration 0035): rule zero counts it.
+    Column("disputed_minor", BigInteger, nullable=False, server_default="0"),
     PrimaryKeyConstraint("tenant_id", "id"),
     UniqueConstraint("tenant_id", "idempotency_key"),
     CheckConstraint(
