@@ -46,7 +46,7 @@ def create_payment(body: schemas.PaymentCreate, request: Request) -> Response:
     body_json = body.model_dump(mode="json")
     if body_json["capture"] == "automatic":
         # The default leaves the fingerprint as it was before `capture` existed: a key used
-        # then replays the same request, and the thin edge (which never reads `capture`) agrees.
+        # then replays the same request, and the thin edge (`http.money.payments`) leaves it out too.
         del body_json["capture"]
     return payment_answer(request, body, body_json)
 
