@@ -131,7 +131,9 @@ def setup(database: Database) -> dict[str, phase.Write]:
 
     def data_plane(scope: KeyScope) -> Any:
         payment_id, scope = next(ids["data plane"]), _fresh(scope, keys)
-        started = capture.begin(database, scope, payment_id, CAPTURED_MINOR, actor=actors.LOCAL, stale_ms=60_000)
+        started = capture.begin(
+            database, scope, payment_id, states.CAPTURE, CAPTURED_MINOR, actor=actors.LOCAL, stale_ms=60_000
+        )
         assert isinstance(started, Payment)
         answer = capture.finish(database, started, jobs.send_operation(processor, started), actor=actors.LOCAL)
         assert answer is not None and answer.status == 200, answer

@@ -1,23 +1,24 @@
-"""A capture's two phases on the data plane (ADR 0026 step 3, ADR 0029): plan, then one write
-each, with the processor called between them outside any transaction (ADR 0006).
+"""A capture's and a cancel's two phases on the data plane (ADR 0026 step 3, ADR 0029): plan,
+then one write each, with the processor called between them outside any transaction (ADR 0006).
 
 *begin*: the authorization read (one read, no lock: the compare-and-set expects it exactly as
 read), planned (`capture_plan.plan_begin`), written by one call of
-`paycore_payments_capture_begin` on PostgreSQL (autocommit), or, on SQLite, read and written
-in one transaction (BEGIN IMMEDIATE, the read and 3 statements): the key claimed open and the
-payment `processing` with the capture in flight. *finish*: planned (`capture_plan.plan_finish`), written by one call of
-`paycore_payments_capture_finish` or the settle phase's list (`settle_repository`): the payment
-`succeeded`, the hold posted for what was captured and the rest released, the events, the
-request's answer.
+`paycore_payments_capture_begin` or `paycore_payments_cancel_begin` on PostgreSQL
+(autocommit), or, on SQLite, read and written in one transaction (BEGIN IMMEDIATE, the read
+and 3 statements): the key claimed open and the payment `processing` with the operation in
+flight. *finish*: planned (`capture_plan.plan_finish`), written by one call of
+`paycore_payments_capture_finish` / `paycore_payments_cancel_finish` or the settle phase's list
+(`settle_repository`): the payment `succeeded` (the hold posted for what was captured and the
+rest released) or `canceled` (the hold voided), the events, the request's answer.
 
 Everything else stays the reference path's (`operations.py`, SQLAlchemy Core), and each phase
 answers None having written nothing for it to decide: a key that exists (its replay, its wait,
 `idempotency_key_reused`), a payment missing or not `requires_capture`, an amount past what is
 capturable (the refusals it records), a payment that moved since it was read (a racing
 capture, cancel or webhook: the loser's 409 is the reference path's), any answer but
-`captured` for the amount asked (a refusal, no answer: in doubt), a refused write, and a
-PostgreSQL schema without the functions (SQLSTATE 42883). Sync, on the caller's worker thread,
-as `accept.py` is.
+`captured` for the amount asked or `canceled` (a refusal, no answer: in doubt; an expiry), a
+refused write, and a PostgreSQL schema without the functions (SQLSTATE 42883). Sync, on the
+caller's worker thread, as `accept.py` is.
 """
 
 from __future__ import annotations
@@ -50,10 +51,17 @@ R = TypeVar("R")
 
 
 def begin(
-    database: Database, scope: KeyScope, payment_id: str, amount_minor: int | None, *, actor: str, stale_ms: int
+    database: Database,
+    scope: KeyScope,
+    payment_id: str,
+    operation: str,
+    amount_minor: int | None,
+    *,
+    actor: str,
+    stale_ms: int,
 ) -> Payment | None:
-    """The payment `processing` with the capture in flight once written; None, having written
-    nothing, where the reference path must decide."""
+    """The payment `processing` with the operation (`capture` | `cancel`) in flight once
+    written; None, having written nothing, where the reference path must decide."""
 
     def plan_of(connection: Connection) -> capture_plan.BeginPlan | None:
         try:
@@ -63,6 +71,7 @@ def begin(
         return capture_plan.plan_begin(
             scope,
             authorized,
+            operation,
             amount_minor,
             processing_stale_ms=stale_ms,
             actor=actor,

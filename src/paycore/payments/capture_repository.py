@@ -1,7 +1,7 @@
-"""The SQL of a capture's two phases on the data plane (ADR 0026 step 3, ADR 0029): one call
-each on PostgreSQL (the migration `*_payments_authorize.py`'s `paycore_payments_capture_begin`
-and `paycore_payments_capture_finish`), a fixed list each on SQLite. Each sends a plan
-(`capture_plan.py`) as it is.
+"""The SQL of a capture's and a cancel's two phases on the data plane (ADR 0026 step 3, ADR
+0029): one call each on PostgreSQL (the migration `*_payments_authorize.py`'s
+`paycore_payments_capture_begin` / `_finish` and `paycore_payments_cancel_begin` / `_finish`),
+a fixed list each on SQLite. Each sends a plan (`capture_plan.py`) as it is.
 
 Both write a success only. begin: a key that exists (None / False) or a lost compare-and-set
 (`Lost`, SQLSTATE PC004: the claim rolled back with it) leave nothing written. finish: the
@@ -21,7 +21,7 @@ from paycore.db import driver
 from paycore.payments import states
 from paycore.payments.accept_repository import CLAIM
 from paycore.payments.capture_plan import BEGIN_COLUMNS, BeginPlan
-from paycore.payments.settle_plan import POST, Plan
+from paycore.payments.settle_plan import POST, VOID, Plan
 from paycore.payments.settle_repository import ACCOUNT_COLUMNS, Accounts, write_event
 
 
@@ -31,7 +31,12 @@ class Lost(Exception):
 
 
 # ------------------------------------------------------------------ begin
-_BEGIN_CALL = driver.statement("SELECT paycore_payments_capture_begin(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_BEGIN_CALLS = {
+    states.CAPTURE: driver.statement(
+        "SELECT paycore_payments_capture_begin(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ),
+    states.CANCEL: driver.statement("SELECT paycore_payments_cancel_begin(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+}
 # SQLite: BEGIN IMMEDIATE, the key's claim, the compare-and-set (the payment exactly as read:
 # its status and its last change), the state event: 3 statements.
 _BEGIN_CAS = driver.statement(
@@ -45,6 +50,7 @@ def begin_call(connection: Connection, plan: BeginPlan) -> bool:
     compare-and-set comes out as DBAPIError with SQLSTATE PC004 (nothing written)."""
     moved, key, event = plan.payment, plan.key_row, plan.state_event
     _check_begin(plan)
+    requested = (moved.capture_requested_minor,) if moved.operation == states.CAPTURE else ()
     params = (
         moved.tenant_id,
         key["key"],
@@ -53,7 +59,7 @@ def begin_call(connection: Connection, plan: BeginPlan) -> bool:
         moved.id,
         plan.authorized.updated_at_us,
         moved.updated_at_us,
-        moved.capture_requested_minor,
+        *requested,
         moved.next_attempt_at_us,
         event["id"],
         event["type"],
@@ -62,7 +68,9 @@ def begin_call(connection: Connection, plan: BeginPlan) -> bool:
         event["data"],
         event["snapshot"],
     )
-    return bool(driver.fetch(connection, _BEGIN_CALL, params)[0][0])
+    statement = _BEGIN_CALLS[str(moved.operation)]
+    assert len(params) == statement.sqlite.count("?")
+    return bool(driver.fetch(connection, statement, params)[0][0])
 
 
 def begin_statements(connection: Connection, plan: BeginPlan) -> bool:
@@ -82,9 +90,8 @@ def begin_statements(connection: Connection, plan: BeginPlan) -> bool:
 def _check_begin(plan: BeginPlan) -> None:
     """What the function writes as constants, the plan must say too."""
     moved, key = plan.payment, plan.key_row
-    assert (moved.status, moved.operation, moved.operation_idempotency_key) == (
+    assert moved.operation in _BEGIN_CALLS and (moved.status, moved.operation_idempotency_key) == (
         states.PROCESSING,
-        states.CAPTURE,
         key["key"],
     )
     assert (moved.fault_code, moved.faulted_at_us) == (None, None) and key["created_at_us"] <= moved.updated_at_us
@@ -100,13 +107,64 @@ _FINISH_CALL = driver.binary_arrays(
 )
 
 
+_CANCEL_FINISH_CALL = driver.binary_arrays(
+    driver.statement(
+        "SELECT * FROM paycore_payments_cancel_finish(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?::text[],"
+        " ?::text[], ?, ?, ?, ?, ?, ?)"
+    )
+)
+
+
 def finish_call(connection: Connection, plan: Plan) -> Accounts | None:
     """finish in one call: the hold's two accounts once committed, None (nothing written) when
     the compare-and-set found the payment moved. A refusal: DBAPIError, SQLSTATE PC001-PC004."""
-    started, moved, events = plan.accepted, plan.payment, (plan.call_event, plan.state_event)
-    assert plan.hold == POST and moved.status == states.SUCCEEDED and started.operation == states.CAPTURE
+    started, moved = plan.accepted, plan.payment
     assert plan.answer_key == started.operation_idempotency_key and moved.amount_capturable_minor == 0
     assert (moved.failure_code, moved.next_attempt_at_us, moved.claimed_by) == (None, None, None)
+    if started.operation == states.CANCEL:
+        assert plan.hold == VOID and moved.status == states.CANCELED and not plan.entries
+        return _accounts(driver.fetch(connection, _CANCEL_FINISH_CALL, _cancel_params(plan)))
+    assert plan.hold == POST and moved.status == states.SUCCEEDED and started.operation == states.CAPTURE
+    return _accounts(driver.fetch(connection, _FINISH_CALL, _capture_params(plan)))
+
+
+def _accounts(rows: Any) -> Accounts | None:
+    if not rows:
+        return None
+    assert len(rows) == 2, rows
+    return [SimpleNamespace(**dict(zip(ACCOUNT_COLUMNS, row, strict=True))) for row in rows]
+
+
+def _cancel_params(plan: Plan) -> tuple[Any, ...]:
+    started, moved, events = plan.accepted, plan.payment, (plan.call_event, plan.state_event)
+    params = (
+        started.tenant_id,
+        started.id,
+        plan.answer_key,
+        moved.updated_at_us,
+        moved.processor_reference,
+        started.amount_minor,
+        moved.authorization_expires_at_us,
+        moved.cancellation_reason,
+        started.transfer_id,
+        started.destination_account_id,
+        plan.resolution_id,
+        [event["id"] for event in events],
+        [event["type"] for event in events],
+        [event["cause"] for event in events],
+        plan.call_event["actor"],
+        plan.call_event["data"],
+        plan.state_event["data"],
+        plan.state_event["snapshot"],
+        plan.answer.status,
+        plan.answer.body,
+    )
+    assert len(params) == _CANCEL_FINISH_CALL.sqlite.count("?")
+    return params
+
+
+def _capture_params(plan: Plan) -> tuple[Any, ...]:
+    started, moved, events = plan.accepted, plan.payment, (plan.call_event, plan.state_event)
     params: tuple[Any, ...] = (
         started.tenant_id,
         started.id,
@@ -131,8 +189,4 @@ def finish_call(connection: Connection, plan: Plan) -> Accounts | None:
         plan.answer.body,
     )
     assert len(params) == _FINISH_CALL.sqlite.count("?")
-    rows = driver.fetch(connection, _FINISH_CALL, params)
-    if not rows:
-        return None
-    assert len(rows) == 2, rows
-    return [SimpleNamespace(**dict(zip(ACCOUNT_COLUMNS, row, strict=True))) for row in rows]
+    return params

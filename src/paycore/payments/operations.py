@@ -97,12 +97,10 @@ def _operate(
         return _begin(connection, scope, payment_id, operation, amount_minor, actor, timings, render_refusal)
 
     try:
-        # A capture's plain case on the data plane (`capture.py`); everything else through `_begin`.
-        started: Payment | Outcome | None = None
-        if operation == states.CAPTURE:
-            started = capture_phases.begin(
-                database, scope, payment_id, amount_minor, actor=actor, stale_ms=timings.processing_stale_ms
-            )
+        # The plain case on the data plane (`capture.py`); everything else through `_begin`.
+        started: Payment | Outcome | None = capture_phases.begin(
+            database, scope, payment_id, operation, amount_minor, actor=actor, stale_ms=timings.processing_stale_ms
+        )
         if started is None:
             started = database.transaction(begin)
     except RefusalToRecord as refusal:
@@ -115,7 +113,7 @@ def _operate(
     call = jobs.send_operation(processor, started)
     try:
         first_retry_ms = timings.first_retry_ms
-        answer = capture_phases.finish(database, started, call, actor=actor) if operation == states.CAPTURE else None
+        answer = capture_phases.finish(database, started, call, actor=actor)
         if answer is not None:
             return answer, False
         return database.transaction(

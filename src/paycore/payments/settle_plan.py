@@ -54,6 +54,7 @@ WRITTEN_COLUMNS: Final = (
     "amount_capturable_minor",
     "amount_captured_minor",
     "authorization_expires_at_us",
+    "cancellation_reason",
 )
 # What a terminal move's decision may carry: an authorization's figures go to `requires_capture` only.
 _TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code"})

@@ -1,19 +1,18 @@
-"""A capture's two phases on the data plane (ADR 0026 step 3, ADR 0029, issue 39), on both
-databases.
+"""A capture's and a cancel's two phases on the data plane (ADR 0026 step 3, ADR 0029, issue
+39), on both databases.
 
 - What each phase costs in SQL, counted (never timed) around `capture.begin` and
   `capture.finish` alone: on PostgreSQL the authorization's read and one call, then one call;
   on SQLite BEGIN IMMEDIATE, the read and 3 statements, then BEGIN IMMEDIATE and the settle
-  phase's list of 8; one commit each.
+  phase's list of 8 (7 for a cancel: the hold voided, no entry); one commit each.
 - That they write what the reference path (`operations._begin`, `_finish`) writes for the same
   request, row for row (the payment, the hold's partial post, its entries, the events with their
   sequence and snapshot, both keys' answers, the accounts' totals).
 - That everything not plain is the reference path's: a key that exists (its replay), a refusal
   (an amount past what is capturable, a payment not `requires_capture`), a schema without the
   functions (42883).
-- That processes racing captures (on the data plane) and cancels (on the reference path) of one
-  authorization on PostgreSQL make exactly one operation: the others are refused (409) before
-  anything is sent.
+- That processes racing captures and cancels of one authorization on PostgreSQL make exactly
+  one operation: the others are refused (409) before anything is sent.
 
 Before (the reference path, counted the same way in `test_statement_counts.py`'s authorization
 flow): the flow cost 44 statements on SQLite and 29 on PostgreSQL with the capture on the
@@ -44,7 +43,14 @@ from tests.integration.payments.test_settle_data_plane import counting, normal, 
 
 # (statements, commits) of each phase alone, by database.
 BEGIN_COST = {"sqlite": (5, 1), "postgresql": (2, 1)}  # PostgreSQL: the read commits
-FINISH_COST = {"sqlite": (9, 1), "postgresql": (1, 0)}
+FINISH_COST = {
+    ("sqlite", "capture"): (9, 1),
+    ("sqlite", "cancel"): (8, 1),
+    ("postgresql", "capture"): (1, 0),
+    ("postgresql", "cancel"): (1, 0),
+}
+OPERATIONS = ("capture", "cancel")
+DONE = {"capture": "succeeded", "cancel": "canceled"}
 
 
 @pytest.fixture
@@ -79,9 +85,17 @@ def post_capture(env: Env, payment_id: str, key: str, amount_minor: int | None =
     return env.client.post(f"/v1/payments/{payment_id}/capture", json=body, headers={"Idempotency-Key": key})
 
 
+def post_operation(env: Env, operation: str, payment_id: str, key: str) -> Any:
+    """A capture of 3000, or a cancel."""
+    if operation == "capture":
+        return post_capture(env, payment_id, key)
+    return env.client.post(f"/v1/payments/{payment_id}/cancel", json={}, headers={"Idempotency-Key": key})
+
+
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+@pytest.mark.parametrize("operation", OPERATIONS)
 def test_each_phase_is_one_call_on_postgresql_and_a_fixed_list_on_sqlite(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    env: Env, operation: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     destination = env.account()
     payment_id = authorized(env, destination)
@@ -97,25 +111,27 @@ def test_each_phase_is_one_call_on_postgresql_and_a_fixed_list_on_sqlite(
             return answer
 
         monkeypatch.setattr(capture, name, counted_phase)
-    response = post_capture(env, payment_id, "cap")
-    assert response.status_code == 200 and response.json()["status"] == "succeeded", response.text
+    response = post_operation(env, operation, payment_id, "op")
+    assert response.status_code == 200 and response.json()["status"] == DONE[operation], response.text
     dialect = env.database.engine.dialect.name
-    for name, cost in (("begin", BEGIN_COST), ("finish", FINISH_COST)):
+    for name, cost in (("begin", BEGIN_COST[dialect]), ("finish", FINISH_COST[(dialect, operation)])):
         statements = counted[name]
         run = [sql for sql in statements if sql != "COMMIT"]
-        assert (len(run), statements.count("COMMIT")) == cost[dialect], (name, statements)
+        assert (len(run), statements.count("COMMIT")) == cost, (name, statements)
     if dialect == "postgresql":
-        assert counted["begin"][-1].startswith("SELECT paycore_payments_capture_begin("), counted["begin"]
-        assert counted["finish"][0].startswith("SELECT * FROM paycore_payments_capture_finish("), counted["finish"]
-    assert env.balance(destination)["posted_minor"] == 3000
+        assert counted["begin"][-1].startswith(f"SELECT paycore_payments_{operation}_begin("), counted["begin"]
+        finish = f"SELECT * FROM paycore_payments_{operation}_finish("
+        assert counted["finish"][0].startswith(finish), counted["finish"]
+    balance = env.balance(destination)
+    assert (balance["posted_minor"], balance["pending_minor"]) == (3000 if operation == "capture" else 0, 0)
 
 
-def captured(env: Env, destination: str, key: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """An authorization of 4321 captured for 3000 under `key`: the answer, the rows (ids and
-    times named by role) and what the whole flow added to the two accounts."""
+def captured(env: Env, destination: str, key: str, operation: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """An authorization of 4321 captured for 3000 (or canceled) under `key`: the answer, the rows
+    (ids and times named by role) and what the whole flow added to the two accounts."""
     before = totals_of(env.database, destination)
     payment_id = authorized(env, destination)
-    response = post_capture(env, payment_id, key)
+    response = post_operation(env, operation, payment_id, key)
     assert response.status_code == 200, response.text
     after = totals_of(env.database, destination)
     rows = rows_of(env.database, payment_id)
@@ -125,7 +141,7 @@ def captured(env: Env, destination: str, key: str) -> tuple[Any, dict[str, Any],
         )
     names = role_names(rows, destination)
     names[key] = "CAPTURE_KEY"
-    names[f"{payment_id}_capture"] = "CAPTURE_REQUEST"  # the capture's stable request id
+    names[f"{payment_id}_{operation}"] = "OPERATION_REQUEST"  # the operation's stable request id
     names[rows["capture_key"]["fingerprint"]] = "CAPTURE_FINGERPRINT"  # names its payment's id
     for index, row in enumerate(rows["events"]):
         names.setdefault(row["created_at_us"], f"T{index}")
@@ -138,15 +154,18 @@ def captured(env: Env, destination: str, key: str) -> tuple[Any, dict[str, Any],
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+@pytest.mark.parametrize("operation", OPERATIONS)
 def test_the_data_plane_writes_what_the_reference_path_writes(
-    env: Env, phases: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch
+    env: Env, operation: str, phases: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fast_destination, reference_destination = env.account("merchant.fast"), env.account("merchant.reference")
     env.pay(fast_destination)  # the clearing account exists before either flow measured
-    fast_response, fast_rows, fast_totals = captured(env, fast_destination, "cap-fast")
+    fast_response, fast_rows, fast_totals = captured(env, fast_destination, "op-fast", operation)
     assert [name for name, answer in phases if answer is not None] == ["begin", "finish"], phases
     reference_only(monkeypatch)
-    reference_response, reference_rows, reference_totals = captured(env, reference_destination, "cap-reference")
+    reference_response, reference_rows, reference_totals = captured(
+        env, reference_destination, "op-reference", operation
+    )
 
     assert fast_response.status_code == reference_response.status_code == 200
     for table in fast_rows:
@@ -158,9 +177,10 @@ def test_the_data_plane_writes_what_the_reference_path_writes(
             assert mine == theirs, (table, {k: (v, theirs.get(k)) for k, v in mine.items() if theirs.get(k) != v})
     assert fast_rows == reference_rows
     assert fast_totals == reference_totals
-    assert fast_totals["destination"]["credits_posted_minor"] == 3000
+    posted = 3000 if operation == "capture" else 0
+    assert fast_totals["destination"]["credits_posted_minor"] == posted
     assert fast_totals["destination"]["credits_pending_minor"] == 0, "the rest released in the same step"
-    assert [row["kind"] for row in fast_rows["transfers"]] == ["pending", "post"]
+    assert [row["kind"] for row in fast_rows["transfers"]] == ["pending", "post" if posted else "void"]
     with env.database.read() as connection:
         assert ledger.verify(connection).problems == []
         assert invariants.verify_books(connection) == []
@@ -189,25 +209,37 @@ def test_what_is_not_plain_is_the_reference_paths(env: Env, phases: list[tuple[s
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
-def test_a_schema_without_the_functions_captures_by_the_reference_path(env: Env, phases: list[tuple[str, Any]]) -> None:
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_a_schema_without_the_functions_is_the_reference_paths(
+    env: Env, operation: str, phases: list[tuple[str, Any]]
+) -> None:
+    """A PostgreSQL database at 0033 (OLDEST_COMPATIBLE_REVISION): the calls fail with 42883
+    having written nothing, and the reference path captures or cancels as before. The functions
+    are put back afterwards (the test databases are reused)."""
     if not env.database.is_postgres:
         pytest.skip("SQLite's lists need no new schema")
     from tests.integration.payments.test_accept_data_plane import ACCEPT_0034 as migration
 
     destination = env.account()
     payment_id = authorized(env, destination)
+    functions = {
+        migration._CAPTURE_BEGIN: migration._CREATE_CAPTURE_BEGIN,
+        migration._CAPTURE_FINISH: migration._CREATE_CAPTURE_FINISH,
+        migration._CANCEL_BEGIN: migration._CREATE_CANCEL_BEGIN,
+        migration._CANCEL_FINISH: migration._CREATE_CANCEL_FINISH,
+    }
     with env.database.autocommit() as connection:
-        for signature in (migration._CAPTURE_BEGIN, migration._CAPTURE_FINISH):
+        for signature in functions:
             connection.execute(text(f"DROP FUNCTION {signature}"))
     try:
-        response = post_capture(env, payment_id, "cap")
+        response = post_operation(env, operation, payment_id, "op")
     finally:
         with env.database.autocommit() as connection:
-            connection.execute(text(migration._CREATE_CAPTURE_BEGIN))
-            connection.execute(text(migration._CREATE_CAPTURE_FINISH))
-    assert response.status_code == 200 and response.json()["status"] == "succeeded", response.text
+            for create in functions.values():
+                connection.execute(text(create))
+    assert response.status_code == 200 and response.json()["status"] == DONE[operation], response.text
     assert phases == [("begin", None), ("finish", None)], "each fell back: 42883"
-    assert env.balance(destination)["posted_minor"] == 3000
+    assert env.balance(destination)["posted_minor"] == (3000 if operation == "capture" else 0)
 
 
 # ------------------------------------------------------------------ processes racing one authorization
@@ -217,24 +249,23 @@ TIMINGS = PaymentTimings(processing_stale_ms=60_000, wait_ms=1_000, first_retry_
 
 
 def _race(url: str, tenant_id: str, payment_id: str, index: int, barrier: Any, results: Any) -> None:
-    """One process: the begin of a capture (even: through the data plane first, as
-    `operations._operate` runs it) or of a cancel (odd: the reference path), each under its own
-    key, started together; what it got."""
+    """One process: the begin of a capture (even) or of a cancel (odd), each under its own key,
+    through the data plane first as `operations._operate` runs it, started together; what it got."""
     database = Database(Settings(database_url=url, db_pool_size=1))
     operation = states.CAPTURE if index % 2 == 0 else states.CANCEL
+    amount_minor = 500 if operation == states.CAPTURE else None
     scope = KeyScope(tenant_id, f"race-{index}", f"{index:064d}", now_us=now_us(), expires_at_us=None)
 
     def reference(connection: Any) -> Any:
-        amount_minor = 500 if operation == states.CAPTURE else None
         return operations._begin(
             connection, scope, payment_id, operation, amount_minor, actors.LOCAL, TIMINGS, render_refusal
         )
 
     try:
         barrier.wait(timeout=60)
-        started: Any = None
-        if operation == states.CAPTURE:
-            started = capture.begin(database, scope, payment_id, 500, actor=actors.LOCAL, stale_ms=60_000)
+        started: Any = capture.begin(
+            database, scope, payment_id, operation, amount_minor, actor=actors.LOCAL, stale_ms=60_000
+        )
         try:
             started = started or database.transaction(reference)
         except RefusalToRecord as refusal:
@@ -248,9 +279,9 @@ def _race(url: str, tenant_id: str, payment_id: str, index: int, barrier: Any, r
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
 def test_processes_racing_a_capture_and_a_cancel_make_one_operation(env: Env) -> None:
-    """Captures on the data plane and cancels on the reference path, several processes at once
-    on PostgreSQL: exactly one compare-and-set wins; every other is refused with 409 before
-    anything is sent."""
+    """Captures and cancels on the data plane, several processes at once on PostgreSQL: exactly
+    one compare-and-set wins; every other is refused with 409 (by the reference path, which a
+    lost compare-and-set hands the request to) before anything is sent."""
     if not env.database.is_postgres:
         pytest.skip("across processes on PostgreSQL; SQLite's one writer serialises them")
     destination = env.account()

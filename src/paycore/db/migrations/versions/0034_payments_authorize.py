@@ -16,6 +16,13 @@ ADR 0029; issue 39 point 1 for issue 40's manual payments).
   compare-and-set found the payment moved; PC004 when the key was answered already; PC009 when
   the payment is not the one planned. Every statement filters by `p_tenant_id`, its first
   argument.
+- `paycore_payments_capture_begin` and `paycore_payments_cancel_begin`: an operation's begin
+  (the request's key claimed open, `requires_capture -> processing` on the payment exactly as
+  the caller read it, the operation and its key stored, its event; PC004, nothing written, when
+  the payment moved since); `paycore_payments_capture_finish` (`processing -> succeeded`, the
+  hold posted for what was captured and the rest released in the same step) and
+  `paycore_payments_cancel_finish` (`processing -> canceled`, the hold voided), each with the
+  call's and the state's events and the request's answer (ADR 0029).
 
 This release's code calls the new signatures and falls back to the reference path where they do
 not exist yet (SQLSTATE 42883), so OLDEST_COMPATIBLE_REVISION stays 0033. Downgrade drops both
@@ -400,6 +407,201 @@ END $$
 """
 
 
+_CANCEL_BEGIN = (
+    "paycore_payments_cancel_begin(text, text, text, bigint, text, bigint, bigint, bigint, text, text, text, text,"
+    " text, text)"
+)
+_CANCEL_FINISH = (
+    "paycore_payments_cancel_finish(text, text, text, bigint, text, bigint, bigint, text, text, text, text,"
+    " text[], text[], text[], text, text, text, text, integer, text)"
+)
+
+# A cancel's begin: as a capture's (the key claimed open, `requires_capture -> processing` on
+# the payment exactly as read), the operation `cancel`, no amount.
+_CREATE_CANCEL_BEGIN = f"""
+CREATE FUNCTION paycore_payments_cancel_begin(
+    p_tenant_id text,
+    p_key text,
+    p_fingerprint text,
+    p_key_created_at_us bigint,
+    p_payment_id text,
+    p_expected_updated_at_us bigint,
+    p_now_us bigint,
+    p_next_attempt_at_us bigint,
+    p_event_id text,
+    p_event_type text,
+    p_event_cause text,
+    p_actor text,
+    p_event_data text,
+    p_snapshot text
+) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock({_KEY_QUEUE_CLASS}, hashtext(p_tenant_id || '/' || p_key));
+    INSERT INTO idempotency_keys (tenant_id, key, fingerprint, response_status, response_body, created_at_us,
+        expires_at_us)
+    VALUES (p_tenant_id, p_key, p_fingerprint, NULL, NULL, p_key_created_at_us, NULL)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN false;  -- the key exists: the caller's reference path replays, waits or refuses it
+    END IF;
+    UPDATE payments SET status = 'processing', updated_at_us = p_now_us, fault_code = NULL, faulted_at_us = NULL,
+        operation = 'cancel', operation_idempotency_key = p_key, capture_requested_minor = NULL,
+        next_attempt_at_us = p_next_attempt_at_us
+    WHERE tenant_id = p_tenant_id AND id = p_payment_id AND status = 'requires_capture'
+        AND updated_at_us = p_expected_updated_at_us AND operation IS NULL;
+    IF NOT FOUND THEN
+        -- moved since it was read (a racing capture, cancel or webhook): the claim rolls back too
+        RAISE EXCEPTION 'payment % is not the authorization planned', p_payment_id USING ERRCODE = 'PC004';
+    END IF;
+    INSERT INTO events (tenant_id, id, kind, type, object_type, object_id, from_state, to_state, cause, actor,
+        data, object_sequence, snapshot, created_at_us)
+    VALUES (p_tenant_id, p_event_id, 'state_change', p_event_type, 'payment', p_payment_id,
+        'requires_capture', 'processing', p_event_cause, p_actor, p_event_data,
+        (SELECT coalesce(max(e.object_sequence), 0) + 1 FROM events e
+         WHERE e.tenant_id = p_tenant_id AND e.object_id = p_payment_id),
+        p_snapshot, p_now_us);
+    RETURN true;
+END $$
+"""
+
+# A cancel's finish: `processing -> canceled` (the processor canceled the authorization), the
+# hold voided (each account's pending released, no entry), the events, the cancel's answer.
+_CREATE_CANCEL_FINISH = """
+CREATE FUNCTION paycore_payments_cancel_finish(
+    p_tenant_id text,
+    p_payment_id text,
+    p_key text,
+    p_now_us bigint,
+    p_processor_reference text,
+    p_amount_minor bigint,
+    p_authorization_expires_at_us bigint,
+    p_cancellation_reason text,
+    p_transfer_id text,
+    p_destination_account_id text,
+    p_resolution_id text,
+    p_event_ids text[],
+    p_event_types text[],
+    p_event_causes text[],
+    p_actor text,
+    p_call_data text,
+    p_state_data text,
+    p_snapshot text,
+    p_response_status integer,
+    p_response_body text
+) RETURNS TABLE (
+    out_id text,
+    out_code text,
+    out_currency text,
+    out_normal_balance text,
+    out_no_overdraft boolean,
+    out_system boolean,
+    out_metadata text,
+    out_created_at_us bigint,
+    out_debits_posted bigint,
+    out_credits_posted bigint,
+    out_debits_pending bigint,
+    out_credits_pending bigint,
+    out_entries_count bigint
+) LANGUAGE plpgsql AS $$
+DECLARE
+    moved record;
+    hold record;
+    held record;
+    pending_debit bigint;
+    pending_credit bigint;
+    updated integer := 0;
+BEGIN
+    UPDATE payments SET status = 'canceled', updated_at_us = p_now_us, fault_code = NULL, faulted_at_us = NULL,
+        processor_reference = p_processor_reference, next_attempt_at_us = NULL, claimed_by = NULL,
+        claimed_until_us = NULL, amount_capturable_minor = 0, amount_captured_minor = 0,
+        authorization_expires_at_us = p_authorization_expires_at_us, cancellation_reason = p_cancellation_reason
+    WHERE tenant_id = p_tenant_id AND id = p_payment_id AND status = 'processing' AND operation = 'cancel'
+        AND operation_idempotency_key = p_key AND updated_at_us < p_now_us
+    RETURNING amount_minor, transfer_id, destination_account_id INTO moved;
+    IF NOT FOUND THEN
+        RETURN;  -- moved first (a webhook, the resolver): the caller's reference path replays it
+    END IF;
+    IF moved.amount_minor <> p_amount_minor OR moved.transfer_id <> p_transfer_id
+        OR moved.destination_account_id <> p_destination_account_id THEN
+        RAISE EXCEPTION 'payment % is not the payment planned', p_payment_id USING ERRCODE = 'PC009';
+    END IF;
+
+    INSERT INTO events (tenant_id, id, kind, type, object_type, object_id, from_state, to_state, cause, actor,
+        data, created_at_us)
+    VALUES (p_tenant_id, p_event_ids[1], 'processor_call', p_event_types[1], 'payment', p_payment_id, NULL, NULL,
+        p_event_causes[1], p_actor, p_call_data, p_now_us);
+
+    SELECT t.kind, t.owner_id, t.expires_at_us, t.reference_type, t.reference_id INTO hold
+    FROM ledger_transfers t WHERE t.tenant_id = p_tenant_id AND t.id = p_transfer_id;
+    IF NOT FOUND OR hold.kind <> 'pending' OR hold.owner_id IS DISTINCT FROM p_payment_id
+        OR hold.expires_at_us IS NOT NULL THEN
+        RAISE EXCEPTION 'the hold % is not this payment''s pending transfer', p_transfer_id
+            USING ERRCODE = 'PC004';
+    END IF;
+    INSERT INTO ledger_transfers (tenant_id, id, kind, pending_id, reverses_id, batch_id, idempotency_key,
+        reference_type, reference_id, owner_id, metadata, expires_at_us, created_at_us)
+    VALUES (p_tenant_id, p_resolution_id, 'void', p_transfer_id, NULL, NULL, NULL, hold.reference_type,
+        hold.reference_id, hold.owner_id, '{}', NULL, p_now_us)
+    ON CONFLICT (tenant_id, pending_id) WHERE pending_id IS NOT NULL DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'the hold % is resolved already', p_transfer_id USING ERRCODE = 'PC004';
+    END IF;
+
+    -- The hold's accounts in id order, as every transfer locks them: each released by the hold's
+    -- entry (a release is never refused by the balance limit; the overdraft flag still holds).
+    FOR held IN
+        SELECT e.account_id, e.direction, e.amount_minor FROM ledger_entries e
+        WHERE e.tenant_id = p_tenant_id AND e.transfer_id = p_transfer_id
+        ORDER BY e.account_id
+    LOOP
+        IF held.amount_minor <> p_amount_minor
+            OR (held.direction = 'credit') <> (held.account_id = p_destination_account_id) THEN
+            RAISE EXCEPTION 'the hold % is not the payment''s', p_transfer_id USING ERRCODE = 'PC009';
+        END IF;
+        pending_debit := CASE WHEN held.direction = 'debit' THEN held.amount_minor ELSE 0 END;
+        pending_credit := held.amount_minor - pending_debit;
+        UPDATE ledger_accounts SET
+            debits_pending_minor = debits_pending_minor - pending_debit,
+            credits_pending_minor = credits_pending_minor - pending_credit
+        WHERE tenant_id = p_tenant_id AND id = held.account_id
+        RETURNING ledger_accounts.id, ledger_accounts.code, ledger_accounts.currency, ledger_accounts.normal_balance,
+            ledger_accounts.no_overdraft, ledger_accounts.system, ledger_accounts.metadata,
+            ledger_accounts.created_at_us, debits_posted_minor, credits_posted_minor, debits_pending_minor,
+            credits_pending_minor, ledger_accounts.entries_count
+        INTO out_id, out_code, out_currency, out_normal_balance, out_no_overdraft, out_system, out_metadata,
+            out_created_at_us, out_debits_posted, out_credits_posted, out_debits_pending, out_credits_pending,
+            out_entries_count;
+        IF out_no_overdraft AND (
+            (out_normal_balance = 'credit' AND out_credits_posted - out_debits_posted - out_debits_pending < 0)
+            OR (out_normal_balance = 'debit' AND out_debits_posted - out_credits_posted - out_credits_pending < 0))
+        THEN
+            RAISE EXCEPTION 'account % has insufficient available funds', held.account_id
+                USING ERRCODE = 'PC002', DETAIL = held.account_id;
+        END IF;
+        updated := updated + 1;
+        RETURN NEXT;
+    END LOOP;
+    IF updated <> 2 THEN
+        RAISE EXCEPTION 'a payment''s hold moves two accounts, found %', updated USING ERRCODE = 'PC009';
+    END IF;
+
+    INSERT INTO events (tenant_id, id, kind, type, object_type, object_id, from_state, to_state, cause, actor,
+        data, object_sequence, snapshot, created_at_us)
+    VALUES (p_tenant_id, p_event_ids[2], 'state_change', p_event_types[2], 'payment', p_payment_id,
+        'processing', 'canceled', p_event_causes[2], p_actor, p_state_data,
+        (SELECT coalesce(max(e.object_sequence), 0) + 1 FROM events e
+         WHERE e.tenant_id = p_tenant_id AND e.object_id = p_payment_id),
+        p_snapshot, p_now_us);
+
+    UPDATE idempotency_keys SET response_status = p_response_status, response_body = p_response_body
+    WHERE tenant_id = p_tenant_id AND key = p_key AND response_status IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'the answer of % was recorded already', p_key USING ERRCODE = 'PC004';
+    END IF;
+END $$
+"""
+
+
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(_accept_with_capture_method())
@@ -407,11 +609,13 @@ def upgrade() -> None:
         op.execute(_CREATE_AUTHORIZE)
         op.execute(_CREATE_CAPTURE_BEGIN)
         op.execute(_CREATE_CAPTURE_FINISH)
+        op.execute(_CREATE_CANCEL_BEGIN)
+        op.execute(_CREATE_CANCEL_FINISH)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        for signature in (_CAPTURE_FINISH, _CAPTURE_BEGIN, _AUTHORIZE):
+        for signature in (_CANCEL_FINISH, _CANCEL_BEGIN, _CAPTURE_FINISH, _CAPTURE_BEGIN, _AUTHORIZE):
             op.execute(f"DROP FUNCTION {signature}")
         op.execute(_replaced_once(_revision_0027_body(), "CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
         op.execute(f"DROP FUNCTION {_ACCEPT}")
