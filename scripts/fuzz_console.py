@@ -63,6 +63,8 @@ FORMS: dict[str, list[str]] = {
     "/ops/refunds/{refund_id}/approve": [],
     "/ops/refunds/{refund_id}/cancel": [],
     "/ops/payments/{payment_id}/refunds": ["amount_minor", "reason", "idempotency_key"],
+    "/ops/payments/{payment_id}/capture": ["amount", "idempotency_key"],
+    "/ops/payments/{payment_id}/cancel": ["idempotency_key"],
     "/ops/reconciliation/breaks/{break_id}/resolve": ["resolution", "note"],
     "/ops/events/{event_id}/redeliver": ["tenant_id"],
     "/ops/settings/{tenant_id}": ["refund_approval_threshold_minor", "manual_resolution_after_seconds"],
@@ -183,15 +185,17 @@ def _status(url: str, path: str, cookie: str) -> int:
     return int(_call(url, "GET", path, headers={"Cookie": f"paycore_ops={cookie}"}).status)
 
 
-def _api(url: str, key: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Idempotency-Key": f"fuzz-{path}"}
+def _api(url: str, key: str, method: str, path: str, body: dict[str, Any] | None = None, *, once: str = "") -> Any:
+    idempotency_key = f"fuzz-{path}{once}"
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", "Idempotency-Key": idempotency_key}
     answer = _call(url, method, path, body=None if body is None else json.dumps(body).encode(), headers=headers)
     return json.loads(answer.read() or b"{}")
 
 
 def real_ids(url: str, key: str) -> dict[str, list[str]]:
-    """Ids the pages and forms find: a paid payment and a refund of it made now, and a few of
-    each kind the API fuzz left behind."""
+    """Ids the pages and forms find: a paid payment and a refund of it made now, an
+    authorization (the capture and cancel forms), and a few of each kind the API fuzz left
+    behind."""
     merchant = {"code": "fuzz.console", "currency": "USD", "normal_balance": "credit"}
     account = _api(url, key, "POST", "/v1/accounts", merchant)
     paid = {
@@ -202,6 +206,7 @@ def real_ids(url: str, key: str) -> dict[str, list[str]]:
     }
     payment = _api(url, key, "POST", "/v1/payments", paid)
     _api(url, key, "POST", f"/v1/payments/{payment.get('id')}/refunds", {"amount_minor": 100})
+    _api(url, key, "POST", "/v1/payments", {**paid, "capture": "manual"}, once="-manual")  # one to capture
     listed = {
         "payment_id": "/v1/payments?limit=3",
         "refund_id": "/v1/refunds?limit=3",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from paycore.audit import models as _audit  # noqa: F401
 from paycore.credits import models as _credits  # noqa: F401
 from paycore.db.metadata import metadata
+from paycore.disputes import models as _disputes  # noqa: F401
 from paycore.idempotency import models as _idempotency  # noqa: F401
 from paycore.inbound import models as _inbound  # noqa: F401
 from paycore.invariants import models as _invariants  # noqa: F401

@@ -38,6 +38,12 @@ from sqlalchemy import Connection
 
 from paycore.kit import clock
 from paycore.kit.ids import new_ulid
+
+# The requests and the result are the port's (paycore's HttpTransport speaks them too); this
+# module's readers keep importing them from here.
+from paycore.processor.port import AcceptRequest as AcceptRequest
+from paycore.processor.port import DisputeResult as DisputeResult
+from paycore.processor.port import EvidenceRequest as EvidenceRequest
 from paycore.processor.port import ProcessorRefused
 from paycore_sandbox import dispute_repository, repository, webhooks
 from paycore_sandbox.checks import check_text
@@ -65,39 +71,6 @@ class OpenDisputeRequest:
     reason: str = TOKEN_DISPUTED_REASON
     type: str = "chargeback"
     amount_minor: int | None = None  # None: all that was captured
-
-
-@dataclass(frozen=True)
-class EvidenceRequest:
-    request_id: str
-    merchant_id: str
-    dispute_id: str
-    text: str
-
-
-@dataclass(frozen=True)
-class AcceptRequest:
-    request_id: str
-    merchant_id: str
-    dispute_id: str
-
-
-@dataclass(frozen=True)
-class DisputeResult:
-    dispute_id: str
-    charge_request_id: str
-    payment_reference: str
-    merchant_id: str
-    type: str
-    status: str
-    reason: str
-    amount_minor: int
-    currency: str
-    fee_minor: int
-    evidence_due_by: str  # RFC 3339
-    evidence_submitted: bool
-    created_at: str
-    closed_at: str | None
 
 
 def result(row: Mapping[str, Any]) -> DisputeResult:

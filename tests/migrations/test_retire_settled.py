@@ -265,7 +265,7 @@ def fault_columns_as_today(database: Database) -> Iterator[None]:
     the revisions of this chain have none. Where they are missing they are added for what
     today's code does here and dropped after it: NULL in every row, so the rows and the schema
     are the same either way. So are a payment's capture columns (migration 0033): an automatic
-    payment's defaults in every row."""
+    payment's defaults in every row; and its `disputed_minor` (migration 0035): 0 in every row."""
     work = (("fault_code", "VARCHAR(64)"), ("faulted_at_us", "BIGINT"))
     capture = (
         ("capture_method", "VARCHAR(16) NOT NULL DEFAULT 'automatic'"),
@@ -274,6 +274,7 @@ def fault_columns_as_today(database: Database) -> Iterator[None]:
         *((name, "VARCHAR(16)") for name in ("cancellation_reason", "operation")),
         ("operation_idempotency_key", "VARCHAR(255)"),
         ("capture_requested_minor", "BIGINT"),
+        ("disputed_minor", "BIGINT NOT NULL DEFAULT 0"),
     )
     columns = {"payments": (*work, *capture), "refunds": work, "payouts": work}
     with database.engine.begin() as connection:

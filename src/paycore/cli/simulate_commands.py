@@ -1,5 +1,7 @@
 """`paycore simulate`: the refund flow across the two services, scenario by scenario (SPEC §8),
-and payments, refunds and payouts left in doubt that the day's settlement report resolves."""
+payments, refunds and payouts left in doubt that the day's settlement report resolves, and
+authorizations captured, canceled and expired (SPEC §6.1). The help lists every scenario
+(tests/integration/simulate/test_simulate.py checks it against the driver's)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,20 @@ def simulate(
     ops: int = typer.Option(200, help="Operations of the chaos scenario.", min=1, max=100_000),
     quiet: bool = typer.Option(False, "--quiet", help="Print only the verdicts, not the timelines."),
 ) -> None:
-    """Run the scenarios end to end, print each timeline, check the invariants; exit 1 if any fails."""
+    """Run the scenarios end to end, print each timeline, check the invariants; exit 1 if any fails.
+
+    Refunds (SPEC §8): success, over-refund-rejected, unknown-payment-rejected,
+    declined, request-lost, response-lost, timeout-then-retry,
+    duplicate-request, concurrent-refunds, callback-confirmation,
+    approval-required, chaos.
+
+    Left in doubt, resolved by the settlement report:
+    stuck-in-doubt-reconciled, payment-stuck-in-doubt-reconciled,
+    payout-stuck-in-doubt-reconciled.
+
+    Authorize now, capture later (SPEC §6.1): capture-response-lost,
+    cancel-request-lost, cancel-racing-capture, authorization-expired.
+    """
     from paycore.simulate.driver import ALL, Outcome, run_all
 
     names = list(scenarios) if scenarios else list(ALL)

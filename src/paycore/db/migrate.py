@@ -33,7 +33,7 @@ _IN_PROCESS_LOCK = threading.Lock()
 
 # The newest migration's revision: tests/migrations/test_migrations.py checks that it is the
 # scripts' head, so a new migration that does not move it fails the suite.
-HEAD_REVISION: Final = "0034"
+HEAD_REVISION: Final = "0036"
 
 
 def alembic_config() -> Config:
@@ -213,8 +213,10 @@ def check_sqlite_foreign_keys(connection: Connection) -> None:
 # every status change of a payment, refund or payout writes 0022's `fault_code` and
 # `faulted_at_us`, and the console's sign-in counts failures in 0023's `operator_sign_in_counts`.
 # 0033: every payment is stored with 0033's capture columns (SPEC §6.1; the release before runs
-# at 0033 unchanged: the columns have defaults and it writes none of them).
-OLDEST_COMPATIBLE_REVISION: Final = "0033"
+# at 0033 unchanged: the columns have defaults and it writes none of them). 0035: every payment
+# is stored with its `disputed_minor`, which the refund ceiling reads (SPEC §6.2), and disputes
+# are recorded in 0035's table.
+OLDEST_COMPATIBLE_REVISION: Final = "0035"
 
 
 def is_current(database: Database) -> bool:

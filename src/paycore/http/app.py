@@ -28,6 +28,7 @@ from paycore.http.request_id import RequestContext
 from paycore.http.routers import (
     audit,
     credits,
+    disputes,
     events,
     health,
     ledger,
@@ -53,6 +54,7 @@ ROUTERS = tuple(
         ledger,
         payments,
         refunds,
+        disputes,
         payouts,
         reconciliation,
         reports,

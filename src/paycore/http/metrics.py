@@ -1,5 +1,6 @@
-"""Prometheus metrics (SPEC §12): request latency by route and status, and the in-doubt
-gauges, read from the database at scrape time so every process reports the same truth."""
+"""Prometheus metrics (SPEC §12): request latency by route and status, the in-doubt gauges and
+the open authorizations (SPEC §6.1), read from the database at scrape time so every process
+reports the same truth."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class InDoubtCollector(Collector):
                 "payout": payouts.in_doubt_summary(connection),
             }
             payouts_by_state = payouts.count_by_status(connection)
+            authorizations, authorized_since_us = payments.authorizations_open(connection)
             working = {
                 "payment": payments.working_since_us(connection),
                 "refund": refunds.working_since_us(connection),
@@ -65,6 +67,16 @@ class InDoubtCollector(Collector):
         for state in payout_states.STATUSES:
             by_state.add_metric([payout_states.public(state)], payouts_by_state.get(state, 0))
         yield by_state
+        yield GaugeMetricFamily(
+            "paycore_authorizations_open",
+            "Payments authorized and not yet captured, canceled or expired (requires_capture)",
+            value=authorizations,
+        )
+        yield GaugeMetricFamily(
+            "paycore_authorization_oldest_age_seconds",
+            "Age of the oldest open authorization, since it was made (0 if none)",
+            value=0 if authorized_since_us is None else max(0, now - authorized_since_us) // 1_000_000,
+        )
 
 
 class InvariantsCollector(Collector):

@@ -70,6 +70,7 @@ _PAYMENT_FIELDS = (
     "status",
     "refunded_minor",
     "refundable_minor",
+    "disputed_minor",
     "capture",
     "amount_capturable_minor",
     "amount_captured_minor",
@@ -101,6 +102,18 @@ REFUND = _resource("refund", "rf", "payment", "amount_minor", "currency", "statu
 PAYOUT = _resource("payout", "po", "amount_minor", "currency", "rail", "status", "created_at")
 ADJUSTMENT = _resource("payout_adjustment", "adj", "payout", "kind", "amount_minor", "currency", "created_at")
 EVENT = _resource("event", "evt", "created_at")
+_DISPUTE_PROPERTIES: dict[str, JsonSchema] = {
+    "status": {"enum": ["needs_response", "under_review", "won", "lost", "warning_needs_response", "warning_closed"]},
+    "type": {"enum": ["chargeback", "inquiry"]},
+    "payment_id": {"type": "string", "pattern": "^pay_"},
+    "evidence_due_by": TIMESTAMP,
+    "fee_minor": {"type": "integer", "minimum": 0, "maximum": AMOUNT_MINOR_MAX},
+}
+_DISPUTE_FIELDS = ("payment_id", "amount_minor", "currency", "fee_minor", "reason", "status", "evidence_due_by")
+DISPUTE = _resource("dispute", "dp", *_DISPUTE_FIELDS, "created_at", **_DISPUTE_PROPERTIES)
+DISPUTE_WITH_HISTORY = _resource(
+    "dispute", "dp", *_DISPUTE_FIELDS, "created_at", "history", **_DISPUTE_PROPERTIES, history={"type": "array"}
+)
 _STRING: JsonSchema = {"type": "string"}
 RECONCILIATION_RUN = _resource(
     "reconciliation_run",
@@ -236,6 +249,8 @@ BODIES: dict[tuple[str, str], dict[str, JsonSchema]] = {
     ("/v1/payments/{payment_id}/refunds", "post"): {"201": REFUND},
     ("/v1/payments/{payment_id}/refunds", "get"): {"200": _list(REFUND)},
     ("/v1/refunds", "get"): {"200": _list(REFUND)},
+    ("/v1/disputes", "get"): {"200": _list(DISPUTE)},
+    ("/v1/disputes/{dispute_id}", "get"): {"200": DISPUTE_WITH_HISTORY},
     ("/v1/refunds/{refund_id}", "get"): {"200": REFUND},
     ("/v1/refunds/{refund_id}/approve", "post"): {"200": REFUND},
     ("/v1/refunds/{refund_id}/cancel", "post"): {"200": REFUND},

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from paycore.kit.money import AMOUNT_MINOR_MAX
 from paycore.schemas import AmountMinor, Currency, StrictModel, TenantId
 
 
 class EventData(StrictModel):
-    object: Literal["charge", "refund", "payout"]
+    object: Literal["charge", "refund", "payout", "dispute"]
     request_id: str = Field(min_length=1, max_length=128)
     merchant_id: TenantId
     status: Literal[
@@ -26,6 +26,13 @@ class EventData(StrictModel):
         "rejected",
         "settled",
         "returned",
+        # disputes (SPEC §6.2)
+        "needs_response",
+        "under_review",
+        "won",
+        "lost",
+        "warning_needs_response",
+        "warning_closed",
     ]
     amount_minor: AmountMinor
     currency: Currency
@@ -47,6 +54,23 @@ class EventData(StrictModel):
     return_code: str | None = Field(default=None, max_length=16)
     return_amount_minor: int | None = Field(default=None, strict=True, ge=0, le=AMOUNT_MINOR_MAX)
     return_fee_minor: int | None = Field(default=None, strict=True, ge=0, le=AMOUNT_MINOR_MAX)
+    # disputes (docs/sandbox.md "Disputes"): `request_id` is the disputed charge's (`charge_request_id`)
+    dispute_id: str | None = Field(default=None, min_length=1, max_length=128)
+    charge_request_id: str | None = Field(default=None, min_length=1, max_length=128)
+    type: Literal["chargeback", "inquiry"] | None = None
+    reason: str | None = Field(default=None, min_length=1, max_length=64)
+    evidence_due_by: str | None = Field(default=None, max_length=64)
+    evidence_submitted: bool | None = None
+    created_at: str | None = Field(default=None, max_length=64)
+    closed_at: str | None = Field(default=None, max_length=64)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dispute_request_id(cls, data: Any) -> Any:
+        """A dispute's event names the object it concerns by the disputed charge's request id."""
+        if isinstance(data, dict) and data.get("object") == "dispute" and "request_id" not in data:
+            return {**data, "request_id": data.get("charge_request_id")}
+        return data
 
 
 class ProcessorEvent(StrictModel):

@@ -7,6 +7,7 @@ else: a bad one is refused and nothing is stored. A good one is stored under the
 processor's event id (a redelivery is a no-op) and applied in the same transaction:
 - a payment, refund or payout it proves moves through that domain's lifecycle (the one
   compare-and-set, by the request id, which is the object's id);
+- a dispute's event makes the dispute (the first evidence of it) or moves it (`disputes.record`);
 - an event older than the object's current state is kept as `stale` and changes nothing;
 - an event for an object paycore does not know (yet) is kept as `unmatched` and matched
   again by a worker (`rematch_due`) with backoff: never dropped.
@@ -27,6 +28,8 @@ from sqlalchemy import Connection
 from paycore.audit import service as audit
 from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore
+from paycore.disputes import service as disputes
+from paycore.disputes.types import ProcessorDispute
 from paycore.inbound import repository
 from paycore.inbound.models import processor_webhooks
 from paycore.inbound.schemas import EventData, ProcessorEvent
@@ -41,6 +44,7 @@ from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.processor.port import (
     CHARGE_STATUSES,
+    DISPUTE_STATUSES,
     PAYOUT_STATUSES,
     RESULT_STATUSES,
     ChargeResult,
@@ -64,7 +68,10 @@ _STATUSES: Final[dict[str, tuple[str, ...]]] = {
     "charge": CHARGE_STATUSES,
     "refund": RESULT_STATUSES,
     "payout": PAYOUT_STATUSES,
+    "dispute": DISPUTE_STATUSES,
 }
+# What a dispute's event must carry beyond every event's fields (docs/sandbox.md "Disputes").
+_DISPUTE_FIELDS: Final = ("dispute_id", "charge_request_id", "type", "reason", "fee_minor", "evidence_due_by")
 # The machine of the object each kind of event names (a fault is left on it).
 _MACHINES: Final[dict[str, Any]] = {"charge": payments.MACHINE, "refund": refunds.MACHINE, "payout": payouts.MACHINE}
 
@@ -125,6 +132,9 @@ def verified_event(secret: str, signature: str | None, body: bytes) -> Processor
     allowed = _STATUSES[event.data.object]
     if event.data.status not in allowed:
         raise InvalidWebhook(f"a {event.data.object} event cannot say {event.data.status}", param="data.status")
+    missing = [name for name in _DISPUTE_FIELDS if getattr(event.data, name) is None]
+    if event.data.object == "dispute" and missing:
+        raise InvalidWebhook(f"a dispute event names its {missing[0]}", param=f"data.{missing[0]}")
     return event
 
 
@@ -147,7 +157,33 @@ def _apply(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
         return _apply_charge(connection, event, now_us)
     if event.data.object == "refund":
         return _apply_refund(connection, event, now_us)
+    if event.data.object == "dispute":
+        return _apply_dispute(connection, event, now_us)
     return _apply_payout(connection, event, now_us)
+
+
+def _apply_dispute(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
+    """The dispute the event describes, made by its first evidence or moved (`disputes.record`)."""
+    data = event.data
+    assert data.dispute_id and data.type and data.reason and data.evidence_due_by and data.fee_minor is not None
+    seen = ProcessorDispute(
+        processor_dispute_id=data.dispute_id,
+        charge_request_id=data.request_id,
+        merchant_id=data.merchant_id,
+        type=data.type,
+        status=data.status,
+        reason=data.reason,
+        amount_minor=data.amount_minor,
+        currency=data.currency,
+        fee_minor=data.fee_minor,
+        evidence_due_by_us=parse_rfc3339(data.evidence_due_by),
+    )
+    outcome = disputes.record(connection, seen, cause="webhook", actor=actors.PROCESSOR, now_us=now_us)
+    if outcome != "unmatched":
+        found = disputes.find(connection, data.merchant_id, data.dispute_id)
+        assert found is not None
+        _record(connection, event, disputes.OBJECT_TYPE, found.id, outcome, now_us)
+    return outcome
 
 
 def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) -> str:

@@ -20,7 +20,11 @@ system account whether it holds what the flows' states add up to:
   the sent payouts posted and the scheduled to in-doubt ones pending; `credits.balance` and
   `credits.issued` the credits granted; `processor.clearing` the payments in flight pending
   (debit) and the refunds in flight (credit), and, posted, the succeeded payments less the
-  succeeded refunds less the processor's fees booked.
+  succeeded refunds less the processor's fees booked less what disputes withdrew and did not
+  reinstate (SPEC §6.2).
+- `dispute_books_state`: a dispute's transfers are its own and moved what its status says: a
+  chargeback's withdrawal (amount and fee, once), a won one's reinstatement (the amount), none
+  for an inquiry.
 
 Each query returns only problems, as the other checks do (`checks.Check`). The statuses are the
 stored words of each domain's transition table (`states.py`); a test holds `EXPECTED` to them.
@@ -160,6 +164,11 @@ _CREDITS = (
     " WHERE o.tenant_id = a.tenant_id AND o.currency = a.currency)"
 )
 _SENT_REFUNDS = " AND o.transfer_id IS NOT NULL"  # a refund with a hold (the replay's have none)
+# What disputes took from the clearing account and did not give back (docs/ledger.md, "Disputes").
+_DISPUTED = (
+    "(SELECT COALESCE(SUM(d.withdrawn_minor - d.reinstated_minor), 0) FROM disputes d"
+    " WHERE d.tenant_id = a.tenant_id AND d.currency = a.currency)"
+)
 _FEES = """(SELECT COALESCE(SUM(f.debits_posted_minor - f.credits_posted_minor), 0) FROM ledger_accounts f
         WHERE f.tenant_id = a.tenant_id AND f.code = 'processor.fees.' || a.currency)"""
 # (account code prefix, figure, the account's figure, what the flows say it must be)
@@ -185,7 +194,7 @@ _SYSTEM_FIGURES: Final = (
         "posted",
         "a.debits_posted_minor - a.credits_posted_minor",
         f"{_sum_of('payments', ('succeeded',), amount=_CAPTURED)}"
-        f" - {_sum_of('refunds', ('succeeded',), _SENT_REFUNDS)} - {_FEES}",
+        f" - {_sum_of('refunds', ('succeeded',), _SENT_REFUNDS)} - {_FEES} - {_DISPUTED}",
     ),
 )
 
@@ -199,6 +208,43 @@ def system_balance_sql() -> str:
         for prefix, figure, actual, expected in _SYSTEM_FIGURES
     ]
     return f"SELECT * FROM ({' UNION ALL '.join(parts)}) figures WHERE actual <> expected"
+
+
+def _moved_by(column: str) -> str:
+    """What the dispute's transfer in `column` debited, all of it owned by the dispute (else NULL)."""
+    return (
+        "(SELECT SUM(e.amount_minor) FROM ledger_transfers t JOIN ledger_entries e"
+        " ON e.tenant_id = t.tenant_id AND e.transfer_id = t.id AND e.direction = 'debit'"
+        f" WHERE t.tenant_id = d.tenant_id AND t.id = d.{column} AND t.owner_id = d.id)"
+    )
+
+
+def dispute_books_sql(where: str) -> str:
+    """Disputes (within `where`, alias `d`) whose transfers do not match their status:
+    (tenant_id, id, status, withdrawn_minor, withdrawn by the ledger, reinstated_minor, reinstated by the ledger)."""
+    chargeback = "d.status IN ('needs_response', 'under_review', 'won', 'lost')"
+    return f"""
+    SELECT tenant_id, id, status, withdrawn_minor, withdrawn, reinstated_minor, reinstated FROM (
+        SELECT d.tenant_id, d.id, d.status, d.amount_minor, d.fee_minor, d.withdrawn_minor, d.reinstated_minor,
+            COALESCE({_moved_by("withdrawal_transfer_id")}, 0) AS withdrawn,
+            COALESCE({_moved_by("reinstatement_transfer_id")}, 0) AS reinstated,
+            CASE WHEN {chargeback} THEN 1 ELSE 0 END AS is_chargeback
+        FROM disputes d WHERE {where}
+    ) found
+    WHERE withdrawn <> withdrawn_minor OR reinstated <> reinstated_minor
+       OR (is_chargeback = 1 AND withdrawn_minor <> amount_minor + fee_minor)
+       OR (is_chargeback = 0 AND withdrawn_minor <> 0)
+       OR (status = 'won' AND reinstated_minor <> amount_minor)
+       OR (status <> 'won' AND reinstated_minor <> 0)
+    """
+
+
+def _describe_dispute(row: Sequence[Any]) -> str:
+    _, _, status, withdrawn_minor, withdrawn, reinstated_minor, reinstated = row
+    return (
+        f"status {status}: says withdrawn {withdrawn_minor}, reinstated {reinstated_minor};"
+        f" its transfers moved {withdrawn} and {reinstated}"
+    )
 
 
 def _describe_balance(row: Sequence[Any]) -> str:
@@ -232,6 +278,14 @@ def _unowned_check() -> Check:
 CHECKS: Final[tuple[Check, ...]] = (
     *(_flow_check(table) for table in EXPECTED),
     _unowned_check(),
+    Check(
+        "dispute_books_state",
+        "dispute",
+        "disputes",
+        dispute_books_sql(window_of("d")),
+        _describe_dispute,
+        all_sql=dispute_books_sql(ALL),
+    ),
     Check(
         "system_account_balance", "account", None, system_balance_sql(), _describe_balance, all_sql=system_balance_sql()
     ),

@@ -181,15 +181,20 @@ _LEDGER: Final[tuple[Check, ...]] = (
         "payment",
         "payments",
         f"""
-        SELECT p.tenant_id, p.id, {_PAID} AS paid, p.refunded_minor, COALESCE(SUM(r.amount_minor), 0) AS counted
+        SELECT p.tenant_id, p.id, {_PAID} AS paid, p.refunded_minor, COALESCE(SUM(r.amount_minor), 0) AS counted,
+            p.disputed_minor
         FROM payments p
         LEFT JOIN refunds r ON r.tenant_id = p.tenant_id AND r.payment_id = p.id
             AND r.status NOT IN ('failed', 'canceled')
         WHERE {_window("p")}
-        GROUP BY p.tenant_id, p.id, {_PAID_COLUMNS}, p.refunded_minor
-        HAVING COALESCE(SUM(r.amount_minor), 0) > {_PAID} OR p.refunded_minor > {_PAID}
+        GROUP BY p.tenant_id, p.id, {_PAID_COLUMNS}, p.refunded_minor, p.disputed_minor
+        HAVING COALESCE(SUM(r.amount_minor), 0) + p.disputed_minor > {_PAID}
+            OR p.refunded_minor + p.disputed_minor > {_PAID}
         """,
-        lambda row: f"payment of {row[2]} paid: refunded_minor {row[3]}, refunds counted by rule zero {row[4]}",
+        lambda row: (
+            f"payment of {row[2]} paid: refunded_minor {row[3]}, refunds counted by rule zero {row[4]},"
+            f" disputed_minor {row[5]} (SPEC §6.2: refunds plus disputed money)"
+        ),
     ),
     Check(
         "payout_sent_twice",

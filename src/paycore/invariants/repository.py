@@ -13,7 +13,9 @@ from paycore.invariants.types import Check
 
 START = ("", "")  # before every key: tenant ids are 1..64 characters
 
-_WINDOWED_TABLES = frozenset({"ledger_transfers", "ledger_accounts", "payments", "payouts", "refunds", "credits"})
+_WINDOWED_TABLES = frozenset(
+    {"ledger_transfers", "ledger_accounts", "payments", "payouts", "refunds", "credits", "disputes"}
+)
 
 
 def ensure_cursor(connection: Connection, check_name: str, now_us: int) -> None:

@@ -39,6 +39,7 @@ PREFIXES: Final = frozenset(
         "op",
         "ses",
         "mr",
+        "dp",  # a dispute (SPEC §6.2)
     }
 )
 

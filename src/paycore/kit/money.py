@@ -69,3 +69,41 @@ def format_minor(amount_minor: int, currency: str) -> str:
         return f"{sign}{magnitude}"
     major, minor = divmod(magnitude, 10**exponent)
     return f"{sign}{major}.{minor:0{exponent}d}"
+
+
+# The most characters a typed amount may have: AMOUNT_MINOR_MAX has 16 digits, plus a point and
+# a few leading zeros; a longer text is refused before any digit is read.
+TYPED_AMOUNT_CHARS_MAX: Final = 24
+
+
+def parse_major(text: str, currency: str) -> int:
+    """The minor units a person's typed amount in major units names (`12.34` USD -> 1234,
+    `1234` JPY -> 1234, `0.005` KWD -> 5), by string arithmetic only: digits `0`-`9`, at most one
+    point, no more decimals than the currency's exponent, no sign, no exponent, no separator.
+    The inverse of `format_minor`. Zero is returned as 0 (whether it is allowed is the caller's
+    rule); InvalidAmountError, its message a sentence for the person, for anything else."""
+    exponent = CURRENCY_EXPONENTS[currency]
+    typed = text.strip()
+    if not typed:
+        raise InvalidAmountError("type an amount")
+    if typed.startswith("-"):
+        raise InvalidAmountError("the amount must not be negative")
+    if len(typed) > TYPED_AMOUNT_CHARS_MAX:
+        raise InvalidAmountError(f"the amount must be at most {TYPED_AMOUNT_CHARS_MAX} characters")
+    whole, point, fraction = typed.partition(".")
+    if not _digits(whole) or (point and not _digits(fraction)):
+        example = "1234" if exponent == 0 else "12." + "34"[:exponent].ljust(exponent, "0")
+        raise InvalidAmountError(f"the amount must be a number written like {example} ({currency})")
+    if len(fraction) > exponent:
+        places = "no decimals" if exponent == 0 else f"at most {exponent} decimals"
+        raise InvalidAmountError(f"{currency} has {places} ({typed} was typed)")
+    scale: int = 10**exponent
+    amount_minor = int(whole) * scale + int(fraction.ljust(exponent, "0") or "0")
+    if amount_minor > AMOUNT_MINOR_MAX:
+        raise InvalidAmountError(f"the amount must be at most {format_minor(AMOUNT_MINOR_MAX, currency)} {currency}")
+    return amount_minor
+
+
+def _digits(text: str) -> bool:
+    """One or more of the ASCII digits 0-9 and nothing else (`str.isdigit` alone takes `²`)."""
+    return text.isascii() and text.isdigit()

@@ -138,13 +138,14 @@ def write_entries(
     released: Sequence[Entry] = (),
     prefix: str = "",
     guarded: Sequence[str] = (),
+    overdraft_allowed: bool = False,
 ) -> list[dict[str, Any]]:
     """Apply the entries' (and any released hold's) totals to their accounts, then insert the
     entries numbered with each account's next sequence numbers, which the balance UPDATE hands
     out under the account's row lock."""
     new_deltas, added = entry_totals(specs, pending=pending)
     deltas = _merge(_release(released), new_deltas)
-    counts = _apply(connection, tenant_id, account_rows, deltas, added, prefix, frozenset(guarded))
+    counts = _apply(connection, tenant_id, account_rows, deltas, added, prefix, frozenset(guarded), overdraft_allowed)
     next_sequence = {account_id: counts[account_id] - added[account_id] + 1 for account_id in added}
     rows = []
     for spec in specs:
@@ -255,6 +256,7 @@ def _apply(
     added: Mapping[str, int],
     prefix: str,
     guarded: frozenset[str] = frozenset(),
+    overdraft_allowed: bool = False,
 ) -> dict[str, int]:
     """Update cached totals and entry counts in sorted account order (no deadlocks), each
     checked by `apply_account`. Returns each account's entry count after this transfer."""
@@ -268,7 +270,7 @@ def _apply(
             deltas.get(account_id, Totals(0, 0, 0, 0)),
             added.get(account_id, 0),
             normal_balance=row.normal_balance,
-            guarded=row.no_overdraft or account_id in guarded,
+            guarded=(row.no_overdraft and not overdraft_allowed) or account_id in guarded,
             prefix=prefix,
         )
     return counts

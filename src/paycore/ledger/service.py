@@ -148,6 +148,7 @@ def create_transfer(
         pending=spec.pending,
         prefix=param_prefix,
         guarded=spec.guard_available,
+        overdraft_allowed=spec.overdraft_allowed,
     )
     return new_transfer_view(values, entry_rows)
 

@@ -40,6 +40,10 @@ class TransferSpec:
     # Accounts whose available balance this transfer may not take below zero, whatever their
     # no_overdraft flag (a payout never spends money its source does not have).
     guard_available: tuple[str, ...] = ()
+    # A movement no overdraft flag may refuse: a chargeback (SPEC §6.2) has already happened at
+    # the processor, so the merchant's balance goes negative (what the merchant owes) rather
+    # than the books missing it. The balance limit still applies.
+    overdraft_allowed: bool = False
 
 
 @dataclass(frozen=True)

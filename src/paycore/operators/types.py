@@ -1,7 +1,8 @@
 """Operators and what each role may do (issue 28, ADR 0016).
 
 Roles rank: a `viewer` reads every page; an `operator` also asks the processor again, redelivers
-events, resolves reconciliation breaks, requests refunds and proposes manual resolutions; an
+events, resolves reconciliation breaks, requests refunds, captures or cancels an authorized
+payment and proposes manual resolutions; an
 `approver` also approves refunds, confirms (or rejects) manual resolutions and changes a tenant's
 settings (the refund approval threshold, the manual window: `tenants.settings`, where a tenant's
 API key may only tighten them). Four eyes are kept by the rules themselves
@@ -28,6 +29,8 @@ Action = Literal[
     "redeliver",
     "resolve_break",
     "request_refund",
+    "capture_payment",
+    "cancel_payment",
     "propose_resolution",
     "cancel_refund",
     "approve_refund",
@@ -42,6 +45,8 @@ LEAST_ROLE: Final[dict[Action, Role]] = {
     "redeliver": "operator",
     "resolve_break": "operator",
     "request_refund": "operator",
+    "capture_payment": "operator",  # an authorization's capture or cancel (SPEC §6.1), as the API's
+    "cancel_payment": "operator",
     "propose_resolution": "operator",
     "cancel_refund": "approver",
     "approve_refund": "approver",

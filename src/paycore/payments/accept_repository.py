@@ -35,7 +35,7 @@ class Refused(Exception):
 
 
 # ------------------------------------------------------------------ PostgreSQL: one call
-# Migration 0034's signature (0027's and the capture method); in autocommit, the call commits
+# Migration 0036's signature (0027's and the capture method); in autocommit, the call commits
 # itself (ADR 0011).
 _CALL = driver.binary_arrays(
     driver.statement(
@@ -49,6 +49,7 @@ _PAYMENT_CONSTANTS = {
     "failure_code": None,
     "processor_reference": None,
     "refunded_minor": 0,
+    "disputed_minor": 0,  # its default (migration 0035)
     "attempts": 0,
     "claimed_by": None,
     "claimed_until_us": None,
@@ -81,7 +82,7 @@ _EVENT_CONSTANTS = {"kind": "state_change", "object_type": "payment", "from_stat
 def accept_call(connection: Connection, plan: Plan) -> bool:
     """Write the accept in one call: True once committed, False (nothing written) if the key
     exists. A refusal comes out as DBAPIError with SQLSTATE PC001-PC003 or PC010 (migrations
-    0027, 0034), having written nothing."""
+    0027, 0036), having written nothing."""
     return bool(driver.fetch(connection, _CALL, call_params(plan))[0][0])
 
 
@@ -169,6 +170,7 @@ _PAYMENT_COLUMNS = (
     "operation",
     "operation_idempotency_key",
     "capture_requested_minor",
+    "disputed_minor",
 )
 
 

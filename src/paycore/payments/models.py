@@ -18,6 +18,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
@@ -60,6 +61,8 @@ payments = Table(
     Column("operation", String(16), nullable=True),
     Column("operation_idempotency_key", String(255), nullable=True),
     Column("capture_requested_minor", BigInteger, nullable=True),
+    # What open chargebacks hold of the payment (SPEC §6.2, migration 0035): rule zero counts it.
+    Column("disputed_minor", BigInteger, nullable=False, server_default="0"),
     PrimaryKeyConstraint("tenant_id", "id"),
     UniqueConstraint("tenant_id", "idempotency_key"),
     CheckConstraint(
@@ -72,4 +75,12 @@ payments = Table(
     due_index("payments"),  # the worker's queue (migration 0025)
     Index("ix_payments_id", "id"),  # the console's lists over every tenant, by id (migration 0017)
     faulted_index("payments"),  # the items a worker could not move (migration 0022)
+    # The open authorizations, oldest first: `/metrics` (migration 0034). Partial: never the history.
+    Index(
+        "ix_payments_authorizations_open",
+        "created_at_us",
+        "id",
+        sqlite_where=text("status = 'requires_capture'"),
+        postgresql_where=text("status = 'requires_capture'"),
+    ),
 )

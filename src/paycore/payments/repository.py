@@ -30,3 +30,15 @@ def list_payments(
         limit=limit,
         newest_first=True,
     )
+
+
+# The open authorizations' one statement (`/metrics`): the status a literal, so that both planners
+# prove the partial index `ix_payments_authorizations_open` (migration 0034) serves it.
+_AUTHORIZATIONS_OPEN = "SELECT COUNT(*), MIN(created_at_us) FROM payments WHERE status = 'requires_capture'"
+
+
+def authorizations_open(connection: Connection) -> tuple[int, int | None]:
+    """(count, oldest created_at_us) of the payments authorized and not yet captured, canceled
+    or expired, over every tenant: read through the partial index, never the history."""
+    count, oldest = connection.exec_driver_sql(_AUTHORIZATIONS_OPEN).one()
+    return int(count), None if oldest is None else int(oldest)

@@ -74,7 +74,7 @@ _FAILURE_MESSAGES = {
 def payment_object(payment: Payment) -> dict[str, Any]:
     """The payment without its history: the snapshot its published events carry."""
     captured, capturable = captured_minor(payment), capturable_minor(payment)
-    refundable = captured - payment.refunded_minor if payment.status == states.SUCCEEDED else 0
+    refundable = captured - payment.refunded_minor - payment.disputed_minor if payment.status == states.SUCCEEDED else 0
     return {
         "id": payment.id,
         "object": "payment",
@@ -82,7 +82,8 @@ def payment_object(payment: Payment) -> dict[str, Any]:
         "currency": payment.currency,
         "status": payment.status,
         "refunded_minor": payment.refunded_minor,
-        "refundable_minor": refundable,
+        "refundable_minor": max(refundable, 0),
+        "disputed_minor": payment.disputed_minor,
         "failure_code": payment.failure_code,
         "processor_reference": payment.processor_reference,
         "capture": payment.capture_method,

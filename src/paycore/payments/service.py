@@ -303,6 +303,7 @@ moved_between: Final = lifecycle.MACHINE.moved_between
 
 working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
 in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges
+authorizations_open: Final = repository.authorizations_open  # the open authorizations' gauges
 
 
 load: Final = lifecycle.MACHINE.load  # the payment, or PaymentNotFound

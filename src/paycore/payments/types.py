@@ -40,6 +40,7 @@ class Payment(WorkFields):
     operation: str | None = None  # capture | cancel: sent on the authorization, outcome not known
     operation_idempotency_key: str | None = None  # the key of the request that sent `operation`
     capture_requested_minor: int | None = None  # what that capture asked for: sent again the same
+    disputed_minor: int = 0  # what chargebacks hold of it (SPEC §6.2): rule zero counts it with refunds
 
     @property
     def is_manual(self) -> bool:

@@ -26,12 +26,17 @@ from paycore.kit import logs, strict_json
 from paycore.processor.port import (
     CAPTURE_METHODS,
     CHARGE_STATUSES,
+    DISPUTE_STATUSES,
+    DISPUTE_TYPES,
     PAYOUT_STATUSES,
     RESULT_STATUSES,
+    AcceptRequest,
     CancelRequest,
     CaptureRequest,
     ChargeRequest,
     ChargeResult,
+    DisputeResult,
+    EvidenceRequest,
     PayoutRequest,
     PayoutResult,
     ProcessorRefused,
@@ -45,6 +50,7 @@ ANSWER_BYTES_MAX: Final = 1_048_576
 LINE_BYTES_MAX: Final = 65_536
 _MESSAGE_LENGTH_MAX: Final = 1000
 _NETWORK_ERRORS: Final = (OSError, http.client.HTTPException)
+DISPUTES_OF_CHARGE_MAX: Final = 10  # a charge has at most one dispute at the sandbox; a bound all the same
 
 
 class HttpTransport:
@@ -97,6 +103,33 @@ class HttpTransport:
         if _is_not_found(status, payload):
             return None
         return _payout_result(self._expect_result("get_payout", status, payload))
+
+    # --- disputes (SPEC §6.2, docs/sandbox.md "Disputes") -------------------------------
+
+    def submit_evidence(self, request: EvidenceRequest) -> DisputeResult:
+        body = {"request_id": request.request_id, "merchant_id": request.merchant_id, "text": request.text}
+        status, payload = self._exchange("POST", f"/v1/disputes/{_segment(request.dispute_id)}/evidence", body)
+        return _dispute_result(self._expect_result("dispute_evidence", status, payload))
+
+    def accept_dispute(self, request: AcceptRequest) -> DisputeResult:
+        body = {"request_id": request.request_id, "merchant_id": request.merchant_id}
+        status, payload = self._exchange("POST", f"/v1/disputes/{_segment(request.dispute_id)}/accept", body)
+        return _dispute_result(self._expect_result("dispute_accept", status, payload))
+
+    def get_dispute(self, dispute_id: str) -> DisputeResult | None:
+        status, payload = self._exchange("GET", "/v1/disputes/" + _segment(dispute_id))
+        if _is_not_found(status, payload):
+            return None
+        return _dispute_result(self._expect_result("get_dispute", status, payload))
+
+    def disputes_of_charge(self, charge_request_id: str) -> list[DisputeResult]:
+        """The disputes of a charge, by its request id (the sandbox opens at most one)."""
+        query = urllib.parse.urlencode({"charge_request_id": charge_request_id})
+        status, payload = self._exchange("GET", f"/v1/disputes?{query}")
+        found = self._expect_result("disputes_of_charge", status, payload).get("data")
+        if not isinstance(found, list) or len(found) > DISPUTES_OF_CHARGE_MAX:
+            raise ProcessorUnreachable(f"the processor's answer does not read as a list of disputes: {payload!r:.300}")
+        return [_dispute_result(item if isinstance(item, dict) else {}) for item in found]
 
     def settlement_report(self, day: str) -> Iterator[str]:
         """Ask now (raising as the other calls do); then a generator of the CSV lines as they
@@ -253,3 +286,33 @@ def _payout_result(payload: dict[str, Any]) -> PayoutResult:
     if not readable:
         raise ProcessorUnreachable(f"the bank's answer does not read as a payout result: {payload!r:.300}")
     return PayoutResult(**values)
+
+
+_DISPUTE_STRINGS: Final = (
+    "dispute_id",
+    "charge_request_id",
+    "payment_reference",
+    "merchant_id",
+    "reason",
+    "currency",
+    "evidence_due_by",
+    "created_at",
+)
+
+
+def _dispute_result(payload: dict[str, Any]) -> DisputeResult:
+    """A dispute, every field type-checked (an amount is an int, never a bool or a float)."""
+    names = (*_DISPUTE_STRINGS, "type", "status", "amount_minor", "fee_minor", "evidence_submitted", "closed_at")
+    values: dict[str, Any] = {name: payload.get(name) for name in names}
+    readable = (
+        all(isinstance(values[name], str) for name in _DISPUTE_STRINGS)
+        and values["type"] in DISPUTE_TYPES
+        and values["status"] in DISPUTE_STATUSES
+        and type(values["amount_minor"]) is int
+        and type(values["fee_minor"]) is int
+        and type(values["evidence_submitted"]) is bool
+        and (values["closed_at"] is None or isinstance(values["closed_at"], str))
+    )
+    if not readable:
+        raise ProcessorUnreachable(f"the processor's answer does not read as a dispute: {payload!r:.300}")
+    return DisputeResult(**values)

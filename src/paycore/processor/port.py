@@ -125,6 +125,62 @@ PAYOUT_STATUSES: tuple[PayoutStatus, ...] = ("accepted", "rejected", "settled", 
 Rail = Literal["ach", "sepa"]
 
 
+DisputeStatus = Literal["needs_response", "under_review", "won", "lost", "warning_needs_response", "warning_closed"]
+# A dispute's statuses, the processor's words and paycore's (SPEC §6.2, docs/sandbox.md "Disputes").
+DISPUTE_STATUSES: tuple[DisputeStatus, ...] = (
+    "needs_response",
+    "under_review",
+    "won",
+    "lost",
+    "warning_needs_response",
+    "warning_closed",
+)
+
+DisputeType = Literal["chargeback", "inquiry"]
+DISPUTE_TYPES: tuple[DisputeType, ...] = ("chargeback", "inquiry")
+
+
+@dataclass(frozen=True)
+class EvidenceRequest:
+    """Evidence for a dispute (SPEC §6.2): `request_id` stable across retries; the processor
+    dedupes on it (the same id answers the dispute as it is now)."""
+
+    request_id: str
+    merchant_id: str
+    dispute_id: str  # the processor's dispute id
+    text: str  # 1 to 20,000 characters
+
+
+@dataclass(frozen=True)
+class AcceptRequest:
+    """The merchant accepts a dispute: a chargeback is lost at once, an inquiry closed."""
+
+    request_id: str
+    merchant_id: str
+    dispute_id: str
+
+
+@dataclass(frozen=True)
+class DisputeResult:
+    """A dispute as the processor reports it (docs/sandbox.md, "Disputes"): the answer of every
+    dispute call and the `data` of its webhooks."""
+
+    dispute_id: str
+    charge_request_id: str  # the disputed charge's request id: paycore's payment id
+    payment_reference: str
+    merchant_id: str
+    type: str  # DisputeType
+    status: str  # DisputeStatus
+    reason: str
+    amount_minor: int
+    currency: str
+    fee_minor: int
+    evidence_due_by: str  # RFC 3339
+    evidence_submitted: bool
+    created_at: str
+    closed_at: str | None
+
+
 @dataclass(frozen=True)
 class PayoutRequest:
     """A credit transfer to a bank account (SPEC §9 bank rail). Exactly one of `iban`
@@ -218,6 +274,14 @@ class Processor(Protocol):
     def send_payout(self, request: PayoutRequest) -> PayoutResult: ...
 
     def get_payout(self, request_id: str) -> PayoutResult | None: ...
+
+    def submit_evidence(self, request: EvidenceRequest) -> DisputeResult: ...
+
+    def accept_dispute(self, request: AcceptRequest) -> DisputeResult: ...
+
+    def get_dispute(self, dispute_id: str) -> DisputeResult | None: ...
+
+    def disputes_of_charge(self, charge_request_id: str) -> list[DisputeResult]: ...
 
     def settlement_report(self, day: str) -> Iterator[str]:
         """The CSV lines (header first) of what the processor did on `day` (YYYY-MM-DD, UTC), each

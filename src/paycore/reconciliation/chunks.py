@@ -256,12 +256,32 @@ def _apply(connection: Connection, line: Line, item: Any, proves: str, context: 
     if line.type in ("charge", "refund"):
         result_type, domain = (ChargeResult, payments) if line.type == "charge" else (RefundResult, refunds)
         result = result_type(line.request_id, proves, line.processor_id, line.amount_minor, line.currency, failure)  # type: ignore[arg-type]
+        if line.type == "charge" and item.is_manual:
+            result = _captured(line, item)
         evidence = Evidence.of_result(result)
         applied = domain.apply_evidence(connection, item, evidence, cause=CAUSE, actor=actor, now_us=now_us)
         return applied.item, applied.changed
     said = Evidence.of_result(_payout_result(line, item))
     applied = payouts.apply_evidence(connection, item, said, cause=CAUSE, actor=actor, now_us=now_us)
     return applied.item, applied.reason == "applied"
+
+
+def _captured(line: Line, payment: Any) -> ChargeResult:
+    """A capture line (SPEC §6.1: the report lists captures) as the processor's word about the
+    authorization: captured, `line.amount_minor` taken and the rest released, as the status
+    query or the `charge.captured` webhook would say it."""
+    assert 0 < line.amount_minor <= payment.amount_minor, (line, payment)
+    return ChargeResult(
+        request_id=line.request_id,
+        status="captured",
+        processor_charge_id=line.processor_id,
+        amount_minor=payment.amount_minor,
+        currency=line.currency,
+        capture="manual",
+        amount_capturable_minor=0,
+        amount_captured_minor=line.amount_minor,
+        amount_released_minor=payment.amount_minor - line.amount_minor,
+    )
 
 
 def _payout_result(line: Line, payout: Any) -> PayoutResult:

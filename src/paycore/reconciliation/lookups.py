@@ -69,7 +69,28 @@ def known_of(item: Any, line: Line, fees: dict[tuple[str, str, str], int]) -> Kn
         fee = 0
     if fee is None and line.type == "payout_return" and status == "returned":
         fee = 0
+    if kind == "payment" and item.is_manual:
+        return _authorization(item, fee)
     return Known(kind, item.id, status, item.amount_minor, item.currency, fee)
+
+
+def _authorization(payment: Any, fee: int | None) -> Known:
+    """A manual payment as a capture line is compared with (SPEC §6.1): what was captured, or,
+    while a capture's outcome is not known, what it asked for; no capture sent: the amount
+    authorized (a capture line contradicts it whatever its amount)."""
+    if payment.status == "succeeded":
+        # A person's confirmed word (manual resolution) records no amount: what was asked for, or
+        # all of it (what the ledger posted then: `payments.lifecycle._effect`).
+        captured = payment.amount_captured_minor or payment.capture_requested_minor
+        amount_minor, sent = captured or payment.amount_minor, True
+    elif payment.operation == "capture" and payment.status in ("processing", "in_doubt"):
+        amount_minor, sent = payment.capture_requested_minor, True
+    else:
+        amount_minor, sent = payment.amount_minor, False
+    assert amount_minor is not None and amount_minor > 0, payment
+    return Known(
+        "payment", payment.id, payment.status, amount_minor, payment.currency, fee, manual=True, capture_sent=sent
+    )
 
 
 def _fee_key(line: Line) -> repository.FeeKey:

@@ -19,7 +19,15 @@ that object's machine, as any other evidence), and the fee to book. The rules:
   (paycore `failed`, the processor `succeeded` is the worst kind: money moved that paycore
   gave back); a report never moves a state backwards;
 - a fee the processor took is booked once; a fee paycore booked before at another amount is
-  `fee_mismatch`.
+  `fee_mismatch`;
+- a manual payment (SPEC §6.1) has a line only when captured: a `charge` `succeeded` line of
+  the captured amount, dated by the capture. Its amount is compared with what paycore holds as
+  captured (`amount_captured_minor`), or, while the capture's outcome is not known, with what
+  the capture asked for; the line proves the capture (`succeeded`, with that amount) only for a
+  payment whose capture is in flight or in doubt. A capture line for an authorization paycore
+  never sent a capture for (open, canceled, expired, its authorization or cancel in doubt), or
+  a line of another status for a manual payment, is `status_mismatch`. The report never states
+  an expiry or a cancel (it lists captures only): no line is not the processor's word.
 """
 
 from __future__ import annotations
@@ -86,6 +94,10 @@ class Known:
     amount_minor: int
     currency: str
     fee_minor: int | None = None  # the processor's fee booked for it before; None: none yet
+    # A manual payment (SPEC §6.1): whether a capture was sent (in flight, in doubt, or done).
+    # `amount_minor` is then what was captured or asked for; a capture line is compared with it.
+    manual: bool = False
+    capture_sent: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,6 +138,8 @@ def judge(line: Line, known: Known | None) -> Verdict:
             return Verdict()
         return Verdict((Finding("missing_in_paycore", f"no {KIND_OF_LINE[line.type]} {line.request_id}"),))
     assert known.kind == KIND_OF_LINE[line.type], "the caller looks the line up in its kind's table"
+    if known.manual and (line.status != "succeeded" or not known.capture_sent):
+        return Verdict(_mismatch(line, known))  # the report lists captures only, of captures sent
     money = _money_findings(line, known)
     if money:
         return Verdict(money)  # a line that disagrees on the money proves nothing
@@ -164,6 +178,8 @@ def _status(line: Line, known: Known) -> tuple[tuple[Finding, ...], str | None]:
 
 def _mismatch(line: Line, known: Known) -> tuple[Finding, ...]:
     detail = f"report {line.type} {line.status}, paycore {known.kind} {known.status}"
+    if known.manual and not known.capture_sent:
+        detail += " (an authorization paycore sent no capture for)"
     return (Finding("status_mismatch", detail),)
 
 

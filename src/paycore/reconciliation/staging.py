@@ -12,7 +12,8 @@ payments, refunds and payouts they name, instead of line by line in Python:
   exists, has the line's currency and amount (a return: at most the payout's), is in a status
   the line agrees with and proves nothing new (a final status equal to the line's; a pending
   line for an item still waiting), and the fee agrees (none booked yet, or the same). What that
-  means is `matching`'s rules, written as SQL; `judge` still decides every other line, and a
+  means is `matching`'s rules, written as SQL (a manual payment's line: its capture, of the
+  captured amount); `judge` still decides every other line, and a
   test compares the two on reports larger than a chunk
   (tests/integration/reconciliation/test_set_based.py);
 - `record_plain_fees`: the plainly matched charges' and refunds' fees not booked yet, recorded
@@ -171,11 +172,17 @@ def record_plain_fees(connection: Connection, run_id: str, now_us: int) -> list[
 
 # --- the money paycore believes moved that no line named (closing's missing_at_processor) --
 
-# Per kind: the line that names it, its table's time column, the statuses (public) whose money moved.
+# Per kind: the line that names it, when its money moved (alias `o`), the statuses (public) whose
+# money moved. A manual payment's line is its capture, dated by the capture (SPEC §6.1): it moved
+# when it became `succeeded` (its last change: `updated_at_us`), not when it was authorized.
 _MOVED: Final = {
-    "payment": ("charge", "created_at_us", ("succeeded",)),
-    "refund": ("refund", "created_at_us", ("succeeded",)),
-    "payout": ("payout", "settled_at_us", ("settled", "returned")),
+    "payment": (
+        "charge",
+        "(CASE WHEN o.capture_method = 'manual' THEN o.updated_at_us ELSE o.created_at_us END)",
+        ("succeeded",),
+    ),
+    "refund": ("refund", "o.created_at_us", ("succeeded",)),
+    "payout": ("payout", "o.settled_at_us", ("settled", "returned")),
 }
 Unnamed = tuple[str, str, str, int, str]  # (tenant, id, stored status, amount_minor, currency)
 
@@ -202,7 +209,7 @@ def unnamed(
     )
     sql = (
         f"SELECT o.tenant_id, o.id, o.status, o.amount_minor, o.currency FROM {machine.table.name} o "
-        f"WHERE o.status IN ({_stored(machine, statuses)}) AND o.{moment} >= ? AND o.{moment} < ? {where_after}"
+        f"WHERE o.status IN ({_stored(machine, statuses)}) AND {moment} >= ? AND {moment} < ? {where_after}"
         f"AND NOT EXISTS (SELECT 1 FROM reconciliation_seen s WHERE s.run_id IN ({runs}) AND s.line_type = ? "
         "AND s.tenant_id = o.tenant_id AND s.request_id = o.id) ORDER BY o.tenant_id, o.id LIMIT ?"
     )
@@ -218,6 +225,16 @@ def unnamed(
 _PLAIN_TYPES: Final = ("charge", "refund", "payout", "payout_return")
 
 
+# A charge line's amount: a manual payment's is what was captured (SPEC §6.1: the report lists
+# captures, of the captured amount); its only plain line is the capture of a succeeded payment.
+# `matching.judge` (with `lookups.known_of`) decides every other line of a manual payment.
+_CHARGE_AMOUNT: Final = (
+    "((o.capture_method = 'automatic' AND o.amount_minor = l.amount_minor) OR (o.capture_method = 'manual' "
+    "AND l.status = 'succeeded' "
+    "AND COALESCE(o.amount_captured_minor, o.capture_requested_minor, o.amount_minor) = l.amount_minor))"
+)
+
+
 def _plain(line_type: str, *, new_fee: bool) -> str:
     """The condition under which a staged line of `line_type` (alias `l`) is plainly matched;
     `new_fee`: and its object has no fee recorded yet (the fee is to be booked)."""
@@ -227,12 +244,13 @@ def _plain(line_type: str, *, new_fee: bool) -> str:
         waiting = _stored(machine, WAITING[kind])
         succeeded, failed = _stored(machine, ["succeeded"]), _stored(machine, ["failed"])
         fee = "f.fee_minor IS NULL" if new_fee else "(f.fee_minor IS NULL OR f.fee_minor = l.fee_minor)"
+        amount = _CHARGE_AMOUNT if line_type == "charge" else "o.amount_minor = l.amount_minor"
         return (
             f"l.line_type = '{line_type}' AND EXISTS (SELECT 1 FROM {machine.table.name} o "
             f"LEFT JOIN reconciliation_fees f ON f.tenant_id = o.tenant_id AND f.object_type = '{kind}' "
             "AND f.object_id = o.id "
             "WHERE o.tenant_id = l.tenant_id AND o.id = l.request_id AND o.currency = l.currency "
-            "AND o.amount_minor = l.amount_minor "
+            f"AND {amount} "
             f"AND ((l.status = 'pending' AND o.status IN ({waiting})) "
             f"OR (l.status = 'succeeded' AND o.status IN ({succeeded})) "
             f"OR (l.status = 'failed' AND o.status IN ({failed}))) AND {fee})"

@@ -2,10 +2,12 @@
 exceeds what they paid.
 
 `reserve` is one conditional UPDATE of the payment row: it adds the refund's amount to the
-payment's `refunded_minor` only where the payment succeeded and the sum stays within what was
-captured (its amount, or a manual payment's captured amount: SPEC §6.1), in the transaction
-that inserts the refund. So two concurrent refunds, in any processes, can never both fit where
-only one does: on PostgreSQL the second waits for the first's row lock and re-checks the
+payment's `refunded_minor` only where the payment succeeded and the sum, with what chargebacks
+hold (`disputed_minor`, SPEC §6.2), stays within what was captured (its amount, or a manual
+payment's captured amount: SPEC §6.1), in the transaction that inserts the refund. A chargeback
+adds to `disputed_minor` under the same row lock (`disputes/money.py`). So two concurrent
+refunds (or a refund and a chargeback), in any processes, can never both fit where only one
+does: on PostgreSQL the second waits for the first's row lock and re-checks the
 condition on the committed row; on SQLite writers are serialised
 (tests/e2e/test_refund_race_processes.py). `release` gives an amount back when a refund fails
 or is canceled, in the transaction of that change (`refunds/lifecycle.py`).
@@ -43,7 +45,7 @@ _RESERVE = (
         # What was captured (SPEC §6.1): all of an automatic payment, what a manual one captured
         # (what a confirmed manual resolution asked for, when the processor said nothing),
         # as `payments.schemas.captured_minor` reads it.
-        _PAYMENTS.c.refunded_minor + bindparam("amount")
+        _PAYMENTS.c.refunded_minor + _PAYMENTS.c.disputed_minor + bindparam("amount")
         <= func.coalesce(
             _PAYMENTS.c.amount_captured_minor, _PAYMENTS.c.capture_requested_minor, _PAYMENTS.c.amount_minor
         ),

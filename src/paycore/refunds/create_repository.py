@@ -127,7 +127,7 @@ _CLAIM = driver.statement(
 # tenant's threshold, where it has one).
 _RESERVE = driver.statement(
     "UPDATE payments SET refunded_minor = refunded_minor + ?"
-    " WHERE tenant_id = ? AND id = ? AND status = ? AND refunded_minor + ? <= amount_minor"
+    " WHERE tenant_id = ? AND id = ? AND status = ? AND refunded_minor + disputed_minor + ? <= amount_minor"
     " AND refunded_minor + ? <= coalesce((SELECT s.refund_approval_threshold_minor FROM tenant_settings s"
     " WHERE s.tenant_id = ?), ?)"
     " RETURNING currency, destination_account_id"

@@ -86,7 +86,7 @@ def create_refund(
             raise PaymentNotRefundable(
                 f"the payment is {current.status}; only a succeeded payment can be refunded", status=current.status
             )
-        refundable = payments.captured_minor(current) - current.refunded_minor
+        refundable = max(payments.captured_minor(current) - current.refunded_minor - current.disputed_minor, 0)
         raise OverRefund(
             f"the refunds of this payment would exceed what was paid: {refundable} minor units are refundable",
             param="amount_minor",

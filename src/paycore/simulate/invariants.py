@@ -1,8 +1,9 @@
-"""What must hold after every scenario (SPEC §8): the two sides agree on every payment's,
-refund's and payout's final state and amount, and nothing is left waiting on the processor;
-the processor never gave back more than a payment; no request moved money twice (the
-processor keeps one row per request id); no reconciliation break is left open; the ledger
-verifies, the books against every flow's state included. Read from both sides' own databases."""
+"""What must hold after every scenario (SPEC §8): the two sides agree on every payment's
+(an authorization's captured amount and cancellation reason too), refund's and payout's final
+state and amount, and nothing is left waiting on the processor; the processor never gave back
+more than a payment; no request moved money twice (the processor keeps one row per request id)
+and no authorization was captured or canceled twice; no reconciliation break is left open; the
+ledger verifies, the books against every flow's state included. Read from both sides' own databases."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from sqlalchemy import Row, create_engine, select, text
 
 from paycore.invariants import service as invariants
 from paycore.ledger.verify import verify
+from paycore.payments import states as payment_states
+from paycore.payments.lifecycle import state_proved
 from paycore.payments.models import payments
 from paycore.payouts import states as payout_states
 from paycore.payouts.models import payouts
@@ -33,7 +36,9 @@ BANK_STATUS_OF_PAYOUT: dict[str, set[str | None]] = {
     "settled": {"settled"},
     "returned": {"returned"},
 }
-PROCESSOR_TABLES = ("sandbox_charges", "sandbox_refunds", "sandbox_bank_payouts")
+PROCESSOR_TABLES = ("sandbox_charges", "sandbox_charge_actions", "sandbox_refunds", "sandbox_bank_payouts")
+# An authorization's status at the processor -> the `cancellation_reason` it proves.
+REASON_OF_CLOSE = {"canceled": payment_states.REQUESTED, "expired": payment_states.EXPIRED}
 
 
 def check(world: World) -> list[str]:
@@ -50,6 +55,7 @@ def check(world: World) -> list[str]:
         *_refunds_agree(ours, theirs["sandbox_refunds"]),
         *_refunds_within_payments(ours, paid, theirs["sandbox_refunds"]),
         *_payments_agree(paid.values(), theirs["sandbox_charges"]),
+        *_charges_closed_once(theirs["sandbox_charges"], theirs["sandbox_charge_actions"]),
         *_payouts_agree(paid_out, theirs["sandbox_bank_payouts"]),
         *(f"break {row.id} ({row.type}) left open: {row.detail}" for row in breaks),
     ]
@@ -96,10 +102,41 @@ def _payments_agree(paid: Iterable[Row[Any]], theirs: dict[str, dict[str, Any]])
         at_processor = theirs.get(payment.processor_request_id)
         if payment.status in WAITING:
             yield f"{payment.id}: still {payment.status} at the end"
+        elif at_processor is not None and payment.capture_method == "manual":
+            yield from _authorization_disagreement(payment, at_processor)
         elif at_processor is not None:
             yield from _disagreement(payment.id, (payment.status, payment.amount_minor), at_processor)
         elif payment.status == "succeeded":
             yield f"{payment.id}: succeeded in paycore but unknown to the processor"
+
+
+def _authorization_disagreement(payment: Row[Any], at_processor: dict[str, Any]) -> Iterable[str]:
+    """A manual payment against its authorization: the status the processor's proves, what was
+    captured, and why it was canceled (requested, or expired on the processor's word)."""
+    said = str(at_processor["status"])
+    ours = (payment.status, payment.amount_captured_minor or 0, payment.cancellation_reason)
+    theirs = (state_proved(said), int(at_processor["captured_minor"]), REASON_OF_CLOSE.get(said))
+    if ours != theirs:
+        yield f"{payment.id}: paycore says {ours}, the processor's authorization ({said}) proves {theirs}"
+
+
+def _charges_closed_once(charges: dict[str, dict[str, Any]], actions: dict[str, dict[str, Any]]) -> Iterable[str]:
+    """No authorization was captured or canceled twice: one action at most per charge, and a
+    captured charge's one action is the capture of what it took."""
+    by_charge: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for action in actions.values():
+        by_charge[str(action["charge_request_id"])].append(action)
+    for charge_id, done in by_charge.items():
+        charge = charges[charge_id]
+        kinds = sorted(str(action["kind"]) for action in done)
+        if len(done) > 1:
+            yield f"{charge_id}: closed by {len(done)} requests at the processor ({', '.join(kinds)})"
+        elif charge["status"] == "captured" and (kinds, done[0]["amount_minor"]) != (
+            ["capture"],
+            charge["captured_minor"],
+        ):
+            asked = f"{kinds[0]} {done[0]['amount_minor']}"
+            yield f"{charge_id}: captured {charge['captured_minor']}, but its one request was a {asked}"
 
 
 def _payouts_agree(paid_out: list[Row[Any]], theirs: dict[str, dict[str, Any]]) -> Iterable[str]:

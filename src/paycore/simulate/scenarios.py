@@ -1,6 +1,7 @@
-"""The scenarios of SPEC §8, and three (`*-stuck-in-doubt-reconciled`) where a refund, a payment
+"""The scenarios of SPEC §8, three (`*-stuck-in-doubt-reconciled`) where a refund, a payment
 or a payout stays `in_doubt` through every resolver attempt and the day's settlement report,
-through the real reconciliation, resolves it. Each drives paycore (the order side) and the
+through the real reconciliation, resolves it, and four of authorize now, capture later
+(SPEC §6.1: `authorizations.py`). Each drives paycore (the order side) and the
 sandbox processor (the payment side) through one story; `invariants.check` then judges the
 world it leaves."""
 
@@ -13,6 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from paycore.simulate.authorizations import (
+    authorization_expired,
+    cancel_racing_capture,
+    cancel_request_lost,
+    capture_response_lost,
+)
 from paycore.simulate.world import TIMEOUT_MS, World
 
 REFUND_OPS = ["refund"]
@@ -28,13 +35,18 @@ class Story:
     world: World
     merchant: str = ""
 
-    def pay(self, amount_minor: int = 1000, token: str = "tok_ok", key: str | None = None) -> str:
-        body = {
+    def pay(
+        self, amount_minor: int = 1000, token: str = "tok_ok", key: str | None = None, capture: str = "automatic"
+    ) -> str:
+        """A payment (`capture` manual: an authorization, SPEC §6.1); returns its id."""
+        body: dict[str, Any] = {
             "amount_minor": amount_minor,
             "currency": "USD",
             "source": {"type": "card", "token": token},
             "destination_account": self.merchant,
         }
+        if capture != "automatic":
+            body["capture"] = capture
         status, payment = self.world.post("/v1/payments", body, key=key or f"pay-{random.getrandbits(40)}")
         assert status in (201, 202, 402), payment
         return str(payment["id"])
@@ -280,4 +292,8 @@ SCENARIOS: dict[str, Scenario] = {
     "payment-stuck-in-doubt-reconciled": payment_stuck_in_doubt_reconciled,
     "payout-stuck-in-doubt-reconciled": payout_stuck_in_doubt_reconciled,
     "approval-required": approval_required,
+    "capture-response-lost": capture_response_lost,
+    "cancel-request-lost": cancel_request_lost,
+    "cancel-racing-capture": cancel_racing_capture,
+    "authorization-expired": authorization_expired,
 }

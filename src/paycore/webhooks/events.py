@@ -2,8 +2,9 @@
 
 A state change of a payment, refund or payout is `<object>.<state it reached>` (its birth
 included: `payment.processing`, `refund.pending`, `payout.scheduled`); a reconciliation
-break's are `reconciliation.break_opened`, `_resolved` and `_superseded`. A unit test checks
-this list against every domain's transition table."""
+break's are `reconciliation.break_opened`, `_resolved` and `_superseded`; a dispute's (SPEC
+§6.2) are `dispute.created`, `dispute.updated` and `dispute.closed` (`disputes.states.event_type`).
+A unit test checks this list against every domain's transition table."""
 
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ PAYOUT_STATES: Final = (
     "canceled",
 )
 BREAK_EVENTS: Final = ("break_opened", "break_resolved", "break_superseded")
+DISPUTE_EVENTS: Final = ("created", "updated", "closed")
 
 EVENT_TYPES: Final[tuple[str, ...]] = (
     *(f"payment.{state}" for state in PAYMENT_STATES),
     *(f"refund.{state}" for state in REFUND_STATES),
     *(f"payout.{state}" for state in PAYOUT_STATES),
     *(f"reconciliation.{name}" for name in BREAK_EVENTS),
+    *(f"dispute.{name}" for name in DISPUTE_EVENTS),
 )
 ALL: Final = "*"

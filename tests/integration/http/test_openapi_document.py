@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from paycore.config import Settings
 from paycore.db.engine import Database
+from paycore.disputes import states as dispute_states
 from paycore.http.app import create_app
 from paycore.kit.clock import now_us
 from paycore.kit.money import CURRENCY_EXPONENTS
@@ -61,6 +62,7 @@ def test_every_documented_payout_status_filters_the_list(client: TestClient) -> 
     [
         ("/v1/payouts", [states.public(status) for status in states.STATUSES]),
         ("/v1/refunds", list(refund_states.STATUSES)),
+        ("/v1/disputes", list(dispute_states.STATUSES)),
     ],
 )
 def test_an_unknown_status_filter_is_a_400_naming_the_statuses(client: TestClient, path: str, names: list[str]) -> None:
@@ -100,6 +102,7 @@ LISTS = {
     "/v1/payments",
     "/v1/payouts",
     "/v1/refunds",
+    "/v1/disputes",
     "/v1/events",
     "/v1/audit_events",
     "/v1/payments/{payment_id}/refunds",

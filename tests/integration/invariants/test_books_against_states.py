@@ -97,6 +97,17 @@ def tamper(database: Database, business: dict[str, Any]) -> None:
             text("UPDATE credits SET amount_minor = amount_minor + 1 WHERE tenant_id = :t AND id = :id"),
             {"t": TENANT, "id": business["credit"]},
         )
+        # A chargeback recorded as withdrawn whose withdrawal was never booked (SPEC §6.2).
+        connection.execute(
+            text(
+                "INSERT INTO disputes (tenant_id, id, processor_dispute_id, payment_id, type, status, reason,"
+                " amount_minor, currency, fee_minor, evidence_due_by_us, withdrawn_minor, reinstated_minor,"
+                " withdrawal_transfer_id, reinstatement_transfer_id, created_at_us, updated_at_us)"
+                " VALUES (:t, :id, 'dp_sbx_1', :p, 'chargeback', 'needs_response', 'fraudulent', 2000, 'USD', 1500,"
+                " :at, 3500, 0, NULL, NULL, :at, :at)"
+            ),
+            {"t": TENANT, "id": DISPUTE_ID, "p": business["payment"], "at": now_us()},
+        )
 
     def buggy_flows(connection: Connection) -> None:
         at = now_us()
@@ -165,12 +176,14 @@ def unowned_transfer_on_clearing(database: Database, merchant: str) -> None:
             connection.execute(text(trigger))
 
 
+DISPUTE_ID = "dp_01JDTAMPERED0000000000000"
 EXPECTED = {
     "payment_books_state": 1,  # set back to processing
     "refund_books_state": 1,  # its post reversed
     "payout_books_state": 1,  # its hold voided while scheduled
     "credit_books_state": 1,  # its amount edited
     "system_account_unowned": 1,  # the 50.00 out of clearing
+    "dispute_books_state": 1,  # withdrawn by its row, not by the ledger
     # processor.clearing posted (the payment no longer counted as succeeded, the refund reversed,
     # the 50.00 taken), payouts.in_transit pending (the voided hold), credits.balance and
     # credits.issued posted (the edited amount)
@@ -210,6 +223,7 @@ def test_each_tampered_flow_is_found_by_the_job_the_metrics_the_console_and_veri
         ("refund_books_state", business["refund"]),
         ("payout_books_state", scheduled.id),
         ("credit_books_state", business["credit"]),
+        ("dispute_books_state", DISPUTE_ID),
     ):
         assert pair in found, (pair, found)
 

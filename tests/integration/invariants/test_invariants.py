@@ -210,6 +210,7 @@ EXPECTED = {
     "payout_books_state": 0,
     "credit_books_state": 0,
     "system_account_unowned": 0,
+    "dispute_books_state": 0,  # no dispute in this business
     "system_account_balance": 2,
 }
 

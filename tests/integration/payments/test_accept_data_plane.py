@@ -65,7 +65,7 @@ def _migration(pattern: str) -> Any:
     return module
 
 
-ACCEPT_0034 = _migration("*_payments_authorize.py")
+ACCEPT_0036 = _migration("*_payments_authorize.py")
 
 
 @contextmanager
@@ -314,21 +314,21 @@ def test_a_stale_cached_clearing_account_falls_back_and_is_forgotten(database: D
 
 
 @pytest.mark.parametrize("capture", ["automatic", "manual"])
-def test_below_0034_postgresql_takes_the_reference_path(database: Database, capture: str) -> None:
-    """Without `paycore_payments_accept` of 0034's signature (a schema at 0033, which this code
+def test_below_0036_postgresql_takes_the_reference_path(database: Database, capture: str) -> None:
+    """Without `paycore_payments_accept` of 0036's signature (a schema at 0035, which this code
     runs on, has 0027's only: SQLSTATE 42883), the reference path writes the payment."""
     if not database.is_postgres:
         pytest.skip("PostgreSQL only: SQLite's list needs no function")
     destination = account(database, "old")
     with database.engine.begin() as connection:
-        connection.execute(text(f"DROP FUNCTION {ACCEPT_0034._ACCEPT}"))
+        connection.execute(text(f"DROP FUNCTION {ACCEPT_0036._ACCEPT}"))
     answer, calls = accepted(database, scope("old", "k"), new(destination, capture=capture))
     assert isinstance(answer, Payment) and calls == 1 and answer.capture_method == capture
     assert row_counts(database)["payments"] == 1
 
 
 def test_the_0027_signature_accepts_an_automatic_payment_as_before(database: Database) -> None:
-    """The release before calls 0027's signature, which 0034 makes a call of its own with
+    """The release before calls 0027's signature, which 0036 makes a call of its own with
     `'automatic'`: it writes what it always wrote."""
     if not database.is_postgres:
         pytest.skip("PostgreSQL only")

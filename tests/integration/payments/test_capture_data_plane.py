@@ -213,12 +213,12 @@ def test_what_is_not_plain_is_the_reference_paths(env: Env, phases: list[tuple[s
 def test_a_schema_without_the_functions_is_the_reference_paths(
     env: Env, operation: str, phases: list[tuple[str, Any]]
 ) -> None:
-    """A PostgreSQL database at 0033 (OLDEST_COMPATIBLE_REVISION): the calls fail with 42883
+    """A PostgreSQL database at 0035 (OLDEST_COMPATIBLE_REVISION): the calls fail with 42883
     having written nothing, and the reference path captures or cancels as before. The functions
     are put back afterwards (the test databases are reused)."""
     if not env.database.is_postgres:
         pytest.skip("SQLite's lists need no new schema")
-    from tests.integration.payments.test_accept_data_plane import ACCEPT_0034 as migration
+    from tests.integration.payments.test_accept_data_plane import ACCEPT_0036 as migration
 
     destination = env.account()
     payment_id = authorized(env, destination)

@@ -398,7 +398,7 @@ def test_a_declined_authorization_is_settled_by_the_reference_path(env: Env, ans
 def test_a_schema_without_the_authorize_function_settles_an_authorization_by_the_reference_path(
     env: Env, answers: list[Outcome | None]
 ) -> None:
-    """A PostgreSQL database at 0033 (OLDEST_COMPATIBLE_REVISION): no `paycore_payments_authorize`,
+    """A PostgreSQL database at 0035 (OLDEST_COMPATIBLE_REVISION): no `paycore_payments_authorize`,
     the call fails with 42883 having written nothing, and the reference path authorizes."""
     if not env.database.is_postgres:
         pytest.skip("SQLite's list needs no new schema")

@@ -1,10 +1,10 @@
 """No statement of the money path scans the tenant's history, on either database (ADR 0027).
 
-A payment (answered, replayed, answered late and resolved by the worker), an authorization
-(captured in part, and canceled: ADR 0029), a refund (and its
-creating phase on the data plane, called below the route), a payout
-(settled, and canceled), a credit and ledger transfers (a transfer, reversed, a batch, a hold
-posted, a hold voided) run through the API and
+A payment (answered, replayed, answered late and resolved by the worker), a refund (and its
+creating phase on the data plane, called below the route), a payout (settled, and canceled), a
+credit, ledger transfers (a transfer, reversed, a batch, a hold posted, a hold voided) and an
+authorization (made, `/metrics`' open authorizations read, canceled; and captured in part and
+canceled on the data plane, behind the thin edges: ADR 0029) run through the API and
 the worker's jobs, as a user runs them, on a database holding a long history of the tenant:
 every row of one run of each flow copied `COPIES` times (`tests/support/history.py`). Every
 statement they run is planned as its database plans it (`capture.py`: SQLite's EXPLAIN QUERY
@@ -39,6 +39,7 @@ from paycore.http.errors import dumps, render_refusal
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit import actors
 from paycore.kit.clock import now_us
+from paycore.payments import service as payments
 from paycore.payouts import create as payouts_create
 from paycore.payouts.types import NewPayout
 from paycore.refunds import create as refunds_create
@@ -94,6 +95,7 @@ class Flows:
             "batch": self.batch,
             "hold posted": lambda: self.hold("post"),
             "hold voided": lambda: self.hold("void"),
+            "authorizations gauges": self.authorizations_gauges,
         }
 
     def payment(self) -> None:
@@ -201,6 +203,19 @@ class Flows:
         one["currency"] = "USD"
         response = self.env.client.post("/v1/transfers/batch", json={"transfers": [one, one]}, headers=_key("batch"))
         assert response.status_code == 201, response.text
+
+    def authorizations_gauges(self) -> None:
+        """`/metrics`' open authorizations (over every tenant), read at every scrape through the
+        partial index of the open ones, never the payments' history: an authorization made, the
+        gauges read, the authorization canceled (so that the history holds canceled ones, as a
+        tenant's does: few of its payments wait for a capture at any time)."""
+        authorized = self.env.pay(self.merchant, capture="manual")
+        assert authorized.status_code == 201 and authorized.json()["status"] == "requires_capture", authorized.text
+        with self.env.database.read() as connection:
+            count, oldest_us = payments.authorizations_open(connection)
+        assert count == 1 and oldest_us is not None, (count, oldest_us)
+        response = self.env.client.post(f"/v1/payments/{authorized.json()['id']}/cancel", headers=_key("void"))
+        assert response.status_code == 200 and response.json()["status"] == "canceled", response.text
 
     def hold(self, action: str) -> None:
         hold = self._transfer(pending=True)

@@ -2,8 +2,9 @@
 line one by one decides, on both databases, for a report of many chunks.
 
 One database holds every case a line can meet (payments succeeded, declined and in doubt;
-refunds succeeded and in doubt; a payout settled by the bank; a payout the report settles and
-returns), and is copied whole. The same report, in chunks far smaller than in production
+authorizations captured in part, captured in doubt, open; refunds succeeded and in doubt; a
+payout settled by the bank; a payout the report settles and returns), and is copied whole. The
+same report, in chunks far smaller than in production
 (50 lines, then up to 200) so that it spans many of them, is reconciled on the original with the
 engine as it is, and on the copy with every line judged one by one (`staging.unsettled` returning
 every first line and no fee recorded set-based: the engine before issue 31). Then again (a
@@ -32,6 +33,7 @@ from paycore.reconciliation import chunks, staging
 from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.report import HEADER, Staged
 from paycore.tenants import service as tenants
+from tests.integration.payments import capture_support
 from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support as payouts
 from tests.integration.reconciliation.test_engine import report_of_days
@@ -59,6 +61,7 @@ def scenario(env: Env) -> list[str]:
     refunds.created(env, succeeded[1]["id"], 300)
     refunds.send(env)
     assert refunded["id"] and all(payment["status"] == "in_doubt" for payment in in_doubt)
+    manual = authorizations(env)
     source = funded_source(env.database, payouts.TENANT, 20_000)
     payouts.schedule(env, payouts.ach(source))
     payouts.schedule(env, payouts.ach(source, account_number=payouts.RETURNED_R02))
@@ -71,8 +74,26 @@ def scenario(env: Env) -> list[str]:
     wrong = changed(wrong, succeeded[3]["id"], currency="EUR")  # currency_mismatch
     wrong = changed(wrong, declined[0]["id"], status="succeeded")  # status_mismatch
     wrong = changed(wrong, in_doubt[2]["id"], status="pending")  # nothing proved yet
+    wrong = changed(wrong, manual["wrong"], amount_minor="1999")  # a capture's amount_mismatch
+    wrong = changed(wrong, manual["pending"], status="pending")  # a manual payment's line: captures only
+    forged = [text.replace(manual["partial"], manual["open"]) for text in wrong if manual["partial"] in text]
     dropped = succeeded[4]["id"]  # missing_at_processor
-    return [text for text in wrong if text.split(",")[1] != dropped]
+    return [text for text in wrong + forged if text.split(",")[1] != dropped]
+
+
+def authorizations(env: Env) -> dict[str, str]:
+    """Manual payments (SPEC §6.1): captured in part, captured in doubt, captured (its line made
+    wrong, or pending), and one left open (a capture line forged for it): by role, their ids."""
+    merchant = env.account("merchant.manual")
+    made = {role: capture_support.authorized(env, merchant, 5000)["id"] for role in _ROLES}
+    for role in ("partial", "wrong", "pending"):
+        assert capture_support.capture(env, made[role], 2000).status_code == 200
+    env.faults({"fault": "drop_response", "next_n": 1, "ops": ["capture"]})
+    assert capture_support.capture(env, made["in_doubt"], 3000).status_code == 202
+    return made
+
+
+_ROLES = ("partial", "in_doubt", "wrong", "pending", "open")
 
 
 def make_tenant(connection: Connection, *, tenant_id: str) -> None:

@@ -1,6 +1,6 @@
 """Helpers of the dispute tests: the dispute calls through either transport (in process, or
-over HTTP as paycore's transport will make them: a 4xx error body is a refusal, a 5xx or no
-answer is unreachable), a charge to dispute, and the outbox's events of one dispute."""
+over HTTP by paycore's `HttpTransport`: a 4xx error body is a refusal, a 5xx or no answer is
+unreachable), a charge to dispute, and the outbox's events of one dispute."""
 
 from __future__ import annotations
 
@@ -13,9 +13,18 @@ from typing import Any, Protocol
 from sqlalchemy import select
 
 from paycore.kit import clock
-from paycore.processor.port import ChargeRequest, ChargeResult, ProcessorRefused, ProcessorUnreachable
+from paycore.processor.http_transport import HttpTransport
+from paycore.processor.port import (
+    AcceptRequest,
+    ChargeRequest,
+    ChargeResult,
+    DisputeResult,
+    EvidenceRequest,
+    ProcessorRefused,
+    ProcessorUnreachable,
+)
 from paycore_sandbox import Sandbox
-from paycore_sandbox.disputes import AcceptRequest, DisputeResult, EvidenceRequest, OpenDisputeRequest
+from paycore_sandbox.disputes import OpenDisputeRequest
 from paycore_sandbox.inprocess import InProcessTransport
 from paycore_sandbox.models import webhooks
 from tests.integration.sandbox.conftest import Harness
@@ -35,43 +44,33 @@ class Disputes(Protocol):
 
 
 class HttpDisputes:
+    """The dispute calls over HTTP: paycore's own transport (`HttpTransport`), and the sandbox's
+    admin call that opens a dispute (no processor offers that to a merchant)."""
+
     def __init__(self, base_url: str, timeout_ms: int) -> None:
         parts = urllib.parse.urlsplit(base_url)
         self._host, self._port, self._timeout_s = parts.hostname or "", parts.port, timeout_ms / 1000
+        self._transport = HttpTransport(base_url, timeout_ms)
 
     def open_dispute(self, request: OpenDisputeRequest) -> DisputeResult:
-        return self._result("POST", "/v1/sandbox/disputes", dataclasses.asdict(request))
-
-    def submit_evidence(self, request: EvidenceRequest) -> DisputeResult:
-        body = {"request_id": request.request_id, "merchant_id": request.merchant_id, "text": request.text}
-        return self._result("POST", f"/v1/disputes/{request.dispute_id}/evidence", body)
-
-    def accept_dispute(self, request: AcceptRequest) -> DisputeResult:
-        body = {"request_id": request.request_id, "merchant_id": request.merchant_id}
-        return self._result("POST", f"/v1/disputes/{request.dispute_id}/accept", body)
-
-    def get_dispute(self, dispute_id: str) -> DisputeResult | None:
-        status, payload = self._exchange("GET", f"/v1/disputes/{dispute_id}")
-        if status == 404 and payload.get("error") == "not_found":
-            return None
-        return DisputeResult(**self._expect(status, payload))
-
-    def disputes_of_charge(self, charge_request_id: str) -> list[DisputeResult]:
-        query = urllib.parse.urlencode({"charge_request_id": charge_request_id})
-        payload = self._expect(*self._exchange("GET", f"/v1/disputes?{query}"))
-        return [DisputeResult(**found) for found in payload["data"]]
-
-    def _result(self, method: str, path: str, body: dict[str, Any]) -> DisputeResult:
-        return DisputeResult(**self._expect(*self._exchange(method, path, body)))
-
-    @staticmethod
-    def _expect(status: int, payload: Any) -> dict[str, Any]:
+        status, payload = self._exchange("POST", "/v1/sandbox/disputes", dataclasses.asdict(request))
         if status == 200:
-            assert isinstance(payload, dict)
-            return payload
+            return DisputeResult(**payload)
         if 400 <= status < 500:
             raise ProcessorRefused(payload["error"], payload["message"])
         raise ProcessorUnreachable(f"HTTP {status}")
+
+    def submit_evidence(self, request: EvidenceRequest) -> DisputeResult:
+        return self._transport.submit_evidence(request)
+
+    def accept_dispute(self, request: AcceptRequest) -> DisputeResult:
+        return self._transport.accept_dispute(request)
+
+    def get_dispute(self, dispute_id: str) -> DisputeResult | None:
+        return self._transport.get_dispute(dispute_id)
+
+    def disputes_of_charge(self, charge_request_id: str) -> list[DisputeResult]:
+        return self._transport.disputes_of_charge(charge_request_id)
 
     def _exchange(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
         connection = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)

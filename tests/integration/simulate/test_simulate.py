@@ -4,6 +4,7 @@ invariant check can fail."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -102,3 +103,43 @@ def test_cli_runs_scenarios_and_exits_non_zero_on_unknown_names() -> None:
     assert "PASS success (inprocess)" in result.output
     bad = runner.invoke(app, ["simulate", "no-such-scenario"])
     assert bad.exit_code != 0
+
+
+def test_the_help_lists_every_scenario() -> None:
+    result = CliRunner().invoke(app, ["simulate", "--help"])
+    assert result.exit_code == 0, result.output
+    words = set(re.findall(r"[a-z][a-z-]*[a-z]", result.output))
+    missing = [name for name in driver.ALL if name not in words]
+    assert not missing, (missing, result.output)
+
+
+def test_the_invariants_catch_an_authorization_the_sides_disagree_on_or_closed_twice() -> None:
+    built = world.build("inprocess")
+    try:
+        story = Story(built)
+        story.merchant = built.merchant()
+        SCENARIOS["capture-response-lost"](story)
+        assert invariants.check(built) == []
+        [payment] = [row["id"] for row in built.get("/v1/payments")["data"]]
+        engine = create_engine(f"sqlite:///{built.workdir / 'sandbox.db'}")
+        with engine.begin() as connection:
+            # The processor took 500 of the authorization, not the 600 paycore posted; and a
+            # second request (a cancel) closed the same charge again.
+            connection.execute(text("UPDATE sandbox_charges SET captured_minor = 500, released_minor = 500"))
+            connection.execute(
+                text(
+                    "INSERT INTO sandbox_charge_actions SELECT request_id || '_again', 'cancel', merchant_id,"
+                    " charge_request_id, payment_reference, 1000, currency, created_at_us FROM sandbox_charge_actions"
+                )
+            )
+        engine.dispose()
+
+        problems = invariants.check(built)
+
+        assert any(f"{payment}: paycore says ('succeeded', 600, None)" in problem for problem in problems), problems
+        assert any("proves ('succeeded', 500, None)" in problem for problem in problems), problems
+        assert any(f"{payment}: closed by 2 requests at the processor (cancel, capture)" in p for p in problems), (
+            problems
+        )
+    finally:
+        built.close()

@@ -15,6 +15,7 @@ from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.operations import service as operations
 from paycore.operators.types import Principal
+from paycore.payments.schemas import payment_object
 from paycore.payouts import service as payouts
 from paycore.refunds import service as refunds
 from paycore.resolutions import service as resolutions
@@ -77,7 +78,8 @@ def payment_page(request: Request, who: Who, payment_id: str) -> Response:
 
 
 def payment_view(request: Request, who: Principal, payment_id: str, status: int = 200, **extra: Any) -> Response:
-    """The payment's page; `extra` for a refused refund form shown again (`typed`, `flash`)."""
+    """The payment's page; `extra` for a refused form shown again (`typed`, `typed_capture`,
+    `flash`)."""
     with request.app.state.database.read() as connection:
         payment = scope.find(connection, who, KINDS["payments"], payment_id)
         if payment is None:
@@ -91,6 +93,7 @@ def payment_view(request: Request, who: Principal, payment_id: str, status: int 
         status,
         kind=KINDS["payments"],
         item=payment,
+        shown=payment_object(payment),  # the API's figures: capturable, captured, refundable
         story=story,
         refunds=found_refunds,
         **context,

@@ -18,6 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from paycore.http.ops import session
 from paycore.kit.clock import to_rfc3339
 from paycore.kit.money import CURRENCY_EXPONENTS, format_minor
+from paycore.payments.schemas import in_doubt_operation
 
 _ENVIRONMENT: Final = Environment(
     loader=PackageLoader("paycore.http.ops", "templates"),
@@ -37,11 +38,17 @@ _HEADERS: Final = {
 
 
 def money(amount_minor: int | None, currency: str | None) -> str:
+    """12.34 USD: for people (a form's value is `major`, without the currency)."""
     if amount_minor is None or currency is None:
         return "—"
     if currency not in CURRENCY_EXPONENTS:
         return f"{amount_minor} {currency} (minor units)"
     return f"{format_minor(amount_minor, currency)} {currency}"
+
+
+def major(amount_minor: int, currency: str) -> str:
+    """12.34: an amount as a person types it in a form (`kit.money.parse_major` reads it back)."""
+    return format_minor(amount_minor, currency)
 
 
 def when(timestamp_us: int | None) -> str:
@@ -67,14 +74,23 @@ def age(since_us: int | None, now_us: int) -> str:
     return " ".join(parts)
 
 
+def left(until_us: int | None, now_us: int) -> str:
+    """How long until `until_us` (largest two units, as `age`), or how long ago it passed."""
+    if until_us is None:
+        return "—"
+    if until_us < now_us:
+        return f"passed {age(until_us, now_us)} ago"
+    return f"{age(now_us, until_us)} left"
+
+
 def query(params: dict[str, Any], **changes: Any) -> str:
     """The page's query string with `changes` (None removes a parameter)."""
     merged = {**params, **changes}
     return urllib.parse.urlencode({key: value for key, value in merged.items() if value not in (None, "")})
 
 
-_ENVIRONMENT.filters.update(money=money, when=when, query=query)
-_ENVIRONMENT.globals.update(age=age)
+_ENVIRONMENT.filters.update(money=money, major=major, when=when, query=query)
+_ENVIRONMENT.globals.update(age=age, left=left, in_doubt_operation=in_doubt_operation)  # as the API says it
 
 
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

@@ -39,7 +39,12 @@ class Kind:
 
 
 KINDS: Final = {
-    "payments": Kind("payment", "payments", payments.MACHINE, ("processing", "in_doubt", "succeeded", "failed")),
+    "payments": Kind(
+        "payment",
+        "payments",
+        payments.MACHINE,
+        ("processing", "in_doubt", "requires_capture", "succeeded", "failed", "canceled"),
+    ),
     "refunds": Kind(
         "refund",
         "refunds",

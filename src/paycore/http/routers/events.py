@@ -27,7 +27,7 @@ router = APIRouter(prefix="/v1/events", tags=["events"], dependencies=[Depends(a
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "event_not_found: no such event in this tenant"},
 }
-_OBJECT_TYPES = ["payment", "refund", "payout", "reconciliation_break"]
+_OBJECT_TYPES = ["payment", "refund", "payout", "reconciliation_break", "dispute"]
 
 
 def event_json(event: Event) -> dict[str, Any]:

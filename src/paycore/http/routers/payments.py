@@ -88,13 +88,15 @@ def payment_answer(request: Request, body: schemas.PaymentCreate, body_json: Any
         request.app.state.processor,
         scope,
         new,
-        timings=_timings(request),
+        timings=payment_timings(request),
         render_refusal=render_refusal,
     )
     return idempotent.response(outcome, replayed)
 
 
-def _timings(request: Request) -> PaymentTimings:
+def payment_timings(request: Request) -> PaymentTimings:
+    """The payment calls' timings from the settings: the API's routes and the console's capture and
+    cancel (`http/ops/capture.py`) use the same."""
     settings = request.app.state.settings
     return PaymentTimings(
         processing_stale_ms=settings.processing_stale_ms,
@@ -143,7 +145,7 @@ def capture_answer(request: Request, payment_id: str, amount_minor: int | None, 
         payment_id,
         amount_minor,
         actor=who.actor,
-        timings=_timings(request),
+        timings=payment_timings(request),
         render_refusal=render_refusal,
     )
     return idempotent.response(outcome, replayed)
@@ -168,7 +170,7 @@ def cancel_answer(request: Request, payment_id: str) -> Response:
         _scope(request, who.tenant_id, {}),
         payment_id,
         actor=who.actor,
-        timings=_timings(request),
+        timings=payment_timings(request),
         render_refusal=render_refusal,
     )
     return idempotent.response(outcome, replayed)

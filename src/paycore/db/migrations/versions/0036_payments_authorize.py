@@ -25,12 +25,12 @@ ADR 0029; issue 39 point 1 for issue 40's manual payments).
   call's and the state's events and the request's answer (ADR 0029).
 
 This release's code calls the new signatures and falls back to the reference path where they do
-not exist yet (SQLSTATE 42883), so OLDEST_COMPATIBLE_REVISION stays 0033. Downgrade drops both
+not exist yet (SQLSTATE 42883), so OLDEST_COMPATIBLE_REVISION stays 0035. Downgrade drops both
 new functions and puts 0027's body back. SQLite: nothing (its statements are
 `paycore.payments.accept_repository`'s and `settle_repository`'s).
 
-Revision ID: 0034
-Revises: 0033
+Revision ID: 0036
+Revises: 0035
 Create Date: 2026-12-06 12:00:00
 """
 
@@ -41,8 +41,8 @@ from pathlib import Path
 
 from alembic import op
 
-revision = "0034"
-down_revision = "0033"
+revision = "0036"
+down_revision = "0035"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,56 @@
+"""Disputes (SPEC §6.2): one row per dispute the processor opened on a payment.
+
+The row is made by the first evidence of the dispute that arrives (a webhook, a status query,
+a report line), exactly once: `(tenant_id, processor_dispute_id)` is unique and every writer
+inserts with ON CONFLICT DO NOTHING, then moves the row it holds under its lock. `withdrawn_minor`
+and `reinstated_minor` say what the ledger moved for it (each at most once, by its transfer), so
+the books can be checked against the disputes (`paycore.invariants.books`).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Index,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+
+disputes = Table(
+    "disputes",
+    metadata,
+    tenant_id_column(),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("processor_dispute_id", String(128), nullable=False),
+    Column("payment_id", String(ID_LENGTH), nullable=False),
+    Column("type", String(16), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("reason", String(64), nullable=False),
+    Column("amount_minor", BigInteger, nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("fee_minor", BigInteger, nullable=False),
+    Column("evidence_due_by_us", BigInteger, nullable=False),
+    Column("withdrawn_minor", BigInteger, nullable=False),
+    Column("reinstated_minor", BigInteger, nullable=False),
+    Column("withdrawal_transfer_id", String(ID_LENGTH), nullable=True),
+    Column("reinstatement_transfer_id", String(ID_LENGTH), nullable=True),
+    created_at_column(),
+    Column("updated_at_us", BigInteger, nullable=False),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    UniqueConstraint("tenant_id", "processor_dispute_id"),
+    CheckConstraint(
+        "status IN ('needs_response', 'under_review', 'won', 'lost', 'warning_needs_response', 'warning_closed')",
+        name="status",
+    ),
+    CheckConstraint("type IN ('chargeback', 'inquiry')", name="type"),
+    CheckConstraint("amount_minor > 0 AND amount_minor <= 9007199254740991", name="amount_minor"),
+    CheckConstraint("fee_minor >= 0 AND withdrawn_minor >= 0 AND reinstated_minor >= 0", name="moved_minor"),
+    Index("ix_disputes_status", "tenant_id", "status", "id"),
+    Index("ix_disputes_payment", "tenant_id", "payment_id", "id"),
+)

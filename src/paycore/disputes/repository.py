@@ -1,0 +1,55 @@
+"""Every SQL statement of disputes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Row, select, update
+
+from paycore.db.sql import insert_or_ignore
+from paycore.disputes.models import disputes
+
+
+def insert_once(connection: Connection, values: dict[str, Any]) -> bool:
+    """The dispute's row unless the processor's dispute id is recorded already (then False:
+    the first evidence made it; the caller moves that row)."""
+    return insert_or_ignore(connection, disputes, values, ("tenant_id", "processor_dispute_id"))
+
+
+def by_processor_id(
+    connection: Connection, tenant_id: str, processor_dispute_id: str, *, for_update: bool
+) -> Row[Any] | None:
+    query = select(disputes).where(
+        disputes.c.tenant_id == tenant_id, disputes.c.processor_dispute_id == processor_dispute_id
+    )
+    return connection.execute(query.with_for_update() if for_update else query).first()
+
+
+def get(connection: Connection, tenant_id: str, dispute_id: str) -> Row[Any] | None:
+    query = select(disputes).where(disputes.c.tenant_id == tenant_id, disputes.c.id == dispute_id)
+    return connection.execute(query).first()
+
+
+def set_values(connection: Connection, tenant_id: str, dispute_id: str, values: dict[str, Any]) -> None:
+    statement = update(disputes).where(disputes.c.tenant_id == tenant_id, disputes.c.id == dispute_id)
+    connection.execute(statement.values(**values))
+
+
+def page(
+    connection: Connection,
+    tenant_id: str,
+    *,
+    status: str | None,
+    payment_id: str | None,
+    starting_after: str | None,
+    limit: int,
+) -> list[Row[Any]]:
+    """The tenant's disputes, newest first (ids are time-ordered)."""
+    query = select(disputes).where(disputes.c.tenant_id == tenant_id)
+    if status is not None:
+        query = query.where(disputes.c.status == status)
+    if payment_id is not None:
+        query = query.where(disputes.c.payment_id == payment_id)
+    if starting_after is not None:
+        query = query.where(disputes.c.id < starting_after)
+    return list(connection.execute(query.order_by(disputes.c.id.desc()).limit(limit)))
