@@ -17,6 +17,7 @@ from paycore.http.lean import LeanDispatch
 from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
 from paycore.http.money import credits as money_credits
+from paycore.http.money import payment_operations as money_payment_operations
 from paycore.http.money import payments as money_payments
 from paycore.http.money import payouts as money_payouts
 from paycore.http.money import refunds as money_refunds
@@ -136,6 +137,8 @@ def create_app(
     app.router.routes.insert(0, money_credits.ROUTE)
     app.router.routes.insert(0, money_transfers.ROUTE)
     app.router.routes.insert(0, money_payments.ROUTE)
+    app.router.routes.insert(0, money_payment_operations.CAPTURE_ROUTE)
+    app.router.routes.insert(0, money_payment_operations.CANCEL_ROUTE)
     app.router.routes.insert(0, money_refunds.ROUTE)
     app.router.routes.insert(0, money_payouts.ROUTE)
     app.router.routes.insert(0, money_payouts.CANCEL_ROUTE)

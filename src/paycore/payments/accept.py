@@ -1,7 +1,8 @@
 """A payment's first phase, *accept*, on the data plane (ADR 0026 step 3): plan, then one write.
 
-The planner (`accept_plan.py`) makes every row accept writes and the `Payment` it returns; the
-write is one prepared call of `paycore_payments_accept` on PostgreSQL (migration 0027, in
+The planner (`accept_plan.py`) makes every row accept writes and the `Payment` it returns (an
+automatic payment's or an authorization's: ADR 0029, the same rows but the capture method); the
+write is one prepared call of `paycore_payments_accept` on PostgreSQL (migrations 0027, 0036, in
 autocommit: it commits a success only) or the fixed list of `accept_repository.py` on SQLite,
 in one transaction on the writer (ADR 0008's group commit). Then, with no transaction open, the
 processor is called and the settle phase runs (`service.create_payment`).
@@ -48,8 +49,8 @@ R = TypeVar("R")
 # What the call may answer with, having written nothing, for the reference path to decide: its
 # refusals (migration 0027: a total's range, insufficient funds, the balance limit, a
 # destination missing or in another currency), a deadlock, a serialization failure, and a
-# schema older than 0027 (no such function: this code runs from OLDEST_COMPATIBLE_REVISION
-# on). Any other error is raised.
+# schema older than 0036 (no function of this signature, the one with the capture method:
+# this code runs from OLDEST_COMPATIBLE_REVISION on). Any other error is raised.
 _DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC010", "40P01", "40001", "42883"})
 
 
@@ -63,8 +64,6 @@ def accept(
 ) -> Payment | R:
     """The payment accepted (stored `processing`, its hold, its event, its key claimed open),
     or, when the data plane wrote nothing, what `reference` (the reference path) answers."""
-    if new.capture != "automatic":
-        return reference()  # an authorization takes the reference path (ADR 0029)
     plan = _plan(database, scope, new, processing_stale_ms)
     if plan is not None and (_call(database, plan) if database.is_postgres else _write_sqlite(database, plan)):
         return plan.payment

@@ -35,11 +35,12 @@ class Refused(Exception):
 
 
 # ------------------------------------------------------------------ PostgreSQL: one call
-# Migration 0027; in autocommit, the call commits itself (ADR 0011).
+# Migration 0036's signature (0027's and the capture method); in autocommit, the call commits
+# itself (ADR 0011).
 _CALL = driver.binary_arrays(
     driver.statement(
         "SELECT paycore_payments_accept(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-        " ?)"
+        " ?, ?)"
     )
 )
 
@@ -55,9 +56,8 @@ _PAYMENT_CONSTANTS = {
     "in_doubt_since_us": None,
     "fault_code": None,
     "faulted_at_us": None,
-    # Only an automatic payment is accepted here (a manual one takes the reference path): the
-    # function of 0027 leaves these to their defaults (migration 0033).
-    "capture_method": "automatic",
+    # An authorization's amounts and the operation in flight come later (the settle phase, a
+    # capture or a cancel): the function leaves these to their defaults (migration 0033).
     "amount_capturable_minor": None,
     "amount_captured_minor": None,
     "authorization_expires_at_us": None,
@@ -81,8 +81,8 @@ _EVENT_CONSTANTS = {"kind": "state_change", "object_type": "payment", "from_stat
 
 def accept_call(connection: Connection, plan: Plan) -> bool:
     """Write the accept in one call: True once committed, False (nothing written) if the key
-    exists. A refusal comes out as DBAPIError with SQLSTATE PC001-PC003 or PC010 (migration
-    0027), having written nothing."""
+    exists. A refusal comes out as DBAPIError with SQLSTATE PC001-PC003 or PC010 (migrations
+    0027, 0036), having written nothing."""
     return bool(driver.fetch(connection, _CALL, call_params(plan))[0][0])
 
 
@@ -122,6 +122,7 @@ def call_params(plan: Plan) -> tuple[Any, ...]:
         event["actor"],
         event["data"],
         event["snapshot"],
+        payment["capture_method"],
     )
 
 
@@ -131,7 +132,7 @@ def call_params(plan: Plan) -> tuple[Any, ...]:
 # currency), the transfer, its entries, the payment, its event: 7 statements (and BEGIN
 # IMMEDIATE). Where this process has not seen the tenant's clearing account, the reference
 # path's own `ledger.ensure_account` first (a read, and its creation where missing).
-_CLAIM = driver.statement(
+CLAIM = driver.statement(
     'INSERT INTO idempotency_keys (tenant_id, "key", fingerprint, response_status, response_body, created_at_us,'
     ' expires_at_us) VALUES (?, ?, ?, NULL, NULL, ?, NULL) ON CONFLICT (tenant_id, "key") DO NOTHING RETURNING "key"'
 )
@@ -182,7 +183,7 @@ def write_statements(connection: Connection, plan: Plan) -> str | None:
     account's id once written; None (nothing written) if the key exists. Raises `Refused`
     having written what the caller's rollback undoes."""
     key = plan.key_row
-    claimed = driver.fetch(connection, _CLAIM, (key["tenant_id"], key["key"], key["fingerprint"], key["created_at_us"]))
+    claimed = driver.fetch(connection, CLAIM, (key["tenant_id"], key["key"], key["fingerprint"], key["created_at_us"]))
     if not claimed:
         return None
     clearing_id = plan.clearing_entry.account_id if plan.clearing_known else _ensure_clearing(connection, plan)

@@ -38,6 +38,7 @@ from paycore.lifecycle.calls import Call
 from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.store import set_values
+from paycore.payments import capture as capture_phases
 from paycore.payments import jobs, lifecycle, settle_plan, states
 from paycore.payments.errors import AmountTooLarge, PaymentNotCancelable, PaymentNotCapturable
 from paycore.payments.models import payments
@@ -96,7 +97,12 @@ def _operate(
         return _begin(connection, scope, payment_id, operation, amount_minor, actor, timings, render_refusal)
 
     try:
-        started = database.transaction(begin)
+        # The plain case on the data plane (`capture.py`); everything else through `_begin`.
+        started: Payment | Outcome | None = capture_phases.begin(
+            database, scope, payment_id, operation, amount_minor, actor=actor, stale_ms=timings.processing_stale_ms
+        )
+        if started is None:
+            started = database.transaction(begin)
     except RefusalToRecord as refusal:
         outcome = refusal.outcome
         return database.transaction(lambda connection: idempotency.record_refusal(connection, scope, outcome))
@@ -107,6 +113,9 @@ def _operate(
     call = jobs.send_operation(processor, started)
     try:
         first_retry_ms = timings.first_retry_ms
+        answer = capture_phases.finish(database, started, call, actor=actor)
+        if answer is not None:
+            return answer, False
         return database.transaction(
             lambda connection: _finish(connection, scope, started, call, actor, first_retry_ms)
         ), False

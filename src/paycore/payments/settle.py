@@ -2,7 +2,8 @@
 
 After the processor answered the creating request's call, the planner (`settle_plan.py`) makes
 every row of the phase and the answer; the write is one prepared call of
-`paycore_payments_settle` on PostgreSQL (the migration `*_payments_settle.py`, in autocommit:
+`paycore_payments_settle` on PostgreSQL (the migration `*_payments_settle.py`; an
+authorization's, its hold kept pending, `paycore_payments_authorize` of `*_payments_authorize.py`; in autocommit:
 it commits a success only) or the fixed list of `settle_repository.py` on SQLite, in one
 transaction on the writer (ADR 0008's group commit).
 
@@ -79,6 +80,8 @@ def _call(database: Database, plan: Plan) -> settle_repository.Accounts | None:
     when the reference path must decide."""
     with database.autocommit() as connection:
         try:
+            if plan.hold == settle_plan.KEEP:
+                return settle_repository.authorize_call(connection, plan)
             return settle_repository.settle_call(connection, plan)
         except DBAPIError as error:
             if is_lock_timeout(error):

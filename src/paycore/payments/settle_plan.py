@@ -13,7 +13,9 @@ the state event with its snapshot, and the key's answer. No I/O here: the writer
 (`settle_repository.py`) only send the plan.
 
 A plan exists only for the common case: the processor answered `succeeded` or `failed` for the
-payment as sent. Anything else (pending, no answer, a refusal, a mismatch) has no plan, and the
+payment as sent, or, for an authorization (`capture: "manual"`, ADR 0029), `requires_capture`
+(the compare-and-set writes the authorization's amounts and lifetime, the hold stays pending:
+no ledger row) or `failed`. Anything else (pending, no answer, a refusal, a mismatch) has no plan, and the
 reference path (`service.create_payment`'s `finish`) decides, as it always has.
 """
 
@@ -48,7 +50,18 @@ WRITTEN_COLUMNS: Final = (
     "next_attempt_at_us",
     "claimed_by",
     "claimed_until_us",
+    # An authorization's (`lifecycle.authorization_values`): None for an automatic payment.
+    "amount_capturable_minor",
+    "amount_captured_minor",
+    "authorization_expires_at_us",
+    "cancellation_reason",
 )
+# What a terminal move's decision may carry: an authorization's figures go to `requires_capture` only.
+_TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code"})
+# The hold at this phase: posted (succeeded), voided (failed), or kept pending (requires_capture).
+POST: Final = "post"
+VOID: Final = "void"
+KEEP: Final = "keep"
 
 
 @dataclass(frozen=True)
@@ -92,7 +105,7 @@ class Plan:
     accepted: Payment  # as the accept phase wrote it: what the compare-and-set expects
     payment: Payment  # as the compare-and-set leaves it
     expected_status: str
-    post: bool  # the hold posted (succeeded), or voided (failed)
+    hold: str  # POST (succeeded), VOID (failed) or KEEP (requires_capture: the authorization stays open)
     call_event: dict[str, Any]  # the call's audit row (`lifecycle.calls.event_row`)
     state_event: dict[str, Any]  # the state change's row (`lifecycle.recording.event_row`)
     resolution_id: str
@@ -101,10 +114,16 @@ class Plan:
     destination: AccountMove
     entries: tuple[PlannedEntry, ...]  # (clearing debit, destination credit) when posted; none when voided
     answer: Outcome
+    answer_key: str  # whose answer: the creating request's key here, a capture's its own (capture_plan.py)
+
+    @property
+    def post(self) -> bool:
+        return self.hold == POST
 
     @property
     def resolution_kind(self) -> str:
-        return "post" if self.post else "void"
+        assert self.hold != KEEP, "an open authorization's hold is not resolved"
+        return self.hold
 
 
 def accepted_history(payment: Payment, actor: str) -> tuple[HistoryEntry, ...]:
@@ -128,16 +147,21 @@ def settled_status(accepted: Payment, call: Call[ChargeResult]) -> str | None:
     """The terminal status the call's answer proves for the payment as accepted, or None where
     the reference path must decide (pending, no answer, a refusal, a result for another amount)."""
     evidence = call.evidence
-    if accepted.status != states.PROCESSING or evidence.kind != "result" or accepted.is_manual:
-        return None  # a manual payment's authorization takes the reference path (ADR 0029)
+    if accepted.status != states.PROCESSING or evidence.kind != "result":
+        return None
     assert isinstance(evidence.result, ChargeResult), evidence
     decision = lifecycle.decide(accepted.status, evidence)
-    if len(decision.path) != 1 or decision.path[0] not in states.TERMINAL:
+    if len(decision.path) != 1:
+        return None
+    target = decision.path[0]
+    # An authorization (ADR 0029) is authorized or failed; an automatic payment ends.
+    targets = (states.REQUIRES_CAPTURE, states.FAILED) if accepted.is_manual else states.TERMINAL
+    if target not in targets or (target in states.TERMINAL and not decision.values.keys() <= _TERMINAL_VALUES):
         return None
     if not MACHINE.matches(accepted, evidence.result):
         return None  # never applied: the reference path records the call and changes nothing
-    assert MACHINE.allowed(accepted.status, decision.path[0])
-    return decision.path[0]
+    assert MACHINE.allowed(accepted.status, target)
+    return target
 
 
 def plan_settle(
@@ -179,33 +203,50 @@ def plan_settle(
         event_id=new_ids.state_event_id,
         context=context,
     )
-    post = target == states.SUCCEEDED
-    clearing, destination, entries = _hold_resolved(accepted.amount_minor, post, new_ids)
+    hold = POST if target == states.SUCCEEDED else VOID if target in states.TERMINAL else KEEP
+    clearing, destination, entries = _hold_resolved(accepted.amount_minor, hold, new_ids)
     plan = Plan(
         accepted=accepted,
         payment=moved,
         expected_status=accepted.status,
-        post=post,
+        hold=hold,
         call_event=call_event,
         state_event=state_event,
         resolution_id=new_ids.resolution_id,
-        clearing_code=chart.processor_clearing(accepted.currency),
+        clearing_code=clearing_code(accepted.currency),
         clearing=clearing,
         destination=destination,
         entries=entries,
         answer=creation_outcome(moved, (*history, history_entry(state_event))),
+        answer_key=accepted.idempotency_key,
     )
     _check_plan(plan, set(changes))
     return plan
 
 
+def clearing_code(currency: str) -> str:
+    """The processor clearing account's code: the hold's debited account."""
+    return chart.processor_clearing(currency)
+
+
 def _hold_resolved(
-    held_minor: int, post: bool, new_ids: NewIds
+    held_minor: int, hold: str, new_ids: NewIds
 ) -> tuple[AccountMove, AccountMove, tuple[PlannedEntry, ...]]:
-    """The hold (processor clearing debited, destination credited, `held_minor` each) posted in
-    full or voided: each account's pending figure released, and, when posted, the same amount
-    added to its posted figure by one entry."""
-    posted_minor = held_minor if post else 0
+    """The hold posted in full, voided, or kept (nothing moves)."""
+    if hold == KEEP:
+        return AccountMove(Totals(0, 0, 0, 0), 0), AccountMove(Totals(0, 0, 0, 0), 0), ()
+    return hold_moved(held_minor, held_minor if hold == POST else 0, new_ids)
+
+
+def hold_moved(
+    held_minor: int, posted_minor: int, new_ids: NewIds
+) -> tuple[AccountMove, AccountMove, tuple[PlannedEntry, ...]]:
+    """The hold (processor clearing debited, destination credited, `held_minor` each) resolved:
+    each account's pending figure released, and `posted_minor` of it (0: voided; less than held:
+    a partial capture, the rest released in the same step) added to its posted figure by one
+    entry."""
+    assert 0 <= posted_minor <= held_minor
+    post = posted_minor > 0
     added = 1 if post else 0
     entries = (
         (
@@ -221,12 +262,29 @@ def _hold_resolved(
 
 
 def _check_plan(plan: Plan, changed: set[str]) -> None:
-    """Pair assertions: the compare-and-set writes what the machine decided; the hold is
-    resolved whole (posted + returned = held, on each side); the entries sum to zero and are
-    the posted figures; the state event is the one history entry this phase adds."""
+    """Pair assertions: the settle's own (from `processing` to what the call proved, the hold
+    kept only by an authorization, posted whole or not at all), then `check_moves`."""
+    moved, clearing, destination = plan.payment, plan.clearing.delta, plan.destination.delta
+    assert (plan.hold == KEEP) == (moved.status == states.REQUIRES_CAPTURE) and moved.status not in states.UNRESOLVED
+    if plan.hold == KEEP:
+        assert moved.is_manual and moved.amount_captured_minor == 0, moved
+        assert moved.amount_capturable_minor is not None and 0 < moved.amount_capturable_minor <= moved.amount_minor
+        assert moved.authorization_expires_at_us is not None and moved.next_attempt_at_us is None
+        assert clearing == destination == Totals(0, 0, 0, 0) and not plan.entries, "the hold stays pending"
+    else:
+        assert clearing.debits_posted_minor in (0, plan.accepted.amount_minor), "posted whole or voided"
+    assert plan.answer_key == plan.accepted.idempotency_key, "the creating request's answer"
+    check_moves(plan, changed)
+
+
+def check_moves(plan: Plan, changed: set[str]) -> None:
+    """Pair assertions of a move from `processing` with its call: the compare-and-set writes
+    what the machine decided; the hold is resolved whole (posted + returned = held, on each
+    side) or kept; the entries sum to zero and are the posted figures; the state event is the
+    one history entry this phase adds."""
     accepted, moved = plan.accepted, plan.payment
     assert changed <= set(WRITTEN_COLUMNS), changed - set(WRITTEN_COLUMNS)
-    assert plan.expected_status == states.PROCESSING and moved.status in states.TERMINAL
+    assert plan.expected_status == states.PROCESSING
     assert plan.post == (moved.status == states.SUCCEEDED)
     assert moved.updated_at_us == plan.state_event["created_at_us"] == plan.call_event["created_at_us"]
     assert (moved.id, moved.amount_minor, moved.transfer_id) == (
@@ -234,11 +292,11 @@ def _check_plan(plan: Plan, changed: set[str]) -> None:
         accepted.amount_minor,
         accepted.transfer_id,
     )
-    held = accepted.amount_minor
     clearing, destination = plan.clearing.delta, plan.destination.delta
+    held = 0 if plan.hold == KEEP else accepted.amount_minor
     posted = clearing.debits_posted_minor
     returned = held - posted
-    assert posted + returned == held and posted in (0, held) and returned == (0 if plan.post else held)
+    assert posted + returned == held and 0 <= posted <= held and (posted == 0) == (plan.hold != POST)
     assert (clearing.debits_pending_minor, destination.credits_pending_minor) == (-held, -held)
     assert destination.credits_posted_minor == posted and clearing.credits_posted_minor == 0
     debits = sum(entry.amount_minor for entry in plan.entries if entry.direction == "debit")

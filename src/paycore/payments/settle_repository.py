@@ -20,7 +20,8 @@ from sqlalchemy import Connection
 
 from paycore.db import driver
 from paycore.ledger.limits import TOTAL_MINOR_MAX, Totals, bound_before_adding, breaks_no_overdraft, grows_past
-from paycore.payments.settle_plan import WRITTEN_COLUMNS, AccountMove, Plan
+from paycore.payments import states
+from paycore.payments.settle_plan import KEEP, WRITTEN_COLUMNS, AccountMove, Plan
 
 # The hold's accounts as the write leaves them, by these names (the ledger's `Account` columns):
 # what the ledger's cache of facts keeps (`ledger.remember_accounts`).
@@ -62,6 +63,7 @@ def settle_call(connection: Connection, plan: Plan) -> Accounts | None:
     written) when the compare-and-set found the payment moved. A refusal comes out as
     DBAPIError with SQLSTATE PC001-PC004 (nothing written)."""
     accepted, moved, events = plan.accepted, plan.payment, (plan.call_event, plan.state_event)
+    assert plan.answer_key == accepted.idempotency_key, "the function answers the creating request"
     params = (
         accepted.tenant_id,
         accepted.id,
@@ -96,14 +98,56 @@ def settle_call(connection: Connection, plan: Plan) -> Accounts | None:
     return [SimpleNamespace(**dict(zip(ACCOUNT_COLUMNS, row, strict=True))) for row in rows]
 
 
+# An authorization's settle, its hold kept pending: the migration `*_payments_authorize.py`.
+_AUTHORIZE_CALL = driver.binary_arrays(
+    driver.statement(
+        "SELECT paycore_payments_authorize(?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?::text[], ?::text[], ?, ?, ?, ?,"
+        " ?, ?)"
+    )
+)
+
+
+def authorize_call(connection: Connection, plan: Plan) -> Accounts | None:
+    """Write an authorization's settle (to `requires_capture`, the hold kept) in one call: no
+    account moved ([]) once committed, None (nothing written) when the compare-and-set found
+    the payment moved. PC004 (nothing written): the key was answered already."""
+    accepted, moved, events = plan.accepted, plan.payment, (plan.call_event, plan.state_event)
+    assert plan.hold == KEEP and moved.status == states.REQUIRES_CAPTURE and moved.amount_captured_minor == 0
+    assert (moved.failure_code, moved.next_attempt_at_us, moved.claimed_by) == (None, None, None)
+    params = (
+        accepted.tenant_id,
+        accepted.id,
+        accepted.idempotency_key,
+        moved.updated_at_us,
+        plan.expected_status,
+        moved.processor_reference,
+        accepted.amount_minor,
+        moved.amount_capturable_minor,
+        moved.authorization_expires_at_us,
+        [event["id"] for event in events],
+        [event["type"] for event in events],
+        [event["cause"] for event in events],
+        plan.call_event["actor"],
+        plan.call_event["data"],
+        plan.state_event["data"],
+        plan.state_event["snapshot"],
+        plan.answer.status,
+        plan.answer.body,
+    )
+    assert len(params) == _AUTHORIZE_CALL.sqlite.count("?")
+    assert plan.call_event["actor"] == plan.state_event["actor"]
+    return [] if driver.fetch(connection, _AUTHORIZE_CALL, params)[0][0] else None
+
+
 # ------------------------------------------------------------------ SQLite: the fixed list
 # In one transaction on the writer (ADR 0008's group commit): the compare-and-set (RETURNING
 # what the plan must agree with), the call's event, the hold's resolution, the two accounts'
 # totals, the entries (posted only), the state event, the key's answer: 8 statements, 7 for a
-# void (and BEGIN IMMEDIATE). The reference path's order, so the lock order is its too.
+# void, 4 for an authorization (its hold kept: no ledger row), and BEGIN IMMEDIATE. The
+# reference path's order, so the lock order is its too.
 _CAS = driver.statement(
     f"UPDATE payments SET {', '.join(f'{column} = ?' for column in WRITTEN_COLUMNS)}"
-    " WHERE tenant_id = ? AND id = ? AND status = ? AND updated_at_us < ?"
+    " WHERE tenant_id = ? AND id = ? AND status = ? AND updated_at_us < ? AND operation_idempotency_key IS ?"
     " RETURNING idempotency_key, amount_minor, currency, transfer_id, destination_account_id"
 )
 _CALL_EVENT = driver.statement(
@@ -168,6 +212,7 @@ def write_statements(connection: Connection, plan: Plan) -> Accounts | None:
             accepted.id,
             plan.expected_status,
             moved.updated_at_us,
+            accepted.operation_idempotency_key,  # None at a creation's settle; a capture's own key
         ),
     )
     if not found:
@@ -179,7 +224,18 @@ def write_statements(connection: Connection, plan: Plan) -> Accounts | None:
         accepted.transfer_id,
         accepted.destination_account_id,
     ), "the payment moved is the payment planned"
-    _event(connection, plan.call_event)
+    write_event(connection, plan.call_event)
+    accounts = [] if plan.hold == KEEP else _resolve_hold(connection, plan)
+    write_event(connection, plan.state_event)
+    answer = (plan.answer.status, plan.answer.body, tenant_id, plan.answer_key)
+    if driver.execute(connection, _ANSWER, answer) != 1:
+        raise Refused("the request's answer was recorded already")
+    return accounts
+
+
+def _resolve_hold(connection: Connection, plan: Plan) -> Accounts:
+    """The hold posted or voided: its resolution, the two accounts' totals, the posted entries."""
+    accepted, moved, tenant_id = plan.accepted, plan.payment, plan.accepted.tenant_id
     resolution = (plan.resolution_id, plan.resolution_kind, moved.updated_at_us, tenant_id, accepted.transfer_id)
     if not driver.fetch(connection, _RESOLUTION, (*resolution, accepted.id)):
         raise Refused(f"the hold {accepted.transfer_id} is not this payment's pending transfer any more")
@@ -189,14 +245,10 @@ def write_statements(connection: Connection, plan: Plan) -> Accounts | None:
     )
     if plan.entries:
         driver.execute(connection, _ENTRIES, _entry_params(plan, (clearing, destination)))
-    _event(connection, plan.state_event)
-    answer = (plan.answer.status, plan.answer.body, tenant_id, accepted.idempotency_key)
-    if driver.execute(connection, _ANSWER, answer) != 1:
-        raise Refused("the creating request's answer was recorded already")
     return [clearing, destination]
 
 
-def _event(connection: Connection, row: dict[str, Any]) -> None:
+def write_event(connection: Connection, row: dict[str, Any]) -> None:
     """An event's row as planned (`audit.service.event_row`'s shape)."""
     common = (row["tenant_id"], row["id"], row["kind"], row["type"], row["object_type"], row["object_id"])
     if "snapshot" not in row:

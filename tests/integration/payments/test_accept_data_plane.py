@@ -17,6 +17,7 @@ transaction of the client's.
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 import os
 from collections.abc import Iterator
@@ -27,15 +28,17 @@ from typing import Any
 import pytest
 from sqlalchemy import event, text
 
+from paycore.audit.service import EventContext
 from paycore.config import Settings
 from paycore.db.engine import Database
+from paycore.db.migrate import MIGRATIONS_PATH
 from paycore.http.errors import render_refusal
 from paycore.idempotency.errors import IdempotencyKeyReused
 from paycore.idempotency.service import KeyScope, Outcome, RefusalToRecord
 from paycore.kit import actors
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound
-from paycore.payments import accept, accept_plan, service
+from paycore.payments import accept, accept_plan, accept_repository, service
 from paycore.payments.service import PaymentTimings
 from paycore.payments.types import NewPayment, Payment
 from tests.support.rows import row_counts
@@ -51,6 +54,18 @@ STATEMENTS = {"sqlite": 8, "postgresql": 1}
 COMMITS = {"sqlite": 1, "postgresql": 0}
 # The tenant's first payment on SQLite adds the clearing account's read and creation.
 FIRST_STATEMENTS = {"sqlite": 10, "postgresql": 1}
+
+
+def _migration(pattern: str) -> Any:
+    [path] = (MIGRATIONS_PATH / "versions").glob(pattern)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ACCEPT_0036 = _migration("*_payments_authorize.py")
 
 
 @contextmanager
@@ -78,9 +93,11 @@ def scope(tenant_id: str, key: str, *, fingerprint: str = "f" * 64, now_us: int 
     return KeyScope(tenant_id, key, fingerprint, now_us=now_us, expires_at_us=None)
 
 
-def new(destination_id: str, amount_minor: int = 1_000, currency: str = "USD") -> NewPayment:
+def new(
+    destination_id: str, amount_minor: int = 1_000, currency: str = "USD", capture: str = "automatic"
+) -> NewPayment:
     return NewPayment(
-        amount_minor, currency, "card", "tok_ok", destination_id, "two mugs", {"order": "7"}, actors.LOCAL
+        amount_minor, currency, "card", "tok_ok", destination_id, "two mugs", {"order": "7"}, actors.LOCAL, capture
     )
 
 
@@ -197,18 +214,21 @@ def rows_of(database: Database, tenant_id: str) -> dict[str, list[dict[str, Any]
     }
 
 
-def test_the_rows_are_the_reference_paths(database: Database) -> None:
+@pytest.mark.parametrize("capture", ["automatic", "manual"])
+def test_the_rows_are_the_reference_paths(database: Database, capture: str) -> None:
     """The same requests, one tenant through the data plane, another through the reference
-    path: the same payments, transfers, entries, events, keys and account totals."""
+    path: the same payments, transfers, entries, events, keys and account totals; for an
+    authorization (`capture: "manual"`, ADR 0029) too."""
     destinations = {tenant: account(database, tenant) for tenant in ("plane", "reference")}
     for index, amount_minor in enumerate((1_000, 250, 9_007_199_254_740_991 - 1_250)):
         key_scope = scope("plane", f"k{index}", now_us=NOW_US + index)
-        plane(database, key_scope, new(destinations["plane"], amount_minor))
+        plane(database, key_scope, new(destinations["plane"], amount_minor, capture=capture))
         reference_scope = replace(key_scope, tenant_id="reference")
-        answer = Reference(database, reference_scope, new(destinations["reference"], amount_minor))()
+        answer = Reference(database, reference_scope, new(destinations["reference"], amount_minor, capture=capture))()
         assert isinstance(answer, Payment)
     written, expected = rows_of(database, "plane"), rows_of(database, "reference")
     assert [len(rows) for rows in written.values()] == [3, 3, 2, 6, 3, 3]
+    assert {row["capture_method"] for row in written["payments"]} == {capture}
     for table in expected:
         for mine, theirs in zip(written[table], expected[table], strict=True):
             assert mine == theirs, (table, {k: (v, theirs[k]) for k, v in mine.items() if theirs[k] != v})
@@ -293,17 +313,46 @@ def test_a_stale_cached_clearing_account_falls_back_and_is_forgotten(database: D
         assert ledger.verify(connection).problems == []
 
 
-def test_below_0027_postgresql_takes_the_reference_path(database: Database) -> None:
-    """Without `paycore_payments_accept` (a schema at 0026, which this code runs on: SQLSTATE
-    42883), the reference path writes the payment."""
+@pytest.mark.parametrize("capture", ["automatic", "manual"])
+def test_below_0036_postgresql_takes_the_reference_path(database: Database, capture: str) -> None:
+    """Without `paycore_payments_accept` of 0036's signature (a schema at 0035, which this code
+    runs on, has 0027's only: SQLSTATE 42883), the reference path writes the payment."""
     if not database.is_postgres:
         pytest.skip("PostgreSQL only: SQLite's list needs no function")
     destination = account(database, "old")
     with database.engine.begin() as connection:
-        connection.execute(text("DROP FUNCTION paycore_payments_accept"))
-    answer, calls = accepted(database, scope("old", "k"), new(destination))
-    assert isinstance(answer, Payment) and calls == 1
+        connection.execute(text(f"DROP FUNCTION {ACCEPT_0036._ACCEPT}"))
+    answer, calls = accepted(database, scope("old", "k"), new(destination, capture=capture))
+    assert isinstance(answer, Payment) and calls == 1 and answer.capture_method == capture
     assert row_counts(database)["payments"] == 1
+
+
+def test_the_0027_signature_accepts_an_automatic_payment_as_before(database: Database) -> None:
+    """The release before calls 0027's signature, which 0036 makes a call of its own with
+    `'automatic'`: it writes what it always wrote."""
+    if not database.is_postgres:
+        pytest.skip("PostgreSQL only")
+    destination = account(database, "before")
+    plan = accept_plan.plan_accept(
+        scope("before", "k"),
+        new(destination, 300),
+        processing_stale_ms=TIMINGS.processing_stale_ms,
+        clearing_account_id=None,
+        context=EventContext.current(),
+        new_ids=accept_plan.NewIds("pay_before", "txn_before", "acct_before", "ent_b1", "ent_b2", "evt_before"),
+    )
+    assert plan is not None
+    old_params = accept_repository.call_params(plan)[:-1]  # 0027's: all but the capture method
+    placeholders = ["%s"] * len(old_params)
+    placeholders[11] = "%s::text[]"  # the entries' ids
+    with database.engine.begin() as connection:
+        written = connection.exec_driver_sql(
+            f"SELECT paycore_payments_accept({', '.join(placeholders)})", tuple(old_params)
+        ).scalar()
+    assert written is True
+    with database.read() as connection:
+        payment = service.load(connection, "before", "pay_before")
+    assert (payment.capture_method, payment.status, payment.amount_minor) == ("automatic", "processing", 300)
 
 
 # ------------------------------------------------------------------ processes racing one key

@@ -3,10 +3,13 @@
 - What the phase costs in SQL, counted (never timed) around `settle.settle` alone, as
   tests/integration/http/test_credits_data_plane.py counts a credit: one call on PostgreSQL;
   BEGIN IMMEDIATE and the fixed list on SQLite (8 statements for a success, 7 for a decline,
-  which writes no entries), one commit.
+  which writes no entries, 4 for an authorization, whose hold stays pending), one commit.
 - That it writes what the reference path (`create_payment`'s `finish`) writes for the same
   payment, row for row (the payment, the hold's resolution and entries, the events with their
-  sequence and snapshot, the key's answer, the accounts' totals), succeeded and declined.
+  sequence and snapshot, the key's answer, the accounts' totals), succeeded and declined, and
+  for an authorization (`capture: "manual"`, ADR 0029) authorized (`requires_capture`, on
+  `paycore_payments_authorize`). A declined authorization is the reference path's (its answer
+  carries the authorization's lifetime, which `paycore_payments_settle` does not write).
 - That a webhook that came first wins: the compare-and-set finds the payment moved, nothing is
   written twice, and the reference path records the call and replays the webhook's answer.
 
@@ -45,11 +48,18 @@ PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 SETTLE_COST = {
     ("sqlite", "succeeded"): (9, 1),
     ("sqlite", "failed"): (8, 1),
+    ("sqlite", "authorized"): (5, 1),
     ("postgresql", "succeeded"): (1, 0),
     ("postgresql", "failed"): (1, 0),
+    ("postgresql", "authorized"): (1, 0),
 }
-TOKENS = {"succeeded": "tok_ok", "failed": "tok_declined"}
-STATUS_CODES = {"succeeded": 201, "failed": 402}
+OUTCOMES = ("succeeded", "failed", "authorized")
+TOKENS = {"succeeded": "tok_ok", "failed": "tok_declined", "authorized": "tok_ok"}
+STATUS_CODES = {"succeeded": 201, "failed": 402, "authorized": 201}
+STATUSES = {"succeeded": "succeeded", "failed": "failed", "authorized": "requires_capture"}
+CAPTURE = {"authorized": "manual"}  # else the default, automatic
+FUNCTIONS = {"authorized": "paycore_payments_authorize"}  # else paycore_payments_settle
+HOLDS = {"succeeded": ["pending", "post"], "authorized": ["pending"]}  # else voided
 
 
 @contextmanager
@@ -94,7 +104,7 @@ def reference_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
-@pytest.mark.parametrize("outcome", ["succeeded", "failed"])
+@pytest.mark.parametrize("outcome", OUTCOMES)
 def test_the_settle_phase_is_one_call_on_postgresql_and_the_fixed_list_on_sqlite(
     env: Env, outcome: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,21 +120,22 @@ def test_the_settle_phase_is_one_call_on_postgresql_and_the_fixed_list_on_sqlite
         return answer
 
     monkeypatch.setattr(settle, "settle", counted_settle)
-    response = env.pay(destination, token=TOKENS[outcome])
+    response = env.pay(destination, token=TOKENS[outcome], capture=CAPTURE.get(outcome))
     assert response.status_code == STATUS_CODES[outcome], response.text
-    assert response.json()["status"] == outcome
+    assert response.json()["status"] == STATUSES[outcome]
     [statements] = counted
     run = [sql for sql in statements if sql != "COMMIT"]
     dialect = env.database.engine.dialect.name
     assert (len(run), statements.count("COMMIT")) == SETTLE_COST[(dialect, outcome)], statements
     if dialect == "postgresql":
-        assert run[0].startswith("SELECT * FROM paycore_payments_settle("), run
+        function = FUNCTIONS.get(outcome, "paycore_payments_settle")
+        assert run[0].startswith(("SELECT * FROM " if outcome != "authorized" else "SELECT ") + function + "("), run
     else:
         assert run[0] == "BEGIN IMMEDIATE" and run[1].startswith("UPDATE payments SET status = ?"), run
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
-@pytest.mark.parametrize("outcome", ["succeeded", "failed"])
+@pytest.mark.parametrize("outcome", OUTCOMES)
 def test_the_data_plane_writes_what_the_reference_path_writes(
     env: Env, outcome: str, answers: list[Outcome | None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,7 +152,8 @@ def test_the_data_plane_writes_what_the_reference_path_writes(
     assert fast.rows == reference.rows
     assert fast.totals == reference.totals
     assert fast.rows["key"]["response_body"] == normal_text(fast.response.text, fast.names)
-    assert [row["kind"] for row in fast.rows["transfers"]] == ["pending", "post" if outcome == "succeeded" else "void"]
+    assert [row["kind"] for row in fast.rows["transfers"]] == HOLDS.get(outcome, ["pending", "void"])
+    assert fast.rows["payment"]["status"] == STATUSES[outcome]
     with env.database.read() as connection:
         assert ledger.verify(connection).problems == []
         assert invariants.verify_books(connection) == []
@@ -223,7 +235,7 @@ def paid(env: Env, destination: str, outcome: str) -> Paid:
     """One payment to `destination`: its answer, its rows with every id and time named by its
     role, and what it added to its two accounts' totals."""
     before = totals_of(env.database, destination)
-    response = env.pay(destination, token=TOKENS[outcome], amount_minor=4321)
+    response = env.pay(destination, token=TOKENS[outcome], amount_minor=4321, capture=CAPTURE.get(outcome))
     assert response.status_code == STATUS_CODES[outcome], response.text
     after = totals_of(env.database, destination)
     rows = rows_of(env.database, response.json()["id"])
@@ -305,8 +317,11 @@ def role_names(rows: dict[str, Any], destination: str) -> dict[Any, str]:
         request_id = json.loads(row["data"]).get("request_id")
         if request_id is not None:
             names.setdefault(request_id, f"REQUEST{len([n for n in names.values() if n.startswith('REQUEST')])}")
-    for time_us in (payment["created_at_us"], payment["updated_at_us"]):
-        names[to_rfc3339(time_us)] = names[time_us]
+    if payment["authorization_expires_at_us"] is not None:
+        names[payment["authorization_expires_at_us"]] = "EXPIRES_AT"
+    for time_us in (payment["created_at_us"], payment["updated_at_us"], payment["authorization_expires_at_us"]):
+        if time_us is not None:
+            names[to_rfc3339(time_us)] = names[time_us]
     return names
 
 
@@ -363,3 +378,44 @@ def test_a_schema_without_the_function_is_settled_by_the_reference_path(
     assert answers == [None]
     assert response.json()["history"][-1]["cause"] == "processor_answer"
     assert env.balance(destination)["posted_minor"] == 1000
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+def test_a_declined_authorization_is_settled_by_the_reference_path(env: Env, answers: list[Outcome | None]) -> None:
+    """The processor's decline of an authorization names the lifetime it would have had, a
+    column `paycore_payments_settle` does not write: the data plane leaves it to the reference
+    path on both databases, which voids the hold and answers 402 as always."""
+    destination = env.account()
+    response = env.pay(destination, token="tok_declined", capture="manual")
+    assert response.status_code == 402, response.text
+    assert answers == [None]
+    rows = rows_of(env.database, response.json()["id"])
+    assert (rows["payment"]["status"], rows["payment"]["capture_method"]) == ("failed", "manual")
+    assert [row["kind"] for row in rows["transfers"]] == ["pending", "void"]
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+def test_a_schema_without_the_authorize_function_settles_an_authorization_by_the_reference_path(
+    env: Env, answers: list[Outcome | None]
+) -> None:
+    """A PostgreSQL database at 0035 (OLDEST_COMPATIBLE_REVISION): no `paycore_payments_authorize`,
+    the call fails with 42883 having written nothing, and the reference path authorizes."""
+    if not env.database.is_postgres:
+        pytest.skip("SQLite's list needs no new schema")
+    [path] = (MIGRATIONS_PATH / "versions").glob("*_payments_authorize.py")
+    spec = importlib.util.spec_from_file_location("payments_authorize_migration", path)
+    assert spec is not None and spec.loader is not None
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    destination = env.account()
+    with env.database.autocommit() as connection:
+        connection.execute(text(f"DROP FUNCTION {migration._AUTHORIZE}"))
+    try:
+        response = env.pay(destination, capture="manual")
+    finally:
+        with env.database.autocommit() as connection:
+            connection.execute(text(migration._CREATE_AUTHORIZE))
+    assert response.status_code == 201, response.text
+    assert answers == [None]
+    assert response.json()["status"] == "requires_capture"
+    assert response.json()["history"][-1]["cause"] == "processor_answer"

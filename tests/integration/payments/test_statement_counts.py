@@ -40,6 +40,10 @@ PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 # and a commit before: 18 and 3); on SQLite BEGIN IMMEDIATE and the fixed list of 8 (13 before).
 # The processor's webhook too (its payment settled already: `stale`): on PostgreSQL one call in
 # autocommit (4 statements and a commit before: 7 and 2); on SQLite BEGIN IMMEDIATE and 2 (and 4).
+# An authorization and its capture (ADR 0029; `test_one_authorized_and_captured_payment`): its
+# accept, its settle to `requires_capture` and its capture's begin and finish on the data plane
+# (before, the reference path for all: 47 and 43 statements, 6 and 8 commits; with the
+# authorization's two phases alone on the data plane: 44 and 29, 6 and 6).
 BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
     ("sqlite", "payment"): (22, 3),
     ("postgres", "payment"): (4, 1),
@@ -47,6 +51,8 @@ BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
     ("postgres", "refund"): (20, 4),
     ("sqlite", "payout"): (54, 5),
     ("postgres", "payout"): (39, 5),
+    ("sqlite", "authorization"): (39, 6),
+    ("postgres", "authorization"): (15, 5),
 }
 
 
@@ -117,3 +123,20 @@ def test_one_settled_payout(env: Env) -> None:
         payouts.bank_finishes(env)
     assert payouts.get(env, payout["id"])["status"] == "settled"
     check(env, "payout", count)
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+def test_one_authorized_and_captured_payment(env: Env) -> None:
+    """A manual payment (ADR 0029): authorized, its webhook, a partial capture, its webhook."""
+    destination = env.account()
+    with counting(env) as count:
+        authorized = env.pay(destination, capture="manual")
+        assert authorized.status_code == 201 and authorized.json()["status"] == "requires_capture"
+        env.deliver()
+        payment_id = authorized.json()["id"]
+        captured = env.client.post(
+            f"/v1/payments/{payment_id}/capture", json={"amount_minor": 600}, headers={"Idempotency-Key": "cap-1"}
+        )
+        assert captured.status_code == 200 and captured.json()["status"] == "succeeded", captured.text
+        env.deliver()
+    check(env, "authorization", count)

@@ -3,7 +3,8 @@
 A payment (answered, replayed, answered late and resolved by the worker), a refund (and its
 creating phase on the data plane, called below the route), a payout (settled, and canceled), a
 credit, ledger transfers (a transfer, reversed, a batch, a hold posted, a hold voided) and an
-authorization (made, `/metrics`' open authorizations read, canceled) run through the API and
+authorization (made, `/metrics`' open authorizations read, canceled; and captured in part and
+canceled on the data plane, behind the thin edges: ADR 0029) run through the API and
 the worker's jobs, as a user runs them, on a database holding a long history of the tenant:
 every row of one run of each flow copied `COPIES` times (`tests/support/history.py`). Every
 statement they run is planned as its database plans it (`capture.py`: SQLite's EXPLAIN QUERY
@@ -81,6 +82,8 @@ class Flows:
             "payment": self.payment,
             "payment replayed": self.payment_replayed,
             "payment answered late": self.payment_answered_late,
+            "authorization captured": lambda: self.authorization("capture", {"amount_minor": 600}),
+            "authorization canceled": lambda: self.authorization("cancel", {}),
             "refund": self.refund,
             "refund on the data plane": self.refund_data_plane,
             "payout": self.payout,
@@ -110,6 +113,17 @@ class Flows:
         assert response.status_code == 202, response.text
         assert self.env.resolve() == 1
         assert self.env.client.get(f"/v1/payments/{response.json()['id']}").json()["status"] == "succeeded"
+
+    def authorization(self, operation: str, body: dict[str, int]) -> None:
+        """A manual payment (ADR 0029) authorized, then captured in part or canceled: accept,
+        settle, begin and finish on the data plane, behind the thin edges."""
+        response = self.env.pay(self.merchant, capture="manual")
+        assert response.status_code == 201 and response.json()["status"] == "requires_capture", response.text
+        self.env.deliver()
+        path = f"/v1/payments/{response.json()['id']}/{operation}"
+        done = self.env.client.post(path, json=body, headers=_key(operation))
+        assert done.status_code == 200, done.text
+        self.env.deliver()
 
     def refund(self) -> None:
         response = self.env.pay(self.merchant)

@@ -1,7 +1,8 @@
 """`POST /v1/payments` on the thin edge (ADR 0026, decision 4; SPEC §6).
 
 A payment whose body is well formed (JSON, read once by `kit.strict_json`, of exactly the shape
-`payments.schemas.PaymentCreate` accepts, with or without its optional fields) is answered here:
+`payments.schemas.PaymentCreate` accepts, with or without its optional fields, `capture` among
+them: an authorization too, ADR 0029) is answered here:
 authenticated by `http.context` as the FastAPI route's dependency does (401 before anything
 about the body), then `routers.payments.payment_answer`, the one home of the key, the currency,
 the metadata's bounds, the write, the processor call and the answer both edges share, on one
@@ -29,11 +30,11 @@ from paycore.http.routers import payments as payments_router
 from paycore.payments.schemas import DESCRIPTION_LENGTH_MAX, TOKEN_LENGTH_MAX, PaymentCreate, Source
 from paycore.schemas import CURRENCY_LENGTH, ID_LENGTH_MAX
 
-# `capture` is left to the FastAPI route (a manual payment takes the reference path, ADR 0029).
-_FIELDS: Final = frozenset(PaymentCreate.model_fields) - {"capture"}
+_FIELDS: Final = frozenset(PaymentCreate.model_fields)
 _REQUIRED: Final = frozenset(name for name, field in PaymentCreate.model_fields.items() if field.is_required())
 _SOURCE_KEYS: Final = frozenset(Source.model_fields)
 _SOURCE_TYPES: Final = frozenset(get_args(Source.model_fields["type"].annotation))
+_CAPTURE_METHODS: Final = frozenset(get_args(PaymentCreate.model_fields["capture"].annotation))
 
 
 def read_payment(content_type: str | None, body: bytes) -> tuple[PaymentCreate, dict[str, Any]] | None:
@@ -46,6 +47,9 @@ def read_payment(content_type: str | None, body: bytes) -> tuple[PaymentCreate, 
     amount_minor, currency, source = document["amount_minor"], document["currency"], document["source"]
     destination_account = document["destination_account"]
     description, metadata = document.get("description"), document.get("metadata", {})
+    capture = document.get("capture", "automatic")
+    if not (type(capture) is str and capture in _CAPTURE_METHODS):
+        return None
     if not (edge.amount_minor(amount_minor) and plain_text(currency, CURRENCY_LENGTH, CURRENCY_LENGTH)):
         return None
     if type(source) is not dict or source.keys() != _SOURCE_KEYS:
@@ -65,7 +69,11 @@ def read_payment(content_type: str | None, body: bytes) -> tuple[PaymentCreate, 
         "description": description,
         "metadata": metadata,
     }
-    payment = PaymentCreate.model_construct(**{**body_json, "source": Source.model_construct(**body_json["source"])})
+    if capture != "automatic":
+        # As the route: the default is left out of the fingerprint (`routers.payments.create_payment`).
+        body_json["capture"] = capture
+    source_model = Source.model_construct(**body_json["source"])
+    payment = PaymentCreate.model_construct(**{**body_json, "source": source_model, "capture": capture})
     return payment, body_json
 
 

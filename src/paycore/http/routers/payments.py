@@ -46,7 +46,7 @@ def create_payment(body: schemas.PaymentCreate, request: Request) -> Response:
     body_json = body.model_dump(mode="json")
     if body_json["capture"] == "automatic":
         # The default leaves the fingerprint as it was before `capture` existed: a key used
-        # then replays the same request, and the thin edge (which never reads `capture`) agrees.
+        # then replays the same request, and the thin edge (`http.money.payments`) leaves it out too.
         del body_json["capture"]
     return payment_answer(request, body, body_json)
 
@@ -126,16 +126,24 @@ _CANCEL_RESPONSES = {
 def capture_payment(payment_id: str, body: schemas.PaymentCapture, request: Request) -> Response:
     """requires_capture -> succeeded: capture all (`amount_minor` omitted) or part of an
     authorization, once; the rest is released. A lost answer: 202 `in_doubt`."""
+    # The docstring above is the OpenAPI document's. `paycore.http.money.payment_operations` is
+    # matched first and serves a well-formed capture itself; it hands this route every other body.
     if "amount_minor" in body.model_fields_set and body.amount_minor is None:
         raise InvalidAmount("amount_minor must be a positive integer, or left out", param="amount_minor")  # §2
+    return capture_answer(request, payment_id, body.amount_minor, body.model_dump(mode="json", exclude_none=True))
+
+
+def capture_answer(request: Request, payment_id: str, amount_minor: int | None, body_json: Any) -> Response:
+    """The answer to a capture whose body `schemas.PaymentCapture` accepts (`body_json` its
+    `model_dump(mode="json", exclude_none=True)`), the caller authenticated: the one home of
+    what both edges do past the body. Blocking: called on a worker thread."""
     who = caller(request)
-    scope = _scope(request, who.tenant_id, body.model_dump(mode="json", exclude_none=True))
     outcome, replayed = operations.capture(
         request.app.state.database,
         request.app.state.processor,
-        scope,
+        _scope(request, who.tenant_id, body_json),
         payment_id,
-        body.amount_minor,
+        amount_minor,
         actor=who.actor,
         timings=payment_timings(request),
         render_refusal=render_refusal,
@@ -147,6 +155,14 @@ def capture_payment(payment_id: str, body: schemas.PaymentCapture, request: Requ
 def cancel_payment(payment_id: str, request: Request) -> Response:
     """requires_capture -> canceled: void an authorization, all of it released. A lost answer:
     202 `in_doubt`."""
+    # The docstring above is the OpenAPI document's. `paycore.http.money.payment_operations` is
+    # matched first and serves every cancel itself (it reads no body, as this route does not).
+    return cancel_answer(request, payment_id)
+
+
+def cancel_answer(request: Request, payment_id: str) -> Response:
+    """The answer to a cancel, the caller authenticated: the one home of what both edges do.
+    Blocking: called on a worker thread."""
     who = caller(request)
     outcome, replayed = operations.cancel(
         request.app.state.database,
