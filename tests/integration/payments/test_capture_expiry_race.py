@@ -5,13 +5,13 @@ gets 409 `payment_not_capturable` with the payment.
 Two processes start and wait on one barrier with the main one; then the main process authorizes
 PAYMENTS payments with `tok_expires_quickly` (2-second lifetime) through the real sandbox (its
 tables beside paycore's, in the test's database), spaced out, and hands both processes the same
-start instant: the middle payment's expiry. From it, one process captures each payment (part of
-it, its own key, through `payments.operations.capture`, the route's one call), from the newest to
-the oldest; the other runs the SANDBOX's own expiry round (`settle_due`) and delivers the signed
-`charge.expired` webhooks it queues to paycore's receive (`inbound.receive.receive`, what the
-route calls), round after round, until the captures are done and nothing is left. The oldest
-payments expire before any capture reaches them, the newest are captured before their expiry;
-around the middle the two meet.
+start instant: the expiry of the payment a third of the way in. From it, one process captures
+each payment (part of it, its own key, through `payments.operations.capture`, the route's one
+call), from the newest to the oldest; the other runs the SANDBOX's own expiry round
+(`settle_due`) and delivers the signed `charge.expired` webhooks it queues to paycore's receive
+(`inbound.receive.receive`, what the route calls), round after round, until the captures are
+done and nothing is left. The oldest payments expire before any capture reaches them, the
+newest are captured before their expiry; in between the two meet.
 
 The truth is the sandbox's charge. `captured`: the payment `succeeded` with the captured amount,
 the capture answered 200, its hold posted once. `expired`: the payment `canceled` with
@@ -83,7 +83,9 @@ def test_capture_racing_expiry_follows_the_processor(database: Database, setting
     barrier.wait()  # both ready: the authorizations' lifetimes start now
     destination = _destination(database)
     payment_ids = _authorize_spaced(database, url, destination)
-    start_at_us = _load(database, payment_ids[PAYMENTS // 2]).authorization_expires_at_us
+    # From the expiry of the one a third in: the older ones are past theirs, the newest has over
+    # half a second left (10 spacings), time enough for a loaded machine's first capture.
+    start_at_us = _load(database, payment_ids[PAYMENTS // 3]).authorization_expires_at_us
     assert start_at_us is not None
     orders[0].put((start_at_us, payment_ids[::-1]))  # the capturer: newest first
     orders[1].put((start_at_us, payment_ids))
