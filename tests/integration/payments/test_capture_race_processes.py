@@ -165,10 +165,12 @@ def side_process(url: str, side: str, order: list[str], barrier: Any, answers: A
         database.dispose()
 
 
-def _authorize(database: Database, processor: InProcessTransport, destination: str, index: int) -> str:
+def _authorize(
+    database: Database, processor: InProcessTransport, destination: str, index: int, token: str = "tok_ok"
+) -> str:
     body = {"index": index}
     scope = KeyScope(TENANT, f"auth-{index}", fingerprint("POST", "/v1/payments", body), now_us(), None)
-    new = NewPayment(AMOUNT_MINOR, "USD", "card", "tok_ok", destination, None, {}, actors.LOCAL, capture="manual")
+    new = NewPayment(AMOUNT_MINOR, "USD", "card", token, destination, None, {}, actors.LOCAL, capture="manual")
     outcome, _ = create_payment(database, processor, scope, new, timings=TIMINGS, render_refusal=render_refusal)
     paid = json.loads(outcome.body)
     assert (outcome.status, paid["status"]) == (201, "requires_capture"), outcome
