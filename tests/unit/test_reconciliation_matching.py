@@ -140,3 +140,42 @@ def test_a_fee_is_booked_once_and_a_different_booked_fee_is_a_break() -> None:
 def test_a_line_is_judged_against_an_object_of_its_own_kind_only() -> None:
     with pytest.raises(AssertionError):
         judge(line("refund"), known("payment"))
+
+
+_DISPUTE_LINES = [
+    ("dispute_withdrawal", "withdrawn"),
+    ("dispute_fee", "charged"),
+    ("dispute_reinstatement", "reinstated"),
+]
+
+
+def dispute_line(kind: str, status: str, amount_minor: int = 2500, **changes: object) -> Line:
+    return line(kind, status, amount_minor, processor_id="dp_sbx_1", **changes)
+
+
+def dispute(amount_minor: int = 2500, *, moved: bool = True) -> Known:
+    return Known("dispute", "dp_1", "needs_response", amount_minor, "USD", 0, moved=moved)
+
+
+@pytest.mark.parametrize(("kind", "status"), _DISPUTE_LINES)
+def test_a_dispute_line_that_agrees_is_matched_and_proves_nothing(kind: str, status: str) -> None:
+    assert judge(dispute_line(kind, status), dispute()) == Verdict()
+
+
+@pytest.mark.parametrize(("kind", "status"), _DISPUTE_LINES)
+def test_a_dispute_paycore_does_not_know_is_missing_in_paycore_by_its_processor_id(kind: str, status: str) -> None:
+    verdict = judge(dispute_line(kind, status), None)
+    assert verdict.findings == (Finding("missing_in_paycore", "no dispute dp_sbx_1"),) and verdict.proves is None
+
+
+@pytest.mark.parametrize(("kind", "status"), _DISPUTE_LINES)
+def test_a_dispute_line_of_another_amount_or_currency_is_a_mismatch(kind: str, status: str) -> None:
+    assert types(judge(dispute_line(kind, status, 2400), dispute())) == ["amount_mismatch"]
+    assert types(judge(dispute_line(kind, status, currency="EUR"), dispute())) == ["currency_mismatch"]
+    assert types(judge(dispute_line(kind, status, fee_minor=5), dispute())) == ["fee_mismatch"]
+
+
+@pytest.mark.parametrize(("kind", "status"), _DISPUTE_LINES)
+def test_a_dispute_line_for_money_paycore_did_not_move_is_a_status_mismatch(kind: str, status: str) -> None:
+    verdict = judge(dispute_line(kind, status), dispute(moved=False))
+    assert types(verdict) == ["status_mismatch"] and verdict.proves is None

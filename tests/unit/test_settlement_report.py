@@ -57,6 +57,30 @@ def test_each_line_is_typed_with_its_number_and_fields() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("kind", "status", "wrong"),
+    [
+        ("dispute_withdrawal", "withdrawn", "charged"),
+        ("dispute_fee", "charged", "reinstated"),
+        ("dispute_reinstatement", "reinstated", "withdrawn"),
+    ],
+)
+def test_a_dispute_line_is_read_with_its_event_and_no_other(kind: str, status: str, wrong: str) -> None:
+    """SPEC §6.2: request id the charge's, processor id the dispute's, code its reason."""
+    text = f"{kind},pay_1,dp_sbx_01JD9,acme,1500,0,USD,{status},2024-11-25T16:07:00.000000Z,,fraudulent"
+    [found] = read(lines(text))
+    assert isinstance(found, Line)
+    assert (found.type, found.processor_id, found.amount_minor, found.status, found.code) == (
+        kind,
+        "dp_sbx_01JD9",
+        1500,
+        status,
+        "fraudulent",
+    )
+    [bad] = read(lines(text.replace(status, wrong)))
+    assert isinstance(bad, Malformed) and bad.reason == f"status {wrong!r} is not one a {kind} line has"
+
+
 def test_lf_endings_quoted_fields_and_blank_lines_read_the_same() -> None:
     quoted = '"charge","pay_1","ch_1","acme","2500","103","USD","succeeded","2024-11-25T16:00:00.123456Z","",""'
     crlf = list(read(lines(CHARGE)))
@@ -77,7 +101,11 @@ def test_lf_endings_quoted_fields_and_blank_lines_read_the_same() -> None:
         (("fee_minor", "\uff15"), "fee_minor '\uff15' is not a whole number of minor units"),
         (("amount_minor", "9" * 17), f"amount_minor '{'9' * 17}' is not a whole number of minor units"),
         (("currency", "usd"), "currency 'usd' is not an ISO 4217 code"),
-        (("type", "chargeback"), "type 'chargeback' is not one of charge, refund, payout, payout_return"),
+        (
+            ("type", "chargeback"),
+            "type 'chargeback' is not one of charge, refund, payout, payout_return, dispute_withdrawal, "
+            "dispute_fee, dispute_reinstatement",
+        ),
         (("status", "settled"), "status 'settled' is not one a charge line has"),
         (("created_at", "2024-11-25 16:00"), "created_at '2024-11-25 16:00' is not an RFC 3339 time"),
         (("request_id", ""), "request_id '' is not an id"),

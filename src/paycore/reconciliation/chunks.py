@@ -43,7 +43,7 @@ from paycore.payouts import service as payouts
 from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
 from paycore.reconciliation import lookups, repository, staging, states
 from paycore.reconciliation.lookups import FEE_LINE_TYPES
-from paycore.reconciliation.matching import KIND_OF_LINE, Finding, Known, judge
+from paycore.reconciliation.matching import KIND_OF_LINE, Finding, Known, judge, reference
 from paycore.reconciliation.models import ALL_TENANTS
 from paycore.reconciliation.report import Line, Malformed, Staged, line_of
 from paycore.refunds import service as refunds
@@ -149,8 +149,8 @@ def reconcile_chunk(
     staging.record_seen(connection, context.run_id)
     duplicates = [line_of(row) for row in staging.duplicates(connection, context.run_id)]
     for line in duplicates:
-        finding = Finding("duplicate_line", f"a second {line.type} line for {line.request_id} in this report")
-        key = f"duplicate_line:{line.type}:{line.request_id}:{line.number}"
+        finding = Finding("duplicate_line", f"a second {line.type} line for {reference(line)} in this report")
+        key = f"duplicate_line:{line.type}:{reference(line)}:{line.number}"
         counts.breaks[finding.type] += store(connection, context, line.merchant_id, key, finding, line)
     unsettled = [line_of(row) for row in staging.unsettled(connection, context.run_id)]
     plain_fees = staging.record_plain_fees(connection, context.run_id, context.now_us)
@@ -178,7 +178,7 @@ def _judge_all(
     fees = lookups.fees_booked(connection, first)
     to_book: list[tuple[Line, Known]] = []
     for line in first:
-        item: Any = found.get((KIND_OF_LINE[line.type], line.merchant_id, line.request_id))
+        item: Any = found.get(lookups.key_of(line))
         known: Known | None = None if item is None else lookups.known_of(item, line, fees)
         verdict = judge(line, known)
         if verdict.proves is not None and item is not None:  # judge again on the row, locked
@@ -187,7 +187,7 @@ def _judge_all(
             verdict = judge(line, known)
         for found_now in verdict.findings:
             finding = _manual_or(connection, line, known, found_now)
-            key = f"{finding.type}:{line.type}:{line.request_id}"
+            key = f"{finding.type}:{line.type}:{reference(line)}"
             counts.breaks[finding.type] += store(connection, context, line.merchant_id, key, finding, line, known)
         if verdict.proves is not None and item is not None:
             apply = partial(_apply, connection, line, item, verdict.proves, context)
@@ -198,7 +198,7 @@ def _judge_all(
                 counts.breaks["item_not_moved"] += _not_moved(connection, context, line, known, verdict.proves, applied)
                 continue
             item, moved = applied
-            found[(KIND_OF_LINE[line.type], line.merchant_id, line.request_id)] = item  # a later line sees it
+            found[lookups.key_of(line)] = item  # a later line sees it
             counts.resolved += int(moved)
         if verdict.matched:
             counts.matched += 1

@@ -32,7 +32,12 @@ PAGE_ITEMS: Final = 1_000  # objects per page of the missing-line check, one tra
 SUPERSEDE_BATCH: Final = 500
 CAUSE: Final = "corrected_report"  # why a break is superseded
 
-_LINE_OF: Final[dict[Kind, str]] = {"payment": "charge", "refund": "refund", "payout": "payout"}
+_LINE_OF: Final[dict[Kind, str]] = {
+    "payment": "charge",
+    "refund": "refund",
+    "payout": "payout",
+    "dispute": "dispute_withdrawal",  # a chargeback's money moved: its withdrawal (SPEC §6.2)
+}
 
 
 @dataclass(frozen=True)

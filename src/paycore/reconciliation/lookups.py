@@ -1,7 +1,8 @@
 """What paycore holds for the lines of a chunk that are judged one by one (`chunks`): the
 objects they name, one statement per kind (or one object, locked, before it is moved), and the
 fees booked for them (two statements per chunk), as `matching.Known`, what `matching.judge`
-compares a line with.
+compares a line with. A dispute line's dispute is found by the processor's dispute id
+(`disputes.service.find`, one statement per dispute line: such lines are few).
 """
 
 from __future__ import annotations
@@ -12,26 +13,35 @@ from typing import Any, Final
 
 from sqlalchemy import Connection
 
+from paycore.disputes import service as disputes
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.reconciliation import repository
-from paycore.reconciliation.matching import KIND_OF_LINE, Kind, Known
+from paycore.reconciliation.matching import KIND_OF_LINE, Kind, Known, reference
 from paycore.reconciliation.report import Line
 from paycore.refunds import service as refunds
 
 FEE_LINE_TYPES: Final = frozenset({"charge", "refund"})  # a payout's bank fee is booked by its settlement
 _LINE_OF_FEE: Final = {"payment": "charge", "refund": "refund"}
+_PAYOUT_LINE_TYPES: Final = frozenset({"payout", "payout_return"})
+
+
+def key_of(line: Line) -> tuple[Kind, str, str]:
+    """The key of the line's object in what `find_all` returns: (kind, tenant, id in its kind)."""
+    return KIND_OF_LINE[line.type], line.merchant_id, reference(line)
 
 
 def find_all(connection: Connection, lines: list[Line]) -> dict[tuple[Kind, str, str], Any]:
     """The objects the lines name, by (kind, tenant, id): one statement per kind."""
     keys: dict[Kind, set[tuple[str, str]]] = defaultdict(set)
     for line in lines:
-        keys[KIND_OF_LINE[line.type]].add((line.merchant_id, line.request_id))
+        kind, tenant_id, object_id = key_of(line)
+        keys[kind].add((tenant_id, object_id))
     finders: dict[Kind, Callable[[Connection, set[tuple[str, str]]], dict[tuple[str, str], Any]]] = {
         "payment": payments.find_many,
         "refund": refunds.find_many,
         "payout": payouts.find_many,
+        "dispute": _disputes,
     }
     found: dict[tuple[Kind, str, str], Any] = {}
     for kind, wanted in keys.items():
@@ -43,6 +53,7 @@ def find_all(connection: Connection, lines: list[Line]) -> dict[tuple[Kind, str,
 def find_one(connection: Connection, line: Line) -> Any:
     """The object the line names, locked for this transaction (before it is moved)."""
     kind = KIND_OF_LINE[line.type]
+    assert kind != "dispute", "a report line proves nothing of a dispute: it is never moved from here"
     finder = {"payment": payments.find, "refund": refunds.find, "payout": payouts.find}[kind]
     return finder(connection, line.merchant_id, line.request_id, for_update=True)
 
@@ -53,7 +64,7 @@ def fees_booked(connection: Connection, lines: list[Line]) -> dict[tuple[str, st
     payout's settlement or return (booked by that transition). Two statements per chunk."""
     booked = repository.fees_of(connection, [_fee_key(line) for line in lines if line.type in FEE_LINE_TYPES])
     fees = {(tenant, _LINE_OF_FEE[kind], object_id): fee for (tenant, kind, object_id), fee in booked.items()}
-    payout_keys = {(line.merchant_id, line.request_id) for line in lines if line.type not in FEE_LINE_TYPES}
+    payout_keys = {(line.merchant_id, line.request_id) for line in lines if line.type in _PAYOUT_LINE_TYPES}
     for (tenant, payout_id, kind), fee in payouts.bank_fees_of(connection, payout_keys).items():
         fees[(tenant, "payout" if kind == "fee" else "payout_return", payout_id)] = fee
     return fees
@@ -63,6 +74,8 @@ def known_of(item: Any, line: Line, fees: dict[tuple[str, str, str], int]) -> Kn
     """What paycore holds for the line's object. A payout paycore holds as settled (or returned,
     for a return line) had its bank fee booked by that transition: none booked is 0 then."""
     kind = KIND_OF_LINE[line.type]
+    if kind == "dispute":
+        return _dispute(item, line)
     status = payouts.public_status(item.status) if kind == "payout" else item.status
     fee = fees.get((line.merchant_id, line.type, line.request_id))
     if fee is None and line.type == "payout" and status in ("settled", "returned"):
@@ -91,6 +104,27 @@ def _authorization(payment: Any, fee: int | None) -> Known:
     return Known(
         "payment", payment.id, payment.status, amount_minor, payment.currency, fee, manual=True, capture_sent=sent
     )
+
+
+def _disputes(connection: Connection, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], Any]:
+    """The disputes named, by (tenant, the processor's dispute id): one statement each."""
+    found = {(tenant, dispute_id): disputes.find(connection, tenant, dispute_id) for tenant, dispute_id in wanted}
+    return {key: dispute for key, dispute in found.items() if dispute is not None}
+
+
+def _dispute(dispute: Any, line: Line) -> Known:
+    """A dispute as its line is compared with: a withdrawal with the disputed amount, a fee line
+    with the fee withdrawn with it, once paycore withdrew them (the chargeback's one transfer of
+    `withdrawn_minor`, amount plus fee); a reinstatement
+    with what paycore reinstated (the amount, once won). No fee of the processor's is booked."""
+    if line.type == "dispute_reinstatement":
+        moved = dispute.reinstated_minor > 0
+        amount_minor = dispute.reinstated_minor if moved else dispute.amount_minor
+    else:
+        moved = dispute.withdrawn_minor > 0
+        fee_minor = dispute.withdrawn_minor - dispute.amount_minor if moved else dispute.fee_minor
+        amount_minor = fee_minor if line.type == "dispute_fee" else dispute.amount_minor
+    return Known("dispute", dispute.id, dispute.status, amount_minor, dispute.currency, 0, moved=moved)
 
 
 def _fee_key(line: Line) -> repository.FeeKey:

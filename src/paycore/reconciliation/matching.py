@@ -27,7 +27,15 @@ that object's machine, as any other evidence), and the fee to book. The rules:
   payment whose capture is in flight or in doubt. A capture line for an authorization paycore
   never sent a capture for (open, canceled, expired, its authorization or cancel in doubt), or
   a line of another status for a manual payment, is `status_mismatch`. The report never states
-  an expiry or a cancel (it lists captures only): no line is not the processor's word.
+  an expiry or a cancel (it lists captures only): no line is not the processor's word;
+- a dispute line (SPEC §6.2; `dispute_withdrawal`, `dispute_fee`, `dispute_reinstatement`) names
+  the dispute by the processor's dispute id (`processor_id`), and moves money: one paycore does
+  not know is `missing_in_paycore` (paycore does not make the dispute from the line: its
+  webhook or status query does). A withdrawal is compared with the disputed amount paycore
+  withdrew, a fee line with the fee it withdrew with it, a reinstatement with what it reinstated
+  (`amount_mismatch`, `currency_mismatch` as any line); a line for money paycore has not moved
+  for the dispute (nothing withdrawn: an inquiry; nothing reinstated: not won) is
+  `status_mismatch`. The line proves nothing: a dispute moves on its processor's word only.
 """
 
 from __future__ import annotations
@@ -50,20 +58,25 @@ BreakType = Literal[
     "unknown_account",  # the line's merchant is no tenant of paycore (chunks.py: judged before this module)
     "item_not_moved",  # what the line proves could not be applied to its object (chunks.py, lifecycle.faults)
 ]
-Kind = Literal["payment", "refund", "payout"]
+Kind = Literal["payment", "refund", "payout", "dispute"]
 
 KIND_OF_LINE: Final[dict[str, Kind]] = {
     "charge": "payment",
     "refund": "refund",
     "payout": "payout",
     "payout_return": "payout",
+    "dispute_withdrawal": "dispute",
+    "dispute_fee": "dispute",
+    "dispute_reinstatement": "dispute",
 }
+DISPUTE_LINE_TYPES: Final = frozenset(line_type for line_type, kind in KIND_OF_LINE.items() if kind == "dispute")
 # The statuses in which an object waits on the processor's or bank's word, by kind. A payout
 # `processing` or `in_doubt` that a report shows settled was sent: it is moved through `sent`.
 WAITING: Final[dict[Kind, frozenset[str]]] = {
     "payment": frozenset({"processing", "in_doubt"}),
     "refund": frozenset({"processing", "in_doubt"}),
     "payout": frozenset({"processing", "in_doubt", "sent"}),
+    "dispute": frozenset(),  # a report line never moves a dispute
 }
 # What each line type proves, by the status it reports; None: nothing final yet.
 _PROVES: Final[dict[tuple[str, str], str | None]] = {
@@ -98,6 +111,8 @@ class Known:
     # `amount_minor` is then what was captured or asked for; a capture line is compared with it.
     manual: bool = False
     capture_sent: bool = False
+    # A dispute: whether paycore moved the money the line names (withdrew it, or reinstated it).
+    moved: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,7 +143,13 @@ def contradicts(kind: Kind, status: str, reported: str) -> bool:
 
 
 def moves_money(line: Line) -> bool:
-    return (line.type, line.status) in _MOVES_MONEY or line.type == "payout_return"
+    return (line.type, line.status) in _MOVES_MONEY or line.type == "payout_return" or line.type in DISPUTE_LINE_TYPES
+
+
+def reference(line: Line) -> str:
+    """The id of the object the line names, in its kind: a dispute line's is the processor's
+    dispute id (its request id is the disputed charge's), every other line's its request id."""
+    return line.processor_id if line.type in DISPUTE_LINE_TYPES else line.request_id
 
 
 def judge(line: Line, known: Known | None) -> Verdict:
@@ -136,8 +157,10 @@ def judge(line: Line, known: Known | None) -> Verdict:
     if known is None:
         if not moves_money(line):
             return Verdict()
-        return Verdict((Finding("missing_in_paycore", f"no {KIND_OF_LINE[line.type]} {line.request_id}"),))
+        return Verdict((Finding("missing_in_paycore", f"no {KIND_OF_LINE[line.type]} {reference(line)}"),))
     assert known.kind == KIND_OF_LINE[line.type], "the caller looks the line up in its kind's table"
+    if known.kind == "dispute":
+        return Verdict(_money_findings(line, known) or _dispute_moved(line, known) or _fee(line, known)[1])
     if known.manual and (line.status != "succeeded" or not known.capture_sent):
         return Verdict(_mismatch(line, known))  # the report lists captures only, of captures sent
     money = _money_findings(line, known)
@@ -174,6 +197,14 @@ def _status(line: Line, known: Known) -> tuple[tuple[Finding, ...], str | None]:
     if known.status in agreeing:
         return (), None
     return _mismatch(line, known), None
+
+
+def _dispute_moved(line: Line, known: Known) -> tuple[Finding, ...]:
+    if known.moved:
+        return ()
+    what = "reinstated" if line.type == "dispute_reinstatement" else "withdrew"
+    detail = f"report {line.type} {line.status}, paycore dispute {known.status} ({what} nothing)"
+    return (Finding("status_mismatch", detail),)
 
 
 def _mismatch(line: Line, known: Known) -> tuple[Finding, ...]:

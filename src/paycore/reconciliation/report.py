@@ -32,12 +32,17 @@ from paycore.processor.port import SETTLEMENT_REPORT_COLUMNS
 
 HEADER: Final = SETTLEMENT_REPORT_COLUMNS
 # The statuses each line type can have: charges and refunds as the processor saw them when the
-# report was read; payout lines are events (a settlement, a return).
+# report was read; payout and dispute lines are events (a settlement, a return, a withdrawal...).
 STATUSES_BY_TYPE: Final[dict[str, frozenset[str]]] = {
     "charge": frozenset({"succeeded", "failed", "pending"}),
     "refund": frozenset({"succeeded", "failed", "pending"}),
     "payout": frozenset({"settled"}),
     "payout_return": frozenset({"returned"}),
+    # A dispute's money (SPEC §6.2): events, as payout lines are; request id the charge's,
+    # processor id the dispute's, code its reason.
+    "dispute_withdrawal": frozenset({"withdrawn"}),
+    "dispute_fee": frozenset({"charged"}),
+    "dispute_reinstatement": frozenset({"reinstated"}),
 }
 FIELD_LENGTH_MAX: Final = 256  # characters in one field; the longest real one is an id or a time
 AMOUNT_MINOR_MAX: Final = 2**53 - 1  # as everywhere in paycore's API

@@ -46,7 +46,7 @@ CHUNK_LINES_MAX: Final = 16_000  # each chunk doubles the last one's lines up to
 GRACE_MS_DEFAULT: Final = 3_600_000  # PAYCORE_RECONCILE_GRACE_MS's default
 SOURCES: Final = ("file", "processor")
 LAPSED_RUNS_MAX: Final = 100  # runs abandoned per look (more: the next look)
-_KINDS: Final[tuple[Kind, ...]] = ("payment", "refund", "payout")
+_KINDS: Final[tuple[Kind, ...]] = ("payment", "refund", "payout", "dispute")
 
 __all__ = ["CAUSE", "reconcile"]
 

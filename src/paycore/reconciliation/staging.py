@@ -27,7 +27,9 @@ connection if the process dies. Nothing in it outlives a chunk, so it needs no m
 
 The three domains' tables are read here by name, through their lifecycle machines (the table
 and the stored spellings of their public statuses), and nothing of them is written: every
-change of a payment, refund or payout still goes through its service (`chunks`).
+change of a payment, refund or payout still goes through its service (`chunks`). Dispute lines
+(SPEC §6.2) are matched against the `disputes` table, read by name too (and the withdrawal's
+ledger transfer, for its moment); the report never moves a dispute.
 """
 
 from __future__ import annotations
@@ -59,10 +61,26 @@ _CREATE: Final = (
     "batch_id TEXT NOT NULL, code TEXT NOT NULL)"
 )
 _LINE_COLUMNS: Final = ", ".join(f"l.{name}" for name in COLUMNS)
+# A line as the run records it seen (`reconciliation_seen`, whose line type is at most 16
+# characters): a dispute line (SPEC §6.2) under a short type of its own and the processor's
+# dispute id, the object it names (its request id is the disputed charge's); any other line as is.
+SEEN_TYPES: Final = {
+    "dispute_withdrawal": "dp_withdrawal",
+    "dispute_fee": "dp_fee",
+    "dispute_reinstatement": "dp_reinstatement",
+}
+assert all(len(short) <= 16 for short in SEEN_TYPES.values()), SEEN_TYPES
+_DISPUTE_TYPES: Final = ", ".join(f"'{line_type}'" for line_type in SEEN_TYPES)
+_SEEN_TYPE: Final = (
+    "(CASE l.line_type "
+    + " ".join(f"WHEN '{line_type}' THEN '{short}'" for line_type, short in SEEN_TYPES.items())
+    + " ELSE l.line_type END)"
+)
+_SEEN_ID: Final = f"(CASE WHEN l.line_type IN ({_DISPUTE_TYPES}) THEN l.processor_id ELSE l.request_id END)"
 # The seen row of a line that was its object's first in the run.
 _FIRST: Final = (
-    "JOIN reconciliation_seen s ON s.run_id = ? AND s.line_type = l.line_type AND s.tenant_id = l.tenant_id "
-    "AND s.request_id = l.request_id"
+    f"JOIN reconciliation_seen s ON s.run_id = ? AND s.line_type = {_SEEN_TYPE} AND s.tenant_id = l.tenant_id "
+    f"AND s.request_id = {_SEEN_ID}"
 )
 
 
@@ -115,8 +133,8 @@ def record_seen(connection: Connection, run_id: str) -> None:
     conflict = "ON CONFLICT DO NOTHING"
     sql = (
         "INSERT INTO reconciliation_seen (run_id, line_type, tenant_id, request_id, line_number) "
-        f"SELECT ?, line_type, tenant_id, request_id, MIN(line_number) FROM {TABLE} WHERE 1 = 1 "
-        f"GROUP BY line_type, tenant_id, request_id {conflict}"
+        f"SELECT ?, {_SEEN_TYPE}, l.tenant_id, {_SEEN_ID}, MIN(l.line_number) FROM {TABLE} l WHERE 1 = 1 "
+        f"GROUP BY {_SEEN_TYPE}, l.tenant_id, {_SEEN_ID} {conflict}"
     )
     _execute(connection, sql, [run_id])
 
@@ -174,7 +192,9 @@ def record_plain_fees(connection: Connection, run_id: str, now_us: int) -> list[
 
 # Per kind: the line that names it, when its money moved (alias `o`), the statuses (public) whose
 # money moved. A manual payment's line is its capture, dated by the capture (SPEC §6.1): it moved
-# when it became `succeeded` (its last change: `updated_at_us`), not when it was authorized.
+# when it became `succeeded` (its last change: `updated_at_us`), not when it was authorized. A
+# dispute's (SPEC §6.2) is its chargeback's withdrawal, dated by the ledger transfer that withdrew
+# it (an inquiry withdraws nothing until it becomes a chargeback); `_MOVED_DISPUTE` says so.
 _MOVED: Final = {
     "payment": (
         "charge",
@@ -184,7 +204,24 @@ _MOVED: Final = {
     "refund": ("refund", "o.created_at_us", ("succeeded",)),
     "payout": ("payout", "o.settled_at_us", ("settled", "returned")),
 }
+_MOVED_DISPUTE: Final = (
+    "disputes",
+    SEEN_TYPES["dispute_withdrawal"],
+    "(SELECT t.created_at_us FROM ledger_transfers t WHERE t.tenant_id = o.tenant_id "
+    "AND t.id = o.withdrawal_transfer_id)",
+    "o.withdrawn_minor > 0",
+    "o.processor_dispute_id",
+)
 Unnamed = tuple[str, str, str, int, str]  # (tenant, id, stored status, amount_minor, currency)
+
+
+def _moved(kind: str) -> tuple[str, str, str, str, str]:
+    """(table, seen line type, moment, condition of money moved, id the line names) of `kind`."""
+    if kind == "dispute":
+        return _MOVED_DISPUTE
+    line_type, moment, statuses = _MOVED[kind]
+    machine: Any = {"payment": payments.MACHINE, "refund": refunds.MACHINE, "payout": payouts.MACHINE}[kind]
+    return machine.table.name, line_type, moment, f"o.status IN ({_stored(machine, statuses)})", "o.id"
 
 
 def unnamed(
@@ -199,8 +236,7 @@ def unnamed(
     """A page, in key order after `after`, of the objects of `kind` whose money moved in the
     window (`payments.moved_between` and its kin say which) that no line of these runs named:
     one anti-join, so that only the few missing objects come back to Python."""
-    line_type, moment, statuses = _MOVED[kind]
-    machine: Any = {"payment": payments.MACHINE, "refund": refunds.MACHINE, "payout": payouts.MACHINE}[kind]
+    table, line_type, moment, moved, reference = _moved(kind)
     runs = ", ".join("?" for _ in run_ids)
     where_after, after_params = (
         ("", [])
@@ -208,10 +244,10 @@ def unnamed(
         else ("AND (o.tenant_id > ? OR (o.tenant_id = ? AND o.id > ?)) ", [after[0], after[0], after[1]])
     )
     sql = (
-        f"SELECT o.tenant_id, o.id, o.status, o.amount_minor, o.currency FROM {machine.table.name} o "
-        f"WHERE o.status IN ({_stored(machine, statuses)}) AND {moment} >= ? AND {moment} < ? {where_after}"
+        f"SELECT o.tenant_id, o.id, o.status, o.amount_minor, o.currency FROM {table} o "
+        f"WHERE {moved} AND {moment} >= ? AND {moment} < ? {where_after}"
         f"AND NOT EXISTS (SELECT 1 FROM reconciliation_seen s WHERE s.run_id IN ({runs}) AND s.line_type = ? "
-        "AND s.tenant_id = o.tenant_id AND s.request_id = o.id) ORDER BY o.tenant_id, o.id LIMIT ?"
+        f"AND s.tenant_id = o.tenant_id AND s.request_id = {reference}) ORDER BY o.tenant_id, o.id LIMIT ?"
     )
     params = [window_us[0], window_us[1], *after_params, *run_ids, line_type, limit]
     return [
@@ -222,7 +258,7 @@ def unnamed(
 
 # --- plainly matched, by line type: matching's rules as SQL -------------------------------
 
-_PLAIN_TYPES: Final = ("charge", "refund", "payout", "payout_return")
+_PLAIN_TYPES: Final = ("charge", "refund", "payout", "payout_return", *SEEN_TYPES)
 
 
 # A charge line's amount: a manual payment's is what was captured (SPEC §6.1: the report lists
@@ -255,6 +291,9 @@ def _plain(line_type: str, *, new_fee: bool) -> str:
             f"OR (l.status = 'succeeded' AND o.status IN ({succeeded})) "
             f"OR (l.status = 'failed' AND o.status IN ({failed}))) AND {fee})"
         )
+    if line_type in SEEN_TYPES:
+        assert not new_fee, "the processor books no fee on a dispute line"
+        return _plain_dispute(line_type)
     assert not new_fee, "a payout's fee is the bank's, booked by its settlement"
     settlement = line_type == "payout"
     statuses = _stored(payouts.MACHINE, ["settled", "returned"] if settlement else ["returned"])
@@ -267,6 +306,25 @@ def _plain(line_type: str, *, new_fee: bool) -> str:
         f"l.line_type = '{line_type}' AND EXISTS (SELECT 1 FROM {payouts.MACHINE.table.name} o "
         "WHERE o.tenant_id = l.tenant_id AND o.id = l.request_id AND o.currency = l.currency "
         f"AND {amount} AND o.status IN ({statuses}) AND {bank_fee} = l.fee_minor)"
+    )
+
+
+# What a dispute line is compared with (`lookups._dispute`): the disputed amount or the fee paycore
+# withdrew (its chargeback's transfer of `withdrawn_minor`, amount plus fee), what it reinstated.
+_DISPUTE_AMOUNT: Final = {
+    "dispute_withdrawal": "d.withdrawn_minor > 0 AND d.amount_minor = l.amount_minor",
+    "dispute_fee": "d.withdrawn_minor > 0 AND d.withdrawn_minor - d.amount_minor = l.amount_minor",
+    "dispute_reinstatement": "d.reinstated_minor > 0 AND d.reinstated_minor = l.amount_minor",
+}
+
+
+def _plain_dispute(line_type: str) -> str:
+    """A dispute line is plainly matched when paycore holds the dispute it names (by the
+    processor's dispute id), in its currency, and moved the same money (`matching`'s rules)."""
+    return (
+        f"l.line_type = '{line_type}' AND l.fee_minor = 0 AND EXISTS (SELECT 1 FROM disputes d "
+        "WHERE d.tenant_id = l.tenant_id AND d.processor_dispute_id = l.processor_id AND d.currency = l.currency "
+        f"AND {_DISPUTE_AMOUNT[line_type]})"
     )
 
 

@@ -3,7 +3,8 @@ line one by one decides, on both databases, for a report of many chunks.
 
 One database holds every case a line can meet (payments succeeded, declined and in doubt;
 authorizations captured in part, captured in doubt, open; refunds succeeded and in doubt; a
-payout settled by the bank; a payout the report settles and returns), and is copied whole. The
+payout settled by the bank; a payout the report settles and returns; chargebacks recorded, one
+won, one whose withdrawal line is wrong, one paycore never heard of), and is copied whole. The
 same report, in chunks far smaller than in production
 (50 lines, then up to 200) so that it spans many of them, is reconciled on the original with the
 engine as it is, and on the copy with every line judged one by one (`staging.unsettled` returning
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -33,6 +35,7 @@ from paycore.reconciliation import chunks, staging
 from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.report import HEADER, Staged
 from paycore.tenants import service as tenants
+from tests.integration.disputes import support as disputes
 from tests.integration.payments import capture_support
 from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support as payouts
@@ -52,6 +55,7 @@ def transport() -> str:
 
 def scenario(env: Env) -> list[str]:
     """Every kind of object a line can name, and the day's report of them (its header first)."""
+    wrong_dispute = chargebacks(env)  # first: their webhooks are delivered, no other item's must be
     succeeded = [paid(env, amount_minor=1000 + index) for index in range(6)]
     declined = [paid(env, token="tok_declined", amount_minor=700 + index) for index in range(2)]
     env.faults({"fault": "drop_response", "next_n": 3, "ops": ["charge"]})
@@ -77,8 +81,37 @@ def scenario(env: Env) -> list[str]:
     wrong = changed(wrong, manual["wrong"], amount_minor="1999")  # a capture's amount_mismatch
     wrong = changed(wrong, manual["pending"], status="pending")  # a manual payment's line: captures only
     forged = [text.replace(manual["partial"], manual["open"]) for text in wrong if manual["partial"] in text]
+    wrong = [withdrawn(text, "1") if wrong_dispute in text else text for text in wrong]  # a dispute's amount_mismatch
     dropped = succeeded[4]["id"]  # missing_at_processor
     return [text for text in wrong + forged if text.split(",")[1] != dropped]
+
+
+def chargebacks(env: Env) -> str:
+    """tok_disputed payments charged back and recorded (the first won), and a chargeback whose
+    webhook never reaches paycore (its lines: missing_in_paycore); the processor's id of a
+    recorded one (its withdrawal line is made wrong)."""
+    merchant = env.account("merchant.disputed")
+    recorded = [disputes.paid(env, merchant, 4000 + index, token="tok_disputed") for index in range(3)]
+    unknown = disputes.paid(env, merchant, 4500)
+    opened_at = disputes.later()
+    assert env.sandbox.settle_due(opened_at) >= 3 and env.deliver(opened_at) >= 3
+    disputes.open_at_sandbox(env, unknown)
+    disputes.caught(env)
+    won, wrong = (env.sandbox.disputes_of_charge(payment["id"])[0].dispute_id for payment in recorded[:2])
+    disputes.evidence_at_sandbox(env, won, "winning_evidence")
+    decided_at = disputes.later() + disputes.LATER_US
+    env.sandbox.settle_due(decided_at)
+    assert env.deliver(decided_at) >= 2
+    return wrong
+
+
+def withdrawn(text: str, amount_minor: str) -> str:
+    """A dispute's withdrawal line with another amount (any other line as it is)."""
+    fields = text.split(",")
+    if fields[0] != "dispute_withdrawal":
+        return text
+    fields[HEADER.index("amount_minor")] = amount_minor
+    return ",".join(fields)
 
 
 def authorizations(env: Env) -> dict[str, str]:
@@ -231,4 +264,7 @@ def test_the_set_based_match_decides_what_judging_every_line_decides(
     breaks_found = first["counts"][2]
     assert {"amount_mismatch", "currency_mismatch", "status_mismatch", "duplicate_line"} <= set(breaks_found)
     assert {"missing_in_paycore", "missing_at_processor", "malformed_line", "unknown_account"} <= set(breaks_found)
+    assert {row[1] for row in first["breaks"] if row[4] == "dispute"} == {"amount_mismatch"}
+    of_disputes = Counter(row[1] for row in first["breaks"] if "dispute" in row[9])  # lines, detail
+    assert (of_disputes["missing_in_paycore"], of_disputes["duplicate_line"] > 0) == (2, True)
     assert (again["counts"][2], again["counts"][3], again["counts"][4], again["counts"][6]) == ({}, 0, 0, 0)
