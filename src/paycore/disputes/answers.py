@@ -37,6 +37,7 @@ from paycore.disputes.errors import DisputeNotOpen
 from paycore.disputes.schemas import dispute_object
 from paycore.disputes.types import Dispute, ProcessorDispute
 from paycore.idempotency import service as idempotency
+from paycore.idempotency.errors import IdempotencyKeyReused
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.clock import parse_rfc3339
@@ -49,6 +50,7 @@ EVIDENCE: Final = "evidence"
 ACCEPT: Final = "accept"
 CAUSE: Final = "api_request"
 REQUEST_ID_PREFIX: Final = "dpa_"
+REQUEST_ID_REUSED: Final = "request_id_reused"  # the processor's code (paycore.processor.port)
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,12 @@ def _finish(
     if call.kind == "result" and result is not None:
         service.record(connection, seen(result), cause=CAUSE, actor=actor, now_us=now)
         return idempotency.record_refusal(connection, scope, Outcome(200, _body(connection, dispute)))
+    if call.kind == "refused" and call.evidence.refusal_code == REQUEST_ID_REUSED:
+        # A key whose answer was lost, sent again with another body: the processor holds the
+        # first. Nothing is recorded (the transaction rolls back), as for any reused key.
+        raise IdempotencyKeyReused(
+            "this idempotency key was already used with a different request", param="idempotency_key"
+        )
     if call.kind == "refused":
         # `dispute_not_open` (another answer or the deadline came first), or its like: the
         # processor did nothing. Recorded, so a retry with the key is not sent again.

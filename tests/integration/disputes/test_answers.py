@@ -133,6 +133,7 @@ def test_a_lost_answer_is_202_and_settled_by_the_status_query(env: Env) -> None:
     assert [step["cause"] for step in settled["history"]][1:] == ["status_query"] * (len(settled["history"]) - 1)
     retried = evidence(env, listed["id"], "winning_evidence", "ev-1")  # the same request id: deduped
     assert (retried.status_code, retried.json()["status"]) == (200, settled["status"])
+    assert evidence(env, listed["id"], "winning_evidence", "ev-1").headers["Idempotent-Replayed"] == "true"
     assert problems(env) == []
 
 
@@ -140,3 +141,11 @@ def _held(env: Env, dispute_id: str) -> Any:
     with env.database.read() as connection:
         found = disputes.load(connection, TENANT, dispute_id)
     return found
+
+
+def test_a_lost_answers_key_sent_again_with_another_body_is_refused(env: Env) -> None:
+    _, listed = opened(env)
+    env.faults({"fault": "drop_response", "next_n": 1, "ops": ["dispute_evidence"]})
+    assert evidence(env, listed["id"], "winning_evidence", "ev-1").status_code == 202
+    reused = evidence(env, listed["id"], "losing_evidence", "ev-1")
+    assert (reused.status_code, reused.json()["error"]) == (409, "idempotency_key_reused")
