@@ -84,6 +84,8 @@ def test_accept_loses_it_and_a_second_answer_is_409(env: Env) -> None:
     assert refused.json()["dispute"]["status"] == "lost"
     assert evidence(env, listed["id"], "winning_evidence", "ev-late").json() == refused.json()  # recorded
     assert accept(env, listed["id"], "acc-2").status_code == 409
+    published = env.client.get("/v1/events", params={"object_id": listed["id"], "type": "dispute.closed"}).json()
+    assert [(event["to"], event["cause"]) for event in published["data"]] == [("lost", "api_request")]  # once
     env.deliver(later())  # the processor's dispute.closed: already held, stale
     assert [step["to"] for step in dispute(env, listed["id"])["history"]] == ["needs_response", "lost"]
     assert posted(env, merchant) == 5000 - 5000 - FEE_MINOR  # lost: nothing more moves
