@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from paycore.kit.errors import NotFound
+from paycore.kit.errors import Conflict, NotFound
 
 
 class DisputeNotFound(NotFound):
     code = "dispute_not_found"
+
+
+class DisputeNotOpen(Conflict):
+    """Only a dispute in `needs_response` or `warning_needs_response` (without evidence yet)
+    takes evidence or an accept (details: the current dispute)."""
+
+    code = "dispute_not_open"
+    recorded = True  # a business refusal: the key replays it

@@ -5,11 +5,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from pydantic import Field
+
 from paycore.audit.schemas import HistoryItem, history_json
 from paycore.disputes.types import Dispute
 from paycore.kit.clock import to_rfc3339
+from paycore.schemas import Metadata, StrictModel
 
 HISTORY_LENGTH_MAX: Final = 100
+EVIDENCE_TEXT_LENGTH_MAX: Final = 20_000  # SPEC §6.2
+
+
+class EvidenceSubmit(StrictModel):
+    """`POST /v1/disputes/{id}/evidence`: the evidence's text (sent to the processor) and the
+    tenant's own metadata (kept with the call in the dispute's audit log)."""
+
+    text: str = Field(min_length=1, max_length=EVIDENCE_TEXT_LENGTH_MAX)
+    metadata: Metadata | None = None
 
 
 def dispute_object(dispute: Dispute) -> dict[str, Any]:

@@ -131,12 +131,18 @@ def _books(
     return values
 
 
-def get_dispute_json(connection: Connection, tenant_id: str, dispute_id: str) -> dict[str, Any]:
+def load(connection: Connection, tenant_id: str, dispute_id: str) -> Dispute:
+    """The tenant's dispute; DisputeNotFound (404) for an unknown one or another tenant's."""
     row = repository.get(connection, tenant_id, dispute_id)
     if row is None:
         raise DisputeNotFound("no such dispute", param="id")
+    return dispute_from_row(row)
+
+
+def get_dispute_json(connection: Connection, tenant_id: str, dispute_id: str) -> dict[str, Any]:
+    dispute = load(connection, tenant_id, dispute_id)
     history = audit.events_of(connection, tenant_id, dispute_id, limit=HISTORY_LENGTH_MAX)
-    return dispute_json(dispute_from_row(row), history)
+    return dispute_json(dispute, history)
 
 
 def list_disputes(

@@ -32,7 +32,7 @@ _STATUS_BY_CLASS: tuple[tuple[type[DomainError], int], ...] = (
     (BusinessRefusal, 422),
 )
 # Details a client can act on, added to the error body when an error carries them.
-_DETAILS_SHOWN = ("status", "refundable_minor", "owner_id", "payment")
+_DETAILS_SHOWN = ("status", "refundable_minor", "owner_id", "payment", "dispute")
 # How long a client is asked to wait before it retries an answer about the database itself:
 # a busy database frees up within a lock wait; one that went away takes longer to come back.
 RETRY_AFTER_BUSY_S = 1

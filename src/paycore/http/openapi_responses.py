@@ -251,6 +251,8 @@ BODIES: dict[tuple[str, str], dict[str, JsonSchema]] = {
     ("/v1/refunds", "get"): {"200": _list(REFUND)},
     ("/v1/disputes", "get"): {"200": _list(DISPUTE)},
     ("/v1/disputes/{dispute_id}", "get"): {"200": DISPUTE_WITH_HISTORY},
+    ("/v1/disputes/{dispute_id}/evidence", "post"): {"200": DISPUTE_WITH_HISTORY, "202": DISPUTE_WITH_HISTORY},
+    ("/v1/disputes/{dispute_id}/accept", "post"): {"200": DISPUTE_WITH_HISTORY, "202": DISPUTE_WITH_HISTORY},
     ("/v1/refunds/{refund_id}", "get"): {"200": REFUND},
     ("/v1/refunds/{refund_id}/approve", "post"): {"200": REFUND},
     ("/v1/refunds/{refund_id}/cancel", "post"): {"200": REFUND},

@@ -345,6 +345,15 @@ def recorded(connection: Connection, scope: KeyScope) -> Outcome | None:
     return Outcome(status=row.response_status, body=row.response_body)
 
 
+def answered(connection: Connection, scope: KeyScope) -> Outcome | None:
+    """The answer recorded for the key, or None when the key is unknown or still open; raises
+    IdempotencyKeyReused when it was used for a different request. For an effect that claims
+    its key only when it records its answer (a dispute's answer: `paycore.disputes.answers`)."""
+    if repository.get(connection, scope.tenant_id, scope.key) is None:
+        return None
+    return recorded(connection, scope)
+
+
 def complete(connection: Connection, tenant_id: str, key: str, outcome: Outcome) -> bool:
     """Record the response of an open key, once: False if one was recorded already."""
     return repository.complete(connection, tenant_id, key, outcome.status, outcome.body)
