@@ -14,14 +14,10 @@ PostgreSQL, each through a transaction of the client's.
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from paycore.credits import create, plan
 from paycore.credits.plan import CreditLine
@@ -33,9 +29,9 @@ from paycore.idempotency.errors import IdempotencyKeyReused
 from paycore.invariants import service as invariants
 from paycore.ledger import service as ledger
 from tests.support.rows import row_counts
+from tests.support.statements import counting
 
 PATH = "/v1/tenants/acme/credits"
-PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 USD = frozenset({"USD"})
 # A credit to accounts this process has written to: the whole round trip, per database.
 # PostgreSQL: the one call (autocommit: no BEGIN, no COMMIT of the client's). SQLite: BEGIN
@@ -43,27 +39,6 @@ USD = frozenset({"USD"})
 # credit (ADR 0026's fixed list), and the group's commit.
 STATEMENTS = {"sqlite": 7, "postgresql": 1}
 COMMITS = {"sqlite": 1, "postgresql": 0}
-
-
-@contextmanager
-def counting(database: Database) -> Iterator[list[str]]:
-    statements: list[str] = []
-
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
-        statements.append(" ".join(sql.split())[:160])
-
-    def commit(conn: Any) -> None:
-        statements.append("COMMIT")
-
-    event.listen(database.engine, "before_cursor_execute", statement)
-    event.listen(database.engine, "commit", commit)
-    try:
-        yield statements
-    finally:
-        event.remove(database.engine, "before_cursor_execute", statement)
-        event.remove(database.engine, "commit", commit)
-    if PRINT:
-        print("\n".join(statements))
 
 
 def scope(tenant_id: str, key: str, fingerprint: str = "f" * 64) -> idempotency.KeyScope:

@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from paycore.db.engine import Database
 from paycore.db.migrate import MIGRATIONS_PATH
@@ -38,6 +36,7 @@ from paycore.inbound.service import InvalidSignature, InvalidWebhook, Received
 from paycore.kit import signing
 from paycore.kit.clock import now_us
 from tests.integration.payments.conftest import Env
+from tests.support.statements import counting
 
 TOKENS = {"succeeded": "tok_ok", "failed": "tok_declined"}
 STATUS_CODES = {"succeeded": 201, "failed": 402}
@@ -54,25 +53,6 @@ REFERENCE_COST = {  # the reference path's, for the same events (docstring)
     ("postgresql", "stale"): (4, 1),
     ("postgresql", "duplicate"): (1, 1),
 }
-
-
-@contextmanager
-def counting(database: Database) -> Iterator[list[str]]:
-    statements: list[str] = []
-
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
-        statements.append(" ".join(sql.split())[:160])
-
-    def commit(conn: Any) -> None:
-        statements.append("COMMIT")
-
-    event.listen(database.engine, "before_cursor_execute", statement)
-    event.listen(database.engine, "commit", commit)
-    try:
-        yield statements
-    finally:
-        event.remove(database.engine, "before_cursor_execute", statement)
-        event.remove(database.engine, "commit", commit)
 
 
 @pytest.fixture

@@ -18,15 +18,12 @@ totals, the entries, the key's answer) and 1 commit. PostgreSQL's one call is AD
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from paycore.db.engine import Database
 from paycore.http.errors import dumps, render_refusal
@@ -38,8 +35,8 @@ from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound, InvalidEntries
 from paycore.ledger.service import EntrySpec, TransferSpec
 from tests.support.rows import row_counts
+from tests.support.statements import counting
 
-PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 NOW_US = 1_700_000_000_000_000
 # A transfer between two accounts whose facts this process has cached, the write alone.
 # PostgreSQL: the one call (autocommit: no BEGIN, no COMMIT of the client's). SQLite: BEGIN
@@ -59,27 +56,6 @@ ACCOUNTS = {
     "source": ("USD", "debit", False),
 }
 Leg = tuple[str, str, int]  # (account code, direction, amount_minor)
-
-
-@contextmanager
-def counting(database: Database) -> Iterator[list[str]]:
-    statements: list[str] = []
-
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
-        statements.append(" ".join(sql.split())[:160])
-
-    def commit(conn: Any) -> None:
-        statements.append("COMMIT")
-
-    event.listen(database.engine, "before_cursor_execute", statement)
-    event.listen(database.engine, "commit", commit)
-    try:
-        yield statements
-    finally:
-        event.remove(database.engine, "before_cursor_execute", statement)
-        event.remove(database.engine, "commit", commit)
-    if PRINT:
-        print("\n".join(statements))
 
 
 def render(transfer: ledger.Transfer) -> str:

@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import importlib.util
 import multiprocessing
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from paycore.audit.service import EventContext
 from paycore.config import Settings
@@ -42,8 +39,8 @@ from paycore.payments import accept, accept_plan, accept_repository, service
 from paycore.payments.service import PaymentTimings
 from paycore.payments.types import NewPayment, Payment
 from tests.support.rows import row_counts
+from tests.support.statements import counting
 
-PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 NOW_US = 1_700_000_000_000_000
 TIMINGS = PaymentTimings(processing_stale_ms=60_000, wait_ms=1_000, first_retry_ms=1)
 # A payment of a tenant whose clearing account this process has written to, accept alone.
@@ -66,27 +63,6 @@ def _migration(pattern: str) -> Any:
 
 
 ACCEPT_0036 = _migration("*_payments_authorize.py")
-
-
-@contextmanager
-def counting(database: Database) -> Iterator[list[str]]:
-    statements: list[str] = []
-
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
-        statements.append(" ".join(sql.split())[:160])
-
-    def commit(conn: Any) -> None:
-        statements.append("COMMIT")
-
-    event.listen(database.engine, "before_cursor_execute", statement)
-    event.listen(database.engine, "commit", commit)
-    try:
-        yield statements
-    finally:
-        event.remove(database.engine, "before_cursor_execute", statement)
-        event.remove(database.engine, "commit", commit)
-    if PRINT:
-        print("\n".join(statements))
 
 
 def scope(tenant_id: str, key: str, *, fingerprint: str = "f" * 64, now_us: int = NOW_US) -> KeyScope:

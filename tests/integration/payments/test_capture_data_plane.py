@@ -39,7 +39,8 @@ from paycore.payments import capture, operations, states
 from paycore.payments.service import PaymentTimings
 from paycore.payments.types import Payment
 from tests.integration.payments.conftest import Env
-from tests.integration.payments.test_settle_data_plane import counting, normal, role_names, rows_of, totals_of
+from tests.integration.payments.test_settle_data_plane import normal, role_names, rows_of, totals_of
+from tests.support.statements import counting
 
 # (statements, commits) of each phase alone, by database.
 BEGIN_COST = {"sqlite": (5, 1), "postgresql": (2, 1)}  # PostgreSQL: the read commits

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from paycore.db.engine import Database
 from paycore.db.migrate import MIGRATIONS_PATH
@@ -42,8 +40,8 @@ from paycore.ledger import service as ledger
 from paycore.payments import settle
 from paycore.processor.port import ChargeRequest, ChargeResult, Processor
 from tests.integration.payments.conftest import Env
+from tests.support.statements import counting
 
-PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 # (statements, commits) of the settle phase alone, by database and outcome.
 SETTLE_COST = {
     ("sqlite", "succeeded"): (9, 1),
@@ -60,27 +58,6 @@ STATUSES = {"succeeded": "succeeded", "failed": "failed", "authorized": "require
 CAPTURE = {"authorized": "manual"}  # else the default, automatic
 FUNCTIONS = {"authorized": "paycore_payments_authorize"}  # else paycore_payments_settle
 HOLDS = {"succeeded": ["pending", "post"], "authorized": ["pending"]}  # else voided
-
-
-@contextmanager
-def counting(database: Database) -> Iterator[list[str]]:
-    statements: list[str] = []
-
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
-        statements.append(" ".join(sql.split())[:160])
-
-    def commit(conn: Any) -> None:
-        statements.append("COMMIT")
-
-    event.listen(database.engine, "before_cursor_execute", statement)
-    event.listen(database.engine, "commit", commit)
-    try:
-        yield statements
-    finally:
-        event.remove(database.engine, "before_cursor_execute", statement)
-        event.remove(database.engine, "commit", commit)
-    if PRINT:
-        print("\n".join(statements))
 
 
 @pytest.fixture

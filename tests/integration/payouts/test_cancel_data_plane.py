@@ -29,11 +29,12 @@ from paycore.lifecycle.policy import Policy
 from paycore.payouts import cancel, cancel_plan, cancel_repository, jobs, lifecycle, schemas, service, states
 from paycore.payouts.errors import PayoutNotCancelable, PayoutNotFound
 from paycore.payouts.types import Payout
-from tests.integration.payouts.test_create_data_plane import ACTOR, NOW_US, counting, funded, new, plane, rows_of
+from tests.integration.payouts.test_create_data_plane import ACTOR, NOW_US, funded, new, plane, rows_of
 from tests.integration.payouts.test_create_data_plane import scope as create_scope
 from tests.support.payouts import funded_source, load
 from tests.support.payouts import schedule as support_schedule
 from tests.support.rows import row_counts
+from tests.support.statements import counting
 
 RETENTION_US = 86_400_000_000
 # The phase alone, a scheduled payout canceled. Both: the payout's read and its events' read

@@ -18,14 +18,11 @@ their second read).
 from __future__ import annotations
 
 import multiprocessing
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, text
 
 from paycore.audit import service as audit
 from paycore.config import Settings
@@ -44,8 +41,8 @@ from paycore.payouts import create, create_plan, schemas, service
 from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
 from tests.support.rows import row_counts
+from tests.support.statements import counting
 
-PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 NOW_US = 1_700_000_000_000_000  # 2023-11-14 UTC
 ACTOR = actors.LOCAL
 ACH = Beneficiary("Ada Lovelace", routing_number="110000000", account_number="000123456789")
@@ -60,27 +57,6 @@ COMMITS = {"sqlite": 1, "postgresql": 0}
 FIRST_STATEMENTS = {"sqlite": 13, "postgresql": 1}
 # The reference path, the same request (the tenant's accounts known): see the docstring.
 REFERENCE_STATEMENTS = {"sqlite": 13, "postgresql": 12}
-
-
-@contextmanager
-def counting(database: Database) -> Iterator[list[str]]:
-    statements: list[str] = []
-
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
-        statements.append(" ".join(sql.split())[:160])
-
-    def commit(conn: Any) -> None:
-        statements.append("COMMIT")
-
-    event.listen(database.engine, "before_cursor_execute", statement)
-    event.listen(database.engine, "commit", commit)
-    try:
-        yield statements
-    finally:
-        event.remove(database.engine, "before_cursor_execute", statement)
-        event.remove(database.engine, "commit", commit)
-    if PRINT:
-        print("\n".join(statements))
 
 
 def scope(tenant_id: str, key: str, *, fingerprint: str = "f" * 64, now_us: int = NOW_US) -> KeyScope:

@@ -20,14 +20,11 @@ answer) and 1 commit; the same 12 without BEGIN and 1 commit on PostgreSQL
 from __future__ import annotations
 
 import multiprocessing
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, text
 
 from paycore.config import Settings
 from paycore.db.engine import Database
@@ -44,8 +41,8 @@ from paycore.refunds.create_plan import RefundRequest
 from paycore.refunds.errors import PaymentNotRefundable
 from paycore.tenants import settings as tenant_settings
 from tests.support.rows import row_counts
+from tests.support.statements import counting
 
-PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 NOW_US = 1_700_000_000_000_000
 # A refund of a payment whose facts (and, on SQLite, whose clearing account) this process has
 # seen, the phase alone. PostgreSQL: the one call (autocommit: no BEGIN, no COMMIT of the
@@ -64,27 +61,6 @@ FIRST_STATEMENTS = {"sqlite": 11, "postgresql": 2}
 # totals, the entries, the refund, the event, the events read back, the key's answer (and
 # SQLite's BEGIN IMMEDIATE), in a transaction of the client's.
 REFERENCE_STATEMENTS = {"sqlite": 13, "postgresql": 12}
-
-
-@contextmanager
-def counting(database: Database) -> Iterator[list[str]]:
-    statements: list[str] = []
-
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
-        statements.append(" ".join(sql.split())[:160])
-
-    def commit(conn: Any) -> None:
-        statements.append("COMMIT")
-
-    event.listen(database.engine, "before_cursor_execute", statement)
-    event.listen(database.engine, "commit", commit)
-    try:
-        yield statements
-    finally:
-        event.remove(database.engine, "before_cursor_execute", statement)
-        event.remove(database.engine, "commit", commit)
-    if PRINT:
-        print("\n".join(statements))
 
 
 def render(refund: Any, history: Any) -> str:
