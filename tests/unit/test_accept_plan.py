@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.idempotency.service import KeyScope
 from paycore.kit import actors
 from paycore.ledger.limits import Totals

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from paycore.audit.service import Event, EventContext
+from paycore.audit.rows import EventContext
+from paycore.audit.service import Event
 from paycore.http.errors import dumps
 from paycore.idempotency.service import KeyScope
 from paycore.payouts import states

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.http.errors import dumps
 from paycore.idempotency.service import KeyScope
 from paycore.kit.errors import InvalidRequest

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.inbound.receive_plan import PLAIN_TYPES, WEBHOOK_COLUMNS, plain_status, plan_receive
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import actors

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from paycore.audit.service import Event, EventContext
+from paycore.audit.rows import EventContext
+from paycore.audit.service import Event
 from paycore.idempotency.service import KeyScope
 from paycore.kit import actors
 from paycore.kit.errors import InvalidAmount

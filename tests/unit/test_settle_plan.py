@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.idempotency.service import KeyScope
 from paycore.kit import actors
 from paycore.ledger.limits import Totals

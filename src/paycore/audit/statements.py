@@ -1,5 +1,5 @@
 """The columns of an event's row as a data-plane phase (ADR 0026) inserts it on SQLite, in the
-order its parameters go (`audit.service.event_row` builds the row; a row leaves out what it has
+order its parameters go (`audit.rows.event_row` builds the row; a row leaves out what it has
 not, e.g. an unpublished event's `object_sequence` and `snapshot`, and is sent with `row.get`)."""
 
 from __future__ import annotations

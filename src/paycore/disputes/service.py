@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from sqlalchemy import Connection
 
+from paycore.audit import rows as audit_rows
 from paycore.audit import service as audit
 from paycore.disputes import money, repository, states
 from paycore.disputes.errors import DisputeNotFound
@@ -95,10 +96,10 @@ def _move(
     values.update(_books(connection, payment, dispute, seen, now_us))
     repository.set_values(connection, dispute.tenant_id, dispute.id, values)
     moved = Dispute(**{**vars(dispute), **values})
-    row = audit.event_row(
+    row = audit_rows.event_row(
         moved.tenant_id,
         event_id=ids.new_id("evt"),
-        context=audit.EventContext.current(),
+        context=audit_rows.EventContext.current(),
         kind="state_change",
         type=states.event_type(from_state, moved.status),
         object_type=OBJECT_TYPE,

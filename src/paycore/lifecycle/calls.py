@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection
 
+from paycore.audit import rows as audit_rows
 from paycore.audit import service as audit
 from paycore.lifecycle.errors import Refused, Unreachable
 from paycore.lifecycle.evidence import Evidence, EvidenceKind
@@ -122,10 +123,10 @@ def event_row(
     actor: str,
     now_us: int,
     event_id: str,
-    context: audit.EventContext,
+    context: audit_rows.EventContext,
 ) -> dict[str, Any]:
     """The row `record` writes, built (pure): what a data-plane phase plans (ADR 0026)."""
-    return audit.processor_call_row(
+    return audit_rows.processor_call_row(
         tenant_id,
         event_id=event_id,
         context=context,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, insert
 
+from paycore.audit import rows as audit_rows
 from paycore.audit import service as audit
 from paycore.kit import ids
 from paycore.lifecycle import store
@@ -51,7 +52,7 @@ def record(
 ) -> None:
     """The audit event of `item`'s change (as it is after it), in the change's transaction;
     published to the tenant's webhook endpoints when the machine renders a snapshot."""
-    context = audit.EventContext.current()
+    context = audit_rows.EventContext.current()
     row = event_row(
         machine,
         item,
@@ -76,10 +77,10 @@ def event_row(
     now_us: int,
     data: dict[str, Any] | None,
     event_id: str,
-    context: audit.EventContext,
+    context: audit_rows.EventContext,
 ) -> dict[str, Any]:
     """The row `record` writes, built (pure): what a data-plane phase plans (ADR 0026)."""
-    return audit.state_change_row(
+    return audit_rows.state_change_row(
         item.tenant_id,
         event_id=event_id,
         context=context,

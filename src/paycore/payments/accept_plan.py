@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.idempotency.service import KeyScope
 from paycore.kit.money import AMOUNT_MINOR_MAX, is_known_currency
 from paycore.ledger import chart

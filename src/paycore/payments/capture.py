@@ -29,7 +29,7 @@ from typing import TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.idempotency.service import KeyScope
 from paycore.lifecycle import calls, recording
 from paycore.lifecycle.calls import Call

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.idempotency.service import Outcome
 from paycore.ledger import chart
 from paycore.ledger.limits import Totals

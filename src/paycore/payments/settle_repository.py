@@ -249,7 +249,7 @@ def _resolve_hold(connection: Connection, plan: Plan) -> Accounts:
 
 
 def write_event(connection: Connection, row: dict[str, Any]) -> None:
-    """An event's row as planned (`audit.service.event_row`'s shape)."""
+    """An event's row as planned (`audit.rows.event_row`'s shape)."""
     common = (row["tenant_id"], row["id"], row["kind"], row["type"], row["object_type"], row["object_id"])
     if "snapshot" not in row:
         assert row["from_state"] is None and row["to_state"] is None, row

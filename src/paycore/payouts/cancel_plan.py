@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from paycore.audit.service import Event, EventContext
+from paycore.audit.rows import EventContext
+from paycore.audit.service import Event
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.lifecycle import recording
 from paycore.lifecycle.machine import replaced

@@ -25,8 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from paycore.audit import service as audit
-from paycore.audit.service import Event, EventContext
+from paycore.audit import rows as audit_rows
+from paycore.audit.rows import EventContext
+from paycore.audit.service import Event
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit.clock import utc_day
 from paycore.kit.errors import DomainError, InvalidAmount
@@ -247,7 +248,7 @@ def plan_create(
 
 def _api_call(scope: KeyScope, payout: Payout, actor: str, context: EventContext, event_id: str) -> dict[str, Any]:
     """The request's audit event, as the route records an accepted payout."""
-    return audit.api_call_row(
+    return audit_rows.api_call_row(
         payout.tenant_id,
         event_id=event_id,
         context=context,

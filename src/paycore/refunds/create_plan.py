@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from paycore.audit.service import Event, EventContext
+from paycore.audit.rows import EventContext
+from paycore.audit.service import Event
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit.errors import InvalidAmount
 from paycore.kit.money import AMOUNT_MINOR_MAX, is_amount_minor

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.db.migrate import MIGRATIONS_PATH

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, text
 
+from paycore.audit import rows as audit_rows
 from paycore.audit import service as audit
 from paycore.config import Settings
 from paycore.db.engine import Database
@@ -221,7 +222,7 @@ def test_a_payout_moved_after_the_read_is_left_to_the_reference_path(database: D
         before,
         events,
         actor=ACTOR,
-        context=audit.EventContext(None, None),
+        context=audit_rows.EventContext(None, None),
         new_ids=cancel_plan.NewIds("txn_00000000000000000000000001", "evt_00000000000000000000000001"),
         encode=dumps,
     )
