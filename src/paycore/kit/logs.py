@@ -148,18 +148,21 @@ def formatter(format: str) -> logging.Formatter:
     return JsonFormatter() if format == "json" else TextFormatter()
 
 
-def configure(format: str = "json", level: str = "INFO") -> logging.Handler:
-    """Send every log line of this process to standard error in `format`: one handler on the
-    root logger (replacing the one an earlier call installed), uvicorn's loggers routed
-    through it. Handlers installed by others (a test harness) are left alone."""
+def configure(format: str = "json", level: str = "INFO", *, path: str | None = None) -> logging.Handler:
+    """Send every log line of this process to standard error (or, with `path`, appended to that
+    file) in `format`: one handler on the root logger (replacing the one an earlier call
+    installed), uvicorn's loggers routed through it. Handlers installed by others (a test
+    harness) are left alone."""
     assert level in LEVELS, level
-    handler = logging.StreamHandler(sys.stderr)
+    handler: logging.Handler
+    handler = logging.StreamHandler(sys.stderr) if path is None else logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(formatter(format))
     setattr(handler, _OURS, True)
     root = logging.getLogger()
     for old in list(root.handlers):
         if getattr(old, _OURS, False):
             root.removeHandler(old)
+            old.close()  # a file's handler closes its file; standard error's is left open
     root.addHandler(handler)
     root.setLevel(level)
     for name in UVICORN_LOGGERS:

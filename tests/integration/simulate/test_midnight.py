@@ -39,7 +39,8 @@ def simulate_at(moment: str, *args: str) -> subprocess.CompletedProcess[str]:
     if not found:
         pytest.fail(f"these tests need libfaketime ({LIBFAKETIME}): apt-get install faketime (.ci/run installs it)")
     env = {**os.environ, "LD_PRELOAD": found[0], "FAKETIME": "+0", "FAKETIME_NO_CACHE": "1"}
-    command = [sys.executable, str(HELPER), moment, "simulate", *args]
+    # --verbose: the log lines to standard error, where `spans_midnight` reads their times.
+    command = [sys.executable, str(HELPER), moment, "simulate", "--verbose", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False, env=env)
 
 

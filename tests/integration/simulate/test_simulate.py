@@ -4,8 +4,12 @@ invariant check can fail."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, select, text
@@ -143,3 +147,36 @@ def test_the_invariants_catch_an_authorization_the_sides_disagree_on_or_closed_t
         )
     finally:
         built.close()
+
+
+def _simulate(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).with_name("paycore")), "simulate", "--quiet", "success", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_log_lines_go_to_a_file_unless_verbose(tmp_path: Path) -> None:
+    """The timelines are read by a person: without --verbose the JSON log lines go to a file the
+    output names, not among them; with --verbose they go to standard error as any command's do."""
+    log_file = tmp_path / "simulate.log"
+    quiet = _simulate("--log-file", str(log_file))
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert f"log lines: {log_file}" in quiet.stdout
+    assert '"level"' not in quiet.stderr and '"level"' not in quiet.stdout
+    logged = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert logged and all("ts" in line for line in logged)
+
+    verbose = _simulate("--verbose")
+    assert verbose.returncode == 0, verbose.stdout + verbose.stderr
+    assert "log lines:" not in verbose.stdout
+    assert any(line.startswith("{") and '"ts"' in line for line in verbose.stderr.splitlines())
+
+
+def test_without_a_log_file_one_is_made_and_named() -> None:
+    ran = _simulate()
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    named = re.findall(r"log lines: (\S+)", ran.stdout)
+    assert len(named) == 2 and named[0] == named[1], ran.stdout
+    try:
+        assert Path(named[0]).read_text().strip()
+    finally:
+        Path(named[0]).unlink()
