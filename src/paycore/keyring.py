@@ -1,4 +1,4 @@
-"""Secrets at rest (issue 29, finding 8; ADR 0018): a secret paycore must read back (today: the
+"""Secrets at rest (finding 8; ADR 0018): a secret paycore must read back (today: the
 webhook signing secrets) is stored encrypted, so that a dump of the database alone is not enough
 to forge a webhook.
 

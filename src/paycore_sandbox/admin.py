@@ -1,4 +1,4 @@
-"""The sandbox's admin token (issue 29): who may change what the processor answers.
+"""The sandbox's admin token: who may change what the processor answers.
 
 Three endpoints change the sandbox rather than ask it something: `PUT /v1/sandbox/faults` and
 `DELETE /v1/sandbox/faults` set and clear the fault plan, which decides what every later call

@@ -1,4 +1,4 @@
-"""`paycore operators ...`: the people who use the console (issue 28)."""
+"""`paycore operators ...`: the people who use the console."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""When the database cannot be reached (issue 29, docs/runbooks/operations.md, "The database
+"""When the database cannot be reached (docs/runbooks/operations.md, "The database
 went away"): the one place that says which driver errors mean that, the two errors they
 become, and each process's view of an outage.
 
@@ -59,7 +59,7 @@ def unreachable(error: BaseException) -> bool:
             return True
         return unreachable(error.orig) if error.orig is not None else False
     # psycopg is loaded by whoever raised its error: a process on SQLite never imports it
-    # (~0.07 s of every start, issue 30).
+    # (~0.07 s of every start).
     driver = sys.modules.get("psycopg")
     if driver is None or not isinstance(error, driver.Error):
         return False  # SQLite has no server to lose; its errors are answered as they are

@@ -121,7 +121,7 @@ def update_by_key(
 ) -> int:
     """`UPDATE table SET values WHERE key [AND status IN status_in]`; the rows changed. The
     statement is built once per shape, with bind parameters: building a SQLAlchemy UPDATE and
-    its cache key on every call cost as much CPU as running it (issue 31, bench/profile_api.py)."""
+    its cache key on every call cost as much CPU as running it (bench/profile_api.py)."""
     statement = _update_by_key(table, tuple(key), tuple(values), status_in is not None)
     parameters = {f"k_{name}": value for name, value in key.items()}
     parameters.update({f"v_{name}": value for name, value in values.items()})

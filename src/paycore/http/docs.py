@@ -1,5 +1,5 @@
 """The OpenAPI document's reading pages, `/docs` (Swagger UI) and `/redoc` (ReDoc), served with
-their scripts and styles from this server (issue 28): FastAPI's own pages load them from a CDN
+their scripts and styles from this server: FastAPI's own pages load them from a CDN
 and show blank offline. The files come from the `fastapi-offline` package, a maintained bundle
 of both, pinned in pyproject.toml; only its four files are served, by name."""
 

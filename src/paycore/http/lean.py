@@ -1,4 +1,4 @@
-"""The money requests' one pass (ADR 0026, decision 4; issue 39, point 2).
+"""The money requests' one pass (ADR 0026, decision 4).
 
 A POST that a thin edge serves (every `Edge` among the app's routes, picked up when the stack
 is built: a new edge needs only its `app.router.routes.insert(0, ...)`) would otherwise cross

@@ -1,5 +1,5 @@
 """Refused money requests into the audit log (SPEC §11: "every API call result, including
-refused schedule requests"; issue 29, item 9), found again by their idempotency key
+refused schedule requests"), found again by their idempotency key
 (`GET /v1/audit_events?idempotency_key=...`).
 
 One mechanism for every money-moving POST (`AUDITED_ROUTES`): a pure ASGI layer that sees the

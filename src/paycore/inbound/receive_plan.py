@@ -29,7 +29,7 @@ from paycore.payments import service as payments
 from paycore.payments import states
 
 # The event types the data plane reads, and the payment status each proves. Any other type
-# (a refund's, a payout's, a capture's or a cancel's, issue 40) is the reference path's.
+# (a refund's, a payout's, a capture's or a cancel's) is the reference path's.
 PLAIN_TYPES: Final = {"charge.succeeded": states.SUCCEEDED, "charge.failed": states.FAILED}
 STALE: Final = "stale"  # what `receive` answers, the stored event's status, the audit event's cause
 # The stored event's columns (`inbound.models.processor_webhooks`), in the order they are sent.

@@ -1,4 +1,4 @@
-"""Who did something: the one vocabulary of the audit log's `actor` column (issue 28).
+"""Who did something: the one vocabulary of the audit log's `actor` column.
 
 Every state change and every audit record names its actor in one of these forms, and nothing
 else (no bare `api`):

@@ -1,5 +1,5 @@
 """JSON as paycore reads it from outside: a key repeated within one object is refused, at any
-depth (issue 29).
+depth.
 
 Python's `json`, like most parsers, keeps the last of a repeated key:
 `{"amount_minor": 1, "amount_minor": 999999}` reads as 999999, while a proxy, a log, a

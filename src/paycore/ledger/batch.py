@@ -1,4 +1,4 @@
-"""A batch of transfers written at once (`service.create_batch`, issue 31).
+"""A batch of transfers written at once (`service.create_batch`).
 
 The reference is a loop of `service.create_transfer`, one transfer after the other in the
 caller's transaction: about seven statements each. This writes the same rows, numbered the

@@ -1,4 +1,4 @@
-"""The processor's fees on the ledger (docs/ledger.md, "Processor fees"; ADR 0014, issue 20).
+"""The processor's fees on the ledger (docs/ledger.md, "Processor fees"; ADR 0014).
 
 A processor collects a charge's gross amount and settles it less its fee. paycore booked the
 gross when the payment succeeded (debit `processor.clearing.CUR`, credit the destination

@@ -35,7 +35,7 @@ def get(
 @lru_cache(maxsize=_LOADS_MAX)
 def _get_statement(table: Table, locked: bool) -> Select[Any]:
     """An item by its key, built once per table: every status change loads its item with it,
-    and building the expression and its cache key cost more CPU than running it (issue 31)."""
+    and building the expression and its cache key cost more CPU than running it."""
     query = select(table).where(table.c.tenant_id == bindparam("t"), table.c.id == bindparam("id"))
     return query.with_for_update() if locked else query
 
@@ -183,7 +183,7 @@ def claim_due(
 
 @dataclass(frozen=True)
 class Search:
-    """What the console's lists filter on (issue 28); None: any. Newest first."""
+    """What the console's lists filter on; None: any. Newest first."""
 
     tenant_id: str | None = None  # None: every tenant
     statuses: Collection[str] | None = None  # stored names

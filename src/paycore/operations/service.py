@@ -1,4 +1,4 @@
-"""What operations watch (SPEC §12, issue 28; docs/operations-console.md, "Metrics"): the front
+"""What operations watch (SPEC §12; docs/operations-console.md, "Metrics"): the front
 page of the console and the gauges of `/metrics` read the same functions, so a number on the
 page and its metric never disagree.
 

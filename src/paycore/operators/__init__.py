@@ -1,1 +1,1 @@
-"""People in paycore (issue 28): operators with roles, their console sessions, sign-in limits."""
+"""People in paycore: operators with roles, their console sessions, sign-in limits."""

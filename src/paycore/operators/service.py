@@ -1,4 +1,4 @@
-"""Operators and their console sessions (issue 28, ADR 0016). Every function runs in the
+"""Operators and their console sessions (ADR 0016). Every function runs in the
 caller's transaction.
 
 An operator token (`pco_` + 32 random bytes) is shown once, by `paycore operators create`; only
@@ -146,7 +146,7 @@ def disable_operator(connection: Connection, name: str, *, now_us: int) -> Opera
 
 
 def local_mode(connection: Connection) -> bool:
-    """True while no API key and no operator exist (SPEC §3.2, widened by issue 28): requests
+    """True while no API key and no operator exist (SPEC §3.2): requests
     need no key and the console no sign-in (loopback only), and the actor is `local`. Once a
     key or an operator exists it never ends again (neither is ever deleted)."""
     return not tenants.auth_required(connection) and not repository.any_operator(connection)

@@ -1,4 +1,4 @@
-"""Operators and what each role may do (issue 28, ADR 0016).
+"""Operators and what each role may do (ADR 0016).
 
 Roles rank: a `viewer` reads every page; an `operator` also asks the processor again, redelivers
 events, resolves reconciliation breaks, requests refunds, captures or cancels an authorized

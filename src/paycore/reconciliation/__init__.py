@@ -1,1 +1,1 @@
-"""Reconciliation against the processor's settlement report (SPEC §10, issue 20, ADR 0014)."""
+"""Reconciliation against the processor's settlement report (SPEC §10, ADR 0014)."""

@@ -1,4 +1,4 @@
-"""One chunk of a report, in one transaction (ADR 0014, issue 31): the merchants the lines name
+"""One chunk of a report, in one transaction (ADR 0014): the merchants the lines name
 checked to be tenants, the lines written into the staging table and matched set-based
 (`staging`: recorded as seen, a second line for one object in a run being a `duplicate_line`;
 the plainly matched ones counted and their fees recorded without a line of Python each), and the
@@ -8,7 +8,7 @@ kind (`lookups`), their breaks stored, what they prove applied through the objec
 
 A line's `merchant_id` is the tenant it belongs to. One that names no tenant of paycore (or one
 that differs from a tenant's only by case: tenant ids are case-sensitive) is one
-`unknown_account` break under the run's own scope, `*` (issue 29): nothing else of it is
+`unknown_account` break under the run's own scope, `*`: nothing else of it is
 recorded, so that no row ever names a tenant that does not exist. A malformed line whose
 merchant is not a tenant is stored under `*` too. A tenant exists once `paycore tenants create`
 made it; in local mode (no API key and no operator yet) there is no list of tenants, every

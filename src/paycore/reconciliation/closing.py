@@ -2,7 +2,7 @@
 the report has no line for (`missing_at_processor`), supersede the open breaks of the day that
 this run did not find again (the report they came from was replaced by a corrected one), and
 forget the lines the day's earlier runs read. Superseding happens in the transaction that marks
-the run completed (issue 29): a run killed before it supersedes nothing, so an abandoned run
+the run completed: a run killed before it supersedes nothing, so an abandoned run
 never leaves an earlier run's breaks half superseded.
 
 `missing_at_processor` looks, page by page over each kind's table, at the objects whose money

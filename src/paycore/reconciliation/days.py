@@ -8,7 +8,7 @@ finds the day held and gets `DayBusy` before it writes anything. No in-process l
 A run that stops renewing (its process killed with kill -9, hung, or the machine gone) keeps the
 day until its lease lapses (`PAYCORE_RECONCILE_LEASE_MS`). Then the next run of the day, or a
 worker that looks (`take`), takes the day and, in the same transaction, marks every other
-`running` run of it `abandoned` and rolls back what it wrote (`abandon`, issue 29): its open
+`running` run of it `abandoned` and rolls back what it wrote (`abandon`): its open
 breaks are superseded (cause `run_abandoned`), its lines seen deleted. So a day shows the
 breaks of complete runs only, never half of one; the day can be run again at once.
 

@@ -45,7 +45,7 @@ def runs_summary(connection: Connection) -> tuple[int, int | None]:
     return repository.runs_summary(connection)
 
 
-# --- the HTTP API: runs and breaks as a tenant sees them (issue 20) --------------------------
+# --- the HTTP API: runs and breaks as a tenant sees them --------------------------
 
 
 def list_runs(connection: Connection, tenant_id: str, *, starting_after: str | None, limit: int) -> list[Run]:

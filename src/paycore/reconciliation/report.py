@@ -7,7 +7,7 @@ finding (`malformed_line`), not a reason to stop. What makes the whole input unu
 header, another header, a line that is not UTF-8 text) raises `NotAReport` before the first
 line is yielded or where it is met, with a one-line message naming the line.
 
-A report is UTF-8 text (issue 29): a byte-order mark before its header is skipped, and its lines
+A report is UTF-8 text: a byte-order mark before its header is skipped, and its lines
 end in CRLF or LF. `opened(raw)` reads bytes as paycore reads every report: UTF-8, line ends
 kept, and a byte that is not UTF-8 kept (as a lone surrogate, Python's `surrogateescape`) so
 that `read` can name the line it is on instead of failing somewhere in a decoder. A stream that
@@ -142,7 +142,7 @@ def read(lines: Iterable[str]) -> Iterator[Line | Malformed]:
 
 def read_staged(lines: Iterable[str]) -> Iterator[Staged | Malformed]:
     """`read`, each good line as its staging row (`Staged`) rather than a `Line`: what a run
-    writes into its staging table, without building a `Line` per line (issue 31)."""
+    writes into its staging table, without building a `Line` per line."""
     for number, fields in _data(lines):
         yield Malformed(number, f"not CSV: {fields}", ()) if isinstance(fields, csv.Error) else staged(number, fields)
 
@@ -168,7 +168,7 @@ def _records(text: Iterator[str]) -> Iterator[tuple[int, list[str] | csv.Error]]
     """The CSV records of the text lines as `csv.reader(text, strict=True)` reads them, each with
     the number of the last line it was read from, and a record's error in its place (the reader
     goes on with the next line, as csv's does). A line without a quote or a line break inside
-    is split on its commas without the csv module, which is what it would do (issue 31: a
+    is split on its commas without the csv module, which is what it would do (a
     quarter of a line's cost); any other line starts a csv reader, which reads on as far as
     its record goes (a quoted field across lines)."""
     number = 0

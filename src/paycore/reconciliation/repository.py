@@ -226,7 +226,7 @@ def runs_summary(connection: Connection) -> tuple[int, int | None]:
     return int(resolved), finished_at_us
 
 
-# --- the HTTP API's reads and a break's status change (issue 20) ------------------------------
+# --- the HTTP API's reads and a break's status change ------------------------------
 
 
 def get_break(connection: Connection, tenant_id: str, break_id: str) -> Row[Any] | None:

@@ -10,7 +10,7 @@ corrected report no longer has, superseded). A file that is not a report is refu
 anything is written (`NotAReport`). Running the same report again stores nothing new, books
 nothing and moves nothing.
 
-A run that does not complete is `abandoned` and its breaks are rolled back (issue 29): at once
+A run that does not complete is `abandoned` and its breaks are rolled back: at once
 when it stops on an error, or, when it cannot say so (killed), by the next run of its day or a
 worker's look (`abandon_lapsed`) once its lease lapsed. A day's open breaks are never half a run's.
 """
@@ -261,7 +261,7 @@ def _hashed(lines: Iterable[str], digest: Any) -> Iterator[str]:
         yield text
 
 
-# --- the HTTP API: resolving a break (issue 20); its reads are queries.py -------------------
+# --- the HTTP API: resolving a break; its reads are queries.py -------------------
 
 
 def resolve_break(

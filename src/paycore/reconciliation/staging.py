@@ -1,4 +1,4 @@
-"""A chunk of the report in the database, matched with set-based SQL (issue 31).
+"""A chunk of the report in the database, matched with set-based SQL.
 
 Each chunk's lines are written into a staging table in one go (PostgreSQL: `COPY`; SQLite: one
 `executemany`), then matched by a few statements over the whole chunk, joined with the

@@ -1,4 +1,4 @@
-"""The loss report's charts (issue 28, the console's `/ops/losses`): the adjustments of the
+"""The loss report's charts (the console's `/ops/losses`): the adjustments of the
 report's range and filters summed by day and currency, each component apart, in one statement
 (the definition of a loss and its components: `reports/losses.py`, docs/losses.md)."""
 
@@ -12,7 +12,7 @@ from sqlalchemy import Connection, text
 
 from paycore.reports.losses import COLUMNS, COMPONENT_SUMS, FIRST_DAY, LAST_DAY, TENANT_MATCH, LossFilters, exact_int
 
-# The console's charts (issue 28): the adjustments of the report's range and filters, summed
+# The console's charts: the adjustments of the report's range and filters, summed
 # by day (`effective_on`) and currency with each component apart: ONE statement, the same
 # text on SQLite and PostgreSQL. `shown_days` keeps the latest :day_limit days that have an
 # adjustment (a chart has room for so many bars); the `total` lines, one per currency, cover

@@ -1,2 +1,2 @@
-"""Manual resolution (issue 28, ADR 0016): settling by hand, with four eyes, an item no
+"""Manual resolution (ADR 0016): settling by hand, with four eyes, an item no
 evidence will settle."""

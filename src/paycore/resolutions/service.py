@@ -1,4 +1,4 @@
-"""Manual resolution, maker-checker (issue 28, ADR 0016). Every function runs in the caller's
+"""Manual resolution, maker-checker (ADR 0016). Every function runs in the caller's
 transaction.
 
 An item that no evidence will settle (the processor lost it, the bank answers nothing) can be

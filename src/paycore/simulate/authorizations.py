@@ -1,4 +1,4 @@
-"""The authorize-now-capture-later scenarios (SPEC §6.1, issue 40): a capture whose answer is
+"""The authorize-now-capture-later scenarios (SPEC §6.1): a capture whose answer is
 lost and a cancel that never arrives, each left `in_doubt` and resolved by the processor's word
 (the resolver's status query); a cancel racing a capture, where exactly one wins and money
 moves once; and an authorization that expires, canceled on the processor's word (its

@@ -1,6 +1,6 @@
 """Per-tenant settings of money rules (the `tenant_settings` table). A tenant without a row
 has the defaults: no refund ever waits for approval, and an item in doubt for 72 hours may be
-resolved by hand (issue 28).
+resolved by hand.
 
 Two of them are controls, and a change that loosens one needs an approver (`loosened`): raising
 the refund approval threshold or clearing it (more money leaves without a second person), and

@@ -19,7 +19,7 @@ Local mode (a developer's machine: no API key and no operator yet) adds loopback
 nothing else: `localhost`, 127.0.0.0/8 and ::1, over http or https, so that a receiver on
 `http://127.0.0.1:PORT/hook` can be used. Every other rule holds in every mode, at registration
 and at delivery: the metadata service, private networks and the rest stay refused, and http
-stays refused for any other host (issue 29, finding 7). Local mode's server is reachable from
+stays refused for any other host. Local mode's server is reachable from
 loopback only (ADR 0013), but its worker's requests are not: they leave the machine.
 """
 

@@ -1,4 +1,4 @@
-"""The operations console (issue 28, SPEC §12; docs/operations-console.md): server-rendered
+"""The operations console (SPEC §12; docs/operations-console.md): server-rendered
 HTML under `/ops`, for the people of `paycore operators`. No build step, no script, no asset
 from outside. Pages read through the domains' services; every action is a POST form with a
 CSRF token, checked against the signed-in operator's role (`operators.types.LEAST_ROLE`)."""

@@ -1,4 +1,4 @@
-"""The console's actions (issue 28): each a POST form with the session's CSRF token, allowed by
+"""The console's actions: each a POST form with the session's CSRF token, allowed by
 the operator's role, done in one transaction through the domains' services, and answered with a
 redirect to the page it came from (a refusal is a page with the refusal's status). Every action
 is in the audit log with the person's name (the services record it)."""

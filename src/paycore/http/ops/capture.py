@@ -1,4 +1,4 @@
-"""Capture later in the console (issue 40 point 4, SPEC §6.1): an operator captures all or part
+"""Capture later in the console (SPEC §6.1): an operator captures all or part
 of an authorized payment, or cancels it, from the payment's page.
 
 Each is a POST form with the session's CSRF token and an idempotency key of its own (rendered

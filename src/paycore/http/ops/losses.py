@@ -1,4 +1,4 @@
-"""The console's loss report (issue 28): `/ops/losses` with its charts (server-rendered SVG, by
+"""The console's loss report: `/ops/losses` with its charts (server-rendered SVG, by
 day and by component) and `/ops/losses.csv`. Money is an integer everywhere here: the charts'
 geometry is integer arithmetic (pixels = amount * height // scale), the CSV carries minor units
 and the decimal text of `kit.money.format_minor`; nothing is a float."""

@@ -1,4 +1,4 @@
-"""The console's work queues (issue 28): everything in doubt, oldest first; the items a worker
+"""The console's work queues: everything in doubt, oldest first; the items a worker
 round could not move, oldest fault first; refunds waiting for a second person; reconciliation
 runs and breaks, a break beside the object it names."""
 

@@ -1,4 +1,4 @@
-"""The console's reports (issue 28; the loss report is `losses.py`): the ledger's accounts and
+"""The console's reports (the loss report is `losses.py`): the ledger's accounts and
 an account's statement, webhook endpoints and failing
 deliveries, and the audit log. Read-only pages; the one action they offer (redeliver) is in
 `actions.py`.

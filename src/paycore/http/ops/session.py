@@ -1,4 +1,4 @@
-"""Who is using the console, and the guards of every action (issue 28, ADR 0016).
+"""Who is using the console, and the guards of every action (ADR 0016).
 
 - A page needs a signed-in operator: the `paycore_ops` cookie names a server-side session
   (`operators.service`). Without one a page redirects to `/ops/login` and an action is 401; a

@@ -1,4 +1,4 @@
-"""One object's whole story for the console (issue 28): every state change (from, to, cause,
+"""One object's whole story for the console: every state change (from, to, cause,
 actor, time), every call to the processor or bank (request, answer or error, latency), every
 webhook in and every delivery out, every ledger transfer with its entries, every break, every
 person's action (manual resolutions, asking again, approvals) — one list, in time order."""

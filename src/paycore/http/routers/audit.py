@@ -1,4 +1,4 @@
-"""The audit log, readable (issue 28): `GET /v1/audit_events`, the tenant's every record (state
+"""The audit log, readable: `GET /v1/audit_events`, the tenant's every record (state
 changes, calls to the processor, webhooks, API results including refused requests, people's
 actions and sign-ins), newest first. `GET /v1/events` stays the list of published events."""
 

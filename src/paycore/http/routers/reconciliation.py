@@ -1,4 +1,4 @@
-"""Issue 20, SPEC §10: reconciliation runs and breaks, and resolving a break.
+"""SPEC §10: reconciliation runs and breaks, and resolving a break.
 
 A run is global (one settlement report covers every merchant); a tenant sees it with its own
 break counts only, never the run's volumes. Breaks are the tenant's. Resolving one is a

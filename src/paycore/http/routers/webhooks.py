@@ -1,4 +1,4 @@
-"""Issue 21, SPEC §10.1: a tenant's webhook endpoints (docs/webhooks.md). The signing secret
+"""SPEC §10.1: a tenant's webhook endpoints (docs/webhooks.md). The signing secret
 is in the answer that makes it (create, rotate_secret) and nowhere else. That answer is stored
 for its replays with the secret sealed (ADR 0018), and opened for the client each time."""
 

@@ -1,6 +1,6 @@
 """PostgreSQL only: `paycore_create_transfer` refuses a balance past 2^53 - 1, as Python does.
 
-Issue 18: two credits of (2^53 - 1) / 2 + 1 took a balance to 9007199254740992, which a
+Two credits of (2^53 - 1) / 2 + 1 took a balance to 9007199254740992, which a
 JavaScript client reads wrong. `paycore.ledger.postings._apply` now refuses a transfer that
 would carry an account's posted, pending or available balance (as the API reports them), or
 its posted balance plus incoming holds, past 2^53 - 1 in absolute value while moving it away

@@ -1,6 +1,6 @@
 """The invariant checks' tables, and the index their "moved twice" checks read.
 
-Issue 18: the money invariants run as a worker job (paycore.invariants, docs/invariants.md).
+The money invariants run as a worker job (paycore.invariants, docs/invariants.md).
 - `invariant_violations`: one row per (tenant, check, subject) found broken, written once.
 - `invariant_cursors`: per check, the last subject key checked and when the check last ran
   (tenant id `*`: not a tenant's data).

@@ -1,6 +1,6 @@
 """One name for the work columns in every table the lifecycle drives.
 
-Issue 19: payments, refunds and payouts run on one lifecycle (paycore.lifecycle), whose work
+Payments, refunds and payouts run on one lifecycle (paycore.lifecycle), whose work
 columns have one name each (paycore.lifecycle.columns). Payments and refunds called the
 round counter `resolve_attempts`, payouts `attempts`: rename the first two. A rename is
 contract-only (no expand/backfill window): code older than this revision reads

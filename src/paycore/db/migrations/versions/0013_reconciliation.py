@@ -1,6 +1,6 @@
 """Reconciliation's tables: runs of a day's settlement report and the breaks they find.
 
-Issue 20, ADR 0014: `reconciliation_runs` (tenant id `*`: a report covers every merchant) and
+ADR 0014: `reconciliation_runs` (tenant id `*`: a report covers every merchant) and
 `reconciliation_breaks` (one row per finding, unique per tenant, day and finding key). New
 tables only: code older than this revision never reads them, so OLDEST_COMPATIBLE_REVISION
 stays 0012.

@@ -1,4 +1,4 @@
-"""People in paycore (issue 28, ADR 0016): operators, their console sessions, the sign-in
+"""People in paycore (ADR 0016): operators, their console sessions, the sign-in
 throttle, manual resolutions, and each tenant's manual window.
 
 - `operators`, `operator_sessions`, `operator_sign_in_failures`, `manual_resolutions`: new tables.

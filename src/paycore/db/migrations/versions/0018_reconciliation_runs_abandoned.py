@@ -1,4 +1,4 @@
-"""Reconciliation runs that never completed (issue 29): `reconciliation_runs.status` admits
+"""Reconciliation runs that never completed: `reconciliation_runs.status` admits
 `abandoned`, beside `running` and `completed`.
 
 A run whose lease on its day lapsed (its process killed, hung, or stopped by an error) is marked

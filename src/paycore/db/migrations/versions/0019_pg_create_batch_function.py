@@ -1,4 +1,4 @@
-"""PostgreSQL only: `paycore_create_batch`, a whole batch of transfers in one call (issue 31).
+"""PostgreSQL only: `paycore_create_batch`, a whole batch of transfers in one call.
 
 `ledger.create_batch` wrote a batch one transfer at a time: about seven statements each, so a
 batch of 8,000 was some 56,000 round trips, with the batch's accounts locked throughout. This

@@ -1,4 +1,4 @@
-"""PostgreSQL only: `paycore_credits_create`, a credit in one call (ADR 0026, issue 39).
+"""PostgreSQL only: `paycore_credits_create`, a credit in one call (ADR 0026).
 
 A credit (SPEC §5) was about a dozen statements through SQLAlchemy Core inside
 `idempotency.run`: the key's claim, the accounts' read (and their creation on first use), the

@@ -1,5 +1,5 @@
 """PostgreSQL only: `paycore_payments_accept`, a payment's first phase in one call (ADR 0026
-step 3, issue 39).
+step 3).
 
 A payment's accept (`paycore.payments.service._start`) was eleven statements through
 SQLAlchemy Core in one transaction: the key's claim (open: no answer yet), the destination

@@ -1,5 +1,5 @@
 """PostgreSQL only: `paycore_payouts_create`, a payout's creating phase in one call (ADR 0026
-step 3, issue 39).
+step 3).
 
 A payout's creation (`POST /v1/payouts`: `paycore.payouts.service.schedule` and the request's
 `api_call` event, inside `idempotency.run`) was 17 statements through SQLAlchemy Core in one

@@ -1,5 +1,5 @@
 """PostgreSQL only: `paycore_refunds_create`, a refund's creating phase in one call (ADR 0026
-step 3, issue 39).
+step 3).
 
 Creating a refund (`POST /v1/payments/{id}/refunds`: `paycore.refunds.service.create_refund`
 inside `idempotency.run`) was twelve statements through SQLAlchemy Core in one transaction:

@@ -1,5 +1,5 @@
 """PostgreSQL only: `paycore_payments_settle`, a payment's settle phase in one call (ADR 0026
-step 3, issue 39).
+step 3).
 
 After the processor answered, the creating request's second transaction was a dozen statements
 through SQLAlchemy Core: the payment read FOR UPDATE, the call's audit event, the

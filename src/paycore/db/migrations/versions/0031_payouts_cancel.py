@@ -1,5 +1,5 @@
-"""PostgreSQL only: `paycore_payouts_cancel`, a payout's cancel in one call (ADR 0026 step 3,
-issue 39).
+"""PostgreSQL only: `paycore_payouts_cancel`, a payout's cancel in one call (ADR 0026 step
+3).
 
 A payout's cancel (`POST /v1/payouts/{payout_id}/cancel`: `paycore.payouts.service.cancel`
 inside `idempotency.run`) is, through SQLAlchemy Core in one transaction: the key's claim, the

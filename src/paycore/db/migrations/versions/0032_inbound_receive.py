@@ -1,5 +1,5 @@
 """PostgreSQL only: `paycore_inbound_receive`, the processor's webhook received in one call in
-its plain case (ADR 0026 step 3, issue 39).
+its plain case (ADR 0026 step 3).
 
 The processor's webhook (`POST /v1/webhooks/processor`: `paycore.inbound.service.receive`) is,
 through SQLAlchemy Core in one transaction: the event stored under its id (`ON CONFLICT DO

@@ -1,4 +1,4 @@
-"""Authorize now, capture later (SPEC §6.1, issue 40, ADR 0029): a payment's capture method, its
+"""Authorize now, capture later (SPEC §6.1, ADR 0029): a payment's capture method, its
 authorization's amounts and lifetime, the operation in flight on it, and two new statuses.
 
 Columns (every one nullable or with a default: the PostgreSQL functions of 0027 and 0030 insert

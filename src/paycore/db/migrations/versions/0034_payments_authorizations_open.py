@@ -1,4 +1,4 @@
-"""The open authorizations (SPEC §6.1, §12; issue 40 point 4): the index `/metrics` reads
+"""The open authorizations (SPEC §6.1, §12): the index `/metrics` reads
 `paycore_authorizations_open` and `paycore_authorization_oldest_age_seconds` through.
 
     ix_payments_authorizations_open ON payments (created_at_us, id) WHERE status = 'requires_capture'

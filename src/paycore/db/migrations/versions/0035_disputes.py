@@ -1,4 +1,4 @@
-"""Disputes (SPEC §6.2, issue 41, ADR 0030): the `disputes` table, the payment's `disputed_minor`,
+"""Disputes (SPEC §6.2, ADR 0030): the `disputes` table, the payment's `disputed_minor`,
 and rule zero counting disputed money on PostgreSQL's refund call.
 
 - `disputes`: one row per dispute the processor opened, unique per tenant on the processor's

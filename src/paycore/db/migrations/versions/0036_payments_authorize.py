@@ -1,5 +1,5 @@
 """PostgreSQL only: an authorization's accept and settle on the data plane (ADR 0026 step 3,
-ADR 0029; issue 39 point 1 for issue 40's manual payments).
+ADR 0029).
 
 - `paycore_payments_accept` gains a last argument, the payment's capture method: revision
   0027's body with `capture_method` written, as a new signature (a function's arguments cannot
