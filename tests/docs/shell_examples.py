@@ -1,6 +1,6 @@
 """The shell examples of README.md and docs/: found, run in one `bash -e` per page, and checked.
 
-The convention every page follows (README.md, "Examples that run"):
+The convention every page follows (docs/testing.md, "Examples that run"):
 
 - A fenced block whose language is `sh` is an example, run as written. A block that cannot run
   against a fresh `paycore serve --dev` is preceded by `<!-- not run: <reason> -->` (blank lines
