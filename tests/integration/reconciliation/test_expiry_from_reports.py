@@ -25,6 +25,7 @@ from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.service import CAUSE
 from tests.integration.payments.capture_support import authorized, capture, history, money, payment
 from tests.integration.payments.conftest import Env
+from tests.support import tamper
 
 HOUR_US = 3_600_000_000
 
@@ -216,3 +217,21 @@ def test_two_processes_resolving_at_once_move_it_once(env: Env) -> None:
     assert money(env, merchant) == (0, 0)
     with env.database.read() as connection:
         assert verify(connection).ok
+
+
+def test_one_that_cannot_be_moved_stays_in_doubt_and_the_others_are_resolved(env: Env) -> None:
+    merchant = env.account()
+    poisoned, other = in_doubt_capture(env, merchant), in_doubt_capture(env, merchant)
+    for paid in (poisoned, other):
+        place(env, paid["id"], made_us=at(day_ago(1), 3600), expires_us=at(day_ago(1), 3602))
+    with env.database.read() as connection:
+        tenant_id, transfer_id = connection.execute(
+            text("SELECT tenant_id, transfer_id FROM payments WHERE id = :id"), {"id": poisoned["id"]}
+        ).one()
+    tamper.void_hold(env.database, tenant_id, transfer_id)  # its hold resolved behind its back: a bug
+
+    summary = run(env, day_ago(1))
+
+    assert summary.resolved == 1
+    assert payment(env, poisoned["id"])["status"] == "in_doubt"  # the log has it (work_fault)
+    assert (payment(env, other["id"])["status"], money(env, merchant)) == ("canceled", (0, 0))
