@@ -1,4 +1,4 @@
-"""An expiry the processor's reports imply (SPEC §6.1, issue 40 point 4).
+"""An expiry the processor's reports imply (SPEC §6.1, ADR 0029).
 
 The report lists captures, never authorizations, expiries or cancels. One day's report without
 a capture line proves nothing (a line may come late, the report may be a part of the day). But
