@@ -40,7 +40,9 @@ from paycore.payments.types import Payment
 from paycore.processor.port import ChargeResult
 
 MACHINE: Final = lifecycle.MACHINE
-CAUSE: Final = "api_request"  # `operations.CAUSE`: the move the capture or cancel request makes
+# The audit cause of the move a capture or cancel request makes, whoever asked (the API's key, a
+# person in the console: the actor says who), as a refund's birth is `refund_requested`.
+CAUSES: Final = {states.CAPTURE: "capture_requested", states.CANCEL: "cancel_requested"}
 # What the processor's charge says when the operation happened, and the payment's status then.
 _DONE: Final = {states.CAPTURE: ("captured", states.SUCCEEDED), states.CANCEL: ("canceled", states.CANCELED)}
 # The columns begin's compare-and-set writes (`Machine.changes` of the move to `processing`).
@@ -97,7 +99,7 @@ def plan_begin(
         MACHINE,
         moved,
         authorized.status,
-        cause=CAUSE,
+        cause=CAUSES[operation],
         actor=actor,
         now_us=moved.updated_at_us,
         data=None,

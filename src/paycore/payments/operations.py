@@ -39,7 +39,7 @@ from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.store import set_values
 from paycore.payments import capture as capture_phases
-from paycore.payments import jobs, lifecycle, settle_plan, states
+from paycore.payments import capture_plan, jobs, lifecycle, settle_plan, states
 from paycore.payments.errors import AmountTooLarge, PaymentNotCancelable, PaymentNotCapturable
 from paycore.payments.models import payments
 from paycore.payments.schemas import capturable_minor, operation_outcome, payment_object
@@ -47,7 +47,7 @@ from paycore.payments.service import PaymentTimings, await_answer
 from paycore.payments.types import Payment
 from paycore.processor.port import ChargeResult, Processor
 
-CAUSE: Final = "api_request"  # the audit cause of the move a capture or cancel request makes
+CAUSES: Final = capture_plan.CAUSES  # the audit cause of the move a capture or cancel request makes
 
 
 def capture(
@@ -172,7 +172,7 @@ def _start(
         NEXT_ATTEMPT_AT_US: now + timings.processing_stale_ms * 1000,  # the resolver's, if we die
     }
     moved = lifecycle.MACHINE.move(
-        connection, payment, states.PROCESSING, cause=CAUSE, actor=actor, now_us=now, values=values
+        connection, payment, states.PROCESSING, cause=CAUSES[operation], actor=actor, now_us=now, values=values
     )
     if not moved.changed:
         raise _not_possible(moved.item, operation)

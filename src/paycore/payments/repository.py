@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row
+from sqlalchemy import Connection, Row, and_, or_, select
 
 from paycore.lifecycle import store
+from paycore.payments import states
 from paycore.payments.models import payments
 
 
@@ -42,3 +43,23 @@ def authorizations_open(connection: Connection) -> tuple[int, int | None]:
     or expired, over every tenant: read through the partial index, never the history."""
     count, oldest = connection.exec_driver_sql(_AUTHORIZATIONS_OPEN).one()
     return int(count), None if oldest is None else int(oldest)
+
+
+def captures_in_doubt_expired(
+    connection: Connection, *, expired_before_us: int, after: tuple[str, str] | None, limit: int
+) -> list[tuple[str, str]]:
+    """(tenant, payment id), in key order after `after`, over every tenant, of the manual
+    payments `in_doubt` with a capture in flight whose authorization expired (the processor's
+    figure, stored when it authorized) before `expired_before_us`: what reconciliation's
+    reports may prove expired (`reconciliation/expiry.py`)."""
+    table = payments.c
+    query = select(table.tenant_id, table.id).where(
+        table.status == states.IN_DOUBT,
+        table.capture_method == "manual",
+        table.operation == states.CAPTURE,
+        table.authorization_expires_at_us < expired_before_us,
+    )
+    if after is not None:
+        query = query.where(or_(table.tenant_id > after[0], and_(table.tenant_id == after[0], table.id > after[1])))
+    query = query.order_by(table.tenant_id, table.id).limit(limit)
+    return [(str(tenant_id), str(payment_id)) for tenant_id, payment_id in connection.execute(query)]

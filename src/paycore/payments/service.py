@@ -304,6 +304,10 @@ moved_between: Final = lifecycle.MACHINE.moved_between
 working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
 in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges
 authorizations_open: Final = repository.authorizations_open  # the open authorizations' gauges
+# The in-doubt captures past their authorization's expiry (reconciliation/expiry.py).
+captures_in_doubt_expired: Final = repository.captures_in_doubt_expired
+IN_DOUBT: Final = states.IN_DOUBT
+CAPTURE: Final = states.CAPTURE
 
 
 load: Final = lifecycle.MACHINE.load  # the payment, or PaymentNotFound

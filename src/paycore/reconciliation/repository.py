@@ -38,6 +38,13 @@ def finish_run(connection: Connection, run_id: str, values: Mapping[str, Any]) -
     assert connection.execute(statement.values(**values, status="completed")).rowcount == 1, run_id
 
 
+def add_resolved(connection: Connection, run_id: str, *, count: int) -> None:
+    """Count items a completed run moved after its last chunk (an expiry its reports imply)."""
+    table = reconciliation_runs.c
+    statement = update(reconciliation_runs).where(table.tenant_id == ALL_TENANTS, table.id == run_id)
+    assert connection.execute(statement.values(resolved=table.resolved + count)).rowcount == 1, run_id
+
+
 def abandon_run(connection: Connection, run_id: str, *, now_us: int) -> bool:
     """Compare-and-set `running` -> `abandoned`: True only for the one caller that moved it."""
     table = reconciliation_runs.c

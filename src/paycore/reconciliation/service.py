@@ -6,8 +6,9 @@ processes; `DayBusy` otherwise), reads the report as it comes (`report.read`), i
 statement per kind, judged, breaks stored, proofs applied through each object's lifecycle with
 cause `settlement_report`, fees booked once), then closes the run (`closing`: the money the
 report has no line for, then in the one transaction that completes the run, the open breaks a
-corrected report no longer has, superseded). A file that is not a report is refused before
-anything is written (`NotAReport`). Running the same report again stores nothing new, books
+corrected report no longer has, superseded); once it completed, it resolves the in-doubt
+captures whose authorization's expiry the complete reports imply (`expiry`). A file that is not
+a report is refused before anything is written (`NotAReport`). Running the same report again stores nothing new, books
 nothing and moves nothing.
 
 A run that does not complete is `abandoned` and its breaks are rolled back: at once
@@ -34,7 +35,7 @@ from paycore.kit import actors, clock, ids
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle import faults
 from paycore.lifecycle.evidence import MANUAL_CAUSE
-from paycore.reconciliation import chunks, closing, days, matching, queries, repository, states
+from paycore.reconciliation import chunks, closing, days, expiry, matching, queries, repository, states
 from paycore.reconciliation.chunks import CAUSE, Context, Counts
 from paycore.reconciliation.errors import DayBusy, UnknownResolution
 from paycore.reconciliation.matching import Finding, Kind, Known
@@ -119,6 +120,8 @@ def reconcile(
         _give_up(database, day=day, run_id=run_id, actor=actor)
         raise
     summary.abandoned = abandoned
+    # After the run completed: its day's report is now one of the complete ones (`expiry`).
+    summary.resolved += expiry.resolve_implied(database, grace_ms=grace_ms, run_id=run_id, actor=actor)
     return summary
 
 

@@ -120,6 +120,14 @@ def test_every_metric_the_alerts_and_the_dashboard_use_is_exposed(client: TestCl
     assert len(used) >= 10
 
 
+def test_the_dashboard_shows_the_open_authorizations_with_unique_panel_ids(repo_root: Path) -> None:
+    shown = {name for expression in dashboard_expressions(repo_root) for name in METRIC_NAME.findall(expression)}
+    assert {"paycore_authorizations_open", "paycore_authorization_oldest_age_seconds"} <= shown  # issue 40 point 4
+    dashboard = json.loads((repo_root / "deploy/grafana/paycore.json").read_text())
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids)), ids  # Grafana keys a panel by its id
+
+
 def test_a_fresh_app_reports_every_label_at_zero_but_the_days_never_reconciled(client: TestClient) -> None:
     lag = by(client, "paycore_worker_lag_seconds", "job")
     assert set(lag) == set(operations.JOBS)

@@ -75,10 +75,10 @@ def test_an_operator_captures_part_typed_in_major_units_once_for_a_double_submit
     assert money(env, merchant) == (1234, 0)  # the rest released, in one step
     calls = [call["type"] for call in env.events(payment_id, "processor_call")]
     assert calls.count("processor.capture") == 1, calls  # the processor was asked once
-    steps = [(step["from"], step["to"], step["actor"]) for step in body["history"]]
-    assert steps[-2:] == [
-        ("requires_capture", "processing", "operator:alice"),
-        ("processing", "succeeded", "operator:alice"),
+    steps = [(step["from"], step["to"], step["cause"], step["actor"]) for step in body["history"]]
+    assert steps[-2:] == [  # the person asked: not an API request
+        ("requires_capture", "processing", "capture_requested", "operator:alice"),
+        ("processing", "succeeded", "processor_answer", "operator:alice"),
     ]
     text = page_of(alice, payment_id)
     assert 'captured</dt><dd id="captured">12.34 USD (released 37.66 USD)' in text
@@ -140,7 +140,10 @@ def test_an_operator_cancels_an_authorization_and_all_of_it_is_released(console:
         0,
     )
     assert money(env, merchant) == (0, 0)
-    assert [step["actor"] for step in body["history"]][-2:] == ["operator:alice", "operator:alice"]
+    assert [(step["cause"], step["actor"]) for step in body["history"]][-2:] == [
+        ("cancel_requested", "operator:alice"),
+        ("processor_answer", "operator:alice"),
+    ]
     text = html.unescape(alice.get(done.headers["location"]).text)
     assert "Authorization canceled: 50.00 USD released." in text
     assert 'id="cancellation">requested: all 50.00 USD released' in text and "/capture" not in text

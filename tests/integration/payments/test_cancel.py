@@ -19,7 +19,7 @@ def test_cancel_releases_all_of_the_authorization(env: Env) -> None:
     assert (body["amount_capturable_minor"], body["amount_captured_minor"], body["refundable_minor"]) == (0, 0, 0)
     assert money(env, merchant) == (0, 0)
     assert history(env, paid["id"])[-2:] == [
-        ("requires_capture", "processing", "api_request"),
+        ("requires_capture", "processing", "cancel_requested"),
         ("processing", "canceled", "processor_answer"),
     ]
     again = cancel(env, paid["id"], key="can-1")

@@ -22,7 +22,7 @@ def test_capture_of_all_posts_the_authorization(env: Env) -> None:
     assert history(env, paid["id"]) == [
         (None, "processing", "api_request"),
         ("processing", "requires_capture", "processor_answer"),
-        ("requires_capture", "processing", "api_request"),
+        ("requires_capture", "processing", "capture_requested"),
         ("processing", "succeeded", "processor_answer"),
     ]
 

@@ -3,8 +3,9 @@ reconciliation and the real sandbox, on both databases: the report lists capture
 line of the captured amount), not authorizations. A partial capture reconciles clean against
 what was captured; a capture the report shows with another amount is an `amount_mismatch`; a
 capture whose answer was lost is resolved by its line through the payment's lifecycle, once;
-an authorization with no capture sent is never moved by the report; and no capture line for an
-expired authorization is not the processor's word (SPEC §6.1): the status query settles it."""
+an authorization with no capture sent is never moved by the report; and no capture line in the
+complete reports of every day through an in-doubt capture's expiry is the processor's word that it
+expired (SPEC §6.1; the cases around it: test_expiry_from_reports.py)."""
 
 from __future__ import annotations
 
@@ -140,7 +141,7 @@ def test_a_capture_line_for_an_authorization_paycore_sent_no_capture_for_is_a_st
     assert money(env, merchant) == (2000, 5000)
 
 
-def test_no_capture_line_for_an_expired_authorization_is_no_evidence_the_status_query_is(env: Env) -> None:
+def test_no_capture_line_in_the_complete_reports_through_its_expiry_resolves_it_expired(env: Env) -> None:
     merchant = env.account()
     paid = authorized(env, merchant, 4000, token="tok_expires_quickly")
     env.faults({"fault": "drop_request", "next_n": 1, "ops": ["capture"]})
@@ -149,15 +150,50 @@ def test_no_capture_line_for_an_expired_authorization_is_no_evidence_the_status_
     lines = report(env)
     assert capture_lines(lines, paid["id"]) == []
 
-    summary = reconciliation.reconcile(env.database, lines, day=today())
+    partial_day = reconciliation.reconcile(env.database, lines, source="processor", day=today())
 
-    assert (summary.resolved, dict(summary.breaks)) == (0, {})
-    assert payment(env, paid["id"])["status"] == "in_doubt"  # the report states no expiry
+    # Today's report is not complete yet (the day is not over): no evidence of an expiry.
+    assert (partial_day.resolved, dict(partial_day.breaks)) == (0, {})
+    assert payment(env, paid["id"])["status"] == "in_doubt"
     assert money(env, merchant) == (0, 4000)
-    env.resolve()  # the processor's word: expired
+
+    yesterday = made_yesterday(env, paid["id"])  # its whole life in a day whose report is complete
+    summary = reconciliation.reconcile(env.database, report_of(env, yesterday), source="processor", day=yesterday)
+
+    assert (summary.resolved, dict(summary.breaks)) == (1, {})
     body = payment(env, paid["id"])
-    assert (body["status"], body["cancellation_reason"]) == ("canceled", "expired")
+    assert (body["status"], body["cancellation_reason"], body["in_doubt_operation"]) == ("canceled", "expired", None)
+    assert history(env, paid["id"])[-1] == ("in_doubt", "canceled", CAUSE)
+    assert money(env, merchant) == (0, 0)  # the hold released
+    again = reconciliation.reconcile(env.database, report_of(env, yesterday), source="processor", day=yesterday)
+    assert (again.resolved, dict(again.breaks)) == (0, {})
+    env.resolve()  # the processor's word agrees (expired): nothing moves twice
+    env.deliver()
+    assert history(env, paid["id"])[-1] == ("in_doubt", "canceled", CAUSE)
     assert money(env, merchant) == (0, 0)
+    with env.database.read() as connection:
+        assert verify(connection).ok
+
+
+def report_of(env: Env, day: str) -> list[str]:
+    return list(env.processor.settlement_report(day))
+
+
+def made_yesterday(env: Env, payment_id: str) -> str:
+    """Move the payment's authorization (its making and its expiry, 2 s apart as the sandbox's)
+    to yesterday's noon: real SQL, as the clock would have done. Returns yesterday."""
+    day = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)
+    noon_us = (day - dt.date(1970, 1, 1)).days * DAY_US + DAY_US // 2
+    with env.database.engine.connect() as connection, connection.begin():
+        moved = connection.execute(
+            text(
+                "UPDATE payments SET created_at_us = :made_us, "
+                "authorization_expires_at_us = :made_us + (authorization_expires_at_us - created_at_us) WHERE id = :id"
+            ),
+            {"made_us": noon_us, "id": payment_id},
+        )
+        assert moved.rowcount == 1
+    return day.isoformat()
 
 
 def authorized_yesterday(env: Env, merchant: str) -> dict[str, Any]:
