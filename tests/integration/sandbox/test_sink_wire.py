@@ -1,18 +1,26 @@
 """The webhook sink's wire (`paycore_sandbox.sink_connection`): the bytes it sends are the ones
 `http.client` sent, and every way an answer can end is read as `http.client` read it, against
-a raw socket server that records what came and answers exactly the bytes a test gives."""
+a raw socket server that records what came and answers exactly the bytes a test gives; https
+with the certificate checked by name, over a kept-alive connection."""
 
 from __future__ import annotations
 
 import http.client
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import pytest
 
 from paycore_sandbox import http_sink
+from paycore_sandbox import sink as sink_module
+from tests.support.receiver import Receiver
 
 BODY = b'{"id":"evt_sbx_1","type":"charge.succeeded"}'
 HEADERS = {"Content-Type": "application/json", "Paycore-Signature": "t=1,v1=ab", "User-Agent": "paycore-sandbox"}
@@ -139,3 +147,58 @@ def test_a_path_or_header_http_client_refused_is_refused() -> None:
         http_sink("http://127.0.0.1:9/a b")(BODY, HEADERS)
     with pytest.raises(ValueError, match="invalid header"):
         http_sink("http://127.0.0.1:9/hook")(BODY, {"X-Injected": "1\r\nHost: elsewhere"})
+
+
+@pytest.fixture
+def localhost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ "localhost" resolves to 127.0.0.1 only, where the receiver listens."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        return real("127.0.0.1" if host == "localhost" else host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for the name "localhost" only."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    folder = tmp_path_factory.mktemp("sink-tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+@pytest.fixture
+def tls_receiver(certificate: tuple[Path, Path]) -> Iterator[Receiver]:
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(*certificate)
+    with Receiver(tls=server_context, keep_alive=True) as started:
+        yield started
+
+
+@pytest.mark.usefixtures("localhost")
+def test_https_checks_the_certificate_by_name_and_keeps_its_connection(
+    tls_receiver: Receiver, certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trusting = ssl.create_default_context(cafile=str(certificate[0]))
+    trusting.set_alpn_protocols(["http/1.1"])
+    monkeypatch.setattr(sink_module, "_tls_context", lambda: trusting)
+    sink = http_sink(f"https://localhost:{tls_receiver.port}/hook", timeout_ms=2_000)
+    assert [sink(BODY, HEADERS), sink(BODY, HEADERS)] == [200, 200]
+    sink.close()
+    assert tls_receiver.connections == 1
+    assert [found.headers["host"] for found in tls_receiver.wait_for(2)] == [f"localhost:{tls_receiver.port}"] * 2
+
+
+@pytest.mark.usefixtures("localhost")
+def test_https_refuses_an_untrusted_certificate(tls_receiver: Receiver) -> None:
+    with pytest.raises(ssl.SSLCertVerificationError):
+        http_sink(f"https://localhost:{tls_receiver.port}/hook", timeout_ms=2_000)(BODY, HEADERS)
+    assert tls_receiver.received == []
