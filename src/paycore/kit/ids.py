@@ -44,12 +44,18 @@ PREFIXES: Final = frozenset(
 )
 
 
-def _encode(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        value, index = divmod(value, 32)
-        chars.append(_ALPHABET[index])
-    return "".join(reversed(chars))
+# Two base32 characters for each 10 bits: a ULID (48 + 80 bits, two zero bits on top: 130) is
+# 13 look-ups. Dividing by 32 character by character cost half of a `new_ulid` (about 5 of 12
+# µs), and a payment and its sandbox charge make a dozen ids.
+_PAIRS: Final = tuple(first + second for first in _ALPHABET for second in _ALPHABET)
+_PAIR_SHIFTS: Final = tuple(range(120, -1, -10))
+_PAIR_MASK: Final = 1023
+
+
+def _encode_ulid(value: int) -> str:
+    """`value` (at most 130 bits) as 26 Crockford base32 characters, most significant first."""
+    assert 0 <= value < 1 << 130
+    return "".join([_PAIRS[(value >> shift) & _PAIR_MASK] for shift in _PAIR_SHIFTS])
 
 
 def new_ulid() -> str:
@@ -63,7 +69,7 @@ def new_ulid() -> str:
             _last_ms = now_ms
             _last_random = int.from_bytes(os.urandom(10), "big")
         random_part = _last_random
-    return _encode(now_ms, 10) + _encode(random_part, 16)
+    return _encode_ulid(now_ms << _RANDOM_BITS | random_part)
 
 
 def new_id(prefix: str) -> str:
