@@ -34,7 +34,7 @@ def steps(console: Console, dispute_id: str) -> list[tuple[str | None, str, str,
 
 
 def notes(console: Console, listed: dict[str, object]) -> list[tuple[str, str, dict[str, object]]]:
-    return [(e.type, e.actor, e.data) for e in records(console, listed) if e.kind == "note"]  # type: ignore[arg-type]
+    return [(e.type, e.actor, e.data) for e in records(console, listed) if e.kind == "note"]
 
 
 def test_at_the_threshold_one_operator_accepts_once_per_form(console: Console) -> None:
