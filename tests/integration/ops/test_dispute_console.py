@@ -89,6 +89,8 @@ def test_a_disputes_page_shows_its_facts_history_and_the_payments_timeline(conso
     assert '"amount_minor": 6500' in timeline.group(1)  # withdrawn: the amount and the fee
     assert 'id="evidence-form"' in text and 'name="idempotency_key" value="ops-evidence-' in text
     assert 'maxlength="20000"' in text and 'id="accept-form"' in text
+    payments_page = text_of(console.signed_in("vic"), f"/ops/payments/{listed['payment_id']}")
+    assert re.search(rf'<table id="disputes">.*href="/ops/disputes/{listed["id"]}"', payments_page, re.S)
     viewer = text_of(console.signed_in("vic"), page(listed["id"]))
     assert "50.00 USD" in viewer and 'id="evidence-form"' not in viewer and 'id="accept-form"' not in viewer
 
