@@ -175,6 +175,19 @@ def test_a_lost_answer_shows_waiting_for_the_processor_until_a_status_query_sett
     assert dispute(console.env, listed["id"])["status"] == "under_review"
 
 
+def test_an_answer_the_processor_never_got_stops_waiting_once_a_status_query_says_so(console: Console) -> None:
+    listed = opened(console)
+    console.env.faults({"fault": "drop_request", "next_n": 1, "ops": ["dispute_evidence"]})
+    alice = console.signed_in("alice")
+    shown = followed(alice, evidence_form(alice, listed["id"], "winning_evidence", "ops-evidence-dropped"))
+    assert 'id="waiting"' in shown and 'id="evidence-form"' in shown  # it may be sent again
+    settled = followed(alice, act(alice, f"{page(listed['id'])}/refresh", page=page(listed["id"])))
+    assert "The processor says nothing new." in flash_of(settled)
+    assert 'id="waiting"' not in settled and 'class="badge needs_response"' in settled
+    again = followed(alice, evidence_form(alice, listed["id"], "winning_evidence", "ops-evidence-again"))
+    assert "Evidence sent: the dispute is under_review." in flash_of(again)
+
+
 def test_a_break_naming_a_dispute_links_to_its_page(console: Console) -> None:
     env = console.env
     listed = opened(console)

@@ -46,6 +46,7 @@ CLOSED_STATUSES: Final = tuple(status for status in states.STATUSES if status in
 GROUPS: Final = {"open": OPEN_STATUSES, "closed": CLOSED_STATUSES, "all": states.STATUSES}
 FILTERS: Final = ("status", "tenant")
 ANSWER_CALLS: Final = ("processor.submit_evidence", "processor.accept_dispute")
+STATUS_QUERY: Final = "processor.get_dispute"
 # The form reader's bound on the evidence, above the rule's (1 to 20,000: `EvidenceSubmit`), so a
 # text a little too long is refused by the rule, on the dispute's page, the form holding it.
 EVIDENCE_FORM_CHARS_MAX: Final = 2 * EVIDENCE_TEXT_LENGTH_MAX
@@ -153,13 +154,18 @@ def dispute_view(request: Request, who: Principal, dispute_id: str, status: int 
 
 def _unanswered(dispute: Dispute, history: list[audit.Event]) -> audit.Event | None:
     """The last answer sent whose reply was lost, when nothing the processor said came since
-    (the dispute still takes an answer): the page shows it waiting for the processor."""
+    (a change, a webhook, an answered status query) and the dispute still takes an answer: the
+    page shows it waiting for the processor."""
     if dispute.status not in states.OPEN:
         return None
     for event in reversed(history):
-        if event.kind == "state_change" or event.kind == "webhook":
+        if event.kind in ("state_change", "webhook"):
             return None
-        if event.kind == "processor_call" and event.type in ANSWER_CALLS:
+        if event.kind != "processor_call":
+            continue
+        if event.type == STATUS_QUERY and event.cause == "answered":
+            return None  # the processor said how the dispute stands: that answer was not taken
+        if event.type in ANSWER_CALLS:
             return None if event.cause in ("answered", "refused") else event
     return None
 
