@@ -20,6 +20,7 @@ queue reads (`bench/_reconcile_fixture.py` and `bench/losses_bench.py` do the sa
 - `payouts`: P (2,000) over the same days: settled (stored `succeeded`), but every 40th sent,
   every 50th failed, every 100th `in_doubt`, the last 40 scheduled for tomorrow. Their events:
   the birth (`payout_scheduled`), then a `processor.send_payout` call and the final state change.
+- `disputes`: one on every 100th succeeded payment, mixed statuses (`_console_disputes.py`).
 - `reconciliation_runs`: one completed run per day (30); `reconciliation_breaks`: 10 per day
   (300), naming that day's payments (amount_mismatch, status_mismatch) or none
   (missing_in_paycore), a third of them resolved.
@@ -32,8 +33,8 @@ THE OBJECTS WHOSE PAGES ARE OPENED ARE MADE BY THE SERVICES, after the bulk: the
 events queue real deliveries; the bulk rows were inserted before it existed, so they queued
 none), then in `bench-m0`: 20 payments through the in-process sandbox (succeeded, with their
 ledger transfers), a refund of the first one sent to the sandbox (succeeded), a refund waiting
-for approval, a payment left `in_doubt` by a processor that never answers, and a payout sent to
-the sandbox's bank.
+for approval, a payment left `in_doubt` by a processor that never answers, a payout sent to
+the sandbox's bank, and a chargeback on the third payment (recorded as its webhook records it).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from typing import Final
 
 from sqlalchemy import TextClause, text
 
+import _console_disputes as disputes_fixture
 import _reconcile_fixture as reconcile_fixture
 from _reconcile_fixture import ACH, Accounts, Unanswered
 from paycore.db.engine import Database
@@ -427,6 +429,8 @@ class Made:
     break_id: str  # an open break naming a payment
     tenant: str
     day: str  # a day in the middle of the month (the date filter)
+    dispute_id: str  # a chargeback made by the services on a service-made payment
+    disputes: int  # how many disputes in all (`_console_disputes.py`)
 
 
 def build(database: Database, processor: Processor, *, payments_count: int, payouts_count: int) -> Made:
@@ -435,6 +439,7 @@ def build(database: Database, processor: Processor, *, payments_count: int, payo
     step = DAYS * DAY_US // payments_count
     accounts = reconcile_fixture.create_accounts(database)
     _bulk(database, accounts, now_us=now, start_us=start, step_us=step, payments=payments_count, payouts=payouts_count)
+    bulk_disputes = disputes_fixture.bulk(database)
     reconcile_fixture.analyze(database)
     made = _by_services(database, processor, accounts)
     middle = payments_count // 2 + 1  # n % 20 = 1: succeeded
@@ -453,9 +458,15 @@ def build(database: Database, processor: Processor, *, payments_count: int, payo
             )
         ).scalar_one()
     day = reconcile_fixture.rfc3339(bulk.created_at_us)[:10]
+    with database.read() as connection:
+        disputed = connection.execute(
+            text("SELECT id FROM payments WHERE tenant_id = :t AND idempotency_key = 'real-2'"), {"t": TENANTS[0]}
+        ).scalar_one()
+    dispute_id = disputes_fixture.by_services(database, TENANTS[0], disputed)
     return Made(
         **made, bulk_payment_id=bulk.id, bulk_processor_reference=bulk.processor_reference, break_id=break_id,
-        oldest_in_doubt_payment_id=oldest_in_doubt, tenant=TENANTS[1], day=day,
+        oldest_in_doubt_payment_id=oldest_in_doubt, tenant=TENANTS[1], day=day, dispute_id=dispute_id,
+        disputes=bulk_disputes + 1,
     )  # fmt: skip
 
 

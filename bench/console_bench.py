@@ -59,7 +59,7 @@ from paycore_sandbox.inprocess import InProcessTransport
 from paycore_sandbox.service import Sandbox
 
 TARGET_MS: Final = 200.0
-_ROW: Final = re.compile(r'<tr>\s*<td><a href="/ops/(?:payments|refunds|payouts)/')
+_ROW: Final = re.compile(r'<tr>\s*<td><a href="/ops/(?:payments|refunds|payouts|disputes)/')
 _NEXT: Final = re.compile(r'rel="next" href="([^"]+)"')
 REPORT_ROUTES: Final = (
     "/ops/losses",
@@ -141,6 +141,12 @@ def pages_of(client: TestClient, made: fixture.Made, *, full: bool) -> list[Page
         Page("payout timeline", f"/ops/payouts/{made.payout_id}", _holds("transfer txn_")),
         Page("in doubt", "/ops/in-doubt", _holds(made.oldest_in_doubt_payment_id)),
         Page("approvals", "/ops/approvals", _holds(made.approval_refund_id)),
+        Page("disputes", "/ops/disputes", whole),
+        Page("disputes, status=closed", "/ops/disputes?status=closed", whole),
+        Page("disputes, tenant", f"/ops/disputes?tenant={made.tenant}", whole),
+        Page(
+            "a dispute", f"/ops/disputes/{made.dispute_id}", _holds(made.dispute_id, "transfer txn_", "evidence-form")
+        ),
         Page("reconciliation", "/ops/reconciliation", _holds("amount_mismatch")),
         Page("a break", f"/ops/reconciliation/breaks/{made.break_id}", _holds(made.break_id)),
         Page("/metrics", "/metrics", _holds("paycore_")),
@@ -270,7 +276,15 @@ def table_counts(database: Database) -> dict[str, int]:
     with database.read() as connection:
         return {
             table: int(connection.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar_one())
-            for table in ("payments", "events", "refunds", "payouts", "reconciliation_breaks", "ledger_transfers")
+            for table in (
+                "payments",
+                "events",
+                "refunds",
+                "payouts",
+                "reconciliation_breaks",
+                "disputes",
+                "ledger_transfers",
+            )
         }
 
 

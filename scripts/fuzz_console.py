@@ -44,6 +44,8 @@ PAGES: dict[str, list[str]] = {
     "/ops/invariants": [],
     "/ops/settings": ["tenant", "notice"],
     "/ops/approvals": [],
+    "/ops/disputes": ["status", "tenant", "after"],
+    "/ops/disputes/{dispute_id}": ["notice"],
     "/ops/reconciliation": ["status", "type", "starting_after"],
     "/ops/reconciliation/breaks/{break_id}": ["notice"],
     "/ops/ledger": ["tenant", "code", "starting_after", "starting_after_tenant"],
@@ -65,6 +67,11 @@ FORMS: dict[str, list[str]] = {
     "/ops/payments/{payment_id}/refunds": ["amount_minor", "reason", "idempotency_key"],
     "/ops/payments/{payment_id}/capture": ["amount", "idempotency_key"],
     "/ops/payments/{payment_id}/cancel": ["idempotency_key"],
+    "/ops/disputes/{dispute_id}/evidence": ["text", "idempotency_key"],
+    "/ops/disputes/{dispute_id}/accept": ["idempotency_key"],
+    "/ops/disputes/{dispute_id}/accept/approve": [],
+    "/ops/disputes/{dispute_id}/accept/cancel": [],
+    "/ops/disputes/{dispute_id}/refresh": [],
     "/ops/reconciliation/breaks/{break_id}/resolve": ["resolution", "note"],
     "/ops/events/{event_id}/redeliver": ["tenant_id"],
     "/ops/settings/{tenant_id}": ["refund_approval_threshold_minor", "manual_resolution_after_seconds"],
@@ -194,8 +201,8 @@ def _api(url: str, key: str, method: str, path: str, body: dict[str, Any] | None
 
 def real_ids(url: str, key: str) -> dict[str, list[str]]:
     """Ids the pages and forms find: a paid payment and a refund of it made now, an
-    authorization (the capture and cancel forms), and a few of each kind the API fuzz left
-    behind."""
+    authorization (the capture and cancel forms), a `tok_disputed` payment (its dispute, once the
+    sandbox opened it and its webhook arrived), and a few of each kind the API fuzz left behind."""
     merchant = {"code": "fuzz.console", "currency": "USD", "normal_balance": "credit"}
     account = _api(url, key, "POST", "/v1/accounts", merchant)
     paid = {
@@ -207,12 +214,15 @@ def real_ids(url: str, key: str) -> dict[str, list[str]]:
     payment = _api(url, key, "POST", "/v1/payments", paid)
     _api(url, key, "POST", f"/v1/payments/{payment.get('id')}/refunds", {"amount_minor": 100})
     _api(url, key, "POST", "/v1/payments", {**paid, "capture": "manual"}, once="-manual")  # one to capture
+    disputed = {**paid, "source": {"type": "card", "token": "tok_disputed"}}
+    _api(url, key, "POST", "/v1/payments", disputed, once="-disputed")  # the sandbox disputes it a second later
     listed = {
         "payment_id": "/v1/payments?limit=3",
         "refund_id": "/v1/refunds?limit=3",
         "payout_id": "/v1/payouts?limit=3",
         "break_id": "/v1/reconciliation/breaks?limit=3",
         "event_id": "/v1/events?limit=3",
+        "dispute_id": "/v1/disputes?limit=3",
     }
     ids = {
         name: [str(item["id"]) for item in _api(url, key, "GET", path).get("data", [])] for name, path in listed.items()

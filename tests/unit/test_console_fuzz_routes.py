@@ -38,7 +38,10 @@ def test_every_console_route_is_fuzzed_or_left_out_with_a_reason(repo_root: Path
 
 def test_the_document_puts_the_sessions_csrf_token_in_every_form_but_the_sign_in(repo_root: Path) -> None:
     fuzz = _fuzz_console(repo_root)
-    ids = {name: ["x_1", fuzz.UNKNOWN_ID] for name in ("payment_id", "refund_id", "payout_id", "break_id", "event_id")}
+    ids = {
+        name: ["x_1", fuzz.UNKNOWN_ID]
+        for name in ("payment_id", "refund_id", "payout_id", "break_id", "event_id", "dispute_id")
+    }
     ids |= {"account_id": ["acct_1"], "object_id": ["x_1"], "kind": ["payment"], "tenant_id": ["fuzz"]}
     document = fuzz.console_document("f" * 64, ids)
     for path, operations in document["paths"].items():

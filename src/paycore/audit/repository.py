@@ -76,6 +76,18 @@ def evidence_of(connection: Connection, keys: list[tuple[str, str]]) -> list[Row
     return list(connection.execute(query))
 
 
+def of_types(connection: Connection, keys: list[tuple[str, str]], types: tuple[str, ...]) -> list[Row[Any]]:
+    """The events of these types of these objects, oldest first (bounded by the caller's keys)."""
+    if not keys:
+        return []
+    query = (
+        select(*_AUDITED)
+        .where(keys_in((events.c.tenant_id, events.c.object_id), keys), events.c.type.in_(types))
+        .order_by(events.c.created_at_us, events.c.id)
+    )
+    return list(connection.execute(query))
+
+
 def changed_by_cause(connection: Connection, keys: list[tuple[str, str]], cause: str) -> set[tuple[str, str]]:
     if not keys:
         return set()

@@ -252,6 +252,11 @@ def calls_summary(connection: Connection, keys: list[tuple[str, str]]) -> dict[t
     return found
 
 
+def of_types(connection: Connection, keys: list[tuple[str, str]], types: tuple[str, ...]) -> list[Event]:
+    """The events of `types` of these (tenant_id, object_id), oldest first (one statement)."""
+    return [_event(row) for row in repository.of_types(connection, keys, types)]
+
+
 def resolved_by_cause(connection: Connection, keys: list[tuple[str, str]], cause: str) -> set[tuple[str, str]]:
     """The (tenant_id, object_id) among `keys` with a state change of this cause (e.g. the
     items a person resolved by hand: `manual_resolution`)."""

@@ -15,3 +15,15 @@ class DisputeNotOpen(Conflict):
 
     code = "dispute_not_open"
     recorded = True  # a business refusal: the key replays it
+
+
+class AcceptPending(Conflict):
+    """Another person's accept of the dispute already waits for an approver (`approvals`)."""
+
+    code = "accept_pending"
+
+
+class AcceptNotRequested(Conflict):
+    """No accept of the dispute waits for approval: nothing to approve or cancel."""
+
+    code = "accept_not_requested"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import Connection, Row, select, tuple_, update
 
 from paycore.db.sql import insert_or_ignore
 from paycore.disputes.models import disputes
@@ -25,9 +25,36 @@ def by_processor_id(
     return connection.execute(query.with_for_update() if for_update else query).first()
 
 
-def get(connection: Connection, tenant_id: str, dispute_id: str) -> Row[Any] | None:
+def get(connection: Connection, tenant_id: str, dispute_id: str, *, for_update: bool = False) -> Row[Any] | None:
     query = select(disputes).where(disputes.c.tenant_id == tenant_id, disputes.c.id == dispute_id)
-    return connection.execute(query).first()
+    return connection.execute(query.with_for_update() if for_update else query).first()
+
+
+def get_any(connection: Connection, dispute_id: str, tenant_id: str | None) -> Row[Any] | None:
+    """The dispute by id, in one tenant or across every tenant (the console's)."""
+    query = select(disputes).where(disputes.c.id == dispute_id)
+    if tenant_id is not None:
+        query = query.where(disputes.c.tenant_id == tenant_id)
+    return connection.execute(query.limit(1)).first()
+
+
+def by_due(
+    connection: Connection,
+    tenant_id: str | None,
+    statuses: tuple[str, ...],
+    *,
+    after: tuple[int, str, str] | None,
+    limit: int,
+) -> list[Row[Any]]:
+    """Disputes in `statuses` (one tenant's or every tenant's), the nearest evidence deadline
+    first; `after` is the (evidence_due_by_us, tenant_id, id) of the previous page's last row."""
+    order = (disputes.c.evidence_due_by_us, disputes.c.tenant_id, disputes.c.id)
+    query = select(disputes).where(disputes.c.status.in_(statuses))
+    if tenant_id is not None:
+        query = query.where(disputes.c.tenant_id == tenant_id)
+    if after is not None:
+        query = query.where(tuple_(*order) > tuple_(*after))
+    return list(connection.execute(query.order_by(*order).limit(limit)))
 
 
 def set_values(connection: Connection, tenant_id: str, dispute_id: str, values: dict[str, Any]) -> None:

@@ -164,6 +164,26 @@ def list_disputes(
     return [dispute_object(dispute_from_row(row)) for row in rows]
 
 
+def find_any(connection: Connection, dispute_id: str, *, tenant_id: str | None) -> Dispute | None:
+    """The dispute by its id, in `tenant_id` or, with None, in any tenant (the console's)."""
+    row = repository.get_any(connection, dispute_id, tenant_id)
+    return None if row is None else dispute_from_row(row)
+
+
+def by_due(
+    connection: Connection,
+    *,
+    tenant_id: str | None,
+    statuses: tuple[str, ...],
+    after: tuple[int, str, str] | None,
+    limit: int,
+) -> list[Dispute]:
+    """The disputes in `statuses`, the nearest `evidence_due_by` first (the console's queue)."""
+    assert statuses and set(statuses) <= set(states.STATUSES), statuses
+    rows = repository.by_due(connection, tenant_id, statuses, after=after, limit=limit)
+    return [dispute_from_row(row) for row in rows]
+
+
 def find(connection: Connection, tenant_id: str, processor_dispute_id: str) -> Dispute | None:
     row = repository.by_processor_id(connection, tenant_id, processor_dispute_id, for_update=False)
     return None if row is None else dispute_from_row(row)

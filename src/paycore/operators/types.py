@@ -2,11 +2,12 @@
 
 Roles rank: a `viewer` reads every page; an `operator` also asks the processor again, redelivers
 events, resolves reconciliation breaks, requests refunds, captures or cancels an authorized
-payment and proposes manual resolutions; an
-`approver` also approves refunds, confirms (or rejects) manual resolutions and changes a tenant's
-settings (the refund approval threshold, the manual window: `tenants.settings`, where a tenant's
-API key may only tighten them). Four eyes are kept by the rules themselves
-(refunds.service.approve, resolutions.service.confirm): nobody approves what they asked for.
+payment, proposes manual resolutions and answers disputes (evidence; accept); an `approver`
+also approves refunds and dispute accepts above the approval threshold, confirms (or rejects)
+manual resolutions and changes a tenant's settings (the refund approval threshold, the manual
+window: `tenants.settings`, where a tenant's API key may only tighten them). Four eyes are kept
+by the rules themselves (refunds.service.approve, resolutions.service.confirm,
+disputes.approvals.approver_may): nobody approves what they asked for.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ Action = Literal[
     "capture_payment",
     "cancel_payment",
     "propose_resolution",
+    "answer_dispute",
     "cancel_refund",
     "approve_refund",
+    "approve_dispute_accept",
     "confirm_resolution",
     "change_settings",
 ]
@@ -48,8 +51,12 @@ LEAST_ROLE: Final[dict[Action, Role]] = {
     "capture_payment": "operator",  # an authorization's capture or cancel (SPEC §6.1), as the API's
     "cancel_payment": "operator",
     "propose_resolution": "operator",
+    # A dispute's evidence, or its accept at or below the tenant's approval threshold (above it
+    # the accept waits for an approver other than who asked: `disputes.approvals`).
+    "answer_dispute": "operator",
     "cancel_refund": "approver",
     "approve_refund": "approver",
+    "approve_dispute_accept": "approver",
     "confirm_resolution": "approver",
     "change_settings": "approver",
 }

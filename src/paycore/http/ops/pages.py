@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from paycore.disputes import service as disputes
 from paycore.http.ops import render, scope, timeline
 from paycore.http.ops.scope import KINDS, BadFilter, Kind
 from paycore.http.ops.session import principal
@@ -86,6 +87,9 @@ def payment_view(request: Request, who: Principal, payment_id: str, status: int 
             return _missing(request, "payment", payment_id)
         story = timeline.story(connection, payment.tenant_id, payment.id, [payment.transfer_id])
         found_refunds = refunds.of_payment(connection, payment.tenant_id, payment.id, starting_after=None, limit=100)
+        found_disputes = disputes.list_disputes(
+            connection, payment.tenant_id, status=None, payment_id=payment.id, starting_after=None, limit=20
+        )
         context = _waiting(connection, "payment", payment, now_us())
     return render.page(
         request,
@@ -96,6 +100,7 @@ def payment_view(request: Request, who: Principal, payment_id: str, status: int 
         shown=payment_object(payment),  # the API's figures: capturable, captured, refundable
         story=story,
         refunds=found_refunds,
+        disputes=found_disputes,
         **context,
         **extra,
     )

@@ -11,6 +11,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from paycore.audit import service as audit
+from paycore.disputes import approvals as dispute_approvals
+from paycore.disputes import service as disputes
+from paycore.disputes import states as dispute_states
 from paycore.http.ops import render, scope
 from paycore.http.ops.scope import BY_NAME, KINDS, BadFilter
 from paycore.http.ops.session import principal
@@ -32,6 +35,7 @@ Who = Annotated[Principal, Depends(principal)]
 IN_DOUBT_ROWS: Final = 100  # per kind
 FAULTED_ROWS: Final = 100  # per kind
 RUNS_SHOWN: Final = 20
+DISPUTES_SHOWN: Final = 200  # disputes taking an answer, read for their accept requests
 VIOLATIONS_SHOWN: Final = 200
 RESOLUTIONS: Final = ("accepted", "adjusted", "processor_corrected", "written_off")
 
@@ -93,13 +97,23 @@ def faulted(request: Request, who: Who) -> Response:
 
 @router.get("/approvals")
 def approvals(request: Request, who: Who) -> Response:
-    """Refunds waiting for an approver, oldest first, with who asked and when."""
+    """Refunds waiting for an approver, oldest first, with who asked and when; and the disputes
+    whose accept waits for one, the nearest evidence deadline first."""
     now = now_us()
     with request.app.state.database.read() as connection:
         search = Search(tenant_id=who.scope, statuses=("requires_approval",), limit=200)
         waiting = list(reversed(refunds.MACHINE.search(connection, search)))
         rows = [{"refund": refund, "requester": refunds.requested_by(connection, refund)} for refund in waiting]
-    return render.page(request, "approvals.html", rows=rows, now=now)
+        answering = disputes.by_due(
+            connection, tenant_id=who.scope, statuses=tuple(dispute_states.OPEN), after=None, limit=DISPUTES_SHOWN
+        )
+        asked = dispute_approvals.open_requests(connection, answering)
+    accepts = [
+        {"dispute": dispute, "request": asked[(dispute.tenant_id, dispute.id)]}
+        for dispute in answering
+        if (dispute.tenant_id, dispute.id) in asked
+    ]
+    return render.page(request, "approvals.html", rows=rows, accepts=accepts, now=now)
 
 
 @router.get("/invariants")
@@ -161,6 +175,9 @@ def break_page(request: Request, who: Who, break_id: str) -> Response:
         item = None
         if found.object_type in BY_NAME and found.object_id is not None:
             item = BY_NAME[found.object_type].machine.find(connection, found.tenant_id, found.object_id)
+        dispute = None
+        if found.object_type == "dispute" and found.object_id is not None:
+            dispute = disputes.find_any(connection, found.object_id, tenant_id=found.tenant_id)
     try:
         evidence = json.loads(found.line)
     except ValueError:
@@ -173,6 +190,7 @@ def break_page(request: Request, who: Who, break_id: str) -> Response:
         "break.html",
         found=found,
         item=item,
+        dispute=dispute,
         kind=kind,
         evidence=evidence,
         resolutions=RESOLUTIONS,

@@ -83,6 +83,18 @@ def left(until_us: int | None, now_us: int) -> str:
     return f"{age(now_us, until_us)} left"
 
 
+def due(dispute: Any, now_us: int) -> str:
+    """A dispute's time left to answer: `2d 3h left`, `overdue by 5h 2m`; `evidence in` once it
+    is under review, `closed` once decided (SPEC §6.2's statuses)."""
+    if dispute.status == "under_review":
+        return "evidence in"
+    if dispute.status not in ("needs_response", "warning_needs_response"):
+        return "closed"
+    if dispute.evidence_due_by_us < now_us:
+        return f"overdue by {age(dispute.evidence_due_by_us, now_us)}"
+    return f"{age(now_us, dispute.evidence_due_by_us)} left"
+
+
 def query(params: dict[str, Any], **changes: Any) -> str:
     """The page's query string with `changes` (None removes a parameter)."""
     merged = {**params, **changes}
@@ -90,7 +102,7 @@ def query(params: dict[str, Any], **changes: Any) -> str:
 
 
 _ENVIRONMENT.filters.update(money=money, major=major, when=when, query=query)
-_ENVIRONMENT.globals.update(age=age, left=left, in_doubt_operation=in_doubt_operation)  # as the API says it
+_ENVIRONMENT.globals.update(age=age, left=left, due=due, in_doubt_operation=in_doubt_operation)  # as the API says it
 
 
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

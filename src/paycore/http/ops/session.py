@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import secrets
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -93,18 +94,19 @@ def csrf_token(request: Request) -> str:
     return operators.csrf_token(cookie)
 
 
-async def form(request: Request) -> dict[str, str]:
+async def form(request: Request, long_fields: Mapping[str, int] | None = None) -> dict[str, str]:
     """The URL-encoded form of a POST, its CSRF token checked (CsrfRefused otherwise). Each
     field once (FormRefused for a repeated one, or one holding a NUL), at most FORM_FIELDS_MAX
-    of them."""
-    fields = await read_form(request)
+    of them. `long_fields`: the fields allowed more than FORM_VALUE_CHARS_MAX characters, with
+    their own bound (a dispute's evidence: 20,000)."""
+    fields = await read_form(request, long_fields)
     sent = fields.pop(CSRF_FIELD, None)
     if sent is None or not same_secret(csrf_token(request), sent):
         raise CsrfRefused
     return fields
 
 
-async def read_form(request: Request) -> dict[str, str]:
+async def read_form(request: Request, long_fields: Mapping[str, int] | None = None) -> dict[str, str]:
     body = (await request.body()).decode("utf-8", errors="replace")
     pairs = urllib.parse.parse_qsl(body, keep_blank_values=True, max_num_fields=FORM_FIELDS_MAX)
     fields: dict[str, str] = {}
@@ -113,8 +115,9 @@ async def read_form(request: Request) -> dict[str, str]:
             raise FormRefused(f"the field {name!r} is sent twice")
         if "\x00" in name or "\x00" in value:  # as the API's JSON and every query: PostgreSQL text holds no NUL
             raise FormRefused(f"the field {name!r} may not contain the NUL character")
-        if len(value) > FORM_VALUE_CHARS_MAX:
-            raise FormRefused(f"the field {name!r} is longer than {FORM_VALUE_CHARS_MAX} characters")
+        chars_max = (long_fields or {}).get(name, FORM_VALUE_CHARS_MAX)
+        if len(value) > chars_max:
+            raise FormRefused(f"the field {name!r} is longer than {chars_max} characters")
         fields[name] = value
     return fields
 

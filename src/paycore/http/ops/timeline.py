@@ -52,9 +52,9 @@ class Story:
 def story(connection: Connection, tenant_id: str, object_id: str, transfer_ids: list[str]) -> Story:
     events = audit.events_of(connection, tenant_id, object_id, limit=EVENTS_MAX)
     found_resolutions = resolutions.of_object(connection, tenant_id, object_id)
-    entries = [_of_event(event) for event in events]
+    entries = [entry_of(event) for event in events]
     for resolution in found_resolutions:
-        entries += [_of_event(event) for event in audit.events_of(connection, tenant_id, resolution.id, limit=20)]
+        entries += [entry_of(event) for event in audit.events_of(connection, tenant_id, resolution.id, limit=20)]
     entries += _deliveries(connection, tenant_id, events)
     entries += _transfers(connection, tenant_id, transfer_ids)
     found_breaks = reconciliation.breaks_naming(connection, tenant_id, object_id)
@@ -62,7 +62,8 @@ def story(connection: Connection, tenant_id: str, object_id: str, transfer_ids: 
     return Story(entries, found_breaks, found_resolutions)
 
 
-def _of_event(event: Event) -> Entry:
+def entry_of(event: Event) -> Entry:
+    """One audit record as a line of a timeline (also a dispute's history: http/ops/disputes.py)."""
     label = _KIND_LABELS.get(event.kind, event.kind)
     if event.kind == "state_change":
         arrow = f"{event.from_state or '∅'} → {event.to_state}"
