@@ -1,4 +1,4 @@
-"""Four eyes on accepting a dispute (issue 41 point 4; docs/operations-console.md).
+"""Four eyes on accepting a dispute (docs/operations-console.md).
 
 Accepting a chargeback gives up its amount for good. Above the tenant's approval threshold
 (`refund_approval_threshold_minor`, the one threshold of refunds: strictly more than it waits,

@@ -1,4 +1,4 @@
-"""Disputes in the console (issue 41 point 4, SPEC §6.2): the queue, nearest evidence deadline
+"""Disputes in the console (SPEC §6.2): the queue, nearest evidence deadline
 first with the time left; a dispute's page with its history, the payment's timeline and the
 evidence form; accept, with four eyes above the tenant's approval threshold.
 
