@@ -113,6 +113,10 @@ def test_the_cli_and_the_month_figure_count_them(env: Env) -> None:
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
     assert [(t["currency"], t["loss_minor"], t["disputes"]) for t in body["dispute_totals"]] == [("USD", LOSS_MINOR, 4)]
+    exported = CliRunner().invoke(cli, ["report", "losses", "--format", "csv"], env=environment)
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout.splitlines()[1:] == []  # no payout row: the disputes are totals, on stderr
+    assert "disputes on payments: loss USD 140.00 (fees 60.00, lost 80.00, 4 disputes)" in exported.stderr
     table = CliRunner().invoke(cli, ["report", "losses", "--tenant", "default"], env=environment)
     assert table.exit_code == 0, table.output
     assert "disputes on payments: loss USD 140.00 (fees 60.00, lost 80.00, 4 disputes)" in table.stdout
