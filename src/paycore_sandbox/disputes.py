@@ -50,6 +50,7 @@ from paycore_sandbox.checks import check_text
 from paycore_sandbox.faults import NO_FAULTS, Decision
 from paycore_sandbox.limits import (
     DISPUTE_REASONS,
+    DISPUTE_STEP_MS_MAX,
     DISPUTE_TYPES,
     EVIDENCE_TEXT_LENGTH_MAX,
     MERCHANT_ID_LENGTH_MAX,
@@ -71,6 +72,9 @@ class OpenDisputeRequest:
     reason: str = TOKEN_DISPUTED_REASON
     type: str = "chargeback"
     amount_minor: int | None = None  # None: all that was captured
+    # This dispute's evidence window (a scenario's dispute lost by silence within seconds);
+    # None: the sandbox's `dispute_evidence_window_ms`, seven days by default.
+    evidence_window_ms: int | None = None
 
 
 def result(row: Mapping[str, Any]) -> DisputeResult:
@@ -115,6 +119,9 @@ def check_open(request: OpenDisputeRequest) -> None:
     amount = request.amount_minor
     if amount is not None and (type(amount) is not int or not 1 <= amount <= _AMOUNT_MINOR_MAX):
         raise ProcessorRefused("invalid_amount", "amount_minor is a positive integer of minor units")
+    window = request.evidence_window_ms
+    if window is not None and (type(window) is not int or not 1 <= window <= DISPUTE_STEP_MS_MAX):
+        raise ProcessorRefused("invalid_request", f"evidence_window_ms is 1 to {DISPUTE_STEP_MS_MAX} milliseconds")
 
 
 def check_action(request: EvidenceRequest | AcceptRequest) -> None:
@@ -149,7 +156,8 @@ def open_dispute(
             "amount_too_large",
             f"disputing {amount_minor} of {request.payment_reference}: at most {captured_minor} was captured",
         )
-    values = _new(charge, amount_minor, request.reason, request.type, faults, settings, now_us)
+    window_ms = request.evidence_window_ms
+    values = _new(charge, amount_minor, request.reason, request.type, faults, settings, now_us, window_ms)
     if not dispute_repository.insert(connection, values):
         raise ProcessorRefused("charge_already_disputed", f"charge {request.payment_reference} has a dispute already")
     dispute_repository.unplan(connection, charge["request_id"])  # a planned one would find this one
@@ -193,9 +201,11 @@ def _new(
     faults: Decision,
     settings: SandboxSettings,
     now_us: int,
+    window_ms: int | None = None,
 ) -> dict[str, Any]:
+    """A new dispute's row; its evidence window `window_ms`, or the sandbox's."""
     chargeback = dispute_type == "chargeback"
-    due_us = now_us + settings.dispute_evidence_window_ms * 1_000
+    due_us = now_us + (settings.dispute_evidence_window_ms if window_ms is None else window_ms) * 1_000
     assert 0 < amount_minor <= captured_of(charge)
     return {
         "dispute_id": DISPUTE_ID_PREFIX + new_ulid(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import StringConstraints
+from pydantic import StrictInt, StringConstraints
 from sqlalchemy import RowMapping
 
 from paycore.kit import clock
@@ -118,6 +118,7 @@ class OpenDisputeBody(StrictModel):
     amount_minor: AmountMinor | None = None
     reason: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "fraudulent"
     type: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "chargeback"
+    evidence_window_ms: StrictInt | None = None  # the service checks its bound (both transports alike)
 
     def to_request(self) -> OpenDisputeRequest:
         return OpenDisputeRequest(**self.model_dump())

@@ -45,6 +45,7 @@ def readyz(database: Database) -> tuple[int, str]:
         ("0033", "behind", 503),  # this release stores every payment with 0035's disputed_minor
         ("0034", "behind", 503),  # the same (0034 only adds the open authorizations' index)
         ("0035", "compatible", 200),  # 0036 only adds the data plane's functions (42883: the reference path)
+        ("0036", "compatible", 200),  # 0037 only reorders a unique key and adds an index (docs/migrations.md)
         ("head", "current", 200),
     ],
 )

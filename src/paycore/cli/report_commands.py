@@ -30,8 +30,9 @@ from paycore.db.engine import Database
 from paycore.kit.errors import DomainError
 from paycore.kit.money import format_minor
 from paycore.reports import losses as loss_report
+from paycore.reports.dispute_losses import DisputeTotal
 from paycore.reports.losses import CurrencyTotal, LossFilters, LossReport, LossRow
-from paycore.reports.schemas import loss_row_json, totals_json
+from paycore.reports.schemas import dispute_totals_json, loss_row_json, totals_json
 from paycore.tenants.service import check_tenant_id
 
 app = typer.Typer(help="Read-only reports.", no_args_is_help=True)
@@ -99,7 +100,7 @@ def _export(
     first = loss_report.report(connection, filters, after=None, limit=page_rows)
     totals = first.totals
     expected_rows = sum(total.payouts for total in totals)
-    writer = _WRITERS[output_format](stream, filters, totals)
+    writer = _WRITERS[output_format](stream, filters, first)
     written: dict[str, int] = {}
     count = 0
     for rows in _pages(connection, filters, first, page_rows, expected_rows):
@@ -113,6 +114,7 @@ def _export(
     assert written == {total.currency: total.loss_minor for total in totals}, (written, totals)
     if output_format is Format.csv:
         errors.print(_totals_text(totals, count))
+        errors.print(_disputes_text(first.dispute_totals))
 
 
 def _pages(
@@ -126,6 +128,7 @@ def _pages(
         task = progress.add_task("loss report", total=expected_rows)
         for _ in range(pages_max):
             assert page.totals == first.totals, (page.totals, first.totals)
+            assert page.dispute_totals == first.dispute_totals, (page.dispute_totals, first.dispute_totals)
             progress.advance(task, len(page.rows))
             yield page.rows
             if not page.has_more:
@@ -145,9 +148,22 @@ def _totals_text(totals: list[CurrencyTotal], count: int) -> str:
     return f"{count} payouts; loss " + (", ".join(parts) if parts else "none")
 
 
+def _disputes_text(totals: list[DisputeTotal]) -> str:
+    """The chargebacks on payments (docs/losses.md, "Disputes on payments"), per currency."""
+    if not totals:
+        return "disputes on payments: no loss"
+    parts = [
+        f"{t.currency} {format_minor(t.loss_minor, t.currency)} (fees {format_minor(t.dispute_fees_minor, t.currency)},"
+        f" lost {format_minor(t.lost_chargebacks_minor, t.currency)}, {t.disputes} disputes)"
+        for t in totals
+    ]
+    return "disputes on payments: loss " + ", ".join(parts)
+
+
 class _TableWriter:
-    def __init__(self, stream: IO[str], filters: LossFilters, totals: list[CurrencyTotal]) -> None:
-        self.stream, self.totals, self.count = stream, totals, 0
+    def __init__(self, stream: IO[str], filters: LossFilters, first: LossReport) -> None:
+        self.stream, self.totals, self.count = stream, first.totals, 0
+        self.dispute_totals = first.dispute_totals
         stream.write(f"Payout losses, {_days(filters)}, highest first\n")
         stream.write(self._line({column: column.removesuffix("_minor") for column in COLUMNS}) + "\n")
 
@@ -173,11 +189,12 @@ class _TableWriter:
         for total in self.totals:
             loss = format_minor(total.loss_minor, total.currency)
             self.stream.write(f"  {total.currency}: {loss} over {total.payouts} payouts\n")
+        self.stream.write(_disputes_text(self.dispute_totals) + "\n")
 
 
 class _CsvWriter:
-    def __init__(self, stream: IO[str], filters: LossFilters, totals: list[CurrencyTotal]) -> None:
-        del filters, totals  # CSV carries the rows only; the totals go to stderr
+    def __init__(self, stream: IO[str], filters: LossFilters, first: LossReport) -> None:
+        del filters, first  # CSV carries the rows only; the totals go to stderr
         self.writer = csv.writer(stream, lineterminator="\n")
         self.writer.writerow(COLUMNS)
 
@@ -191,10 +208,11 @@ class _CsvWriter:
 class _JsonWriter:
     """The API's list shape, written as it streams: totals first, then the rows."""
 
-    def __init__(self, stream: IO[str], filters: LossFilters, totals: list[CurrencyTotal]) -> None:
+    def __init__(self, stream: IO[str], filters: LossFilters, first: LossReport) -> None:
         self.stream, self.first = stream, True
         head: dict[str, Any] = {"object": "list", "from": filters.from_day, "to": filters.to_day}
-        head |= {"tenant_id": filters.tenant_id, "totals": totals_json(totals), "has_more": False}
+        head |= {"tenant_id": filters.tenant_id, "totals": totals_json(first.totals)}
+        head |= {"dispute_totals": dispute_totals_json(first.dispute_totals), "has_more": False}
         stream.write(json.dumps(head)[:-1] + ', "data": [')
 
     def rows(self, rows: list[LossRow]) -> None:

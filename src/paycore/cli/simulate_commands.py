@@ -1,6 +1,7 @@
 """`paycore simulate`: the refund flow across the two services, scenario by scenario (SPEC §8),
 payments, refunds and payouts left in doubt that the day's settlement report resolves, and
-authorizations captured, canceled and expired (SPEC §6.1). The help lists every scenario
+authorizations captured, canceled and expired (SPEC §6.1), and disputes won and lost by
+silence (SPEC §6.2). The help lists every scenario
 (tests/integration/simulate/test_simulate.py checks it against the driver's)."""
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def simulate(
 
     Authorize now, capture later (SPEC §6.1): capture-response-lost,
     cancel-request-lost, cancel-racing-capture, authorization-expired.
+
+    Disputes (SPEC §6.2): dispute-won, dispute-lost-by-silence.
     """
     from paycore.simulate.driver import ALL, Outcome, run_all
 

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, select, tuple_, update
+from sqlalchemy import Connection, Row, func, select, tuple_, update
 
 from paycore.db.sql import insert_or_ignore
-from paycore.disputes.models import disputes
+from paycore.disputes.models import AWAITING_RESPONSE, disputes
+
+# The nearest evidence deadline of the disputes awaiting an answer (`/metrics`): the statuses a
+# literal, so that both planners prove the partial index `ix_disputes_evidence_due` (migration
+# 0037) serves it, reading its first entry.
+_EVIDENCE_DUE_FIRST = f"SELECT MIN(evidence_due_by_us) FROM disputes WHERE {AWAITING_RESPONSE}"
 
 
 def insert_once(connection: Connection, values: dict[str, Any]) -> bool:
@@ -80,3 +85,17 @@ def page(
     if starting_after is not None:
         query = query.where(disputes.c.id < starting_after)
     return list(connection.execute(query.order_by(disputes.c.id.desc()).limit(limit)))
+
+
+def count_by_status(connection: Connection) -> dict[str, int]:
+    """Disputes by status over every tenant (`/metrics`): reads `ix_disputes_status` whole, as
+    the payouts' gauge reads its table; disputes are few beside the payments."""
+    query = select(disputes.c.status, func.count()).group_by(disputes.c.status)
+    return {str(status): int(count) for status, count in connection.execute(query)}
+
+
+def evidence_due_first(connection: Connection) -> int | None:
+    """The nearest `evidence_due_by_us` of the disputes awaiting an answer, over every tenant
+    (None: none awaits one), through the partial index, never the history."""
+    found = connection.exec_driver_sql(_EVIDENCE_DUE_FIRST).scalar_one()
+    return None if found is None else int(found)

@@ -29,6 +29,8 @@ from paycore.payments.types import Payment
 
 OBJECT_TYPE: Final = "dispute"
 ID_PREFIX: Final = "dp"
+count_by_status: Final = repository.count_by_status  # `/metrics`: paycore_disputes{status}
+evidence_due_first: Final = repository.evidence_due_first  # `/metrics`: the nearest deadline
 
 
 def record(connection: Connection, seen: ProcessorDispute, *, cause: str, actor: str, now_us: int) -> str:

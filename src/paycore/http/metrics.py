@@ -1,9 +1,10 @@
-"""Prometheus metrics (SPEC §12): request latency by route and status, the in-doubt gauges and
-the open authorizations (SPEC §6.1), read from the database at scrape time so every process
-reports the same truth."""
+"""Prometheus metrics (SPEC §12): request latency by route and status, the in-doubt gauges, the
+open authorizations (SPEC §6.1) and the disputes (SPEC §6.2), read from the database at scrape
+time so every process reports the same truth."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,8 @@ from prometheus_client.registry import Collector
 from starlette.types import Scope
 
 from paycore.db.engine import Database
+from paycore.disputes import service as disputes
+from paycore.disputes import states as dispute_states
 from paycore.invariants import service as invariants
 from paycore.kit.clock import now_us
 from paycore.operations import service as operations
@@ -77,6 +80,37 @@ class InDoubtCollector(Collector):
             "Age of the oldest open authorization, since it was made (0 if none)",
             value=0 if authorized_since_us is None else max(0, now - authorized_since_us) // 1_000_000,
         )
+
+
+class DisputesCollector(Collector):
+    """Disputes by status and the nearest evidence deadline of those awaiting an answer (SPEC
+    §6.2, docs/operations.md), over every tenant, as the open authorizations are."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._database.read() as connection:
+            counts = disputes.count_by_status(connection)
+            due_us = disputes.evidence_due_first(connection)
+        by_status = GaugeMetricFamily("paycore_disputes", "Disputes by status", labels=["status"])
+        for status in dispute_states.STATUSES:
+            by_status.add_metric([status], counts.get(status, 0))
+        yield by_status
+        # +Inf when no dispute awaits an answer: no deadline, infinitely far (a documented value,
+        # not an absent series, so that the alert and the panel always have one to read).
+        yield GaugeMetricFamily(
+            "paycore_dispute_evidence_due_in_seconds",
+            "Seconds until the nearest evidence deadline of a dispute awaiting an answer"
+            " (needs_response, warning_needs_response; negative once passed; +Inf if none)",
+            value=math.inf if due_us is None else _whole_seconds(due_us - now_us()),
+        )
+
+
+def _whole_seconds(duration_us: int) -> int:
+    """Whole seconds toward zero (floor division would make -0.5 s a whole second passed)."""
+    seconds = abs(duration_us) // 1_000_000
+    return seconds if duration_us >= 0 else -seconds
 
 
 class InvariantsCollector(Collector):
@@ -231,6 +265,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(InDoubtCollector(database))
+        self.registry.register(DisputesCollector(database))
         self.registry.register(InvariantsCollector(database))
         self.registry.register(ReconciliationCollector(database))
         self.registry.register(WebhooksCollector(database))

@@ -161,6 +161,12 @@ LOSS_ROW = _resource("payout_loss", None, "payout_id", "currency", "amount_minor
 LOSS_REPORT = _list(
     LOSS_ROW,
     totals={"type": "array", "items": _resource(None, None, "currency", "loss_minor", "payouts")},
+    dispute_totals={
+        "type": "array",
+        "items": _resource(
+            None, None, "currency", "dispute_fees_minor", "lost_chargebacks_minor", "loss_minor", "disputes"
+        ),
+    },
 )
 SETTINGS = _resource(
     None,

@@ -37,6 +37,8 @@ from sqlalchemy import Connection, text
 from paycore.kit.errors import InvalidRequest, UnsupportedCurrency
 from paycore.kit.money import is_known_currency
 from paycore.payouts import service as payouts
+from paycore.reports import dispute_losses
+from paycore.reports.dispute_losses import DisputeTotal
 from paycore.reports.errors import InvalidDate, InvalidDateRange, InvalidStartingAfter
 
 PAGE_ROWS_MAX: Final = 100  # one API page
@@ -226,6 +228,9 @@ class LossReport:
     rows: list[LossRow]  # one page
     has_more: bool
     totals: list[CurrencyTotal]  # every page's rows, by currency code
+    # Chargebacks on payments (docs/losses.md, "Disputes on payments"): lost amounts and fees
+    # in the range, by currency code; none under a `rail` filter (a card payment has no rail).
+    dispute_totals: list[DisputeTotal]
 
 
 def parse_filters(
@@ -306,7 +311,17 @@ def report(connection: Connection, filters: LossFilters, *, after: Cursor | None
             )
         rows = rows[1:]
     totals.sort(key=lambda total: total.currency)
-    return LossReport(rows=rows[:limit], has_more=len(rows) > limit, totals=totals)
+    disputed = _dispute_totals(connection, filters)
+    return LossReport(rows=rows[:limit], has_more=len(rows) > limit, totals=totals, dispute_totals=disputed)
+
+
+def _dispute_totals(connection: Connection, filters: LossFilters) -> list[DisputeTotal]:
+    if filters.rail is not None:
+        return []
+    first, last = filters.from_day or FIRST_DAY, filters.to_day or LAST_DAY
+    return dispute_losses.totals(
+        connection, tenant_id=filters.tenant_id, from_day=first, to_day=last, currency=filters.currency
+    )
 
 
 def _row(found: Any) -> LossRow:
@@ -337,7 +352,11 @@ def exact_int(value: object) -> int:
 
 
 def totals(connection: Connection, *, tenant_id: str | None, from_day: str | None = None) -> dict[str, int]:
-    """The loss of every payout with an adjustment since `from_day`, by currency (the report's
-    `total` lines: one statement), of one tenant or every one."""
+    """The loss of every payout with an adjustment since `from_day`, and of the chargebacks on
+    payments (fees and lost amounts) since then, by currency (the report's `total` lines and
+    its dispute totals), of one tenant or every one."""
     found = report(connection, parse_filters(tenant_id, from_day=from_day), after=None, limit=1)
-    return {total.currency: total.loss_minor for total in found.totals}
+    summed = {total.currency: total.loss_minor for total in found.totals}
+    for disputed in found.dispute_totals:
+        summed[disputed.currency] = summed.get(disputed.currency, 0) + disputed.loss_minor
+    return summed

@@ -1,9 +1,9 @@
 """The scenarios of SPEC §8, three (`*-stuck-in-doubt-reconciled`) where a refund, a payment
 or a payout stays `in_doubt` through every resolver attempt and the day's settlement report,
-through the real reconciliation, resolves it, and four of authorize now, capture later
-(SPEC §6.1: `authorizations.py`). Each drives paycore (the order side) and the
-sandbox processor (the payment side) through one story; `invariants.check` then judges the
-world it leaves."""
+through the real reconciliation, resolves it, four of authorize now, capture later
+(SPEC §6.1: `authorizations.py`) and two of disputes (SPEC §6.2: `disputes.py`). Each drives
+paycore (the order side) and the sandbox processor (the payment side) through one story;
+`invariants.check` then judges the world it leaves."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from paycore.simulate.authorizations import (
     cancel_request_lost,
     capture_response_lost,
 )
+from paycore.simulate.disputes import dispute_lost_by_silence, dispute_won
 from paycore.simulate.world import TIMEOUT_MS, World
 
 REFUND_OPS = ["refund"]
@@ -296,4 +297,6 @@ SCENARIOS: dict[str, Scenario] = {
     "cancel-request-lost": cancel_request_lost,
     "cancel-racing-capture": cancel_racing_capture,
     "authorization-expired": authorization_expired,
+    "dispute-won": dispute_won,
+    "dispute-lost-by-silence": dispute_lost_by_silence,
 }

@@ -48,9 +48,10 @@ WORK_QUEUES: Final = frozenset(
 )
 
 # Partial indexes of open items, read whole by a gauge: an item leaves the index when it is done
-# (a payment leaves `requires_capture` when captured, canceled or expired: migration 0034), so
-# reading all of it reads the open ones, never the tenant's history.
-OPEN_ITEMS: Final = frozenset({"ix_payments_authorizations_open"})
+# (a payment leaves `requires_capture` when captured, canceled or expired: migration 0034; a
+# dispute leaves `needs_response` / `warning_needs_response` when answered or decided: 0037),
+# so reading all of it reads the open ones, never the tenant's history.
+OPEN_ITEMS: Final = frozenset({"ix_payments_authorizations_open", "ix_disputes_evidence_due"})
 
 
 @dataclass(frozen=True)

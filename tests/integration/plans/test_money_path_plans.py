@@ -4,7 +4,8 @@ A payment (answered, replayed, answered late and resolved by the worker), a refu
 creating phase on the data plane, called below the route), a payout (settled, and canceled), a
 credit, ledger transfers (a transfer, reversed, a batch, a hold posted, a hold voided) and an
 authorization (made, `/metrics`' open authorizations read, canceled; and captured in part and
-canceled on the data plane, behind the thin edges: ADR 0029) run through the API and
+canceled on the data plane, behind the thin edges: ADR 0029) and a chargeback (opened, `/metrics`'
+nearest evidence deadline read, accepted) run through the API and
 the worker's jobs, as a user runs them, on a database holding a long history of the tenant:
 every row of one run of each flow copied `COPIES` times (`tests/support/history.py`). Every
 statement they run is planned as its database plans it (`capture.py`: SQLite's EXPLAIN QUERY
@@ -35,6 +36,7 @@ from collections.abc import Callable
 import pytest
 
 from paycore.db.engine import Database
+from paycore.disputes import service as disputes
 from paycore.http.errors import dumps, render_refusal
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit import actors
@@ -45,6 +47,7 @@ from paycore.payouts.types import NewPayout
 from paycore.refunds import create as refunds_create
 from paycore.refunds.create_plan import RefundRequest
 from paycore.refunds.schemas import refund_json
+from paycore_sandbox.disputes import OpenDisputeRequest
 from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support as payouts
 from tests.integration.plans import capture
@@ -96,6 +99,7 @@ class Flows:
             "hold posted": lambda: self.hold("post"),
             "hold voided": lambda: self.hold("void"),
             "authorizations gauges": self.authorizations_gauges,
+            "disputes gauge": self.disputes_gauge,
         }
 
     def payment(self) -> None:
@@ -216,6 +220,24 @@ class Flows:
         assert count == 1 and oldest_us is not None, (count, oldest_us)
         response = self.env.client.post(f"/v1/payments/{authorized.json()['id']}/cancel", headers=_key("void"))
         assert response.status_code == 200 and response.json()["status"] == "canceled", response.text
+
+    def disputes_gauge(self) -> None:
+        """`/metrics`' nearest evidence deadline (over every tenant), read at every scrape through
+        the partial index of the disputes awaiting an answer, never the disputes' history: a
+        chargeback opened by the sandbox, the gauge read, the dispute accepted (so that the
+        history holds decided ones, as a tenant's does)."""
+        payment = self.env.pay(self.merchant)
+        assert payment.status_code == 201, payment.text
+        self.env.deliver()
+        opened = OpenDisputeRequest(payment.json()["processor_reference"])
+        self.env.sandbox.open_dispute(opened)
+        assert self.env.deliver() >= 1  # dispute.created
+        with self.env.database.read() as connection:
+            due_us = disputes.evidence_due_first(connection)
+        assert due_us is not None and due_us > now_us(), due_us
+        listed = self.env.client.get("/v1/disputes", params={"payment_id": payment.json()["id"]}).json()["data"]
+        response = self.env.client.post(f"/v1/disputes/{listed[0]['id']}/accept", headers=_key("accept"))
+        assert response.status_code == 200 and response.json()["status"] == "lost", response.text
 
     def hold(self, action: str) -> None:
         hold = self._transfer(pending=True)

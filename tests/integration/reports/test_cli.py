@@ -51,6 +51,7 @@ def test_json_of_every_tenant_streamed_in_pages(settings: Settings, ids: dict[st
             {"currency": "EUR", "loss_minor": 1_240, "payouts": 2},
             {"currency": "USD", "loss_minor": 6_325, "payouts": 5},
         ],
+        "dispute_totals": [],  # the fixture has no dispute (tests/integration/reports/test_dispute_losses.py)
         "has_more": False,
         "data": with_ids(expected.EVERY_TENANT, ids),
     }
@@ -85,6 +86,7 @@ def test_the_table_formats_minor_units(settings: Settings, ids: dict[str, str]) 
         "7 payouts; loss EUR 16.40, USD 203.25",
         "  EUR: 16.40 over 2 payouts",
         "  USD: 203.25 over 5 payouts",
+        "disputes on payments: no loss",
     ]
 
 

@@ -110,6 +110,8 @@ def test_the_admin_call_refuses_what_cannot_be_disputed_and_stores_nothing(harne
     refused(open_on(charged.processor_charge_id, type="retrieval"), "invalid_request")
     refused(open_on(charged.processor_charge_id, reason="bored"), "invalid_request")
     refused(open_on(charged.processor_charge_id, amount_minor=0), "invalid_amount")
+    refused(open_on(charged.processor_charge_id, evidence_window_ms=0), "invalid_request")
+    refused(open_on(charged.processor_charge_id, evidence_window_ms=91 * 86_400_000), "invalid_request")
     assert disputes.disputes_of_charge("pay_ok") == []
 
     disputes.open_dispute(OpenDisputeRequest(charged.processor_charge_id))
@@ -193,6 +195,22 @@ def test_a_chargeback_not_answered_within_its_window_is_lost(harness: Harness) -
 
     assert disputes_of(harness).get_dispute(opened.dispute_id).status == "lost"  # type: ignore[union-attr]
     assert event_types(harness.sandbox, opened.dispute_id) == ["dispute.created", "dispute.closed"]
+
+
+def test_the_admin_call_can_give_one_dispute_a_short_window_and_the_default_stays(harness: Harness) -> None:
+    """`evidence_window_ms` on the admin call: that dispute is lost by silence after it; a
+    dispute opened without it keeps the sandbox's window."""
+    short = open_one(harness, "pay_short", evidence_window_ms=2_000)
+    usual = open_one(harness, "pay_usual")
+    opened_us = clock.parse_rfc3339(short.created_at)
+    assert clock.parse_rfc3339(short.evidence_due_by) == opened_us + 2_000 * 1_000
+    assert clock.parse_rfc3339(usual.evidence_due_by) - clock.parse_rfc3339(usual.created_at) == WINDOW_S * SECOND_US
+
+    assert harness.sandbox.settle_due(opened_us + 3 * SECOND_US) == 1
+
+    assert disputes_of(harness).get_dispute(short.dispute_id).status == "lost"  # type: ignore[union-attr]
+    assert disputes_of(harness).get_dispute(usual.dispute_id).status == "needs_response"  # type: ignore[union-attr]
+    assert event_types(harness.sandbox, short.dispute_id) == ["dispute.created", "dispute.closed"]
 
 
 def test_an_inquiry_closes_on_winning_evidence_or_acceptance(harness: Harness) -> None:
