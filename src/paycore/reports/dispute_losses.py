@@ -1,4 +1,4 @@
-"""The loss report's disputes (SPEC §6.2, issue 41 point 4; the definition: docs/losses.md,
+"""The loss report's disputes (SPEC §6.2; the definition: docs/losses.md,
 "Disputes on payments"): what chargebacks on card payments cost, per currency.
 
 Over a range of days [from, to] (UTC), in the dispute's currency, for each dispute whose

@@ -1,4 +1,4 @@
-"""The dispute scenarios (SPEC §6.2, issue 41 point 4): a `tok_disputed` payment that the
+"""The dispute scenarios (SPEC §6.2): a `tok_disputed` payment that the
 processor disputes about a second after it succeeds, answered with winning evidence through
 paycore and won; and a chargeback nobody answers, lost by silence when its evidence window
 passes (the sandbox's admin call gives that one dispute a window of two seconds). paycore learns

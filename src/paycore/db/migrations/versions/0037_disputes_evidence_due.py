@@ -1,4 +1,4 @@
-"""The disputes' lookups (SPEC §6.2, §12; issue 41 point 4): the index `/metrics` reads
+"""The disputes' lookups (SPEC §6.2, §12): the index `/metrics` reads
 `paycore_dispute_evidence_due_in_seconds` through, and the processor's dispute id first in its
 unique key.
 
