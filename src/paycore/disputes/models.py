@@ -14,6 +14,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     Index,
+    Integer,
     PrimaryKeyConstraint,
     String,
     Table,
@@ -21,6 +22,13 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+from paycore.lifecycle.columns import (
+    ATTEMPTS,
+    CLAIMED_BY,
+    CLAIMED_UNTIL_US,
+    NEXT_ATTEMPT_AT_US,
+    WORKER_ID_LENGTH,
+)
 
 disputes = Table(
     "disputes",
@@ -53,4 +61,28 @@ disputes = Table(
     CheckConstraint("fee_minor >= 0 AND withdrawn_minor >= 0 AND reinstated_minor >= 0", name="moved_minor"),
     Index("ix_disputes_status", "tenant_id", "status", "id"),
     Index("ix_disputes_payment", "tenant_id", "payment_id", "id"),
+)
+
+# A tenant's answer (evidence or accept) whose reply from the processor was lost (migration
+# 0037): the dispute a worker asks the processor about (`disputes.in_flight`), one row per
+# dispute whatever the number of lost answers. Made in the transaction that records the lost
+# call; deleted by `service.record` in the transaction where the processor's word (a webhook, a
+# status query, a report line's query) shows the dispute takes no more answers. `id` is the
+# dispute's id; the work columns are the lifecycle's (a lease, a schedule, the rounds so far).
+dispute_answers_in_flight = Table(
+    "dispute_answers_in_flight",
+    metadata,
+    tenant_id_column(),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("processor_dispute_id", String(128), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("request_id", String(ID_LENGTH), nullable=False),
+    Column(ATTEMPTS, Integer, nullable=False),
+    Column(NEXT_ATTEMPT_AT_US, BigInteger, nullable=True),
+    Column(CLAIMED_BY, String(WORKER_ID_LENGTH), nullable=True),
+    Column(CLAIMED_UNTIL_US, BigInteger, nullable=True),
+    created_at_column(),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    CheckConstraint("kind IN ('evidence', 'accept')", name="kind"),
+    Index("ix_dispute_answers_in_flight_due", "next_attempt_at_us"),
 )

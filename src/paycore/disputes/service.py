@@ -42,6 +42,9 @@ def record(connection: Connection, seen: ProcessorDispute, *, cause: str, actor:
     row = repository.by_processor_id(connection, seen.merchant_id, seen.processor_dispute_id, for_update=True)
     assert row is not None  # inserted now, or before (the unique key)
     dispute = dispute_from_row(row)
+    if seen.status not in states.OPEN or seen.evidence_submitted:
+        # The processor takes no more answers for it: any answer whose reply was lost is settled.
+        repository.clear_in_flight(connection, dispute.tenant_id, dispute.id)
     if born:
         _move(connection, payment, dispute, None, seen, cause=cause, actor=actor, now_us=now_us)
         return "applied"
