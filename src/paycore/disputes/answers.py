@@ -32,7 +32,7 @@ from typing import Any, Final
 from sqlalchemy import Connection
 
 from paycore.db.engine import Database
-from paycore.disputes import in_flight, query, service
+from paycore.disputes import in_flight, service
 from paycore.disputes.errors import DisputeNotOpen
 from paycore.disputes.schemas import dispute_object
 from paycore.disputes.types import Dispute
@@ -93,13 +93,13 @@ def answer(
 
 
 def refresh(database: Database, processor: Processor, dispute: Dispute, *, actor: str) -> str:
-    """A status query (`query`): what the processor says of the dispute now, applied through
+    """A status query (`service.query_status`): what the processor says of the dispute now, applied through
     `service.record`. Returns `applied`, `stale`, or `no_answer` when the query itself got none."""
     ids = {"dispute_id": dispute.id, "tenant_id": dispute.tenant_id}
-    call = query.ask(processor, dispute.processor_dispute_id, ids=ids)
+    call = service.ask_status(processor, dispute.processor_dispute_id, ids=ids)
 
     def apply(connection: Connection) -> str:
-        return query.apply(connection, call, actor=actor, now_us=clock_now_us(), about=dispute)
+        return service.apply_status(connection, call, actor=actor, now_us=clock_now_us(), about=dispute)
 
     return database.transaction(apply)
 
@@ -130,7 +130,7 @@ def _finish(
     _record_call(connection, dispute, call, actor, now)
     result = call.evidence.result
     if call.kind == "result" and result is not None:
-        service.record(connection, query.seen(result), cause=CAUSE, actor=actor, now_us=now)
+        service.record(connection, service.seen(result), cause=CAUSE, actor=actor, now_us=now)
         return idempotency.record_refusal(connection, scope, Outcome(200, _body(connection, dispute)))
     if call.kind == "refused" and call.evidence.refusal_code == REQUEST_ID_REUSED:
         # A key whose answer was lost, sent again with another body: the processor holds the

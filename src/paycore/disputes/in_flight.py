@@ -9,7 +9,7 @@ round (`resolve_due`) is commit, call, commit, as every worker round (`lifecycle
 1. claim (one short transaction): the due rows with a lease (`lifecycle.lease.claim`: FOR
    UPDATE SKIP LOCKED on PostgreSQL, so rounds on several processes take disjoint rows; SQLite
    has one writer), their round counted;
-2. ask the processor for each dispute (`query.ask`), no transaction open;
+2. ask the processor for each dispute (`service.ask_status`), no transaction open;
 3. apply (one transaction per row): the answer recorded through `service.record`, which deletes
    the row once the processor's word shows the dispute takes no more answers (a status out of
    `needs_response` / `warning_needs_response`, or its evidence in); a row still there is
@@ -30,7 +30,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, Row
 
 from paycore.db.engine import Database
-from paycore.disputes import query, repository
+from paycore.disputes import repository, service
 from paycore.disputes.models import dispute_answers_in_flight
 from paycore.disputes.types import Dispute, dispute_from_row
 from paycore.kit.clock import now_us as clock_now_us
@@ -71,7 +71,9 @@ def resolve_due(database: Database, processor: Processor, policy: Policy, worker
     rng = random.Random()
     settled = 0
     for row in rows:
-        call = query.ask(processor, row.processor_dispute_id, ids={"dispute_id": row.id, "tenant_id": row.tenant_id})
+        call = service.ask_status(
+            processor, row.processor_dispute_id, ids={"dispute_id": row.id, "tenant_id": row.tenant_id}
+        )
         finish = partial(_finish, row=row, call=call, policy=policy, holder=worker_id, actor=actor, rng=rng)
         settled += database.transaction(finish)
     return Round(len(rows), settled)
@@ -104,7 +106,7 @@ def _finish(
     now = clock_now_us()
     held = repository.get(connection, row.tenant_id, row.id)
     about = None if held is None else dispute_from_row(held)
-    query.apply(connection, call, actor=actor, now_us=now, about=about)
+    service.apply_status(connection, call, actor=actor, now_us=now, about=about)
     if repository.in_flight(connection, row.tenant_id, row.id) is None:
         return True
     due = retry_at_us(row.attempts, policy.backoff, rng, now_us=now, attempts_max=policy.attempts_max)
