@@ -1,7 +1,8 @@
 """The scenarios of SPEC §8, three (`*-stuck-in-doubt-reconciled`) where a refund, a payment
 or a payout stays `in_doubt` through every resolver attempt and the day's settlement report,
 through the real reconciliation, resolves it, and four of authorize now, capture later
-(SPEC §6.1: `authorizations.py`). Each drives paycore (the order side) and the
+(SPEC §6.1: `authorizations.py`), and a dispute webhook lost and recovered from the report
+(SPEC §6.2: `dispute_recovery.py`). Each drives paycore (the order side) and the
 sandbox processor (the payment side) through one story; `invariants.check` then judges the
 world it leaves."""
 
@@ -20,6 +21,7 @@ from paycore.simulate.authorizations import (
     cancel_request_lost,
     capture_response_lost,
 )
+from paycore.simulate.dispute_recovery import dispute_webhook_lost_recovered_from_report
 from paycore.simulate.world import TIMEOUT_MS, World
 
 REFUND_OPS = ["refund"]
@@ -296,4 +298,5 @@ SCENARIOS: dict[str, Scenario] = {
     "cancel-request-lost": cancel_request_lost,
     "cancel-racing-capture": cancel_racing_capture,
     "authorization-expired": authorization_expired,
+    "dispute-webhook-lost-recovered-from-report": dispute_webhook_lost_recovered_from_report,
 }
