@@ -1,6 +1,6 @@
 """A tenant's answer whose reply was lost, settled by the worker's status query (ADR 0030
-decision 6; issue 41 point 2: "an evidence submission whose answer is lost is resolved by
-evidence like every other call").
+decision 6: an evidence submission whose answer is lost is resolved by evidence like every
+other call).
 
 `answers` keeps the dispute (`keep`, in the transaction that records the lost call: one row per
 dispute, `dispute_answers_in_flight`, migration 0037). The worker's `resolve_dispute_answers`

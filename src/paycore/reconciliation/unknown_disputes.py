@@ -1,4 +1,4 @@
-"""A report line naming a dispute paycore does not know (SPEC §6.2; issue 41 points 2 and 4).
+"""A report line naming a dispute paycore does not know (SPEC §6.2, ADR 0030).
 
 The line alone never makes the dispute: it lacks the dispute's type, status and deadline, and
 proves nothing a processor did not say. So before a chunk's transaction, with none open, the

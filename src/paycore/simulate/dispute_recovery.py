@@ -1,4 +1,4 @@
-"""A dispute webhook lost and recovered from the report (issue 41 point 4; SPEC §6.2): the
+"""A dispute webhook lost and recovered from the report (SPEC §6.2, ADR 0030): the
 processor opens a chargeback on a `tok_disputed` payment and its `dispute.created` webhook is
 never sent (the fault plan's `drop_webhook`), so paycore does not know of it and the merchant's
 balance still shows the money. The day's settlement report lists the withdrawal and the fee;

@@ -1,5 +1,5 @@
-"""A dispute answer whose reply was lost, kept for the worker to ask about (issue 41 point 2,
-ADR 0030 decision 6): the table `dispute_answers_in_flight`.
+"""A dispute answer whose reply was lost, kept for the worker to ask about (ADR 0030
+decision 6): the table `dispute_answers_in_flight`.
 
 One row per dispute with a tenant's answer (evidence or accept) sent to the processor whose
 reply never came (`paycore.disputes.models`): made in the transaction that records the lost
