@@ -93,8 +93,9 @@ def answer(
 
 
 def refresh(database: Database, processor: Processor, dispute: Dispute, *, actor: str) -> str:
-    """A status query (`service.query_status`): what the processor says of the dispute now, applied through
-    `service.record`. Returns `applied`, `stale`, or `no_answer` when the query itself got none."""
+    """A status query of a dispute paycore holds (`service.query_status`'s two halves): what the
+    processor says of it now, applied through `service.record`, the call on its audit log.
+    Returns `applied`, `stale`, or `no_answer` when the query itself got none."""
     ids = {"dispute_id": dispute.id, "tenant_id": dispute.tenant_id}
     call = service.ask_status(processor, dispute.processor_dispute_id, ids=ids)
 
