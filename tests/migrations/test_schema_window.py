@@ -44,8 +44,9 @@ def readyz(database: Database) -> tuple[int, str]:
         ("0032", "behind", 503),  # the same (0032 only adds the webhook's receive function)
         ("0033", "behind", 503),  # this release stores every payment with 0035's disputed_minor
         ("0034", "behind", 503),  # the same (0034 only adds the open authorizations' index)
-        ("0035", "compatible", 200),  # 0036 only adds the data plane's functions (42883: the reference path)
-        ("0036", "compatible", 200),  # 0037 only reorders a unique key and adds an index (docs/migrations.md)
+        ("0035", "behind", 503),  # this release keeps a dispute answer whose reply was lost in 0038's table
+        ("0036", "behind", 503),  # the same
+        ("0037", "behind", 503),  # the same (0037 only reorders a unique key and adds an index)
         ("head", "current", 200),
     ],
 )

@@ -82,9 +82,10 @@ def reconcile(
 
 def _reconciled(database: Database, settings: Settings, report: str | None, day: str | None) -> reconciliation.Summary:
     grace_ms, lease_ms = settings.reconcile_grace_ms, settings.reconcile_lease_ms
+    # The processor is asked for a dispute a line names that paycore does not know, from a file too.
+    processor = HttpTransport(settings.processor_url, timeout_ms=settings.processor_timeout_ms)
     if report is None:  # fetched from the processor, as the worker's scheduled job does
         assert day is not None
-        processor = HttpTransport(settings.processor_url, timeout_ms=settings.processor_timeout_ms)
         with _progress() as advance:
             summary = reconciliation_jobs.reconcile_from_processor(
                 database, processor, day, progress=advance, grace_ms=grace_ms, lease_ms=lease_ms
@@ -92,7 +93,14 @@ def _reconciled(database: Database, settings: Settings, report: str | None, day:
     else:
         with _opened(report) as stream, _progress() as advance:  # a file is checked whole as it opens
             summary = reconciliation.reconcile(
-                database, stream, source="file", day=day, progress=advance, grace_ms=grace_ms, lease_ms=lease_ms
+                database,
+                stream,
+                source="file",
+                day=day,
+                progress=advance,
+                grace_ms=grace_ms,
+                lease_ms=lease_ms,
+                processor=processor,
             )
     # The run abandoned its own day's dead runs as it took the day; then those of other days, as
     # a worker's look does (a deployment may run no worker). Never for a report refused.
@@ -135,5 +143,7 @@ def _print_summary(summary: reconciliation.Summary) -> None:
     print(f"new breaks: {breaks}")
     fees = ", ".join(f"{amount} {currency}" for currency, amount in sorted(summary.fees_minor.items())) or "none"
     print(f"fees booked: {summary.fees_booked} ({fees} in minor units)")
+    if summary.disputes_recorded:
+        print(f"disputes recorded from the processor's answers about its lines: {summary.disputes_recorded}")
     if summary.superseded:
         print(f"superseded: {summary.superseded} open breaks this corrected report no longer has")

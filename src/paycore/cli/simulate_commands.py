@@ -47,7 +47,8 @@ def simulate(
     Authorize now, capture later (SPEC §6.1): capture-response-lost,
     cancel-request-lost, cancel-racing-capture, authorization-expired.
 
-    Disputes (SPEC §6.2): dispute-won, dispute-lost-by-silence.
+    Disputes (SPEC §6.2): dispute-won, dispute-lost-by-silence,
+    dispute-webhook-lost-recovered-from-report.
     """
     from paycore.simulate.driver import ALL, Outcome, run_all
 

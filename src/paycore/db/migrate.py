@@ -33,7 +33,7 @@ _IN_PROCESS_LOCK = threading.Lock()
 
 # The newest migration's revision: tests/migrations/test_migrations.py checks that it is the
 # scripts' head, so a new migration that does not move it fails the suite.
-HEAD_REVISION: Final = "0037"
+HEAD_REVISION: Final = "0038"
 
 
 def alembic_config() -> Config:
@@ -215,8 +215,9 @@ def check_sqlite_foreign_keys(connection: Connection) -> None:
 # 0033: every payment is stored with 0033's capture columns (SPEC §6.1; the release before runs
 # at 0033 unchanged: the columns have defaults and it writes none of them). 0035: every payment
 # is stored with its `disputed_minor`, which the refund ceiling reads (SPEC §6.2), and disputes
-# are recorded in 0035's table.
-OLDEST_COMPATIBLE_REVISION: Final = "0035"
+# are recorded in 0035's table. 0038: a dispute answer whose reply was lost is kept in 0038's
+# `dispute_answers_in_flight`, which every recorded dispute clears.
+OLDEST_COMPATIBLE_REVISION: Final = "0038"
 
 
 def is_current(database: Database) -> bool:

@@ -32,15 +32,14 @@ from typing import Any, Final
 from sqlalchemy import Connection
 
 from paycore.db.engine import Database
-from paycore.disputes import service
+from paycore.disputes import in_flight, service
 from paycore.disputes.errors import DisputeNotOpen
 from paycore.disputes.schemas import dispute_object
-from paycore.disputes.types import Dispute, ProcessorDispute
+from paycore.disputes.types import Dispute
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.errors import IdempotencyKeyReused
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit.clock import now_us as clock_now_us
-from paycore.kit.clock import parse_rfc3339
 from paycore.kit.errors import DomainError
 from paycore.lifecycle.calls import Call, timed
 from paycore.lifecycle.calls import record as record_call
@@ -94,40 +93,16 @@ def answer(
 
 
 def refresh(database: Database, processor: Processor, dispute: Dispute, *, actor: str) -> str:
-    """A status query: what the processor says of the dispute now, applied (`service.record`).
+    """A status query of a dispute paycore holds (`service.query_status`'s two halves): what the
+    processor says of it now, applied through `service.record`, the call on its audit log.
     Returns `applied`, `stale`, or `no_answer` when the query itself got none."""
-    call: Call[DisputeResult] = timed(
-        "get_dispute",
-        {"dispute_id": dispute.processor_dispute_id},
-        lambda: processor.get_dispute(dispute.processor_dispute_id),
-        ids={"dispute_id": dispute.id, "tenant_id": dispute.tenant_id},
-    )
+    ids = {"dispute_id": dispute.id, "tenant_id": dispute.tenant_id}
+    call = service.ask_status(processor, dispute.processor_dispute_id, ids=ids)
 
     def apply(connection: Connection) -> str:
-        now = clock_now_us()
-        _record_call(connection, dispute, call, actor, now)
-        result = call.evidence.result
-        if call.kind != "result" or result is None:
-            return "no_answer"
-        return service.record(connection, seen(result), cause="status_query", actor=actor, now_us=now)
+        return service.apply_status(connection, call, actor=actor, now_us=clock_now_us(), about=dispute)
 
     return database.transaction(apply)
-
-
-def seen(result: DisputeResult) -> ProcessorDispute:
-    """The processor's dispute as `service.record` takes it."""
-    return ProcessorDispute(
-        processor_dispute_id=result.dispute_id,
-        charge_request_id=result.charge_request_id,
-        merchant_id=result.merchant_id,
-        type=result.type,
-        status=result.status,
-        reason=result.reason,
-        amount_minor=result.amount_minor,
-        currency=result.currency,
-        fee_minor=result.fee_minor,
-        evidence_due_by_us=parse_rfc3339(result.evidence_due_by),
-    )
 
 
 def _send(processor: Processor, dispute: Dispute, given: Answer, key: str) -> Call[DisputeResult]:
@@ -156,7 +131,7 @@ def _finish(
     _record_call(connection, dispute, call, actor, now)
     result = call.evidence.result
     if call.kind == "result" and result is not None:
-        service.record(connection, seen(result), cause=CAUSE, actor=actor, now_us=now)
+        service.record(connection, service.seen(result), cause=CAUSE, actor=actor, now_us=now)
         return idempotency.record_refusal(connection, scope, Outcome(200, _body(connection, dispute)))
     if call.kind == "refused" and call.evidence.refusal_code == REQUEST_ID_REUSED:
         # A key whose answer was lost, sent again with another body: the processor holds the
@@ -170,7 +145,10 @@ def _finish(
         refusal = _not_open(service.load(connection, dispute.tenant_id, dispute.id), render_refusal)
         return idempotency.record_refusal(connection, scope, refusal)
     # No usable answer: the call proves nothing. 202, the key left free (a retry resends the
-    # same request id); the webhooks, `refresh` or that retry settle the dispute.
+    # same request id); the webhooks, the worker's status query (`in_flight`), `refresh` or
+    # that retry settle the dispute.
+    kind = EVIDENCE if call.operation == "submit_evidence" else ACCEPT
+    in_flight.keep(connection, dispute, kind=kind, request_id=str(call.request["request_id"]), now_us=now)
     return Outcome(202, _body(connection, dispute)), False
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     Index,
+    Integer,
     PrimaryKeyConstraint,
     String,
     Table,
@@ -22,6 +23,13 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
+from paycore.lifecycle.columns import (
+    ATTEMPTS,
+    CLAIMED_BY,
+    CLAIMED_UNTIL_US,
+    NEXT_ATTEMPT_AT_US,
+    WORKER_ID_LENGTH,
+)
 
 # A dispute waiting for the tenant's answer: a chargeback before its evidence, an inquiry open.
 AWAITING_RESPONSE = "status IN ('needs_response', 'warning_needs_response')"
@@ -68,4 +76,28 @@ disputes = Table(
         sqlite_where=text(AWAITING_RESPONSE),
         postgresql_where=text(AWAITING_RESPONSE),
     ),
+)
+
+# A tenant's answer (evidence or accept) whose reply from the processor was lost (migration
+# 0038): the dispute a worker asks the processor about (`disputes.in_flight`), one row per
+# dispute whatever the number of lost answers. Made in the transaction that records the lost
+# call; deleted by `service.record` in the transaction where the processor's word (a webhook, a
+# status query, a report line's query) shows the dispute takes no more answers. `id` is the
+# dispute's id; the work columns are the lifecycle's (a lease, a schedule, the rounds so far).
+dispute_answers_in_flight = Table(
+    "dispute_answers_in_flight",
+    metadata,
+    tenant_id_column(),
+    Column("id", String(ID_LENGTH), nullable=False),
+    Column("processor_dispute_id", String(128), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("request_id", String(ID_LENGTH), nullable=False),
+    Column(ATTEMPTS, Integer, nullable=False),
+    Column(NEXT_ATTEMPT_AT_US, BigInteger, nullable=True),
+    Column(CLAIMED_BY, String(WORKER_ID_LENGTH), nullable=True),
+    Column(CLAIMED_UNTIL_US, BigInteger, nullable=True),
+    created_at_column(),
+    PrimaryKeyConstraint("tenant_id", "id"),
+    CheckConstraint("kind IN ('evidence', 'accept')", name="kind"),
+    Index("ix_dispute_answers_in_flight_due", "next_attempt_at_us"),
 )

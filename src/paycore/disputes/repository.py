@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select, tuple_, update
+from sqlalchemy import Connection, Row, Select, delete, func, select, tuple_, update
 
 from paycore.db.sql import insert_or_ignore
-from paycore.disputes.models import AWAITING_RESPONSE, disputes
+from paycore.disputes.models import AWAITING_RESPONSE, dispute_answers_in_flight, disputes
+from paycore.lifecycle import lease
 
 # The nearest evidence deadline of the disputes awaiting an answer (`/metrics`): the statuses a
 # literal, so that both planners prove the partial index `ix_disputes_evidence_due` (migration
@@ -99,3 +100,52 @@ def evidence_due_first(connection: Connection) -> int | None:
     (None: none awaits one), through the partial index, never the history."""
     found = connection.exec_driver_sql(_EVIDENCE_DUE_FIRST).scalar_one()
     return None if found is None else int(found)
+
+
+# --- answers whose reply was lost (`in_flight`) ------------------------------------------
+
+_IN_FLIGHT = dispute_answers_in_flight
+
+
+def keep_in_flight(connection: Connection, values: dict[str, Any]) -> bool:
+    """The dispute kept for the worker to ask about, unless it is kept already (then False)."""
+    return insert_or_ignore(connection, _IN_FLIGHT, values, ("tenant_id", "id"))
+
+
+def clear_in_flight(connection: Connection, tenant_id: str, dispute_id: str) -> int:
+    statement = delete(_IN_FLIGHT).where(_IN_FLIGHT.c.tenant_id == tenant_id, _IN_FLIGHT.c.id == dispute_id)
+    return int(connection.execute(statement).rowcount)
+
+
+def in_flight(connection: Connection, tenant_id: str, dispute_id: str) -> Row[Any] | None:
+    query = select(_IN_FLIGHT).where(_IN_FLIGHT.c.tenant_id == tenant_id, _IN_FLIGHT.c.id == dispute_id)
+    return connection.execute(query).first()
+
+
+def due_in_flight(now_us: int, limit: int) -> Select[Any]:
+    """The kept answers due to be asked about, whose lease is free (for `lease.claim`)."""
+    return (
+        select(_IN_FLIGHT.c.tenant_id, _IN_FLIGHT.c.id)
+        .where(_IN_FLIGHT.c.next_attempt_at_us <= now_us, lease.free(_IN_FLIGHT, now_us))
+        .order_by(_IN_FLIGHT.c.next_attempt_at_us)
+        .limit(limit)
+    )
+
+
+def schedule_in_flight(
+    connection: Connection, tenant_id: str, dispute_id: str, holder: str, next_attempt_at_us: int | None
+) -> bool:
+    """The next round of a kept answer that `holder` still holds (its lease given up); False
+    when it was cleared meanwhile or another worker took it (its lease lapsed)."""
+    statement = (
+        update(_IN_FLIGHT)
+        .where(_IN_FLIGHT.c.tenant_id == tenant_id, _IN_FLIGHT.c.id == dispute_id, _IN_FLIGHT.c.claimed_by == holder)
+        .values(next_attempt_at_us=next_attempt_at_us, claimed_by=None, claimed_until_us=None)
+    )
+    return int(connection.execute(statement).rowcount) == 1
+
+
+def oldest_in_flight_due_us(connection: Connection, now_us: int) -> int | None:
+    query = select(func.min(_IN_FLIGHT.c.next_attempt_at_us)).where(_IN_FLIGHT.c.next_attempt_at_us <= now_us)
+    found: int | None = connection.execute(query).scalar_one_or_none()
+    return found

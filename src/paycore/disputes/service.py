@@ -12,20 +12,26 @@ reinstated once, whichever steps the news skipped.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Literal, cast
 
 from sqlalchemy import Connection
 
 from paycore.audit import rows as audit_rows
 from paycore.audit import service as audit
+from paycore.db.engine import Database
 from paycore.disputes import money, repository, states
 from paycore.disputes.errors import DisputeNotFound
 from paycore.disputes.schemas import HISTORY_LENGTH_MAX, dispute_json, dispute_object
 from paycore.disputes.types import Dispute, ProcessorDispute, dispute_from_row
 from paycore.kit import ids
+from paycore.kit.clock import now_us as clock_now_us
+from paycore.kit.clock import parse_rfc3339
 from paycore.kit.errors import InvalidStartingAfter
+from paycore.lifecycle.calls import Call, timed
+from paycore.lifecycle.calls import record as record_call
 from paycore.payments import service as payments
 from paycore.payments.types import Payment
+from paycore.processor.port import DisputeResult, Processor
 
 OBJECT_TYPE: Final = "dispute"
 ID_PREFIX: Final = "dp"
@@ -44,6 +50,9 @@ def record(connection: Connection, seen: ProcessorDispute, *, cause: str, actor:
     row = repository.by_processor_id(connection, seen.merchant_id, seen.processor_dispute_id, for_update=True)
     assert row is not None  # inserted now, or before (the unique key)
     dispute = dispute_from_row(row)
+    if seen.status not in states.OPEN or seen.evidence_submitted:
+        # The processor takes no more answers for it: any answer whose reply was lost is settled.
+        repository.clear_in_flight(connection, dispute.tenant_id, dispute.id)
     if born:
         _move(connection, payment, dispute, None, seen, cause=cause, actor=actor, now_us=now_us)
         return "applied"
@@ -189,3 +198,83 @@ def by_due(
 def find(connection: Connection, tenant_id: str, processor_dispute_id: str) -> Dispute | None:
     row = repository.by_processor_id(connection, tenant_id, processor_dispute_id, for_update=False)
     return None if row is None else dispute_from_row(row)
+
+
+# --- the status query (SPEC §6.2: "paycore learns of it by webhook, status query or settlement
+# report"): the processor asked for a dispute by its id with no transaction open, its answer
+# recorded through `record`, as a webhook's is. Asked by `answers.refresh` (a dispute paycore
+# holds), the worker's round over answers whose reply was lost (`in_flight`), and
+# reconciliation for a report line naming a dispute paycore does not know: the line never makes
+# the dispute, the processor's answer does. What a query comes to: `applied` (made or moved),
+# `stale` (nothing new), `unmatched` (a dispute on a payment paycore does not hold: nothing
+# recorded), `unknown` (the processor has no such dispute), `no_answer` (proves nothing).
+
+STATUS_QUERY_CAUSE: Final = "status_query"
+STATUS_QUERY: Final = "get_dispute"  # the call, as its attempt is recorded
+
+QueryOutcome = Literal["applied", "stale", "unmatched", "unknown", "no_answer"]
+
+
+def ask_status(
+    processor: Processor, processor_dispute_id: str, *, ids: dict[str, str] | None = None
+) -> Call[DisputeResult]:
+    """The processor's word on the dispute now. Never inside a database transaction."""
+    return timed(
+        STATUS_QUERY,
+        {"dispute_id": processor_dispute_id},
+        lambda: processor.get_dispute(processor_dispute_id),
+        ids=ids or {"processor_dispute_id": processor_dispute_id},
+    )
+
+
+def apply_status(
+    connection: Connection, call: Call[DisputeResult], *, actor: str, now_us: int, about: Dispute | None = None
+) -> QueryOutcome:
+    """In the caller's transaction: the answer recorded (`record`), and the call on the
+    dispute's audit log: `about` (the dispute asked about, when paycore holds it), else the one
+    the answer names once recorded (made now, or before)."""
+    assert call.operation == STATUS_QUERY, call.operation
+    result = call.evidence.result
+    outcome: QueryOutcome = "unknown" if call.kind == "not_found" else "no_answer"
+    if call.kind == "result" and result is not None:
+        recorded = record(connection, seen(result), cause=STATUS_QUERY_CAUSE, actor=actor, now_us=now_us)
+        assert recorded in ("applied", "stale", "unmatched"), recorded
+        outcome = cast(QueryOutcome, recorded)
+    held = about
+    if held is None and result is not None:
+        held = find(connection, result.merchant_id, result.dispute_id)
+    if held is not None:
+        record_call(
+            connection,
+            held.tenant_id,
+            object_type=OBJECT_TYPE,
+            object_id=held.id,
+            call=call,
+            attempt=None,
+            actor=actor,
+            now_us=now_us,
+        )
+    return outcome
+
+
+def query_status(database: Database, processor: Processor, processor_dispute_id: str, *, actor: str) -> QueryOutcome:
+    """Ask (no transaction open), then apply in one transaction."""
+    call = ask_status(processor, processor_dispute_id)
+    return database.transaction(lambda connection: apply_status(connection, call, actor=actor, now_us=clock_now_us()))
+
+
+def seen(result: DisputeResult) -> ProcessorDispute:
+    """The processor's dispute as `record` takes it."""
+    return ProcessorDispute(
+        processor_dispute_id=result.dispute_id,
+        charge_request_id=result.charge_request_id,
+        merchant_id=result.merchant_id,
+        type=result.type,
+        status=result.status,
+        reason=result.reason,
+        amount_minor=result.amount_minor,
+        currency=result.currency,
+        fee_minor=result.fee_minor,
+        evidence_due_by_us=parse_rfc3339(result.evidence_due_by),
+        evidence_submitted=result.evidence_submitted,
+    )

@@ -46,6 +46,9 @@ class ProcessorDispute:
     currency: str
     fee_minor: int
     evidence_due_by_us: int
+    # Whether the processor holds evidence for it (an inquiry's stays `warning_needs_response`):
+    # with a status out of `states.OPEN`, the word that the dispute takes no more answers.
+    evidence_submitted: bool = False
 
 
 def dispute_from_row(row: Mapping[Any, Any] | Row[Any]) -> Dispute:

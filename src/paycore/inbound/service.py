@@ -177,6 +177,7 @@ def _apply_dispute(connection: Connection, event: ProcessorEvent, now_us: int) -
         currency=data.currency,
         fee_minor=data.fee_minor,
         evidence_due_by_us=parse_rfc3339(data.evidence_due_by),
+        evidence_submitted=bool(data.evidence_submitted),
     )
     outcome = disputes.record(connection, seen, cause="webhook", actor=actors.PROCESSOR, now_us=now_us)
     if outcome != "unmatched":

@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from sqlalchemy import Connection
 
+from paycore.disputes import in_flight as dispute_answers
 from paycore.idempotency import service as idempotency
 from paycore.inbound import service as inbound
 from paycore.invariants import service as invariants
@@ -69,6 +70,7 @@ JOBS: Final = (
     "resolve_payments",
     "send_refunds",
     "resolve_refunds",
+    "resolve_dispute_answers",
     "queue_payouts",
     "send_payouts",
     "resolve_payouts",
@@ -103,6 +105,7 @@ def worker_lag_us(connection: Connection, schedules: Schedules, *, now_us: int) 
         ),
         "send_refunds": lambda: refunds.MACHINE.oldest_due_us(connection, ("pending",), now_us=now_us),
         "resolve_refunds": lambda: refunds.MACHINE.oldest_due_us(connection, ("processing", "in_doubt"), now_us=now_us),
+        "resolve_dispute_answers": lambda: dispute_answers.oldest_due_us(connection, now_us=now_us),
         "queue_payouts": lambda: payouts.oldest_due_to_queue_us(connection, now_us=now_us),
         "send_payouts": lambda: payouts.MACHINE.oldest_due_us(connection, ("queued",), now_us=now_us),
         "resolve_payouts": lambda: payouts.MACHINE.oldest_due_us(connection, payouts.MACHINE.waiting, now_us=now_us),

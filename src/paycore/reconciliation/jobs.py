@@ -54,7 +54,14 @@ def reconcile_from_processor(
     lines = processor.settlement_report(day)
     try:
         return service.reconcile(
-            database, lines, source="processor", day=day, progress=progress, grace_ms=grace_ms, lease_ms=lease_ms
+            database,
+            lines,
+            source="processor",
+            day=day,
+            progress=progress,
+            grace_ms=grace_ms,
+            lease_ms=lease_ms,
+            processor=processor,
         )
     finally:
         if isinstance(lines, Generator):  # a report refused half-way: its connection closes now

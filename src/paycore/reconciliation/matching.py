@@ -30,12 +30,13 @@ that object's machine, as any other evidence), and the fee to book. The rules:
   an expiry or a cancel (it lists captures only): no line is not the processor's word;
 - a dispute line (SPEC §6.2; `dispute_withdrawal`, `dispute_fee`, `dispute_reinstatement`) names
   the dispute by the processor's dispute id (`processor_id`), and moves money: one paycore does
-  not know is `missing_in_paycore` (paycore does not make the dispute from the line: its
-  webhook or status query does). A withdrawal is compared with the disputed amount paycore
-  withdrew, a fee line with the fee it withdrew with it, a reinstatement with what it reinstated
-  (`amount_mismatch`, `currency_mismatch` as any line); a line for money paycore has not moved
-  for the dispute (nothing withdrawn: an inquiry; nothing reinstated: not won) is
-  `status_mismatch`. The line proves nothing: a dispute moves on its processor's word only.
+  not know is `missing_in_paycore` (the line alone never makes the dispute; before the chunk,
+  the run asks the processor for it, and its answer makes it: `unknown_disputes`). A
+  withdrawal is compared with the disputed amount paycore withdrew, a fee line with the fee it
+  withdrew with it, a reinstatement with what it reinstated (`amount_mismatch`,
+  `currency_mismatch` as any line); a line for money paycore has not moved for the dispute
+  (nothing withdrawn: an inquiry; nothing reinstated: not won) is `status_mismatch`. The line
+  proves nothing: a dispute moves on its processor's word only.
 """
 
 from __future__ import annotations

@@ -35,7 +35,18 @@ from paycore.kit import actors, clock, ids
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle import faults
 from paycore.lifecycle.evidence import MANUAL_CAUSE
-from paycore.reconciliation import chunks, closing, days, expiry, matching, queries, repository, states
+from paycore.processor.port import Processor
+from paycore.reconciliation import (
+    chunks,
+    closing,
+    days,
+    expiry,
+    matching,
+    queries,
+    repository,
+    states,
+    unknown_disputes,
+)
 from paycore.reconciliation.chunks import CAUSE, Context, Counts
 from paycore.reconciliation.errors import DayBusy, UnknownResolution
 from paycore.reconciliation.matching import Finding, Kind, Known
@@ -67,6 +78,7 @@ class Summary:
     fees_booked: int = 0  # objects whose processor fee this run booked
     fees_minor: Counter[str] = field(default_factory=Counter)  # the fees booked, by currency
     superseded: int = 0  # open breaks of the day a corrected report no longer has
+    disputes_recorded: int = 0  # disputes its lines named that the processor's answers made or moved
     abandoned: list[Abandoned] = field(default_factory=list)  # dead runs of its day it abandoned
 
 
@@ -79,8 +91,11 @@ def reconcile(
     progress: Progress | None = None,
     grace_ms: int = GRACE_MS_DEFAULT,
     lease_ms: int = days.DAY_LEASE_MS,
+    processor: Processor | None = None,
 ) -> Summary:
     """Reconcile the report in `lines` (text lines); the day is `day` or the first line's.
+    With `processor`, a dispute line naming a dispute paycore does not know makes paycore ask
+    the processor for it first (`unknown_disputes`); without, it is `missing_in_paycore`.
 
     A run that stops before it completes (an error, NotAReport half-way through a stream,
     Ctrl-C, its lease lost) is abandoned as it stops, its breaks rolled back; one that cannot
@@ -102,7 +117,10 @@ def reconcile(
     abandoned = database.transaction(start)
     try:
         counts = Counts()
+        recorded = 0
         for number, chunk in enumerate(_chunks(leading, items)):
+            if processor is not None:  # no transaction open: the processor is asked here
+                recorded += unknown_disputes.learn(database, processor, chunk.rows, actor=actor, lease_ms=lease_ms)
             now_us = clock.now_us()
             context = Context(run_id, day, actor, now_us, number)
             if number and number & (number + 1) == 0:  # after 1, 3, 7, 15, ... chunks: log2 of the lines
@@ -120,6 +138,7 @@ def reconcile(
         _give_up(database, day=day, run_id=run_id, actor=actor)
         raise
     summary.abandoned = abandoned
+    summary.disputes_recorded = recorded
     # After the run completed: its day's report is now one of the complete ones (`expiry`).
     summary.resolved += expiry.resolve_implied(database, grace_ms=grace_ms, run_id=run_id, actor=actor)
     return summary

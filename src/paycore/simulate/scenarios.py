@@ -1,8 +1,9 @@
 """The scenarios of SPEC §8, three (`*-stuck-in-doubt-reconciled`) where a refund, a payment
 or a payout stays `in_doubt` through every resolver attempt and the day's settlement report,
 through the real reconciliation, resolves it, four of authorize now, capture later
-(SPEC §6.1: `authorizations.py`) and two of disputes (SPEC §6.2: `disputes.py`). Each drives
-paycore (the order side) and the sandbox processor (the payment side) through one story;
+(SPEC §6.1: `authorizations.py`), two of disputes (SPEC §6.2: `disputes.py`) and a dispute
+webhook lost and recovered from the report (`dispute_recovery.py`). Each drives paycore (the
+order side) and the sandbox processor (the payment side) through one story;
 `invariants.check` then judges the world it leaves."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from paycore.simulate.authorizations import (
     cancel_request_lost,
     capture_response_lost,
 )
+from paycore.simulate.dispute_recovery import dispute_webhook_lost_recovered_from_report
 from paycore.simulate.disputes import dispute_lost_by_silence, dispute_won
 from paycore.simulate.world import TIMEOUT_MS, World
 
@@ -299,4 +301,5 @@ SCENARIOS: dict[str, Scenario] = {
     "authorization-expired": authorization_expired,
     "dispute-won": dispute_won,
     "dispute-lost-by-silence": dispute_lost_by_silence,
+    "dispute-webhook-lost-recovered-from-report": dispute_webhook_lost_recovered_from_report,
 }

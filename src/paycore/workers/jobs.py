@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from paycore.config import Settings
 from paycore.db.engine import Database
+from paycore.disputes import in_flight as dispute_answers
 from paycore.idempotency import service as idempotency
 from paycore.inbound import service as processor_inbound
 from paycore.invariants import service as invariants
@@ -89,6 +90,15 @@ def resolve_refunds(context: WorkerContext) -> int:
     return refunds_jobs.resolve_due(
         context.database, context.processor, policy, context.worker_id, actor=actors.worker("resolve_refunds")
     )
+
+
+def resolve_dispute_answers(context: WorkerContext) -> int:
+    """The status query of each dispute whose answer's reply was lost (`disputes.in_flight`)."""
+    policy = resolver_policy(context.settings)
+    done = dispute_answers.resolve_due(
+        context.database, context.processor, policy, context.worker_id, actor=actors.worker(dispute_answers.JOB)
+    )
+    return done.claimed
 
 
 def queue_payouts(context: WorkerContext) -> int:
@@ -199,6 +209,7 @@ JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
     ("resolve_payments", resolve_payments, lambda s: s.resolver_batch_max),
     ("send_refunds", send_refunds, lambda s: s.resolver_batch_max),
     ("resolve_refunds", resolve_refunds, lambda s: s.resolver_batch_max),
+    (dispute_answers.JOB, resolve_dispute_answers, lambda s: s.resolver_batch_max),
     ("queue_payouts", queue_payouts, lambda s: s.worker_batch_max),
     ("send_payouts", send_payouts, lambda s: s.resolver_batch_max),
     ("resolve_payouts", resolve_payouts, lambda s: s.resolver_batch_max),

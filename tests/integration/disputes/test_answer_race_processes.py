@@ -4,7 +4,7 @@ dispute; paycore and the processor agree on where it ended.
 
 The main process takes DISPUTES payments through the real sandbox (its tables beside paycore's,
 in the test's database), opens a chargeback on each at the sandbox and records it by its
-status query's answer (`answers.seen` -> `disputes.record`). Then one process submits evidence
+status query's answer (`disputes.seen` -> `disputes.record`). Then one process submits evidence
 to each dispute and the other accepts each, each with its own key, through
 `disputes.answers.answer` (the routes' one call), released by one barrier; the accepter walks
 from the middle, so both sides win some whoever starts first.
@@ -131,7 +131,7 @@ def _disputed(database: Database, sandbox: Sandbox, processor: InProcessTranspor
     paid = json.loads(outcome.body)
     assert (outcome.status, paid["status"]) == (201, "succeeded"), outcome
     opened = sandbox.open_dispute(OpenDisputeRequest(paid["processor_reference"]))
-    seen = answers.seen(opened)
+    seen = disputes.seen(opened)
     actor = actors.PROCESSOR
     database.transaction(
         lambda connection: disputes.record(connection, seen, cause="status_query", actor=actor, now_us=now_us())
