@@ -36,6 +36,10 @@ CONFIGURATION: Final = frozenset(
         "reconciliation_days",
     }
 )
+# Tables of work in flight: a row is deleted in the transaction that finishes its work (a dispute
+# answer whose reply was lost, deleted when the processor's word arrives: migration 0038), so a
+# tenant holds the few in flight now, whatever its history.
+IN_FLIGHT: Final = frozenset({"dispute_answers_in_flight"})
 # Columns that name an account: a copy moves the same accounts.
 _ACCOUNT_COLUMNS: Final = frozenset({"account_id", "destination_account_id", "source_account_id"})
 # Columns that are an object's name or key, besides `id` and the `*_id` columns.
@@ -45,7 +49,11 @@ _SEQUENCE_OFFSET: Final = 10**12
 
 
 def history_tables() -> list[Table]:
-    return [table for table in metadata.sorted_tables if "tenant_id" in table.c and table.name not in CONFIGURATION]
+    return [
+        table
+        for table in metadata.sorted_tables
+        if "tenant_id" in table.c and table.name not in CONFIGURATION and table.name not in IN_FLIGHT
+    ]
 
 
 def add_history(database: Database, tenant_id: str, copies: int, *, first: int = 1) -> dict[str, int]:
