@@ -27,12 +27,14 @@ from sqlalchemy.exc import DBAPIError
 from paycore.audit.service import EventContext
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
-from paycore.inbound import receive_plan, receive_repository, service
+from paycore.inbound import apply, receive_plan, receive_repository, service
 from paycore.inbound.receive_plan import Plan
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.inbound.service import Received
 from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
+from paycore.ledger import service as ledger
+from paycore.payments import settle_repository
 
 # What the call may answer with, having written nothing, for the reference path to decide: the
 # payment not in the planned status (PC013), a deadlock, a serialization failure, and a schema
@@ -47,6 +49,8 @@ def receive(database: Database, secret: str, signature: str | None, body: bytes)
     event = service.verified_event(secret, signature, body)
     if receive_plan.plain_status(event) is not None:
         result = _call(database, event, body) if database.is_postgres else _write_sqlite(database, event, body)
+        if result is None:  # not in the status it proves: still `processing` or in doubt, it moves
+            result = apply.apply(database, event, body)
         if result is not None:
             return Received(event.id, result)
     return service.receive(database, secret, signature, body)
@@ -76,6 +80,13 @@ async def receive_async(
             return Received(event.id, await database.transaction_async(work))
         except receive_repository.Unplain:
             pass
+        try:
+            result, accounts = await database.transaction_async(lambda connection: apply.write(connection, event, body))
+        except (receive_repository.Unplain, settle_repository.Refused):
+            pass
+        else:
+            ledger.remember_accounts(event.data.merchant_id, accounts)
+            return Received(event.id, result)
     return await in_thread(service.receive, database, secret, signature, body)
 
 
