@@ -7,13 +7,17 @@ status, the usual case, the processor's synchronous answer having settled it) is
 by one prepared call of `paycore_inbound_receive` on PostgreSQL (the migration
 `*_inbound_receive.py`, in autocommit: it commits a success only) or by the fixed list of
 `receive_repository.py` on SQLite, in one transaction on the writer (ADR 0008's group commit):
-`stale`, or `duplicate` for an event stored before.
+`stale`, or `duplicate` for an event stored before. Where its payment is not in that status,
+the same event may settle it: a payment still `processing` or `in_doubt` is moved by the apply
+phase (`apply.py`: a read, then one call of `paycore_inbound_apply` or the fixed list of
+`apply_repository.py`).
 
 Everything else goes to the reference path (`service.receive`, unchanged), which verifies again
 and decides as it always has: every other type or object, and a charge event whose payment is
-missing, still `processing` (the event settles it), in doubt, in another status (a conflict), of
-another amount or currency (a mismatch), a lost race (a deadlock, a serialization failure) and
-a PostgreSQL schema without the function (SQLSTATE 42883).
+missing, in another status (a conflict), of another amount or currency (a mismatch), one that
+overtook its own request's answer, a lost race (a deadlock, a serialization failure, a payment
+moved between the apply phase's read and its write) and a PostgreSQL schema without the
+functions (SQLSTATE 42883).
 """
 
 from __future__ import annotations

@@ -57,8 +57,9 @@ WRITTEN_COLUMNS: Final = (
     "authorization_expires_at_us",
     "cancellation_reason",
 )
-# What a terminal move's decision may carry: an authorization's figures go to `requires_capture` only.
-_TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code"})
+# What a terminal move's decision may carry: an authorization's figures go to `requires_capture`
+# only, but a declined authorization keeps the lifetime the processor's decline names.
+_TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code", "authorization_expires_at_us"})
 # The hold at this phase: posted (succeeded), voided (failed), or kept pending (requires_capture).
 POST: Final = "post"
 VOID: Final = "void"

@@ -49,11 +49,12 @@ class Refused(Exception):
 
 
 # ------------------------------------------------------------------ PostgreSQL: one call
-# The migration `*_payments_settle.py`; in autocommit, the call commits itself (ADR 0011).
+# The migration `*_payments_settle.py`, with `*_inbound_apply.py`'s last argument (a declined
+# authorization's lifetime); in autocommit, the call commits itself (ADR 0011).
 _CALL = driver.binary_arrays(
     driver.statement(
         "SELECT * FROM paycore_payments_settle(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?::text[],"
-        " ?::text[], ?::text[], ?, ?, ?, ?, ?, ?)"
+        " ?::text[], ?::text[], ?, ?, ?, ?, ?, ?, ?)"
     )
 )
 
@@ -88,9 +89,11 @@ def settle_call(connection: Connection, plan: Plan) -> Accounts | None:
         plan.state_event["snapshot"],
         plan.answer.status,
         plan.answer.body,
+        moved.authorization_expires_at_us,  # a declined authorization's lifetime; None otherwise
     )
     assert len(params) == _CALL.sqlite.count("?")
     assert plan.call_event["actor"] == plan.state_event["actor"]
+    assert moved.authorization_expires_at_us is None or moved.is_manual, moved
     rows = driver.fetch(connection, _CALL, params)
     if not rows:
         return None

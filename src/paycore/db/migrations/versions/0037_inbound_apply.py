@@ -8,13 +8,16 @@ compare-and-set, the hold posted or voided with its accounts and entries, the st
 records the event on the payment's audit log and sets the stored event's status: a dozen
 statements and a commit.
 
-- `paycore_payments_settle` (revision 0030) is replaced under its own signature (`CREATE OR
-  REPLACE`) by the same body with two parts made optional, so that a webhook's move is written by
-  the one home of a settle's rules rather than a copy: the call's event is written only when
-  its id (`p_event_ids[1]`) is not NULL (a webhook has no call), and the key's answer only when
-  `p_response_status` is not NULL (a webhook's payment was answered when the processor said
-  `pending` or the answer was lost). Every caller of 0030's function passes both, and gets
-  exactly what it got.
+- `paycore_payments_settle` gains a last argument, a declined authorization's lifetime (the
+  processor's decline of a `capture: manual` charge names it, and the payment keeps it): 0030's
+  body as a new signature (a function's arguments cannot change in place), with two parts made
+  optional, so that a webhook's move is written by the one home of a settle's rules rather than
+  a copy: the call's event is written only when its id (`p_event_ids[1]`) is not NULL (a webhook
+  has no call), and the key's answer only when `p_response_status` is not NULL (a webhook's
+  payment was answered when the processor said `pending` or the answer was lost); the lifetime
+  is written when given. 0030's signature is replaced (CREATE OR REPLACE) by a one-line call of
+  the new one without a lifetime, so the release before (which calls it, with a call and an
+  answer) writes exactly what it wrote.
 - `paycore_inbound_apply`, new: the event stored (`applied`, tried once, done; a redelivery
   writes nothing and answers `duplicate`), the creating request's answer checked recorded (else
   SQLSTATE PC013: the reference path writes it), `paycore_payments_settle` called with neither a
@@ -24,10 +27,12 @@ statements and a commit.
   the payment's row (the settle's compare-and-set), the hold's resolution, its accounts in id
   order. Every statement filters by `p_tenant_id`, its first argument.
 
-This release calls the new function and falls back to the reference path where it does not
-exist yet (SQLSTATE 42883), so OLDEST_COMPATIBLE_REVISION stays 0035. Downgrade drops the new
-function and puts 0030's body back. SQLite: nothing (its statements are
-`paycore.inbound.apply_repository`'s).
+This release calls the new functions (a payment's settle too, by its new signature) and falls
+back to the reference path where they do not exist yet (SQLSTATE 42883: below 0037 every settle
+on PostgreSQL is the reference path's, as before 0030), so OLDEST_COMPATIBLE_REVISION stays 0035.
+Downgrade drops the new functions and puts 0030's body back under its signature. SQLite:
+nothing (its statements are `paycore.inbound.apply_repository`'s and
+`paycore.payments.settle_repository`'s).
 
 Revision ID: 0037
 Revises: 0036
@@ -46,6 +51,12 @@ down_revision = "0036"
 branch_labels = None
 depends_on = None
 
+_SETTLE_0030 = (
+    "paycore_payments_settle(text, text, text, bigint, text, text, text, text, bigint, text, text, boolean, text,"
+    " text[], text[], text[], text[], text, text, text, text, integer, text)"
+)
+_SETTLE_ARGUMENTS_0030 = 23
+_SETTLE = _SETTLE_0030[:-1] + ", bigint)"
 _APPLY = (
     "paycore_inbound_apply(text, text, text, text, text, text, text, text, bigint, text, text, text, bigint, text,"
     " text, boolean, text, text[], text, text, text, text, text, text, text, text, text, text)"
@@ -83,10 +94,21 @@ def _indented(block: str) -> str:
     return "".join(f"    {line}" if line.strip() else line for line in block.splitlines(keepends=True))
 
 
-def _settle_with_optional_call_and_answer() -> str:
-    """0030's body, replacing itself: the call's event and the key's answer each written only
-    when given."""
-    body = _replaced_once(_revision_0030_body(), "CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+def _settle_0037() -> str:
+    """0030's body under the new signature: the call's event and the key's answer each written
+    only when given, the authorization's lifetime written when given."""
+    body = _replaced_once(
+        _revision_0030_body(),
+        "    p_response_body text\n) RETURNS TABLE",
+        "    p_response_body text,\n    -- a declined authorization's lifetime, as the processor's answer names it (0037)\n"
+        "    p_authorization_expires_at_us bigint\n) RETURNS TABLE",
+    )
+    body = _replaced_once(
+        body,
+        "claimed_by = NULL, claimed_until_us = NULL\n",
+        "claimed_by = NULL, claimed_until_us = NULL,\n"
+        "        authorization_expires_at_us = coalesce(p_authorization_expires_at_us, authorization_expires_at_us)\n",
+    )
     body = _replaced_once(
         body,
         _CALL_EVENT_0030,
@@ -158,7 +180,7 @@ BEGIN
         p_expected_status, p_status, p_failure_code, p_processor_reference, p_amount_minor, p_transfer_id,
         p_destination_account_id, p_post, p_resolution_id, p_entry_ids, ARRAY[NULL, p_state_event_id],
         ARRAY[NULL, p_state_type], ARRAY[NULL, p_state_cause], p_actor, NULL, p_state_data, p_snapshot, NULL,
-        NULL);
+        NULL, NULL);
     IF moved = 0 THEN
         RAISE EXCEPTION 'payment % is not % any more', p_payment_id, p_expected_status USING ERRCODE = 'PC013';
     END IF;
@@ -172,9 +194,23 @@ END $$
 """
 
 
+def _settle_0030_calls_the_new() -> str:
+    """0030's signature, replaced by a call of the new one without a lifetime: the release
+    before (which calls it) writes what it always did."""
+    body = _revision_0030_body()
+    # Its head as 0030 wrote it (the arguments' names cannot change in place), its body a call.
+    head = body[body.index("CREATE FUNCTION") : body.index(") LANGUAGE plpgsql") + 1]
+    arguments = ", ".join(f"${number}" for number in range(1, _SETTLE_ARGUMENTS_0030 + 1))
+    return (
+        f"{_replaced_once(head, 'CREATE FUNCTION', 'CREATE OR REPLACE FUNCTION')} LANGUAGE sql AS $$"
+        f" SELECT * FROM paycore_payments_settle({arguments}, NULL::bigint) $$"
+    )
+
+
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(_settle_with_optional_call_and_answer())
+        op.execute(_settle_0037())
+        op.execute(_settle_0030_calls_the_new())
         op.execute(_CREATE_APPLY)
 
 
@@ -182,3 +218,4 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(f"DROP FUNCTION {_APPLY}")
         op.execute(_replaced_once(_revision_0030_body(), "CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
+        op.execute(f"DROP FUNCTION {_SETTLE}")
