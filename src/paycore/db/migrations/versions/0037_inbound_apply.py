@@ -1,5 +1,4 @@
-"""PostgreSQL only: a processor webhook that moves a payment, in one call (ADR 0026 step 3,
-issue 39).
+"""PostgreSQL only: a processor webhook that moves a payment, in one call (ADR 0026 step 3).
 
 A `charge.succeeded` or `charge.failed` event for a payment still `processing` (the processor
 answered `pending`) or `in_doubt` (its answer was lost) settles it. The reference path
