@@ -39,6 +39,7 @@ from paycore.http.app import create_app
 from paycore.inbound import apply, receive, service
 from paycore.inbound.service import Received
 from paycore.invariants import service as invariants
+from paycore.kit import signing
 from paycore.kit.clock import to_rfc3339
 from paycore.ledger import service as ledger
 from tests.integration.inbound.test_receive_data_plane import crafted, references, signed, tenant_of
@@ -276,4 +277,20 @@ def test_a_schema_without_the_function_moves_it_by_the_reference_path(env: Env, 
         with env.database.autocommit() as connection:
             connection.execute(text(migration._CREATE_APPLY))
     assert received.result == "applied" and references == ["applied"]
+    assert env.balance(destination)["posted_minor"] == AMOUNT_MINOR
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+@pytest.mark.parametrize("start", ["processing", "in_doubt"])
+def test_the_route_moves_it_on_the_data_plane(env: Env, start: str, references: list[str]) -> None:
+    """`POST /v1/webhooks/processor` (its thin edge: on SQLite the apply phase joins the group
+    commit from the event loop, on PostgreSQL the whole receive runs on one worker thread)."""
+    destination = env.account()
+    body = event_for(env, waiting(env, destination, start), "succeeded")
+    _, signature, _ = signed(env, body)
+    headers = {signing.SIGNATURE_HEADER: signature, "Content-Type": "application/json"}
+    for expected in ("applied", "duplicate"):
+        response = env.client.post("/v1/webhooks/processor", content=body, headers=headers)
+        assert response.status_code == 200 and response.json()["result"] == expected, response.text
+    assert references == [], "the data plane answered both"
     assert env.balance(destination)["posted_minor"] == AMOUNT_MINOR
