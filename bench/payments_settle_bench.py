@@ -10,7 +10,9 @@ it, from a stand-in that answers at once). Then the batch is settled, one paymen
 by one path: `reference` (`service.finish` in `Database.transaction`: the payment's lifecycle
 through SQLAlchemy Core, what every payment ran before step 3) or `data plane` (`settle.settle`:
 the planner, then one call of `paycore_payments_settle` on PostgreSQL or the fixed list on
-SQLite). Rounds alternate which path goes first. Measured per write: this process's CPU
+SQLite). `--declined-authorization`: each payment is an authorization (`capture: "manual"`)
+that the stand-in declines, naming the lifetime it would have had (migration 0039: the settle
+writes it, the hold voided, 402). Rounds alternate which path goes first. Measured per write: this process's CPU
 (`time.process_time`: the planner, the driver, SQLite's own work on SQLite), on PostgreSQL plus
 its backends' CPU (`/proc/<pid>/stat`), and the wall time. Medians over rounds.
 """
@@ -42,6 +44,8 @@ from paycore.payments.types import NewPayment, Payment
 from paycore.processor.port import ChargeRequest, ChargeResult, Processor
 
 TENANT = "bench"
+DECLINED_AUTHORIZATION = {"on": False}  # --declined-authorization, set once by main
+AUTHORIZATION_LIFETIME_US = 7 * 24 * 3_600_000_000
 TIMINGS = service.PaymentTimings(processing_stale_ms=60_000, wait_ms=5_000, first_retry_ms=1_000)
 _keys = itertools.count()
 
@@ -54,6 +58,22 @@ class Answering:
 
     def charge(self, request: ChargeRequest) -> ChargeResult:
         return ChargeResult(request.request_id, "succeeded", f"ch_{request.request_id}", request.amount_minor, "USD")
+
+
+class Declining:
+    """The processor's stand-in for an authorization: declined at once, naming its lifetime."""
+
+    def charge(self, request: ChargeRequest) -> ChargeResult:
+        return ChargeResult(
+            request.request_id,
+            "failed",
+            f"ch_{request.request_id}",
+            request.amount_minor,
+            "USD",
+            failure_code="card_declined",
+            capture="manual",
+            authorization_expires_at_us=now_us() + AUTHORIZATION_LIFETIME_US,
+        )
 
 
 def reference(database: Database, accepted: Accepted) -> Outcome | None:
@@ -72,10 +92,21 @@ def data_plane(database: Database, accepted: Accepted) -> Outcome | None:
 
 def accept(database: Database, destination: str, count: int) -> list[Accepted]:
     """`count` payments after step 1 (not measured), each with its call's answer."""
-    processor = cast(Processor, Answering())
+    declined = DECLINED_AUTHORIZATION["on"]
+    processor = cast(Processor, Declining() if declined else Answering())
     found = []
     for _ in range(count):
-        new = NewPayment(100, "USD", "card", "tok_ok", destination, None, {}, actors.LOCAL)
+        new = NewPayment(
+            100,
+            "USD",
+            "card",
+            "tok_ok",
+            destination,
+            None,
+            {},
+            actors.LOCAL,
+            capture="manual" if declined else "automatic",
+        )
         scope = KeyScope(TENANT, f"k{next(_keys)}", "f" * 64, now_us(), None)
         payment = database.transaction(
             lambda connection, scope=scope, new=new: service._start(connection, scope, new, TIMINGS, render_refusal)
@@ -90,7 +121,7 @@ def measure(database: Database, path: Settle, batch: list[Accepted], postgres: s
     cpu_before, backends_before, wall_before = time.process_time(), backend_cpu_s(postgres), time.perf_counter()
     for accepted in batch:
         answer = path(database, accepted)
-        assert answer is not None and answer.status == 201, answer
+        assert answer is not None and answer.status == (402 if DECLINED_AUTHORIZATION["on"] else 201), answer
     cpu = time.process_time() - cpu_before + backend_cpu_s(postgres) - backends_before
     return cpu * 1e6 / len(batch), (time.perf_counter() - wall_before) * 1e6 / len(batch)
 
@@ -129,7 +160,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--payments", type=int, default=1000, help="payments per path per round")
     parser.add_argument("--postgres-url", default=common.DEFAULT_POSTGRES_URL)
+    parser.add_argument("--declined-authorization", action="store_true")
     args = parser.parse_args()
+    DECLINED_AUTHORIZATION["on"] = args.declined_authorization
     postgres = None
     with tempfile.TemporaryDirectory(prefix="settle-phase-") as scratch:
         if args.backend == "postgres":

@@ -47,6 +47,7 @@ def readyz(database: Database) -> tuple[int, str]:
         ("0035", "behind", 503),  # this release keeps a dispute answer whose reply was lost in 0038's table
         ("0036", "behind", 503),  # the same
         ("0037", "behind", 503),  # the same (0037 only reorders a unique key and adds an index)
+        ("0038", "compatible", 200),  # 0039 only adds and replaces functions (42883: the reference path)
         ("head", "current", 200),
     ],
 )

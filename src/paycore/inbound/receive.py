@@ -7,13 +7,17 @@ status, the usual case, the processor's synchronous answer having settled it) is
 by one prepared call of `paycore_inbound_receive` on PostgreSQL (the migration
 `*_inbound_receive.py`, in autocommit: it commits a success only) or by the fixed list of
 `receive_repository.py` on SQLite, in one transaction on the writer (ADR 0008's group commit):
-`stale`, or `duplicate` for an event stored before.
+`stale`, or `duplicate` for an event stored before. Where its payment is not in that status,
+the same event may settle it: a payment still `processing` or `in_doubt` is moved by the apply
+phase (`apply.py`: a read, then one call of `paycore_inbound_apply` or the fixed list of
+`apply_repository.py`).
 
 Everything else goes to the reference path (`service.receive`, unchanged), which verifies again
 and decides as it always has: every other type or object, and a charge event whose payment is
-missing, still `processing` (the event settles it), in doubt, in another status (a conflict), of
-another amount or currency (a mismatch), a lost race (a deadlock, a serialization failure) and
-a PostgreSQL schema without the function (SQLSTATE 42883).
+missing, in another status (a conflict), of another amount or currency (a mismatch), one that
+overtook its own request's answer, a lost race (a deadlock, a serialization failure, a payment
+moved between the apply phase's read and its write) and a PostgreSQL schema without the
+functions (SQLSTATE 42883).
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ from sqlalchemy.exc import DBAPIError
 from paycore.audit.rows import EventContext
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
-from paycore.inbound import receive_plan, receive_repository, service
+from paycore.inbound import apply, receive_plan, receive_repository, service
 from paycore.inbound.receive_plan import Plan
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.inbound.service import Received
 from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
+from paycore.ledger import service as ledger
+from paycore.payments import settle_repository
 
 # What the call may answer with, having written nothing, for the reference path to decide: the
 # payment not in the planned status (PC013), a deadlock, a serialization failure, and a schema
@@ -47,6 +53,8 @@ def receive(database: Database, secret: str, signature: str | None, body: bytes)
     event = service.verified_event(secret, signature, body)
     if receive_plan.plain_status(event) is not None:
         result = _call(database, event, body) if database.is_postgres else _write_sqlite(database, event, body)
+        if result is None:  # not in the status it proves: still `processing` or in doubt, it moves
+            result = apply.apply(database, event, body)
         if result is not None:
             return Received(event.id, result)
     return service.receive(database, secret, signature, body)
@@ -76,6 +84,13 @@ async def receive_async(
             return Received(event.id, await database.transaction_async(work))
         except receive_repository.Unplain:
             pass
+        try:
+            result, accounts = await database.transaction_async(lambda connection: apply.write(connection, event, body))
+        except (receive_repository.Unplain, settle_repository.Refused):
+            pass
+        else:
+            ledger.remember_accounts(event.data.merchant_id, accounts)
+            return Received(event.id, result)
     return await in_thread(service.receive, database, secret, signature, body)
 
 

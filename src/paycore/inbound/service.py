@@ -192,14 +192,16 @@ def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) ->
     payment = payments.find(connection, data.merchant_id, data.request_id, for_update=True)
     if payment is None:
         return "unmatched"
+    evidence = Evidence.of_result(charge_result(data))
     applied = payments.apply_evidence(
-        connection, payment, Evidence.of_result(_charge(data)), cause="webhook", actor=actors.PROCESSOR, now_us=now_us
+        connection, payment, evidence, cause="webhook", actor=actors.PROCESSOR, now_us=now_us
     )
     return _judged(connection, event, "payment", payment.status, applied, now_us)
 
 
-def _charge(data: EventData) -> ChargeResult:
-    """The charge the event describes; an authorization's with its amounts and expiry."""
+def charge_result(data: EventData) -> ChargeResult:
+    """The charge the event describes; an authorization's with its amounts and expiry (read by
+    the data plane's `apply_plan.py` too)."""
     expires_at = data.authorization_expires_at
     return ChargeResult(
         request_id=data.request_id,

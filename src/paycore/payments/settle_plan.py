@@ -21,7 +21,7 @@ reference path (`service.create_payment`'s `finish`) decides, as it always has.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 from paycore.audit.rows import EventContext
@@ -30,6 +30,7 @@ from paycore.ledger import chart
 from paycore.ledger.limits import Totals
 from paycore.lifecycle import calls, recording
 from paycore.lifecycle.calls import Call
+from paycore.lifecycle.evidence import Decision
 from paycore.lifecycle.machine import replaced
 from paycore.payments import accept_plan, lifecycle, states
 from paycore.payments.schemas import creation_outcome
@@ -56,8 +57,9 @@ WRITTEN_COLUMNS: Final = (
     "authorization_expires_at_us",
     "cancellation_reason",
 )
-# What a terminal move's decision may carry: an authorization's figures go to `requires_capture` only.
-_TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code"})
+# What a terminal move's decision may carry: an authorization's figures go to `requires_capture`
+# only, but a declined authorization keeps the lifetime the processor's decline names.
+_TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code", "authorization_expires_at_us"})
 # The hold at this phase: posted (succeeded), voided (failed), or kept pending (requires_capture).
 POST: Final = "post"
 VOID: Final = "void"
@@ -101,20 +103,22 @@ class PlannedEntry:
 
 
 @dataclass(frozen=True)
-class Plan:
-    accepted: Payment  # as the accept phase wrote it: what the compare-and-set expects
+class Move:
+    """A payment's move out of `processing` or `in_doubt` to what the processor proved: the
+    compare-and-set, the hold's resolution and the state event. What every settle writes: the
+    creating request's and a capture's (`Plan`, with their call and answer), and a webhook's
+    (`inbound/apply_plan.py`, with the stored event)."""
+
+    accepted: Payment  # as read (or as the accept phase wrote it): what the compare-and-set expects
     payment: Payment  # as the compare-and-set leaves it
     expected_status: str
     hold: str  # POST (succeeded), VOID (failed) or KEEP (requires_capture: the authorization stays open)
-    call_event: dict[str, Any]  # the call's audit row (`lifecycle.calls.event_row`)
     state_event: dict[str, Any]  # the state change's row (`lifecycle.recording.event_row`)
     resolution_id: str
     clearing_code: str  # the processor clearing account's code: the hold's debited account
     clearing: AccountMove
     destination: AccountMove
     entries: tuple[PlannedEntry, ...]  # (clearing debit, destination credit) when posted; none when voided
-    answer: Outcome
-    answer_key: str  # whose answer: the creating request's key here, a capture's its own (capture_plan.py)
 
     @property
     def post(self) -> bool:
@@ -124,6 +128,13 @@ class Plan:
     def resolution_kind(self) -> str:
         assert self.hold != KEEP, "an open authorization's hold is not resolved"
         return self.hold
+
+
+@dataclass(frozen=True)
+class Plan(Move):
+    call_event: dict[str, Any]  # the call's audit row (`lifecycle.calls.event_row`)
+    answer: Outcome
+    answer_key: str  # whose answer: the creating request's key here, a capture's its own (capture_plan.py)
 
 
 def accepted_history(payment: Payment, actor: str) -> tuple[HistoryEntry, ...]:
@@ -179,8 +190,9 @@ def plan_settle(
     if target is None or now_us <= accepted.updated_at_us:
         return None  # a clock behind the payment's last change: `Machine.changes` would move it on
     decision = lifecycle.decide(accepted.status, call.evidence)
-    changes = MACHINE.changes(accepted, target, now_us, decision.values)
-    moved = replaced(accepted, changes)
+    move, changed = plan_move(
+        accepted, target, decision, cause=CAUSE, actor=actor, now_us=now_us, new_ids=new_ids, context=context
+    )
     call_event = calls.event_row(
         accepted.tenant_id,
         object_type=MACHINE.object_type,
@@ -192,11 +204,37 @@ def plan_settle(
         event_id=new_ids.call_event_id,
         context=context,
     )
+    plan = Plan(
+        **{field.name: getattr(move, field.name) for field in fields(Move)},
+        call_event=call_event,
+        answer=creation_outcome(move.payment, (*history, history_entry(move.state_event))),
+        answer_key=accepted.idempotency_key,
+    )
+    _check_plan(plan, changed)
+    return plan
+
+
+def plan_move(
+    accepted: Payment,
+    target: str,
+    decision: Decision,
+    *,
+    cause: str,
+    actor: str,
+    now_us: int,
+    new_ids: NewIds,
+    context: EventContext,
+) -> tuple[Move, set[str]]:
+    """The move of `accepted` to `target` as `decision` (`lifecycle.decide`'s) says, and the
+    columns it changes: the one home of a settle's compare-and-set, hold and state event."""
+    assert MACHINE.allowed(accepted.status, target) and now_us > accepted.updated_at_us, (accepted, target)
+    changes = MACHINE.changes(accepted, target, now_us, decision.values)
+    moved = replaced(accepted, changes)
     state_event = recording.event_row(
         MACHINE,
         moved,
         accepted.status,
-        cause=CAUSE,
+        cause=cause,
         actor=actor,
         now_us=moved.updated_at_us,
         data=decision.data,
@@ -205,23 +243,19 @@ def plan_settle(
     )
     hold = POST if target == states.SUCCEEDED else VOID if target in states.TERMINAL else KEEP
     clearing, destination, entries = _hold_resolved(accepted.amount_minor, hold, new_ids)
-    plan = Plan(
+    move = Move(
         accepted=accepted,
         payment=moved,
         expected_status=accepted.status,
         hold=hold,
-        call_event=call_event,
         state_event=state_event,
         resolution_id=new_ids.resolution_id,
         clearing_code=clearing_code(accepted.currency),
         clearing=clearing,
         destination=destination,
         entries=entries,
-        answer=creation_outcome(moved, (*history, history_entry(state_event))),
-        answer_key=accepted.idempotency_key,
     )
-    _check_plan(plan, set(changes))
-    return plan
+    return move, set(changes)
 
 
 def clearing_code(currency: str) -> str:
@@ -278,15 +312,24 @@ def _check_plan(plan: Plan, changed: set[str]) -> None:
 
 
 def check_moves(plan: Plan, changed: set[str]) -> None:
-    """Pair assertions of a move from `processing` with its call: the compare-and-set writes
+    """Pair assertions of a move from `processing` with its call: `check_move`, and the call's
+    event at the time of the move."""
+    assert plan.expected_status == states.PROCESSING
+    check_move(plan, changed)
+    assert plan.payment.updated_at_us == plan.call_event["created_at_us"]
+    assert plan.call_event["kind"] == "processor_call" and "snapshot" not in plan.call_event
+
+
+def check_move(plan: Move, changed: set[str]) -> None:
+    """Pair assertions of a move out of `processing` or `in_doubt`: the compare-and-set writes
     what the machine decided; the hold is resolved whole (posted + returned = held, on each
     side) or kept; the entries sum to zero and are the posted figures; the state event is the
     one history entry this phase adds."""
     accepted, moved = plan.accepted, plan.payment
     assert changed <= set(WRITTEN_COLUMNS), changed - set(WRITTEN_COLUMNS)
-    assert plan.expected_status == states.PROCESSING
+    assert plan.expected_status in states.UNRESOLVED
     assert plan.post == (moved.status == states.SUCCEEDED)
-    assert moved.updated_at_us == plan.state_event["created_at_us"] == plan.call_event["created_at_us"]
+    assert moved.updated_at_us == plan.state_event["created_at_us"]
     assert (moved.id, moved.amount_minor, moved.transfer_id) == (
         accepted.id,
         accepted.amount_minor,
@@ -304,6 +347,5 @@ def check_moves(plan: Plan, changed: set[str]) -> None:
     assert debits - credits == 0, "a transfer's entries sum to zero"
     assert debits == posted and len(plan.entries) == plan.clearing.entries_added + plan.destination.entries_added
     state_event = plan.state_event
-    assert (state_event["from_state"], state_event["to_state"]) == (states.PROCESSING, moved.status)
+    assert (state_event["from_state"], state_event["to_state"]) == (plan.expected_status, moved.status)
     assert "object_sequence" not in state_event, "numbered by its INSERT, after the payment's last"
-    assert plan.call_event["kind"] == "processor_call" and "snapshot" not in plan.call_event

@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 from paycore.db import driver
 from paycore.ledger.limits import TOTAL_MINOR_MAX, Totals, bound_before_adding, breaks_no_overdraft, grows_past
 from paycore.payments import states
-from paycore.payments.settle_plan import KEEP, WRITTEN_COLUMNS, AccountMove, Plan
+from paycore.payments.settle_plan import KEEP, WRITTEN_COLUMNS, AccountMove, Move, Plan
 
 # The hold's accounts as the write leaves them, by these names (the ledger's `Account` columns):
 # what the ledger's cache of facts keeps (`ledger.remember_accounts`).
@@ -49,11 +49,12 @@ class Refused(Exception):
 
 
 # ------------------------------------------------------------------ PostgreSQL: one call
-# The migration `*_payments_settle.py`; in autocommit, the call commits itself (ADR 0011).
+# The migration `*_payments_settle.py`, with `*_inbound_apply.py`'s last argument (a declined
+# authorization's lifetime); in autocommit, the call commits itself (ADR 0011).
 _CALL = driver.binary_arrays(
     driver.statement(
         "SELECT * FROM paycore_payments_settle(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?::text[],"
-        " ?::text[], ?::text[], ?, ?, ?, ?, ?, ?)"
+        " ?::text[], ?::text[], ?, ?, ?, ?, ?, ?, ?)"
     )
 )
 
@@ -88,9 +89,11 @@ def settle_call(connection: Connection, plan: Plan) -> Accounts | None:
         plan.state_event["snapshot"],
         plan.answer.status,
         plan.answer.body,
+        moved.authorization_expires_at_us,  # a declined authorization's lifetime; None otherwise
     )
     assert len(params) == _CALL.sqlite.count("?")
     assert plan.call_event["actor"] == plan.state_event["actor"]
+    assert moved.authorization_expires_at_us is None or moved.is_manual, moved
     rows = driver.fetch(connection, _CALL, params)
     if not rows:
         return None
@@ -141,8 +144,9 @@ def authorize_call(connection: Connection, plan: Plan) -> Accounts | None:
 
 # ------------------------------------------------------------------ SQLite: the fixed list
 # In one transaction on the writer (ADR 0008's group commit): the compare-and-set (RETURNING
-# what the plan must agree with), the call's event, the hold's resolution, the two accounts'
-# totals, the entries (posted only), the state event, the key's answer: 8 statements, 7 for a
+# what the plan must agree with), the hold's resolution, the two accounts' totals, the entries
+# (posted only), the state event (`write_move`: a webhook's move writes these alone,
+# `inbound/apply_repository.py`), the call's event, the key's answer: 8 statements, 7 for a
 # void, 4 for an authorization (its hold kept: no ledger row), and BEGIN IMMEDIATE. The
 # reference path's order, so the lock order is its too.
 _CAS = driver.statement(
@@ -201,16 +205,30 @@ def write_statements(connection: Connection, plan: Plan) -> Accounts | None:
     """Write the phase with the fixed list, inside the caller's transaction: the hold's two
     accounts once written, None (nothing written) when the compare-and-set found the payment
     moved. Raises `Refused` having written what the caller's rollback undoes."""
-    accepted, moved = plan.accepted, plan.payment
-    tenant_id = accepted.tenant_id
+    accounts = write_move(connection, plan)
+    if accounts is None:
+        return None
+    write_event(connection, plan.call_event)
+    answer = (plan.answer.status, plan.answer.body, plan.accepted.tenant_id, plan.answer_key)
+    if driver.execute(connection, _ANSWER, answer) != 1:
+        raise Refused("the request's answer was recorded already")
+    return accounts
+
+
+def write_move(connection: Connection, move: Move) -> Accounts | None:
+    """Write a payment's move (`settle_plan.Move`) inside the caller's transaction: the
+    compare-and-set, the hold's resolution and accounts, the state event. The hold's two
+    accounts (none for a hold kept) once written; None (nothing written) when the
+    compare-and-set found the payment moved. Raises `Refused` as `write_statements`."""
+    accepted, moved = move.accepted, move.payment
     found = driver.fetch(
         connection,
         _CAS,
         (
             *(getattr(moved, column) for column in WRITTEN_COLUMNS),
-            tenant_id,
+            accepted.tenant_id,
             accepted.id,
-            plan.expected_status,
+            move.expected_status,
             moved.updated_at_us,
             accepted.operation_idempotency_key,  # None at a creation's settle; a capture's own key
         ),
@@ -224,16 +242,12 @@ def write_statements(connection: Connection, plan: Plan) -> Accounts | None:
         accepted.transfer_id,
         accepted.destination_account_id,
     ), "the payment moved is the payment planned"
-    write_event(connection, plan.call_event)
-    accounts = [] if plan.hold == KEEP else _resolve_hold(connection, plan)
-    write_event(connection, plan.state_event)
-    answer = (plan.answer.status, plan.answer.body, tenant_id, plan.answer_key)
-    if driver.execute(connection, _ANSWER, answer) != 1:
-        raise Refused("the request's answer was recorded already")
+    accounts = [] if move.hold == KEEP else _resolve_hold(connection, move)
+    write_event(connection, move.state_event)
     return accounts
 
 
-def _resolve_hold(connection: Connection, plan: Plan) -> Accounts:
+def _resolve_hold(connection: Connection, plan: Move) -> Accounts:
     """The hold posted or voided: its resolution, the two accounts' totals, the posted entries."""
     accepted, moved, tenant_id = plan.accepted, plan.payment, plan.accepted.tenant_id
     resolution = (plan.resolution_id, plan.resolution_kind, moved.updated_at_us, tenant_id, accepted.transfer_id)
@@ -264,7 +278,7 @@ def write_event(connection: Connection, row: dict[str, Any]) -> None:
 
 
 def _apply(
-    connection: Connection, plan: Plan, sql: driver.Statement, account: str, move: AccountMove, direction: str
+    connection: Connection, plan: Move, sql: driver.Statement, account: str, move: AccountMove, direction: str
 ) -> SimpleNamespace:
     """The account's totals moved, checked as `postings._apply` checks them: the account as
     the UPDATE left it (`ACCOUNT_COLUMNS`)."""
@@ -300,7 +314,7 @@ def _apply(
     return found
 
 
-def _entry_params(plan: Plan, accounts: tuple[SimpleNamespace, SimpleNamespace]) -> list[Any]:
+def _entry_params(plan: Move, accounts: tuple[SimpleNamespace, SimpleNamespace]) -> list[Any]:
     """The posted entries (clearing debit, destination credit), each numbered with its
     account's entry count after the UPDATE (one entry added to each)."""
     params: list[Any] = []

@@ -9,9 +9,10 @@ databases.
   event, row for row (the stored event, the payment's audit event), and answers the same,
   succeeded and declined, and for a redelivery.
 - That every other event goes to the reference path, which writes and answers as it always
-  has: a payment still `processing` (the webhook settles it), an unknown payment, another
+  has: an unknown payment, another
   amount (a mismatch), a contradiction (a conflict), a `pending` charge, a refund's event, a
-  type its status does not match, a schema without the function; and a bad signature or body
+  type its status does not match, a schema without the function (a payment still `processing`
+  or in doubt is the apply phase's: test_apply_data_plane.py); and a bad signature or body
   is refused before anything, as before.
 
 Before the data plane (counted the same way, the reference path): BEGIN IMMEDIATE and 4
@@ -242,20 +243,21 @@ def test_every_other_event_is_the_reference_paths(
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
-def test_a_webhook_for_a_payment_still_processing_settles_it_through_the_reference_path(
+def test_a_webhook_for_a_payment_still_processing_settles_it_through_the_apply_phase(
     env: Env, references: list[str]
 ) -> None:
     """`tok_pending`: the processor answers `pending`, the payment stays `processing`, and the
-    webhook that settles it later is the reference path's (the lifecycle's apply)."""
+    webhook that settles it later is not the plain case: the data plane's apply phase moves it
+    (`inbound/apply.py`, tests/integration/inbound/test_apply_data_plane.py)."""
     destination = env.account()
     response = env.pay(destination, token="tok_pending", amount_minor=4321)
     payment_id = str(response.json()["id"])
     assert response.json()["status"] == "processing", response.text
     body = crafted(payment_id, tenant_of(env.database, payment_id))
     received = receive.receive(env.database, *signed(env, body))
-    assert received.result == "applied" and references == ["applied"]
+    assert received.result == "applied" and references == []
     assert receive.receive(env.database, *signed(env, body)).result == "duplicate"
-    assert references == ["applied"], "the redelivery answered by the data plane"
+    assert references == [], "the redelivery answered by the data plane"
     assert env.balance(destination)["posted_minor"] == 4321
     rows = rows_of(env.database, payment_id)
     assert rows["payment"]["status"] == "succeeded" and len(rows["webhook_events"]) == 1

@@ -8,8 +8,8 @@
   payment, row for row (the payment, the hold's resolution and entries, the events with their
   sequence and snapshot, the key's answer, the accounts' totals), succeeded and declined, and
   for an authorization (`capture: "manual"`, ADR 0029) authorized (`requires_capture`, on
-  `paycore_payments_authorize`). A declined authorization is the reference path's (its answer
-  carries the authorization's lifetime, which `paycore_payments_settle` does not write).
+  `paycore_payments_authorize`) and declined (its answer carries the authorization's lifetime,
+  which the payment keeps: `paycore_payments_settle`'s last argument since migration 0039).
 - That a webhook that came first wins: the compare-and-set finds the payment moved, nothing is
   written twice, and the reference path records the call and replays the webhook's answer.
 
@@ -47,15 +47,27 @@ SETTLE_COST = {
     ("sqlite", "succeeded"): (9, 1),
     ("sqlite", "failed"): (8, 1),
     ("sqlite", "authorized"): (5, 1),
+    ("sqlite", "declined authorization"): (8, 1),
     ("postgresql", "succeeded"): (1, 0),
     ("postgresql", "failed"): (1, 0),
     ("postgresql", "authorized"): (1, 0),
+    ("postgresql", "declined authorization"): (1, 0),
 }
-OUTCOMES = ("succeeded", "failed", "authorized")
-TOKENS = {"succeeded": "tok_ok", "failed": "tok_declined", "authorized": "tok_ok"}
-STATUS_CODES = {"succeeded": 201, "failed": 402, "authorized": 201}
-STATUSES = {"succeeded": "succeeded", "failed": "failed", "authorized": "requires_capture"}
-CAPTURE = {"authorized": "manual"}  # else the default, automatic
+OUTCOMES = ("succeeded", "failed", "authorized", "declined authorization")
+TOKENS = {
+    "succeeded": "tok_ok",
+    "failed": "tok_declined",
+    "authorized": "tok_ok",
+    "declined authorization": "tok_declined",
+}
+STATUS_CODES = {"succeeded": 201, "failed": 402, "authorized": 201, "declined authorization": 402}
+STATUSES = {
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "authorized": "requires_capture",
+    "declined authorization": "failed",
+}
+CAPTURE = {"authorized": "manual", "declined authorization": "manual"}  # else the default, automatic
 FUNCTIONS = {"authorized": "paycore_payments_authorize"}  # else paycore_payments_settle
 HOLDS = {"succeeded": ["pending", "post"], "authorized": ["pending"]}  # else voided
 
@@ -338,19 +350,20 @@ def test_a_schema_without_the_function_is_settled_by_the_reference_path(
     are reused)."""
     if not env.database.is_postgres:
         pytest.skip("SQLite's list needs no new schema")
-    [path] = (MIGRATIONS_PATH / "versions").glob("*_payments_settle.py")
-    spec = importlib.util.spec_from_file_location("payments_settle_migration", path)
+    # The signature this release calls: 0030's function with 0039's last argument.
+    [path] = (MIGRATIONS_PATH / "versions").glob("*_inbound_apply.py")
+    spec = importlib.util.spec_from_file_location("inbound_apply_migration", path)
     assert spec is not None and spec.loader is not None
     migration = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(migration)
     destination = env.account()
     with env.database.autocommit() as connection:
-        connection.execute(text(f"DROP FUNCTION {migration._SIGNATURE}"))
+        connection.execute(text(f"DROP FUNCTION {migration._SETTLE}"))
     try:
         response = env.pay(destination)
     finally:
         with env.database.autocommit() as connection:
-            connection.execute(text(migration._CREATE))
+            connection.execute(text(migration._settle_0039()))
     assert response.status_code == 201, response.text
     assert answers == [None]
     assert response.json()["history"][-1]["cause"] == "processor_answer"
@@ -358,16 +371,17 @@ def test_a_schema_without_the_function_is_settled_by_the_reference_path(
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
-def test_a_declined_authorization_is_settled_by_the_reference_path(env: Env, answers: list[Outcome | None]) -> None:
-    """The processor's decline of an authorization names the lifetime it would have had, a
-    column `paycore_payments_settle` does not write: the data plane leaves it to the reference
-    path on both databases, which voids the hold and answers 402 as always."""
+def test_a_declined_authorization_is_settled_by_the_data_plane(env: Env, answers: list[Outcome | None]) -> None:
+    """The processor's decline of an authorization names the lifetime it would have had, which
+    the payment keeps: the settle writes it (on PostgreSQL `paycore_payments_settle`'s last
+    argument, migration 0039), voids the hold and answers 402."""
     destination = env.account()
     response = env.pay(destination, token="tok_declined", capture="manual")
     assert response.status_code == 402, response.text
-    assert answers == [None]
+    assert answers[-1] is not None and (answers[-1].status, answers[-1].body) == (402, response.text)
     rows = rows_of(env.database, response.json()["id"])
     assert (rows["payment"]["status"], rows["payment"]["capture_method"]) == ("failed", "manual")
+    assert rows["payment"]["authorization_expires_at_us"] is not None
     assert [row["kind"] for row in rows["transfers"]] == ["pending", "void"]
 
 

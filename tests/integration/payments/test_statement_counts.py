@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from paycore.kit.clock import now_us
 from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support as payouts
 from tests.integration.refunds import support as refunds
@@ -44,6 +45,10 @@ PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 # accept, its settle to `requires_capture` and its capture's begin and finish on the data plane
 # (before, the reference path for all: 47 and 43 statements, 6 and 8 commits; with the
 # authorization's two phases alone on the data plane: 44 and 29, 6 and 6).
+# A payment the processor answered `pending`, moved by its webhook
+# (`test_one_pending_payment_settled_by_its_webhook`): the webhook's apply phase on the data plane
+# (`inbound/apply.py`): the read and one call on PostgreSQL, BEGIN IMMEDIATE, the read and 8 on
+# SQLite (before, the reference path's apply: 39 and 26 statements, 4 and 4 commits).
 BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
     ("sqlite", "payment"): (22, 3),
     ("postgres", "payment"): (4, 1),
@@ -53,7 +58,10 @@ BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
     ("postgres", "payout"): (39, 5),
     ("sqlite", "authorization"): (39, 6),
     ("postgres", "authorization"): (15, 5),
+    ("sqlite", "pending payment"): (33, 4),
+    ("postgres", "pending payment"): (14, 3),
 }
+SETTLED_LATE_US = 600_000_000  # the sandbox's late settle (`tok_pending`) is due by then
 
 
 @dataclass
@@ -140,3 +148,18 @@ def test_one_authorized_and_captured_payment(env: Env) -> None:
         assert captured.status_code == 200 and captured.json()["status"] == "succeeded", captured.text
         env.deliver()
     check(env, "authorization", count)
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+def test_one_pending_payment_settled_by_its_webhook(env: Env) -> None:
+    """The processor answers `pending` (`tok_pending`) and settles the charge later: its webhook
+    moves the payment (`inbound/apply.py`)."""
+    destination = env.account()
+    with counting(env) as count:
+        response = env.pay(destination, token="tok_pending")
+        assert response.status_code == 202 and response.json()["status"] == "processing", response.text
+        env.deliver()  # the sandbox's `pending`: nothing moves
+        assert env.sandbox.settle_due(now_us() + SETTLED_LATE_US) == 1
+        assert env.deliver(now_us() + SETTLED_LATE_US) == 1  # its `charge.succeeded`
+    assert env.balance(destination)["posted_minor"] == response.json()["amount_minor"]
+    check(env, "pending payment", count)

@@ -1,6 +1,7 @@
 """No statement of the money path scans the tenant's history, on either database (ADR 0027).
 
-A payment (answered, replayed, answered late and resolved by the worker), a refund (and its
+A payment (answered, replayed, answered late and resolved by the worker, answered late and
+settled by its webhook), a refund (and its
 creating phase on the data plane, called below the route), a payout (settled, and canceled), a
 credit, ledger transfers (a transfer, reversed, a batch, a hold posted, a hold voided) and an
 authorization (made, `/metrics`' open authorizations read, canceled; and captured in part and
@@ -85,6 +86,7 @@ class Flows:
             "payment": self.payment,
             "payment replayed": self.payment_replayed,
             "payment answered late": self.payment_answered_late,
+            "payment settled by its webhook": self.payment_settled_by_its_webhook,
             "authorization captured": lambda: self.authorization("capture", {"amount_minor": 600}),
             "authorization canceled": lambda: self.authorization("cancel", {}),
             "refund": self.refund,
@@ -117,6 +119,16 @@ class Flows:
         assert response.status_code == 202, response.text
         assert self.env.resolve() == 1
         assert self.env.client.get(f"/v1/payments/{response.json()['id']}").json()["status"] == "succeeded"
+
+    def payment_settled_by_its_webhook(self) -> None:
+        """Its answer lost (`in_doubt`), then the processor's webhook settles it: the webhook's
+        apply phase on the data plane (`inbound/apply.py`, `paycore_inbound_apply`)."""
+        self.env.faults({"fault": "drop_response", "next_n": 1})
+        response = self.env.pay(self.merchant)
+        assert response.status_code == 202 and response.json()["status"] == "in_doubt", response.text
+        assert self.env.deliver() >= 1
+        settled = self.env.client.get(f"/v1/payments/{response.json()['id']}").json()
+        assert settled["status"] == "succeeded" and settled["history"][-1]["cause"] == "webhook", settled
 
     def authorization(self, operation: str, body: dict[str, int]) -> None:
         """A manual payment (ADR 0029) authorized, then captured in part or canceled: accept,
