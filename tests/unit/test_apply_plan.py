@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.inbound.apply_plan import APPLIED, CAUSE, plan_apply
 from paycore.inbound.receive_plan import WEBHOOK_COLUMNS
 from paycore.inbound.schemas import ProcessorEvent

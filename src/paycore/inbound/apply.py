@@ -24,7 +24,7 @@ from typing import Final
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from paycore.audit.service import EventContext
+from paycore.audit.rows import EventContext
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.inbound import apply_plan, apply_repository, service

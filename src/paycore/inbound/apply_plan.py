@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from paycore.audit.service import EventContext, webhook_row
+from paycore.audit.rows import EventContext, webhook_row
 from paycore.inbound import receive_plan
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import actors
