@@ -127,3 +127,22 @@ def test_the_cli_and_the_month_figure_count_them(env: Env) -> None:
 
 def today_text() -> str:
     return dt.datetime.now(dt.UTC).date().isoformat()
+
+
+def test_the_console_loss_page_shows_them(env: Env) -> None:
+    """`/ops/losses` (local mode: open without signing in) has the disputes' totals beside the
+    payouts', in major units, and none under a rail (a card payment has none)."""
+    empty = env.client.get("/ops/losses")
+    assert empty.status_code == 200, empty.text
+    assert "No dispute fee or lost chargeback in the range" in _dispute_table(empty.text)
+    four_disputes(env)
+
+    table = _dispute_table(env.client.get("/ops/losses").text)
+
+    assert "140.00 USD" in table and "60.00 USD" in table and "80.00 USD" in table  # loss, fees, lost
+    assert '<a href="/ops/disputes?status=all">4</a>' in table
+    assert "a card payment has no rail" in _dispute_table(env.client.get("/ops/losses", params={"rail": "ach"}).text)
+
+
+def _dispute_table(text: str) -> str:
+    return text.split('<table id="dispute-totals">', 1)[1].split("</table>", 1)[0]

@@ -79,6 +79,7 @@ def _losses_context(given: dict[str, str]) -> dict[str, Any]:
     return {
         "rows": [],
         "totals": [],
+        "dispute_totals": [],
         "charts": [],
         "cut": False,
         "more": None,
@@ -110,6 +111,7 @@ def losses_page(request: Request, who: Who) -> Response:
     ]
     more = found.rows[-1] if found.has_more else None
     context |= {"rows": found.rows, "totals": found.totals, "charts": charts, "cut": by_day.cut, "more": more}
+    context["dispute_totals"] = found.dispute_totals
     return render.page(request, "losses.html", **context)
 
 
