@@ -1,9 +1,10 @@
 """Rendering the console's pages: one Jinja2 environment, the filters every page uses, and the
 one function that turns a template into a response.
 
-Money is rendered by integer arithmetic in its currency's exponent (`12.34 USD`, `1234 JPY`:
-`kit.money.format_minor`), never through a float. Times are UTC. No asset comes from outside:
-the stylesheet is inline in the base template, so every page works offline.
+Money is rendered in major units by integer arithmetic in its currency's exponent, the thousands
+grouped (`1,000.00 USD`, `1,234 JPY`: `kit.money.format_grouped`), never through a float. Times
+are UTC. No asset comes from outside: the stylesheet is inline in the base template, so every
+page works offline.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from paycore.http.ops import session
 from paycore.kit.clock import to_rfc3339
-from paycore.kit.money import CURRENCY_EXPONENTS, format_minor
+from paycore.kit.money import CURRENCY_EXPONENTS, format_grouped, format_minor
 from paycore.payments.schemas import in_doubt_operation
 
 _ENVIRONMENT: Final = Environment(
@@ -38,12 +39,12 @@ _HEADERS: Final = {
 
 
 def money(amount_minor: int | None, currency: str | None) -> str:
-    """12.34 USD: for people (a form's value is `major`, without the currency)."""
+    """1,012.34 USD: for people (a form's value is `major`, without the currency)."""
     if amount_minor is None or currency is None:
         return "—"
     if currency not in CURRENCY_EXPONENTS:
         return f"{amount_minor} {currency} (minor units)"
-    return f"{format_minor(amount_minor, currency)} {currency}"
+    return f"{format_grouped(amount_minor, currency)} {currency}"
 
 
 def major(amount_minor: int, currency: str) -> str:
