@@ -19,6 +19,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from paycore.http.ops import session
 from paycore.kit.clock import to_rfc3339
 from paycore.kit.money import CURRENCY_EXPONENTS, format_grouped, format_minor
+from paycore.operators.service import is_second_person
+from paycore.operators.types import Principal
 from paycore.payments.schemas import in_doubt_operation
 
 _ENVIRONMENT: Final = Environment(
@@ -96,6 +98,13 @@ def due(dispute: Any, now_us: int) -> str:
     return f"{age(now_us, dispute.evidence_due_by_us)} left"
 
 
+def second_person(who: Principal, asked_by: str | None) -> bool:
+    """Whether the person may give the second word on what `asked_by` asked for (approve a
+    refund, confirm or reject a manual resolution): the console never offers it to who asked;
+    the service refuses it all the same (`operators.four_eyes`)."""
+    return is_second_person(who.actor, asked_by)
+
+
 def query(params: dict[str, Any], **changes: Any) -> str:
     """The page's query string with `changes` (None removes a parameter)."""
     merged = {**params, **changes}
@@ -103,7 +112,9 @@ def query(params: dict[str, Any], **changes: Any) -> str:
 
 
 _ENVIRONMENT.filters.update(money=money, major=major, when=when, query=query)
-_ENVIRONMENT.globals.update(age=age, left=left, due=due, in_doubt_operation=in_doubt_operation)  # as the API says it
+_ENVIRONMENT.globals.update(
+    age=age, left=left, due=due, second_person=second_person, in_doubt_operation=in_doubt_operation
+)  # as the API says it
 
 
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
