@@ -25,6 +25,7 @@ from paycore.kit.errors import DomainError, NotFound
 from paycore.lifecycle import recording
 from paycore.operators import service as operators
 from paycore.operators.types import Action, Principal
+from paycore.payouts import service as payouts
 from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
@@ -74,7 +75,8 @@ async def ask_again(request: Request, who: Who, kind: str, object_id: str) -> Re
     def work(connection: Connection, now: int) -> str:
         item = _item(connection, who, checked, object_id)
         asked = recording.ask_again(connection, BY_NAME[checked].machine, item, actor=who.actor, now_us=now)
-        return "The worker asks the processor at its next round." if asked else "A worker is asking right now."
+        other = "the bank" if checked == "payout" else "the processor"
+        return f"The worker asks {other} at its next round." if asked else "A worker is asking right now."
 
     return await _act(request, who, "ask_again", work, f"/ops/{checked}s/{object_id}")
 
@@ -150,6 +152,20 @@ async def cancel_refund(request: Request, who: Who, refund_id: str) -> Response:
         return "Refund canceled: its amount is refundable again."
 
     return await _act(request, who, "read", work, f"/ops/refunds/{refund_id}")
+
+
+@router.post("/payouts/{payout_id}/cancel")
+async def cancel_payout(request: Request, who: Who, payout_id: str) -> Response:
+    """A scheduled or queued payout canceled by a person (the same compare-and-set against a
+    worker's claim as `POST /v1/payouts/{id}/cancel`), its hold released to the source."""
+    await session.form(request)
+
+    def work(connection: Connection, now: int) -> str:
+        payout = _item(connection, who, "payout", payout_id)
+        payouts.cancel(connection, payout.tenant_id, payout.id, now_us=now, actor=who.actor)
+        return "Payout canceled: its amount is back in the source account's available balance."
+
+    return await _act(request, who, "cancel_payout", work, f"/ops/payouts/{payout_id}")
 
 
 @router.post("/payments/{payment_id}/refunds")

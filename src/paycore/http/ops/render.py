@@ -22,6 +22,7 @@ from paycore.kit.money import CURRENCY_EXPONENTS, format_grouped, format_minor
 from paycore.operators.service import is_second_person
 from paycore.operators.types import Principal
 from paycore.payments.schemas import in_doubt_operation
+from paycore.payouts.validation import mask
 
 _ENVIRONMENT: Final = Environment(
     loader=PackageLoader("paycore.http.ops", "templates"),
@@ -52,6 +53,13 @@ def money(amount_minor: int | None, currency: str | None) -> str:
 def major(amount_minor: int, currency: str) -> str:
     """12.34: an amount as a person types it in a form (`kit.money.parse_major` reads it back)."""
     return format_minor(amount_minor, currency)
+
+
+def masked(identifier: str | None) -> str:
+    """•••• 6789: a bank account number or IBAN by its last four only (`payouts.validation.mask`,
+    as the API answers it); the whole one never reaches a page."""
+    last_four = mask(identifier)
+    return "—" if last_four is None else f"•••• {last_four}"
 
 
 def when(timestamp_us: int | None) -> str:
@@ -111,7 +119,7 @@ def query(params: dict[str, Any], **changes: Any) -> str:
     return urllib.parse.urlencode({key: value for key, value in merged.items() if value not in (None, "")})
 
 
-_ENVIRONMENT.filters.update(money=money, major=major, when=when, query=query)
+_ENVIRONMENT.filters.update(money=money, major=major, masked=masked, when=when, query=query)
 _ENVIRONMENT.globals.update(
     age=age, left=left, due=due, second_person=second_person, in_doubt_operation=in_doubt_operation
 )  # as the API says it
