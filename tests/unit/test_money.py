@@ -8,6 +8,7 @@ from paycore.kit.money import (
     AMOUNT_MINOR_MAX,
     InvalidAmountError,
     checked_sum,
+    format_grouped,
     format_minor,
     is_amount_minor,
     parse_major,
@@ -39,6 +40,23 @@ def test_format_minor_uses_integer_arithmetic(amount: int, currency: str, text: 
 
 
 @pytest.mark.parametrize(
+    ("amount", "currency", "text"),
+    [
+        (100000, "USD", "1,000.00"),
+        (99999, "USD", "999.99"),
+        (5, "USD", "0.05"),
+        (-123456789, "EUR", "-1,234,567.89"),
+        (1250, "JPY", "1,250"),
+        (125, "JPY", "125"),
+        (1234567, "KWD", "1,234.567"),
+        (AMOUNT_MINOR_MAX, "USD", "90,071,992,547,409.91"),
+    ],
+)
+def test_format_grouped_separates_thousands_in_the_currency_exponent(amount: int, currency: str, text: str) -> None:
+    assert format_grouped(amount, currency) == text
+
+
+@pytest.mark.parametrize(
     ("typed", "currency", "amount_minor"),
     [
         ("12.34", "USD", 1234),
@@ -52,6 +70,13 @@ def test_format_minor_uses_integer_arithmetic(amount: int, currency: str, text: 
         ("90071992547409.91", "USD", AMOUNT_MINOR_MAX),
         ("0.1", "USD", 10),  # 0.1 is no binary fraction: a float would not be exact, strings are
         ("0.29", "USD", 29),  # float(0.29) * 100 == 28.999999999999996
+        ("12.5", "USD", 1250),
+        ("12.50", "USD", 1250),
+        ("1,250.00", "USD", 125000),
+        ("1,250", "JPY", 1250),
+        ("1250", "JPY", 1250),
+        ("12,345,678.9", "EUR", 1234567890),
+        ("90,071,992,547,409.91", "USD", AMOUNT_MINOR_MAX),
     ],
 )
 def test_parse_major_reads_a_typed_amount_exactly_in_the_currency_exponent(
@@ -59,6 +84,7 @@ def test_parse_major_reads_a_typed_amount_exactly_in_the_currency_exponent(
 ) -> None:
     assert parse_major(typed, currency) == amount_minor
     assert parse_major(format_minor(amount_minor, currency), currency) == amount_minor  # the inverse
+    assert parse_major(format_grouped(amount_minor, currency), currency) == amount_minor  # and this one's
 
 
 @pytest.mark.parametrize(
@@ -73,7 +99,16 @@ def test_parse_major_reads_a_typed_amount_exactly_in_the_currency_exponent(
         ("0.0001", "KWD", "KWD has at most 3 decimals"),
         ("abc", "USD", "written like 12.34"),
         ("1e3", "USD", "written like 12.34"),
-        ("1,000", "USD", "written like 12.34"),
+        ("12,50", "USD", "written like 12.34"),  # a decimal comma is not read as a separator
+        ("1,00", "USD", "written like 12.34"),
+        ("1,0000", "USD", "written like 12.34"),
+        ("1234,567", "USD", "written like 12.34"),
+        (",123", "USD", "written like 12.34"),
+        ("1,", "USD", "written like 12.34"),
+        ("1,,000", "USD", "written like 12.34"),
+        ("1.000,50", "EUR", "written like 12.34"),
+        ("1,250.5,0", "USD", "written like 12.34"),
+        ("1,250.5", "JPY", "JPY has no decimals"),
         ("1_000", "USD", "written like 12.34"),
         ("+1", "USD", "written like 12.34"),
         ("1 2", "USD", "written like 12.34"),

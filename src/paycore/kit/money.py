@@ -71,6 +71,16 @@ def format_minor(amount_minor: int, currency: str) -> str:
     return f"{sign}{major}.{minor:0{exponent}d}"
 
 
+def format_grouped(amount_minor: int, currency: str) -> str:
+    """Render 100000 USD as '1,000.00' and 1250 JPY as '1,250': `format_minor` with the whole
+    part in groups of three digits, for people (`parse_major` reads it back)."""
+    plain = format_minor(amount_minor, currency)
+    sign, magnitude = ("-", plain[1:]) if plain.startswith("-") else ("", plain)
+    whole, point, fraction = magnitude.partition(".")
+    groups = [whole[max(end - 3, 0) : end] for end in range(len(whole), 0, -3)]
+    return f"{sign}{','.join(reversed(groups))}{point}{fraction}"
+
+
 # The most characters a typed amount may have: AMOUNT_MINOR_MAX has 16 digits, plus a point and
 # a few leading zeros; a longer text is refused before any digit is read.
 TYPED_AMOUNT_CHARS_MAX: Final = 24
@@ -78,9 +88,11 @@ TYPED_AMOUNT_CHARS_MAX: Final = 24
 
 def parse_major(text: str, currency: str) -> int:
     """The minor units a person's typed amount in major units names (`12.34` USD -> 1234,
-    `1234` JPY -> 1234, `0.005` KWD -> 5), by string arithmetic only: digits `0`-`9`, at most one
-    point, no more decimals than the currency's exponent, no sign, no exponent, no separator.
-    The inverse of `format_minor`. Zero is returned as 0 (whether it is allowed is the caller's
+    `1234` JPY -> 1234, `0.005` KWD -> 5, `1,250.00` USD -> 125000), by string arithmetic only:
+    digits `0`-`9`, at most one point, no more decimals than the currency's exponent, no sign, no
+    exponent; commas only as thousands separators, every group after the first of three digits
+    (`1,250`; never `12,50`, which some write for 12.50). The inverse of `format_minor` and of
+    `format_grouped`. Zero is returned as 0 (whether it is allowed is the caller's
     rule); InvalidAmountError, its message a sentence for the person, for anything else."""
     exponent = CURRENCY_EXPONENTS[currency]
     typed = text.strip()
@@ -91,6 +103,8 @@ def parse_major(text: str, currency: str) -> int:
     if len(typed) > TYPED_AMOUNT_CHARS_MAX:
         raise InvalidAmountError(f"the amount must be at most {TYPED_AMOUNT_CHARS_MAX} characters")
     whole, point, fraction = typed.partition(".")
+    if "," in whole and _grouped(whole):
+        whole = whole.replace(",", "")
     if not _digits(whole) or (point and not _digits(fraction)):
         example = "1234" if exponent == 0 else "12." + "34"[:exponent].ljust(exponent, "0")
         raise InvalidAmountError(f"the amount must be a number written like {example} ({currency})")
@@ -102,6 +116,12 @@ def parse_major(text: str, currency: str) -> int:
     if amount_minor > AMOUNT_MINOR_MAX:
         raise InvalidAmountError(f"the amount must be at most {format_minor(AMOUNT_MINOR_MAX, currency)} {currency}")
     return amount_minor
+
+
+def _grouped(whole: str) -> bool:
+    """`1,250` or `12,345,678`: one to three digits, then groups of exactly three."""
+    first, *rest = whole.split(",")
+    return 1 <= len(first) <= 3 and _digits(first) and all(len(group) == 3 and _digits(group) for group in rest)
 
 
 def _digits(text: str) -> bool:

@@ -338,8 +338,14 @@ def four_eyes(actor: str, asked_by: str, *, what: str) -> None:
     alone by definition) other than `asked_by`. OperatorRequired for anyone else (an API key, a
     worker), SamePerson for the one who asked."""
     require_person(actor, what=what)
-    if actor != actors.LOCAL and actor == asked_by:
+    if not is_second_person(actor, asked_by):
         raise SamePerson(f"the person who asked cannot also approve: {what} needs another approver")
+
+
+def is_second_person(actor: str, asked_by: str | None) -> bool:
+    """Whether `actor` is someone other than who asked (local mode's one developer always is):
+    the console offers a second person's action only to them; `four_eyes` refuses the rest."""
+    return actor == actors.LOCAL or actor != asked_by
 
 
 def require(principal: Principal, action: Action) -> None:

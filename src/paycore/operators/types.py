@@ -32,6 +32,7 @@ Action = Literal[
     "request_refund",
     "capture_payment",
     "cancel_payment",
+    "cancel_payout",
     "propose_resolution",
     "answer_dispute",
     "cancel_refund",
@@ -50,6 +51,7 @@ LEAST_ROLE: Final[dict[Action, Role]] = {
     "request_refund": "operator",
     "capture_payment": "operator",  # an authorization's capture or cancel (SPEC §6.1), as the API's
     "cancel_payment": "operator",
+    "cancel_payout": "operator",  # a scheduled or queued payout's, its hold released (as the API's)
     "propose_resolution": "operator",
     # A dispute's evidence, or its accept at or below the tenant's approval threshold (above it
     # the accept waits for an approver other than who asked: `disputes.approvals`).

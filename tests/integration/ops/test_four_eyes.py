@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from paycore.kit.money import format_minor
 from tests.integration.ops.conftest import Console, act, csrf_of
 
 
@@ -26,7 +27,7 @@ def history(console: Console, kind: str, object_id: str) -> list[tuple[str | Non
 def refund_from_the_console(console: Console, who: str, payment_id: str, amount_minor: int, key: str) -> Any:
     browser = console.signed_in(who)
     page = f"/ops/payments/{payment_id}"
-    data = {"amount_minor": str(amount_minor), "reason": "customer asked", "idempotency_key": key}
+    data = {"amount": format_minor(amount_minor, "USD"), "reason": "customer asked", "idempotency_key": key}
     return browser, act(browser, f"{page}/refunds", data, page=page)
 
 
@@ -88,17 +89,17 @@ def test_a_double_clicked_refund_form_makes_one_refund(console: Console) -> None
     token = csrf_of(browser, page)
     form = re.search(r'name="idempotency_key" value="([^"]+)"', browser.get(page).text)
     assert form is not None
-    data = {"csrf_token": token, "amount_minor": "250", "reason": "dup", "idempotency_key": form.group(1)}
+    data = {"csrf_token": token, "amount": "2.50", "reason": "dup", "idempotency_key": form.group(1)}
     first = browser.post(f"{page}/refunds", data=data)
     second = browser.post(f"{page}/refunds", data=data)  # the second click
     assert first.status_code == second.status_code == 303
     assert refund_id_of(first) == refund_id_of(second)
     listed = env.client.get(f"/v1/payments/{payment_id}/refunds").json()["data"]
     assert [refund["amount_minor"] for refund in listed] == [250]
-    changed = browser.post(f"{page}/refunds", data={**data, "amount_minor": "300"})  # same key, other amount
+    changed = browser.post(f"{page}/refunds", data={**data, "amount": "3.00"})  # same key, other amount
     assert changed.status_code == 409
-    over = browser.post(f"{page}/refunds", data={**data, "amount_minor": "900", "idempotency_key": "other"})
-    assert over.status_code == 422 and "refundable" in over.text
+    over = browser.post(f"{page}/refunds", data={**data, "amount": "9.00", "idempotency_key": "other"})
+    assert over.status_code == 422 and "7.50 USD is refundable; 9.00 USD was typed." in over.text
 
 
 def test_a_tenant_operator_sees_only_their_tenant(console: Console) -> None:

@@ -319,20 +319,26 @@ def test_the_audit_log_filters_pages_and_links_its_objects(
 ) -> None:
     payout_id = ids["charged_back"]
     text = page(client, "/ops/audit", object_id=payout_id)
-    table = text.split('<table id="results">', 1)[1].split("</table>", 1)[0]
+    table = text.split('<table id="results" class="audit">', 1)[1].split("</table>", 1)[0]
     assert f'href="/ops/payouts/{payout_id}"' in table and "payout.settled" in table
     assert ids["sepa_short"] not in table
-    times = re.findall(r"<td>(2026-[0-9-]+ [0-9:]+Z)<br>", table)
+    times = re.findall(r'<td class="when">(2026-[0-9-]+ [0-9:]+Z)</td>', table)
     assert times == sorted(times, reverse=True) and times  # newest first
     settled = page(client, "/ops/audit", type="payout.settled", tenant="acme")
-    assert settled.split('<table id="results">', 1)[1].count('href="/ops/payouts/') == 9  # acme's settled payouts
+    assert (
+        settled.split('<table id="results" class="audit">', 1)[1].count('href="/ops/payouts/') == 9
+    )  # acme's settled payouts
     january = page(
         client, "/ops/audit", type="payout.settled", tenant="acme", **{"from": "2026-01-20", "to": "2026-01-21"}
     )
-    assert january.split('<table id="results">', 1)[1].count('href="/ops/payouts/') == 2  # charged_back, sepa_refund
+    assert (
+        january.split('<table id="results" class="audit">', 1)[1].count('href="/ops/payouts/') == 2
+    )  # charged_back, sepa_refund
     assert (
         "payout.settled"
-        not in page(client, "/ops/audit", type="payout.settled", tenant="initech").split('<table id="results">', 1)[1]
+        not in page(client, "/ops/audit", type="payout.settled", tenant="initech").split(
+            '<table id="results" class="audit">', 1
+        )[1]
     )
     monkeypatch.setattr("paycore.http.ops.scope.PAGE_ROWS", 3)
     ids_seen = every_page(
@@ -370,6 +376,25 @@ def test_a_tenant_operator_sees_only_their_tenant(client: TestClient, database: 
     ledger = page(browser, "/ops/ledger", tenant="globex")
     assert "?tenant=acme" in ledger and "?tenant=globex" not in ledger
     audit = page(browser, "/ops/audit", object_id=ids["globex"])
-    assert "payout.settled" not in audit.split('<table id="results">', 1)[1]
+    assert "payout.settled" not in audit.split('<table id="results" class="audit">', 1)[1]
     assert "payout.settled" in page(browser, "/ops/audit", object_id=ids["charged_back"])
     assert page(browser, "/ops/webhooks").count("<tr>") >= 2
+
+
+def test_the_audit_log_is_one_line_per_event_its_details_folded(client: TestClient, ids: dict[str, str]) -> None:
+    """When, who, what, a link to the object on one line; the event's id, kind and data in a
+    folded <details>, indented; no raw JSON in the line itself."""
+    payout_id = ids["charged_back"]
+    text = page(client, "/ops/audit", object_id=payout_id)
+    table = text.split('<table id="results" class="audit">', 1)[1].split("</table>", 1)[0]
+    rows = table.split("<tr>")[2:]
+    assert rows and all(row.count("<details>") == 1 for row in rows)
+    for row in rows:
+        line, folded = row.split("<details>", 1)
+        assert re.search(r'<td class="when">2026-[0-9-]+ [0-9:]+Z</td>', line)
+        assert '<td class="who">' in line and '<td class="what">' in line
+        assert f'href="/ops/payouts/{payout_id}"' in line
+        assert "{" not in line  # the data is folded, never on the line
+        assert re.search(r'<code class="muted">evt_[0-9A-Z]+</code>', folded)
+        assert "<pre>{" in folded
+    assert "<pre>{\n  &#34;" in table  # indented JSON, escaped

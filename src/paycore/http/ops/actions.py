@@ -16,16 +16,16 @@ from sqlalchemy import Connection
 from starlette.concurrency import run_in_threadpool
 
 from paycore.http.errors import render_refusal, status_of
-from paycore.http.ops import pages, render, scope, session
+from paycore.http.ops import forms, pages, render, scope, session
 from paycore.http.ops.scope import BY_NAME
 from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us
-from paycore.kit.errors import DomainError, InvalidAmount, NotFound
-from paycore.kit.numbers import InvalidNumber, parse_digits
+from paycore.kit.errors import DomainError, NotFound
 from paycore.lifecycle import recording
 from paycore.operators import service as operators
 from paycore.operators.types import Action, Principal
+from paycore.payouts import service as payouts
 from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
@@ -75,7 +75,8 @@ async def ask_again(request: Request, who: Who, kind: str, object_id: str) -> Re
     def work(connection: Connection, now: int) -> str:
         item = _item(connection, who, checked, object_id)
         asked = recording.ask_again(connection, BY_NAME[checked].machine, item, actor=who.actor, now_us=now)
-        return "The worker asks the processor at its next round." if asked else "A worker is asking right now."
+        other = "the bank" if checked == "payout" else "the processor"
+        return f"The worker asks {other} at its next round." if asked else "A worker is asking right now."
 
     return await _act(request, who, "ask_again", work, f"/ops/{checked}s/{object_id}")
 
@@ -153,20 +154,35 @@ async def cancel_refund(request: Request, who: Who, refund_id: str) -> Response:
     return await _act(request, who, "read", work, f"/ops/refunds/{refund_id}")
 
 
+@router.post("/payouts/{payout_id}/cancel")
+async def cancel_payout(request: Request, who: Who, payout_id: str) -> Response:
+    """A scheduled or queued payout canceled by a person (the same compare-and-set against a
+    worker's claim as `POST /v1/payouts/{id}/cancel`), its hold released to the source."""
+    await session.form(request)
+
+    def work(connection: Connection, now: int) -> str:
+        payout = _item(connection, who, "payout", payout_id)
+        payouts.cancel(connection, payout.tenant_id, payout.id, now_us=now, actor=who.actor)
+        return "Payout canceled: its amount is back in the source account's available balance."
+
+    return await _act(request, who, "cancel_payout", work, f"/ops/payouts/{payout_id}")
+
+
 @router.post("/payments/{payment_id}/refunds")
 async def request_refund(request: Request, who: Who, payment_id: str) -> Response:
-    """A refund asked for in the console: the form carries its own idempotency key, so a double
-    click (or a resent form) makes one refund. A refused amount shows the payment's page again,
-    the form holding what was typed and the reason it was refused."""
+    """A refund asked for in the console, its amount typed in major units (`12.50`, `1,250.00`;
+    `1250` JPY): the form carries its own idempotency key, so a double click (or a resent form)
+    makes one refund. A refused amount shows the payment's page again, the form holding what was
+    typed and the reason it was refused, in major units."""
     fields = await session.form(request)
-    typed = {name: fields.get(name, "")[:TYPED_CHARS_MAX] for name in ("amount_minor", "reason")}
+    typed = {name: fields.get(name, "")[:TYPED_CHARS_MAX] for name in ("amount", "reason")}
     try:
         operators.require(who, "request_refund")
-        amount_minor = _amount_minor(fields.get("amount_minor", "").strip())
         key = idempotency.check_key(fields.get("idempotency_key", ""), param="idempotency_key")
         reason = fields.get("reason", "").strip()[:500] or None
         with request.app.state.database.read() as connection:
             payment = _item(connection, who, "payment", payment_id)
+        amount_minor = forms.amount_minor(typed["amount"], payment.currency)
         outcome = await run_in_threadpool(
             _refund_once, request, who, payment.tenant_id, payment_id, amount_minor, reason, key
         )
@@ -174,19 +190,17 @@ async def request_refund(request: Request, who: Who, payment_id: str) -> Respons
         return _refund_refused(request, who, payment_id, status_of(error), error.message, typed)
     body = json.loads(outcome.body)
     if outcome.status >= 400:
-        return _refund_refused(request, who, payment_id, outcome.status, body.get("message", ""), typed)
+        message = _refund_refusal(body, payment.currency, amount_minor)
+        return _refund_refused(request, who, payment_id, outcome.status, message, typed)
     return _back(f"/ops/refunds/{body['id']}", f"Refund {body['id']} requested ({body['status']}).")
 
 
-def _amount_minor(raw: str) -> int:
-    """The form's amount, in the digits 0-9 (its range is the refund's own rule)."""
-    try:
-        return parse_digits(raw)
-    except InvalidNumber as error:
-        raise InvalidAmount(
-            "amount_minor must be a whole number of minor units in the digits 0-9 (1234 for 12.34 USD)",
-            param="amount_minor",
-        ) from error
+def _refund_refusal(body: dict[str, Any], currency: str, amount_minor: int) -> str:
+    """The refusal for a person: more than is refundable, in the currency's major units."""
+    if body.get("error") == "over_refund" and "refundable_minor" in body:
+        refundable = render.money(body["refundable_minor"], currency)
+        return f"{refundable} is refundable; {render.money(amount_minor, currency)} was typed."
+    return str(body.get("message", ""))
 
 
 def _refund_refused(

@@ -8,7 +8,7 @@ into the form, so a double click or a form sent again captures once), allowed fr
 the same call to the processor outside any transaction, the same `in_doubt` when its answer is
 lost; the actor is the person (`operator:NAME`).
 
-The amount is typed in major units (`12.34` for USD) and read by `kit.money.parse_major`, by
+The amount is typed in major units (`12.34` for USD) and read by `forms.amount_minor` (`kit.money.parse_major`), by
 string arithmetic in the currency's exponent, never through a float. No four eyes: a capture
 collects what the cardholder already authorized, and a cancel releases it; neither pays money
 out of the merchant's balance, which is what the tenant's approval threshold guards (a refund).
@@ -26,14 +26,13 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from paycore.http.errors import render_refusal, status_of
-from paycore.http.ops import pages, render, scope, session
+from paycore.http.ops import forms, pages, render, scope, session
 from paycore.http.ops.scope import KINDS
 from paycore.http.routers.payments import payment_timings
 from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us
-from paycore.kit.errors import DomainError, InvalidAmount, NotFound
-from paycore.kit.money import InvalidAmountError, parse_major
+from paycore.kit.errors import DomainError, NotFound
 from paycore.operators import service as operators
 from paycore.operators.types import Principal
 from paycore.payments import operations
@@ -58,7 +57,7 @@ async def capture(request: Request, who: Who, payment_id: str) -> Response:
         operators.require(who, "capture_payment")
         key = idempotency.check_key(fields.get("idempotency_key", ""), param="idempotency_key")
         payment = _payment(request, who, payment_id)
-        amount_minor = _amount_minor(typed, payment.currency)
+        amount_minor = forms.amount_minor(typed, payment.currency)  # the ceiling: under the row lock
         outcome = await run_in_threadpool(_capture, request, who, payment, amount_minor, key)
     except DomainError as error:
         return _refused(request, who, payment_id, status_of(error), error.message, typed)
@@ -92,18 +91,6 @@ def _payment(request: Request, who: Principal, payment_id: str) -> Payment:
     if found is None:
         raise PaymentMissing(f"no payment {payment_id} here")
     return found
-
-
-def _amount_minor(typed: str, currency: str) -> int:
-    """The typed amount in minor units, positive; InvalidAmount (400) with the reason otherwise.
-    Its ceiling (what is capturable) is the capture's own rule, checked under the row lock."""
-    try:
-        amount_minor = parse_major(typed, currency)
-    except InvalidAmountError as error:
-        raise InvalidAmount(str(error), param="amount") from error
-    if amount_minor == 0:
-        raise InvalidAmount("the amount must be more than 0", param="amount")
-    return amount_minor
 
 
 def _capture(request: Request, who: Principal, payment: Payment, amount_minor: int, key: str) -> idempotency.Outcome:

@@ -11,7 +11,8 @@ from fastapi.responses import Response
 
 from paycore.http.ops import render, scope
 from paycore.http.ops.scope import BadFilter
-from paycore.kit.errors import DomainError
+from paycore.kit.errors import DomainError, InvalidAmount
+from paycore.kit.money import InvalidAmountError, parse_major
 from paycore.operators.types import Principal
 
 TEXT_FILTER_CHARS_MAX: Final = 64  # the audit log's columns; an account code's is 128
@@ -38,6 +39,19 @@ def cursor(request: Request, who: Principal, tenant_id: str | None, name: str = 
     if after_tenant is None:
         raise BadFilter(f"{name} needs {name}_tenant across tenants (follow the Next page link)")
     return (after_tenant, after_id)
+
+
+def amount_minor(typed: str, currency: str, param: str = "amount") -> int:
+    """A form's amount typed in major units (`12.5`, `1,250.00`; `1250` JPY) in minor units,
+    positive, by `kit.money.parse_major` (no float); InvalidAmount (400) with the reason
+    otherwise. Its ceiling (capturable, refundable) is the operation's own rule."""
+    try:
+        found = parse_major(typed, currency)
+    except InvalidAmountError as error:
+        raise InvalidAmount(str(error), param=param) from error
+    if found == 0:
+        raise InvalidAmount("the amount must be more than 0", param=param)
+    return found
 
 
 def refused(request: Request, template: str, error: Exception, **context: Any) -> Response:

@@ -1,9 +1,10 @@
 """Rendering the console's pages: one Jinja2 environment, the filters every page uses, and the
 one function that turns a template into a response.
 
-Money is rendered by integer arithmetic in its currency's exponent (`12.34 USD`, `1234 JPY`:
-`kit.money.format_minor`), never through a float. Times are UTC. No asset comes from outside:
-the stylesheet is inline in the base template, so every page works offline.
+Money is rendered in major units by integer arithmetic in its currency's exponent, the thousands
+grouped (`1,000.00 USD`, `1,234 JPY`: `kit.money.format_grouped`), never through a float. Times
+are UTC. No asset comes from outside: the stylesheet is inline in the base template, so every
+page works offline.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from paycore.http.ops import session
 from paycore.kit.clock import to_rfc3339
-from paycore.kit.money import CURRENCY_EXPONENTS, format_minor
+from paycore.kit.money import CURRENCY_EXPONENTS, format_grouped, format_minor
+from paycore.operators.service import is_second_person
+from paycore.operators.types import Principal
 from paycore.payments.schemas import in_doubt_operation
+from paycore.payouts.validation import mask
 
 _ENVIRONMENT: Final = Environment(
     loader=PackageLoader("paycore.http.ops", "templates"),
@@ -38,17 +42,24 @@ _HEADERS: Final = {
 
 
 def money(amount_minor: int | None, currency: str | None) -> str:
-    """12.34 USD: for people (a form's value is `major`, without the currency)."""
+    """1,012.34 USD: for people (a form's value is `major`, without the currency)."""
     if amount_minor is None or currency is None:
         return "—"
     if currency not in CURRENCY_EXPONENTS:
         return f"{amount_minor} {currency} (minor units)"
-    return f"{format_minor(amount_minor, currency)} {currency}"
+    return f"{format_grouped(amount_minor, currency)} {currency}"
 
 
 def major(amount_minor: int, currency: str) -> str:
     """12.34: an amount as a person types it in a form (`kit.money.parse_major` reads it back)."""
     return format_minor(amount_minor, currency)
+
+
+def masked(identifier: str | None) -> str:
+    """•••• 6789: a bank account number or IBAN by its last four only (`payouts.validation.mask`,
+    as the API answers it); the whole one never reaches a page."""
+    last_four = mask(identifier)
+    return "—" if last_four is None else f"•••• {last_four}"
 
 
 def when(timestamp_us: int | None) -> str:
@@ -95,14 +106,23 @@ def due(dispute: Any, now_us: int) -> str:
     return f"{age(now_us, dispute.evidence_due_by_us)} left"
 
 
+def second_person(who: Principal, asked_by: str | None) -> bool:
+    """Whether the person may give the second word on what `asked_by` asked for (approve a
+    refund, confirm or reject a manual resolution): the console never offers it to who asked;
+    the service refuses it all the same (`operators.four_eyes`)."""
+    return is_second_person(who.actor, asked_by)
+
+
 def query(params: dict[str, Any], **changes: Any) -> str:
     """The page's query string with `changes` (None removes a parameter)."""
     merged = {**params, **changes}
     return urllib.parse.urlencode({key: value for key, value in merged.items() if value not in (None, "")})
 
 
-_ENVIRONMENT.filters.update(money=money, major=major, when=when, query=query)
-_ENVIRONMENT.globals.update(age=age, left=left, due=due, in_doubt_operation=in_doubt_operation)  # as the API says it
+_ENVIRONMENT.filters.update(money=money, major=major, masked=masked, when=when, query=query)
+_ENVIRONMENT.globals.update(
+    age=age, left=left, due=due, second_person=second_person, in_doubt_operation=in_doubt_operation
+)  # as the API says it
 
 
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

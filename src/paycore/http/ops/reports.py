@@ -184,6 +184,7 @@ def audit_page(request: Request, who: Who) -> Response:
     return render.page(request, "audit.html", **(context | {"rows": shown, "more": more}))
 
 
-def _data_text(data: dict[str, Any], chars_max: int = 400) -> str:
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+def _data_text(data: dict[str, Any], chars_max: int = 4_000) -> str:
+    """An event's data for its folded details: indented JSON, cut past `chars_max`."""
+    text = json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False)
     return text if len(text) <= chars_max else text[:chars_max] + "…"
