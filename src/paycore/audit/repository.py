@@ -31,12 +31,16 @@ _OF_OBJECT = (
 # search to a planner as (tenant_id, object_id), and PostgreSQL's generic plan, on statistics
 # gathered while the table was small, read every state change of the tenant
 # (tests/integration/plans/ checks every plan of the money path).
-_LAST = (
-    select(func.coalesce(func.max(events.c.object_sequence), 0) + 1)
-    .where(events.c.tenant_id == bindparam("seq_t"), events.c.object_id == bindparam("seq_o"))
-    .scalar_subquery()
-)
-_INSERT_NEXT = insert(events).values(object_sequence=_LAST)
+#
+# INSERT ... SELECT, not a subquery in VALUES: the same row and plan on one PostgreSQL, and the
+# form Citus accepts on a table distributed by tenant ("subqueries are not supported within
+# INSERT queries" otherwise; ADR 0031). An aggregate without GROUP BY is always one row.
+_NUMBERED_COLUMNS = [column for column in events.c if column.name != "object_sequence"]
+_NEXT = select(
+    *(bindparam(column.name, type_=column.type) for column in _NUMBERED_COLUMNS),
+    func.coalesce(func.max(events.c.object_sequence), 0) + 1,
+).where(events.c.tenant_id == bindparam("seq_t"), events.c.object_id == bindparam("seq_o"))
+_INSERT_NEXT = insert(events).from_select([*(column.name for column in _NUMBERED_COLUMNS), "object_sequence"], _NEXT)
 
 
 def add(connection: Connection, values: dict[str, Any]) -> None:

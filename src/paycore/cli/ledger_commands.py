@@ -20,9 +20,12 @@ def verify() -> None:
     and credit's transfers and paycore's own accounts against their states; exit 1 with a
     report on any difference."""
     database = Database(Settings.from_env())
-    with console.status("verifying the ledger..."), database.read() as connection:
-        report = verify_ledger(connection)
-        report.problems.extend(invariants.verify_books(connection))
+    try:
+        with console.status("verifying the ledger..."), database.read() as connection:
+            report = verify_ledger(connection)
+            report.problems.extend(invariants.verify_books(connection))
+    finally:
+        database.dispose()  # its pooled connection, else left to the garbage collector
     console.print(f"{report.accounts} accounts, {report.transfers} transfers, {report.entries} entries")
     if report.ok:
         console.print(

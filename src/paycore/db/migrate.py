@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 from sqlalchemy import Connection, inspect, text
 
 from paycore.config import Settings
-from paycore.db import statistics
+from paycore.db import distribute, statistics
 from paycore.db.engine import Database
 from paycore.db.engines import is_sqlite_memory
 
@@ -157,9 +157,13 @@ def run(database: Database, action: Callable[[Config], None], **attributes: obje
     `attributes` reach the migrations as `config.attributes`."""
     config = alembic_config()
     config.attributes.update(attributes)
+    on_citus = False
     with database.engine.connect() as connection:
         if database.is_postgres:
             connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+            on_citus = distribute.is_citus(connection)
+            if on_citus:
+                distribute.set_migration_settings(connection, on=True)
             connection.commit()
         else:
             _sqlite_foreign_keys(connection, on=False)
@@ -170,6 +174,9 @@ def run(database: Database, action: Callable[[Config], None], **attributes: obje
             connection.commit()
         finally:
             if database.is_postgres:
+                connection.rollback()  # a no-op after the commit; undoes a failed migration
+                if on_citus:
+                    distribute.set_migration_settings(connection, on=False)
                 connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _ADVISORY_LOCK_KEY})
                 connection.commit()
             else:

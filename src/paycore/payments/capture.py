@@ -45,8 +45,9 @@ from paycore.processor.port import ChargeResult
 
 # What a call may answer with, having written nothing, for the reference path to decide: a lost
 # compare-and-set or a key answered already (PC004), the ledger's refusals (PC001-PC003), a
-# deadlock, a serialization failure, a schema without the function. Any other error is raised.
-_DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC004", "40P01", "40001", "42883"})
+# deadlock, a serialization failure, a schema without the function, a statement of it the
+# database does not support (0A000: Citus, ADR 0031). Any other error is raised.
+_DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC004", "40P01", "40001", "42883", "0A000"})
 R = TypeVar("R")
 
 

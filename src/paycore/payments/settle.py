@@ -34,9 +34,11 @@ from paycore.processor.port import ChargeResult
 
 # What the call may answer with, having written nothing, for the reference path to decide: its
 # refusals (the ledger's PC001-PC003, PC004: the hold or the key settled already), a deadlock, a
-# serialization failure, and a schema without the function (this code runs from
-# OLDEST_COMPATIBLE_REVISION on). Any other error (PC009: the hold is not the payment's) is raised.
-_DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC004", "40P01", "40001", "42883"})
+# serialization failure, a schema without the function (this code runs from
+# OLDEST_COMPATIBLE_REVISION on), and a statement of the function the database does not support
+# (0A000: Citus refuses the events' numbering in it, ADR 0031). Any other error (PC009: the hold
+# is not the payment's) is raised.
+_DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC004", "40P01", "40001", "42883", "0A000"})
 
 
 def settle(database: Database, accepted: Payment, call: Call[ChargeResult], *, actor: str) -> Outcome | None:

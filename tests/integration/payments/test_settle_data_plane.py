@@ -410,3 +410,46 @@ def test_a_schema_without_the_authorize_function_settles_an_authorization_by_the
     assert answers == [None]
     assert response.json()["status"] == "requires_capture"
     assert response.json()["history"][-1]["cause"] == "processor_answer"
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+def test_a_function_the_database_cannot_run_is_settled_by_the_reference_path(
+    env: Env, answers: list[Outcome | None]
+) -> None:
+    """On Citus the settle function's events numbering is refused with 0A000 ("subqueries are
+    not supported within INSERT queries", ADR 0031), having written nothing: the reference path
+    settles the payment. Here a stand-in with the function's signature raises 0A000; the
+    function is put back afterwards (the test databases are reused)."""
+    if not env.database.is_postgres:
+        pytest.skip("SQLite's list calls no function")
+    [path] = (MIGRATIONS_PATH / "versions").glob("*_payments_settle.py")
+    spec = importlib.util.spec_from_file_location("payments_settle_migration", path)
+    assert spec is not None and spec.loader is not None
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    destination = env.account()
+    with env.database.autocommit() as connection:
+        arguments, result = connection.execute(
+            text(
+                "SELECT pg_get_function_arguments(p.oid), pg_get_function_result(p.oid) FROM pg_proc p"
+                " WHERE p.proname = 'paycore_payments_settle'"
+            )
+        ).one()
+        connection.execute(text(f"DROP FUNCTION {migration._SIGNATURE}"))
+        connection.execute(
+            text(
+                f"CREATE FUNCTION paycore_payments_settle({arguments}) RETURNS {result} LANGUAGE plpgsql AS $$ BEGIN"
+                " RAISE EXCEPTION 'subqueries are not supported within INSERT queries'"
+                " USING ERRCODE = 'feature_not_supported'; END $$"
+            )
+        )
+    try:
+        response = env.pay(destination)
+    finally:
+        with env.database.autocommit() as connection:
+            connection.execute(text(f"DROP FUNCTION {migration._SIGNATURE}"))
+            connection.execute(text(migration._CREATE))
+    assert response.status_code == 201, response.text
+    assert answers == [None]
+    assert response.json()["history"][-1]["cause"] == "processor_answer"
+    assert env.balance(destination)["posted_minor"] == 1000
