@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -293,3 +294,13 @@ def assert_ledger_verifies(database_url: str) -> None:
     result = ledger_verify(database_url)
     assert result.returncode == 0, f"paycore ledger verify exited {result.returncode}:\n{result.stdout}{result.stderr}"
     assert "ledger verified" in result.stdout, result.stdout
+
+
+def sandbox_rows(database_path: Path, table: str) -> list[dict[str, Any]]:
+    """Every row of one of the sandbox processor's tables, read from its SQLite file (read-only)."""
+    connection = sqlite3.connect(f"file:{database_path}?mode=ro", uri=True, timeout=10)
+    connection.row_factory = sqlite3.Row
+    try:
+        return [dict(row) for row in connection.execute(f"SELECT * FROM {table}")]
+    finally:
+        connection.close()

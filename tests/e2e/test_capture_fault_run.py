@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import signal
-import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -46,7 +45,7 @@ from paycore.ledger.models import entries, transfers
 from paycore.payments.models import payments
 from paycore.processor.http_transport import HttpTransport
 from tests.e2e.payments_support import CliProcess, SandboxProcess, wait_for
-from tests.e2e.support import assert_ledger_verifies, free_port
+from tests.e2e.support import assert_ledger_verifies, free_port, sandbox_rows
 from tests.e2e.test_payments_worker_crash import start_worker, worker_env, workers
 
 __all__ = ["workers"]  # the fixture: the workers, stopped and logged at the end
@@ -258,8 +257,8 @@ def _run(
     rows = {row["id"]: row for row in _rows(database)}
     assert sorted(rows) == sorted(driven)
     assert_ledger_verifies(database_url)
-    _agree_with_the_processor(rows, _sandbox_rows(sandbox, "sandbox_charges"))
-    _closed_once_at_the_processor(rows, _sandbox_rows(sandbox, "sandbox_charge_actions"))
+    _agree_with_the_processor(rows, sandbox_rows(sandbox.database_path, "sandbox_charges"))
+    _closed_once_at_the_processor(rows, sandbox_rows(sandbox.database_path, "sandbox_charge_actions"))
     _holds_resolved_once(database, rows)
     _in_doubt_left_by_evidence(histories)
 
@@ -276,15 +275,6 @@ def _claimed_by(database: Database, pid: int) -> list[str] | None:
 
 def _all_closed(database: Database) -> bool | None:
     return True if all(row["status"] in ("succeeded", "canceled") for row in _rows(database)) else None
-
-
-def _sandbox_rows(sandbox: SandboxProcess, table: str) -> list[dict[str, Any]]:
-    connection = sqlite3.connect(f"file:{sandbox.database_path}?mode=ro", uri=True, timeout=10)
-    connection.row_factory = sqlite3.Row
-    try:
-        return [dict(row) for row in connection.execute(f"SELECT * FROM {table}")]
-    finally:
-        connection.close()
 
 
 def _agree_with_the_processor(rows: dict[str, dict[str, Any]], charges: list[dict[str, Any]]) -> None:
