@@ -422,8 +422,10 @@ def test_a_function_the_database_cannot_run_is_settled_by_the_reference_path(
     function is put back afterwards (the test databases are reused)."""
     if not env.database.is_postgres:
         pytest.skip("SQLite's list calls no function")
-    [path] = (MIGRATIONS_PATH / "versions").glob("*_payments_settle.py")
-    spec = importlib.util.spec_from_file_location("payments_settle_migration", path)
+    # The signature this release calls (0039's: the one with the most arguments; 0030's
+    # signature is kept beside it as a one-line call of it, for the release before).
+    [path] = (MIGRATIONS_PATH / "versions").glob("*_inbound_apply.py")
+    spec = importlib.util.spec_from_file_location("inbound_apply_migration", path)
     assert spec is not None and spec.loader is not None
     migration = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(migration)
@@ -432,10 +434,10 @@ def test_a_function_the_database_cannot_run_is_settled_by_the_reference_path(
         arguments, result = connection.execute(
             text(
                 "SELECT pg_get_function_arguments(p.oid), pg_get_function_result(p.oid) FROM pg_proc p"
-                " WHERE p.proname = 'paycore_payments_settle'"
+                " WHERE p.proname = 'paycore_payments_settle' ORDER BY p.pronargs DESC LIMIT 1"
             )
         ).one()
-        connection.execute(text(f"DROP FUNCTION {migration._SIGNATURE}"))
+        connection.execute(text(f"DROP FUNCTION {migration._SETTLE}"))
         connection.execute(
             text(
                 f"CREATE FUNCTION paycore_payments_settle({arguments}) RETURNS {result} LANGUAGE plpgsql AS $$ BEGIN"
@@ -447,8 +449,8 @@ def test_a_function_the_database_cannot_run_is_settled_by_the_reference_path(
         response = env.pay(destination)
     finally:
         with env.database.autocommit() as connection:
-            connection.execute(text(f"DROP FUNCTION {migration._SIGNATURE}"))
-            connection.execute(text(migration._CREATE))
+            connection.execute(text(f"DROP FUNCTION {migration._SETTLE}"))
+            connection.execute(text(migration._settle_0039()))
     assert response.status_code == 201, response.text
     assert answers == [None]
     assert response.json()["history"][-1]["cause"] == "processor_answer"
