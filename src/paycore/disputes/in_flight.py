@@ -6,9 +6,9 @@ other call).
 dispute, `dispute_answers_in_flight`, migration 0038). The worker's `resolve_dispute_answers`
 round (`resolve_due`) is commit, call, commit, as every worker round (`lifecycle.work`):
 
-1. claim (one short transaction): the due rows with a lease (`lifecycle.lease.claim`: FOR
-   UPDATE SKIP LOCKED on PostgreSQL, so rounds on several processes take disjoint rows; SQLite
-   has one writer), their round counted;
+1. claim (one short transaction): the due rows with a lease (`lifecycle.lease.claim`: tenant by
+   tenant, FOR UPDATE SKIP LOCKED on PostgreSQL, so rounds on several processes take disjoint
+   rows; SQLite has one writer), their round counted;
 2. ask the processor for each dispute (`service.ask_status`), no transaction open;
 3. apply (one transaction per row): the answer recorded through `service.record`, which deletes
    the row once the processor's word shows the dispute takes no more answers (a status out of
@@ -85,7 +85,9 @@ def _claim(connection: Connection, *, policy: Policy, holder: str) -> list[Row[A
     return lease.claim(
         connection,
         table,
-        repository.due_in_flight(now, policy.batch_max),
+        repository.due_in_flight(now),
+        rank=table.c.next_attempt_at_us,
+        limit=policy.batch_max,
         holder=holder,
         until_us=now + policy.lease_ms * 1000,
         values={"attempts": table.c.attempts + 1},

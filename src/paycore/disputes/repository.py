@@ -122,13 +122,13 @@ def in_flight(connection: Connection, tenant_id: str, dispute_id: str) -> Row[An
     return connection.execute(query).first()
 
 
-def due_in_flight(now_us: int, limit: int) -> Select[Any]:
-    """The kept answers due to be asked about, whose lease is free (for `lease.claim`)."""
+def due_in_flight(now_us: int) -> Select[Any]:
+    """The kept answers due to be asked about, whose lease is free, oldest due first (for
+    `lease.claim`, which bounds it)."""
     return (
         select(_IN_FLIGHT.c.tenant_id, _IN_FLIGHT.c.id)
         .where(_IN_FLIGHT.c.next_attempt_at_us <= now_us, lease.free(_IN_FLIGHT, now_us))
-        .order_by(_IN_FLIGHT.c.next_attempt_at_us)
-        .limit(limit)
+        .order_by(_IN_FLIGHT.c.next_attempt_at_us, _IN_FLIGHT.c.id)
     )
 
 

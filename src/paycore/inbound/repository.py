@@ -8,6 +8,7 @@ from sqlalchemy import Connection, Row, func, select
 
 from paycore.db.sql import update_by_key
 from paycore.inbound.models import processor_webhooks as hooks
+from paycore.lifecycle import per_tenant
 
 
 def set_values(connection: Connection, tenant_id: str, event_id: str, values: dict[str, Any]) -> None:
@@ -15,15 +16,15 @@ def set_values(connection: Connection, tenant_id: str, event_id: str, values: di
 
 
 def due_unmatched(connection: Connection, now_us: int, limit: int) -> list[Row[Any]]:
+    """Up to `limit` unmatched events whose next try is due, taken tenant by tenant
+    (`per_tenant.claim`), locked (skipping locked ones) on PostgreSQL."""
     query = (
         select(hooks)
         .where(hooks.c.status == "unmatched", hooks.c.next_attempt_at_us <= now_us)
-        .order_by(hooks.c.next_attempt_at_us)
-        .limit(limit)
+        .order_by(hooks.c.next_attempt_at_us, hooks.c.event_id)
     )
-    if connection.dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True)
-    return list(connection.execute(query))
+    taken = per_tenant.claim(connection, hooks, query, rank=hooks.c.next_attempt_at_us, limit=limit, key="event_id")
+    return per_tenant.flatten(taken)
 
 
 def oldest_rematch_due_us(connection: Connection, now_us: int) -> int | None:

@@ -18,6 +18,9 @@ reconciliation day's run and break, and the processor's events matched again (AD
   decided it proves (`Decision`).
 - `store`: the SQL every work table shares (compare-and-set, lease claims with FOR UPDATE
   SKIP LOCKED on PostgreSQL, the in-doubt gauges).
+- `per_tenant`: how every worker round takes due rows: the tenants with due work first (a
+  plain read), then each tenant's share with an equality on `tenant_id` (what Citus needs to
+  lock rows), FOR UPDATE SKIP LOCKED on PostgreSQL.
 - `calls`: one timed call to another system, classified, and its recorded attempt.
 - `policy`: one backoff with jitter (`delay_ms`) and one give-up rule (`retry_at_us`).
 - `work`: one round of a worker: claim due items, call with no transaction open, apply.

@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, Select, Table, and_, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Connection, Row, Select, Table, and_, or_, select, update
 
+from paycore.lifecycle import per_tenant
 from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US
 
 Key = Mapping[str, Any]  # column name -> value: one row of the table
@@ -60,23 +61,27 @@ def holder_of(connection: Connection, table: Table, key: Key) -> str | None:
 def claim(
     connection: Connection,
     table: Table,
-    query: Select[Any],
+    due: Select[Any],
     *,
+    rank: ColumnElement[Any],
+    limit: int,
     holder: str,
     until_us: int,
     values: Mapping[str, Any] | None = None,
 ) -> list[Row[Any]]:
-    """Lease to `holder` every row `query` finds (it selects the table's `tenant_id` and `id`,
-    bounded, among rows whose lease is `free`), with `values` set beside the lease; the rows are
-    returned as leased. FOR UPDATE SKIP LOCKED on PostgreSQL: concurrent claims take disjoint
-    sets; SQLite has one writer, whose write transaction is already exclusive."""
-    if connection.dialect.name == "postgresql":
-        query = query.with_for_update(of=table, skip_locked=True)
-    keys = [(row.tenant_id, row.id) for row in connection.execute(query)]
-    if not keys:
-        return []
+    """Lease to `holder` up to `limit` rows `due` finds (it selects the table's `tenant_id` and
+    `id` among rows whose lease is `free`, in the claim's order, unbounded), with `values` set
+    beside the lease; the rows are returned as leased. Taken tenant by tenant (`per_tenant`:
+    FOR UPDATE SKIP LOCKED with an equality on `tenant_id` on PostgreSQL, so concurrent claims
+    take disjoint sets; SQLite has one writer, whose write transaction is already exclusive)."""
     lease = {CLAIMED_BY: holder, CLAIMED_UNTIL_US: until_us, **(values or {})}
-    chosen = tuple_(table.c.tenant_id, table.c.id).in_(keys)
-    connection.execute(update(table).where(chosen).values(lease))
-    rows = {(row.tenant_id, row.id): row for row in connection.execute(select(table).where(chosen))}
-    return [rows[key] for key in keys]
+    leased = []
+    for tenant_id, found in per_tenant.claim(connection, table, due, rank=rank, limit=limit).items():
+        if not found:
+            continue
+        ids = [row.id for row in found]
+        chosen = and_(table.c.tenant_id == tenant_id, table.c.id.in_(ids))
+        connection.execute(update(table).where(chosen).values(lease))
+        rows = {row.id: row for row in connection.execute(select(table).where(chosen))}
+        leased += [rows[item_id] for item_id in ids]
+    return leased

@@ -2,9 +2,10 @@
 domain's repository owns everything else about its rows. And the lifecycle's own table,
 `work_faults` (`lifecycle.faults`).
 
-Status changes are compare-and-set on the stored status. Claims take due rows with FOR
-UPDATE SKIP LOCKED on PostgreSQL, so concurrent workers (threads or processes) take disjoint
-sets; SQLite has one writer, whose write transaction is already exclusive.
+Status changes are compare-and-set on the stored status. Claims take due rows tenant by tenant
+(`per_tenant`), with FOR UPDATE SKIP LOCKED and an equality on `tenant_id` on PostgreSQL (as
+Citus requires), so concurrent workers (threads or processes) take disjoint sets; SQLite has
+one writer, whose write transaction is already exclusive.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
-from sqlalchemy import Connection, Row, Select, Table, and_, bindparam, func, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, Row, Select, Table, and_, bindparam, func, insert, or_, select, update
 
 from paycore.db.sql import keys_in, update_by_key
+from paycore.lifecycle import per_tenant
 from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, FAULTED_AT_US, IN_DOUBT_SINCE_US
 from paycore.lifecycle.models import work_faults
 
@@ -156,10 +158,12 @@ def claim_due(
     mark: bool = True,
 ) -> list[dict[str, Any]]:
     """Claim up to `limit` items in `statuses` whose next attempt is due and whose earlier
-    claim (if any) has lapsed, oldest due first. Returns the rows as claimed (two statements
-    per batch: the locking read and one UPDATE). `mark=False` leaves the UPDATE to the caller,
-    who changes each row in this transaction anyway (a send round's move to `sending`)."""
-    query = (
+    claim (if any) has lapsed, tenant by tenant (`per_tenant.claim`: the tenants waiting longest
+    first, each its share of the batch), oldest due first within a tenant. Returns the rows as
+    claimed: a read of the tenants, then per tenant the locking read and one UPDATE. `mark=False`
+    leaves the UPDATE to the caller, who changes each row in this transaction anyway (a send
+    round's move to `sending`)."""
+    due = (
         select(table)
         .where(
             table.c.status.in_(list(statuses)),
@@ -167,18 +171,19 @@ def claim_due(
             or_(table.c.claimed_until_us.is_(None), table.c.claimed_until_us < now_us),
         )
         .order_by(table.c.next_attempt_at_us, table.c.id)
-        .limit(limit)
     )
-    if connection.dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True)
-    rows = [dict(row._mapping) for row in connection.execute(query)]
-    if rows and mark:
-        keys = [(row["tenant_id"], row["id"]) for row in rows]
-        claim = {CLAIMED_BY: worker_id, CLAIMED_UNTIL_US: lease_until_us}
-        connection.execute(update(table).where(tuple_(table.c.tenant_id, table.c.id).in_(keys)).values(**claim))
-        for row in rows:
-            row.update(claim)
-    return rows
+    taken = per_tenant.claim(connection, table, due, rank=table.c.next_attempt_at_us, limit=limit)
+    claim = {CLAIMED_BY: worker_id, CLAIMED_UNTIL_US: lease_until_us}
+    claimed = []
+    for tenant_id, found in taken.items():
+        rows = [dict(row._mapping) for row in found]
+        if rows and mark:
+            mine = and_(table.c.tenant_id == tenant_id, table.c.id.in_([row["id"] for row in rows]))
+            connection.execute(update(table).where(mine).values(**claim))
+            for row in rows:
+                row.update(claim)
+        claimed += rows
+    return claimed
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, bindparam, func, or_, select
 
 from paycore.db.sql import insert_or_ignore, keys_in
-from paycore.lifecycle import store
+from paycore.lifecycle import per_tenant, store
 from paycore.payouts import states
 from paycore.payouts.models import payout_adjustments, payouts
 from paycore.payouts.types import Payout, payout_from_row
@@ -36,19 +36,18 @@ def page(
 
 
 def due(connection: Connection, *, status: str, execute_on_max: str, now_us: int, limit: int) -> list[Payout]:
-    """Payouts in `status` whose date has come, locked (skipping locked ones) on PostgreSQL. One
-    left on a fault (`lifecycle.faults`) waits for its next attempt, or for a person."""
+    """Payouts in `status` whose date has come, taken tenant by tenant (`per_tenant.claim`),
+    locked (skipping locked ones) on PostgreSQL. One left on a fault (`lifecycle.faults`) waits
+    for its next attempt, or for a person."""
     query = (
         select(payouts)
         .where(
             payouts.c.status.in_(states.spellings((status,))), payouts.c.execute_on <= execute_on_max, _waited(now_us)
         )
         .order_by(payouts.c.execute_on, payouts.c.id)
-        .limit(limit)
     )
-    if connection.dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True)
-    return [payout_from_row(row._mapping) for row in connection.execute(query)]
+    taken = per_tenant.claim(connection, payouts, query, rank=payouts.c.execute_on, limit=limit)
+    return [payout_from_row(row._mapping) for row in per_tenant.flatten(taken)]
 
 
 def _waited(now_us: int) -> Any:

@@ -1,7 +1,7 @@
 """SQL for outgoing webhooks: endpoints, deliveries, attempts. Nothing here decides anything.
 
-An endpoint's lease is the lifecycle's (`paycore.lifecycle.lease`): claimed with FOR UPDATE SKIP
-LOCKED on PostgreSQL, given up by a compare-and-set on its holder."""
+An endpoint's lease is the lifecycle's (`paycore.lifecycle.lease`): claimed tenant by tenant with
+FOR UPDATE SKIP LOCKED on PostgreSQL, given up by a compare-and-set on its holder."""
 
 from __future__ import annotations
 
@@ -59,6 +59,11 @@ def update_endpoint(connection: Connection, tenant_id: str, endpoint_id: str, va
     return connection.execute(statement.values(**values)).rowcount == 1
 
 
+# An endpoint's place in the claim's order, as one value: never served (-1) first, then least
+# recently served (a time in µs).
+_SERVED_FIRST = func.coalesce(E.c.served_at_us, -1)
+
+
 def _claimable(now_us: int) -> Select[Any]:
     """Enabled endpoints with a due delivery, not blocked by their own backoff and not held by
     another worker, least recently served first (fair across endpoints, hence across tenants)."""
@@ -91,8 +96,16 @@ def claim_endpoints(
 ) -> list[Row[Any]]:
     """Up to `limit` claimable endpoints (`_claimable`), each leased to `worker_id` in this
     transaction (the lifecycle's lease: concurrent claims take disjoint sets)."""
-    query = _claimable(now_us).limit(limit)
-    return lease.claim(connection, E, query, holder=worker_id, until_us=lease_until_us, values={"served_at_us": now_us})
+    return lease.claim(
+        connection,
+        E,
+        _claimable(now_us),
+        rank=_SERVED_FIRST,
+        limit=limit,
+        holder=worker_id,
+        until_us=lease_until_us,
+        values={"served_at_us": now_us},
+    )
 
 
 def release_endpoint(connection: Connection, tenant_id: str, endpoint_id: str, worker_id: str) -> bool:
