@@ -7,7 +7,18 @@ dropped; an event older than its object's state is kept as `stale` and changes n
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, CheckConstraint, Column, Index, Integer, PrimaryKeyConstraint, String, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    text,
+)
 
 from paycore.db.metadata import created_at_column, metadata, tenant_id_column
 
@@ -30,4 +41,13 @@ processor_webhooks = Table(
     PrimaryKeyConstraint("tenant_id", "event_id"),
     CheckConstraint("status IN ('applied', 'stale', 'unmatched', 'abandoned')", name="status"),
     Index("ix_processor_webhooks_due", "next_attempt_at_us"),
+    # A tenant's events to match again, claimed tenant by tenant (migration 0040).
+    Index(
+        "ix_processor_webhooks_tenant_due",
+        "tenant_id",
+        "next_attempt_at_us",
+        "event_id",
+        sqlite_where=text("next_attempt_at_us IS NOT NULL"),
+        postgresql_where=text("next_attempt_at_us IS NOT NULL"),
+    ),
 )

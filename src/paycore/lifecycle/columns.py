@@ -87,6 +87,16 @@ def due_index(table_name: str) -> Index:
     return Index(f"ix_{table_name}_queue", *columns, sqlite_where=where, postgresql_where=where)
 
 
+def tenant_due_index(table_name: str) -> Index:
+    """A tenant's items a worker should take (`per_tenant.claim`: the tenant's, in these
+    statuses, due by now, due first then by id): `due_index` led by the tenant, so that a claim
+    that names its tenant (as Citus needs to lock rows) searches the tenant's work in flight,
+    never its history (migration 0040)."""
+    where = text(f"{NEXT_ATTEMPT_AT_US} IS NOT NULL")
+    columns = ("tenant_id", "status", NEXT_ATTEMPT_AT_US, "id")
+    return Index(f"ix_{table_name}_tenant_queue", *columns, sqlite_where=where, postgresql_where=where)
+
+
 def faulted_index(table_name: str) -> Index:
     """The items a round could not move, oldest fault first (the console's queue): partial, so
     it holds only those rows and costs the other writes nothing."""

@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
-from paycore.lifecycle.columns import due_index, faulted_index, work_columns
+from paycore.lifecycle.columns import due_index, faulted_index, tenant_due_index, work_columns
 
 STATUSES = ("processing", "requires_capture", "succeeded", "failed", "in_doubt", "canceled")
 
@@ -73,6 +73,7 @@ payments = Table(
     CheckConstraint("refunded_minor >= 0 AND refunded_minor <= amount_minor", name="refunded_minor"),
     Index("ix_payments_status", "tenant_id", "status", "id"),
     due_index("payments"),  # the worker's queue (migration 0025)
+    tenant_due_index("payments"),  # a tenant's part of it, claimed (migration 0040)
     Index("ix_payments_id", "id"),  # the console's lists over every tenant, by id (migration 0017)
     faulted_index("payments"),  # the items a worker could not move (migration 0022)
     # The open authorizations, oldest first: `/metrics` (migration 0034). Partial: never the history.

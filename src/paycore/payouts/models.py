@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
-from paycore.lifecycle.columns import faulted_index, work_columns
+from paycore.lifecycle.columns import faulted_index, tenant_due_index, work_columns
 
 payouts = Table(
     "payouts",
@@ -71,6 +71,8 @@ payouts = Table(
     Index("ix_payouts_status", "tenant_id", "status", "id"),
     Index("ix_payouts_due", "status", "execute_on"),
     Index("ix_payouts_next_attempt", "status", "next_attempt_at_us"),
+    tenant_due_index("payouts"),  # a tenant's part of the queue, claimed (migration 0040)
+    Index("ix_payouts_tenant_due", "tenant_id", "status", "execute_on", "id"),  # queued tenant by tenant (0040)
     faulted_index("payouts"),  # the items a worker could not move (migration 0022)
 )
 

@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
-from paycore.lifecycle.columns import due_index, faulted_index, work_columns
+from paycore.lifecycle.columns import due_index, faulted_index, tenant_due_index, work_columns
 
 STATUSES = ("requires_approval", "pending", "processing", "succeeded", "failed", "in_doubt", "canceled")
 
@@ -54,5 +54,6 @@ refunds = Table(
     CheckConstraint("amount_minor > 0 AND amount_minor <= 9007199254740991", name="amount_minor"),
     Index("ix_refunds_payment", "tenant_id", "payment_id", "id"),
     due_index("refunds"),  # the worker's queue (migration 0025)
+    tenant_due_index("refunds"),  # a tenant's part of it, claimed (migration 0040)
     faulted_index("refunds"),  # the items a worker could not move (migration 0022)
 )
