@@ -2,7 +2,8 @@
 PAYCORE_TEST_CITUS_URL names a coordinator (`scripts/citus up` prints such a URL): the
 migrations and `paycore db distribute` (idempotent), then, with the sandbox processor in this
 process (its own SQLite file): a payment whose answer was lost is left `in_doubt` and the
-resolver's round settles it; a refund is sent by `send_refunds`; the payment's events reach a
+resolver's round settles it; a refund is sent by `send_refunds`; a payout is queued and sent;
+the payment's events reach a
 tenant's webhook endpoint through a delivery round; every other job of `paycore worker` runs a
 round without an error; the books verify. Before claims per tenant, every claiming job failed
 there with `0A000` "could not run distributed query with FOR UPDATE/SHARE commands"."""
@@ -27,11 +28,13 @@ from paycore.config import Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.http.app import create_app
+from paycore.payouts import service as payouts_service
 from paycore.webhooks import jobs as webhooks_jobs
 from paycore.workers import jobs
 from paycore.workers.jobs import WorkerContext
 from paycore_sandbox.inprocess import InProcessTransport
 from paycore_sandbox.service import Sandbox
+from tests.support import payouts as payouts_support
 from tests.support import secrets_keys
 from tests.support.receiver import Receiver
 
@@ -118,6 +121,12 @@ def test_worker_rounds_claim_and_move_work_on_citus(citus: tuple[Database, Sandb
         refund_id = refund.json()["id"]
         _until(lambda: _send_and_resolve(context) and _refund_status(client, refund_id) == "succeeded")
 
+        payout = payouts_support.schedule(
+            database, "default", payouts_support.funded_source(database, "default", 500), 500
+        )  # for today: queued, then sent to the sandbox's bank
+        assert jobs.queue_payouts(context) >= 1 and jobs.send_payouts(context) >= 1
+        assert _payout_status(database, payout.id) not in {"scheduled", "queued"}
+
         config = jobs.webhook_config(settings, keyring)
         _until(
             lambda: (
@@ -151,6 +160,12 @@ def _status(client: TestClient, payment_id: str) -> str:
 
 def _refund_status(client: TestClient, refund_id: str) -> str:
     return str(client.get(f"/v1/refunds/{refund_id}").json()["status"])
+
+
+def _payout_status(database: Database, payout_id: str) -> str:
+    with database.read() as connection:
+        found = payouts_service.load(connection, "default", payout_id)
+    return found.status
 
 
 def _got(receiver: Receiver, payment_id: str) -> bool:
