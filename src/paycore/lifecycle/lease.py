@@ -71,17 +71,9 @@ def claim(
 ) -> list[Row[Any]]:
     """Lease to `holder` up to `limit` rows `due` finds (it selects the table's `tenant_id` and
     `id` among rows whose lease is `free`, in the claim's order, unbounded), with `values` set
-    beside the lease; the rows are returned as leased. Taken tenant by tenant (`per_tenant`:
+    beside the lease; the rows are returned as leased, tenant after tenant (in no particular order
+    within one). Taken tenant by tenant (`per_tenant`:
     FOR UPDATE SKIP LOCKED with an equality on `tenant_id` on PostgreSQL, so concurrent claims
     take disjoint sets; SQLite has one writer, whose write transaction is already exclusive)."""
     lease = {CLAIMED_BY: holder, CLAIMED_UNTIL_US: until_us, **(values or {})}
-    leased = []
-    for tenant_id, found in per_tenant.claim(connection, table, due, rank=rank, limit=limit).items():
-        if not found:
-            continue
-        ids = [row.id for row in found]
-        chosen = and_(table.c.tenant_id == tenant_id, table.c.id.in_(ids))
-        connection.execute(update(table).where(chosen).values(lease))
-        rows = {row.id: row for row in connection.execute(select(table).where(chosen))}
-        leased += [rows[item_id] for item_id in ids]
-    return leased
+    return per_tenant.flatten(per_tenant.claim(connection, table, due, rank=rank, limit=limit, mark=lease))

@@ -6,11 +6,14 @@ events.
 1. **Which tenants** (`due_tenants`): a plain read, no lock, of the oldest
    `DUE_ROWS_SCANNED_MAX` due rows (the claim's own condition, ordered by its `rank`), grouped
    by tenant, the tenant whose oldest due row waits longest first, at most `tenants_max`.
+   At most `TENANTS_PER_ROUND_MAX` tenants a round: the others wait for the next rounds.
 2. **Each tenant's rows**: the claim's condition with `tenant_id = :tenant`, in its order,
-   bounded, locked with FOR UPDATE SKIP LOCKED on PostgreSQL. A first pass gives each tenant an
-   equal share of the batch, so that one tenant's backlog cannot fill a round while another
-   tenant's work is due; a second pass gives the room left to the tenants that filled their
-   share. At most `CLAIM_PASSES_MAX` statements per tenant.
+   bounded, locked with FOR UPDATE SKIP LOCKED on PostgreSQL, and marked with the lease in the
+   same statement (`UPDATE ... WHERE key IN (that locking read) RETURNING`) when the claim
+   marks them. A first pass gives each tenant an equal share of the batch, so that one
+   tenant's backlog cannot fill a round while another tenant's work is due; a second pass
+   gives the room left to the tenants that filled their share. At most `CLAIM_PASSES_MAX`
+   statements per tenant.
 
 Why: Citus locks rows (FOR UPDATE, SKIP LOCKED) only in a statement routed to one shard, that is
 with an equality on `tenant_id`; a claim across tenants is refused there. On one PostgreSQL the
@@ -22,15 +25,18 @@ transaction is already exclusive: the same statements without the lock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Connection, Row, Select, Table, func, select
+from sqlalchemy import ColumnElement, Connection, Row, Select, Table, func, select, update
 
 # Due rows read (oldest first) to find the tenants with due work: the read is bounded whatever
 # the backlog. A tenant whose oldest due row is behind this many rows of other tenants waits
 # until they are taken (first come, first served, as the claim across tenants was).
 DUE_ROWS_SCANNED_MAX: Final = 1_000
+# Tenants served by one round: the statements of a round stay few however many tenants have
+# work; the others, found later by their oldest due row, are served by the next rounds.
+TENANTS_PER_ROUND_MAX: Final = 10
 # Claiming statements per tenant and round: its share, then the room the others left.
 CLAIM_PASSES_MAX: Final = 2
 
@@ -67,12 +73,16 @@ def claim(
     rank: ColumnElement[Any],
     limit: int,
     key: str = "id",
+    mark: Mapping[str, Any] | None = None,
 ) -> dict[str, list[Row[Any]]]:
     """Up to `limit` rows `due` finds (it selects from `table`, with the claim's condition and
-    order, unbounded), taken tenant by tenant (see the module): tenant -> its rows, in `due`'s
-    order, locked on PostgreSQL. `key` is the column that names a row within its tenant."""
+    order, unbounded), taken tenant by tenant (see the module): tenant -> its rows, locked on
+    PostgreSQL. `key` is the column that names a row within its tenant. With `mark` (the
+    lease's values), each tenant's rows are locked and marked in one statement (UPDATE ...
+    RETURNING, in no particular order); without, they are read locked, in `due`'s order, and
+    the caller changes them in this transaction."""
     assert limit > 0
-    tenants = due_tenants(connection, table, due, rank, tenants_max=limit)
+    tenants = due_tenants(connection, table, due, rank, tenants_max=min(limit, TENANTS_PER_ROUND_MAX))
     taken: dict[str, list[Row[Any]]] = {tenant: [] for tenant in tenants}
     if not tenants:
         return taken
@@ -84,14 +94,16 @@ def claim(
             if room == 0 or (passed > 0 and len(mine) < share):
                 continue  # the batch is full, or the tenant had no more on its first pass
             wanted = min(room, share if passed == 0 else room)
-            rows = _tenant_rows(connection, table, due, tenant, [row._mapping[key] for row in mine], key, wanted)
+            chosen = _tenant_due(connection, table, due, tenant, [row._mapping[key] for row in mine], key, wanted)
+            rows = _marked(connection, table, tenant, chosen, key, mark) if mark else list(connection.execute(chosen))
+            assert len(rows) <= wanted and all(row._mapping["tenant_id"] == tenant for row in rows)
             mine.extend(rows)
             room -= len(rows)
     assert sum(len(rows) for rows in taken.values()) <= limit
     return taken
 
 
-def _tenant_rows(
+def _tenant_due(
     connection: Connection,
     table: Table,
     due: Select[Any],
@@ -99,7 +111,7 @@ def _tenant_rows(
     already: Sequence[Any],
     key: str,
     limit: int,
-) -> list[Row[Any]]:
+) -> Select[Any]:
     """The tenant's due rows, up to `limit`, but those this round took already (its own locks
     do not skip them); locked, skipping rows another transaction holds, on PostgreSQL."""
     query = due.where(table.c.tenant_id == tenant_id)
@@ -108,9 +120,21 @@ def _tenant_rows(
     query = query.limit(limit)
     if connection.dialect.name == "postgresql":
         query = query.with_for_update(of=table, skip_locked=True)
-    rows = list(connection.execute(query))
-    assert all(row._mapping["tenant_id"] == tenant_id for row in rows)
-    return rows
+    return query
+
+
+def _marked(
+    connection: Connection, table: Table, tenant_id: str, chosen: Select[Any], key: str, mark: Mapping[str, Any]
+) -> list[Row[Any]]:
+    """The rows `chosen` finds, locked and marked with `mark` in one statement, as marked. The
+    locking read is a materialized CTE, run once: as a subquery of the UPDATE PostgreSQL may run
+    it again per row, where it skips the rows the UPDATE changed and finds more than its limit."""
+    picked = chosen.with_only_columns(table.c[key]).cte("picked")
+    if connection.dialect.name == "postgresql":
+        picked = picked.prefix_with("MATERIALIZED")
+    mine = table.c[key].in_(select(picked.c[key]))
+    statement = update(table).where(table.c.tenant_id == tenant_id, mine).values(dict(mark))
+    return list(connection.execute(statement.returning(*table.c)))
 
 
 def flatten(taken: dict[str, list[Row[Any]]]) -> list[Row[Any]]:

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Row, Select, Table, and_, bindparam, func, in
 
 from paycore.db.sql import keys_in, update_by_key
 from paycore.lifecycle import per_tenant
-from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, FAULTED_AT_US, IN_DOUBT_SINCE_US
+from paycore.lifecycle.columns import CLAIMED_BY, CLAIMED_UNTIL_US, FAULTED_AT_US, IN_DOUBT_SINCE_US, NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.models import work_faults
 
 # Item loads kept built: two per table (locked or not); past this many the least used is built
@@ -160,9 +160,9 @@ def claim_due(
     """Claim up to `limit` items in `statuses` whose next attempt is due and whose earlier
     claim (if any) has lapsed, tenant by tenant (`per_tenant.claim`: the tenants waiting longest
     first, each its share of the batch), oldest due first within a tenant. Returns the rows as
-    claimed: a read of the tenants, then per tenant the locking read and one UPDATE. `mark=False`
-    leaves the UPDATE to the caller, who changes each row in this transaction anyway (a send
-    round's move to `sending`)."""
+    claimed: a read of the tenants, then per tenant one UPDATE of its locking read. `mark=False`
+    takes the locking read alone and leaves the UPDATE to the caller, who changes each row in
+    this transaction anyway (a send round's move to `sending`)."""
     due = (
         select(table)
         .where(
@@ -172,17 +172,12 @@ def claim_due(
         )
         .order_by(table.c.next_attempt_at_us, table.c.id)
     )
-    taken = per_tenant.claim(connection, table, due, rank=table.c.next_attempt_at_us, limit=limit)
     claim = {CLAIMED_BY: worker_id, CLAIMED_UNTIL_US: lease_until_us}
+    rank = table.c.next_attempt_at_us
+    taken = per_tenant.claim(connection, table, due, rank=rank, limit=limit, mark=claim if mark else None)
     claimed = []
-    for tenant_id, found in taken.items():
-        rows = [dict(row._mapping) for row in found]
-        if rows and mark:
-            mine = and_(table.c.tenant_id == tenant_id, table.c.id.in_([row["id"] for row in rows]))
-            connection.execute(update(table).where(mine).values(**claim))
-            for row in rows:
-                row.update(claim)
-        claimed += rows
+    for found in taken.values():  # a tenant's rows, oldest due first (a marking claim returns them in any order)
+        claimed += sorted((dict(row._mapping) for row in found), key=lambda row: (row[NEXT_ATTEMPT_AT_US], row["id"]))
     return claimed
 
 

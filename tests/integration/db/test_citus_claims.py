@@ -121,11 +121,11 @@ def test_worker_rounds_claim_and_move_work_on_citus(citus: tuple[Database, Sandb
         refund_id = refund.json()["id"]
         _until(lambda: _send_and_resolve(context) and _refund_status(client, refund_id) == "succeeded")
 
-        payout = payouts_support.schedule(
-            database, "default", payouts_support.funded_source(database, "default", 500), 500
-        )  # for today: queued, then sent to the sandbox's bank
+        payee = f"payee-{suffix}"  # a tenant of its own: the database keeps earlier runs' accounts
+        source = payouts_support.funded_source(database, payee, 500)
+        payout = payouts_support.schedule(database, payee, source, 500)  # for today: queued, then sent
         assert jobs.queue_payouts(context) >= 1 and jobs.send_payouts(context) >= 1
-        assert _payout_status(database, payout.id) not in {"scheduled", "queued"}
+        assert _payout_status(database, payee, payout.id) not in {"scheduled", "queued"}
 
         config = jobs.webhook_config(settings, keyring)
         _until(
@@ -162,9 +162,9 @@ def _refund_status(client: TestClient, refund_id: str) -> str:
     return str(client.get(f"/v1/refunds/{refund_id}").json()["status"])
 
 
-def _payout_status(database: Database, payout_id: str) -> str:
+def _payout_status(database: Database, tenant_id: str, payout_id: str) -> str:
     with database.read() as connection:
-        found = payouts_service.load(connection, "default", payout_id)
+        found = payouts_service.load(connection, tenant_id, payout_id)
     return found.status
 
 
