@@ -27,7 +27,10 @@ fresh migrated database, payments left `in_doubt` and due, spread over tenants i
 (one tenant; many tenants; one tenant's backlog older than a few other tenants' items), then
 `lifecycle.store.claim_due` of one batch, timed in-process, in a transaction rolled back after
 each round (every round sees the same queue): its wall time, its statements and how many
-tenants it served. Money amounts of the rows are integers; nothing is sent anywhere.
+tenants it served, and the CPU a claim cost (its PostgreSQL backend's, and this process's:
+SQLAlchemy and the driver), averaged over the rounds: on a busy machine the wall time measures
+the wait for a core as much as the claim. Money amounts of the rows are integers; nothing is
+sent anywhere.
 
     .venv/bin/python bench/workers_bench.py --claims --repeats 200
 """
@@ -288,6 +291,9 @@ def claims_main(args: argparse.Namespace) -> int:
         for shape, tenants, per_tenant, backlog in CLAIM_SHAPES:
             _fill_due(database, payments, tenants, per_tenant, backlog)
             times_us, counts, served = [], [], []
+            with database.engine.connect() as connection:  # the pool's one connection: every round's
+                backend = int(connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+            backend_before, client_before = cpu_s([backend]).get(backend, 0.0), time.process_time()
             for _ in range(args.repeats):
                 with database.engine.connect() as connection:
                     statements.clear()
@@ -305,6 +311,8 @@ def claims_main(args: argparse.Namespace) -> int:
                     counts.append(len(statements))
                     served.append(len({row["tenant_id"] for row in claimed}))
                     connection.rollback()
+            backend_ms = (cpu_s([backend]).get(backend, 0.0) - backend_before) * 1000 / args.repeats
+            client_ms = (time.process_time() - client_before) * 1000 / args.repeats
             assert claimed, "the shape's items are due"
             times_us.sort()
             rows.append(
@@ -312,6 +320,8 @@ def claims_main(args: argparse.Namespace) -> int:
                     shape,
                     common.fmt(common.median(times_us)),
                     common.fmt(common.percentile(times_us, 0.99)),
+                    common.fmt(backend_ms, 2),
+                    common.fmt(client_ms, 2),
                     common.fmt(common.median(counts)),
                     str(len(claimed)),
                     f"{common.fmt(common.median(served))} of {tenants + (1 if backlog else 0)}",
@@ -322,7 +332,16 @@ def claims_main(args: argparse.Namespace) -> int:
         database.dispose()
         if not args.keep:
             common.drop_postgres_database(args.postgres_url, name)
-    headers = ["due work", "claim us (median)", "p99", "statements", "claimed", "tenants served"]
+    headers = [
+        "due work",
+        "claim us (median)",
+        "p99",
+        "PostgreSQL CPU ms",
+        "bench CPU ms",
+        "statements",
+        "claimed",
+        "tenants served",
+    ]
     facts = common.machine_facts([("rounds per shape", str(args.repeats)), *common.postgres_facts(args.postgres_url)])
     text = "\n\n".join(
         [
