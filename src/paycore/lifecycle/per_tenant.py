@@ -5,15 +5,14 @@ events.
 
 1. **Which tenants** (`due_tenants`): a plain read, no lock, of the oldest
    `DUE_ROWS_SCANNED_MAX` due rows (the claim's own condition, ordered by its `rank`), grouped
-   by tenant, the tenant whose oldest due row waits longest first, at most `tenants_max`.
-   At most `TENANTS_PER_ROUND_MAX` tenants a round: the others wait for the next rounds.
+   by tenant, the tenant whose oldest due row waits longest first, at most
+   `TENANTS_PER_ROUND_MAX` tenants a round: the others wait for the next rounds.
 2. **Each tenant's rows**: the claim's condition with `tenant_id = :tenant`, in its order,
-   bounded, locked with FOR UPDATE SKIP LOCKED on PostgreSQL, and marked with the lease in the
-   same statement (`UPDATE ... WHERE key IN (that locking read) RETURNING`) when the claim
-   marks them. A first pass gives each tenant an equal share of the batch, so that one
-   tenant's backlog cannot fill a round while another tenant's work is due; a second pass
-   gives the room left to the tenants that filled their share. At most `CLAIM_PASSES_MAX`
-   statements per tenant.
+   bounded, locked with FOR UPDATE SKIP LOCKED on PostgreSQL, then marked with the lease by
+   their keys (`UPDATE ... RETURNING`) when the claim marks them. A first pass gives each
+   tenant an equal share of the batch, so that one tenant's backlog cannot fill a round while
+   another tenant's work is due; a second pass gives the room left to the tenants that filled
+   their share. At most `CLAIM_PASSES_MAX` claims per tenant.
 
 Why: Citus locks rows (FOR UPDATE, SKIP LOCKED) only in a statement routed to one shard, that is
 with an equality on `tenant_id`; a claim across tenants is refused there. On one PostgreSQL the
@@ -78,7 +77,7 @@ def claim(
     """Up to `limit` rows `due` finds (it selects from `table`, with the claim's condition and
     order, unbounded), taken tenant by tenant (see the module): tenant -> its rows, locked on
     PostgreSQL. `key` is the column that names a row within its tenant. With `mark` (the
-    lease's values), each tenant's rows are locked and marked in one statement (UPDATE ...
+    lease's values), each tenant's rows are locked, then marked by their keys (UPDATE ...
     RETURNING, in no particular order); without, they are read locked, in `due`'s order, and
     the caller changes them in this transaction."""
     assert limit > 0
@@ -126,13 +125,14 @@ def _tenant_due(
 def _marked(
     connection: Connection, table: Table, tenant_id: str, chosen: Select[Any], key: str, mark: Mapping[str, Any]
 ) -> list[Row[Any]]:
-    """The rows `chosen` finds, locked and marked with `mark` in one statement, as marked. The
-    locking read is a materialized CTE, run once: as a subquery of the UPDATE PostgreSQL may run
-    it again per row, where it skips the rows the UPDATE changed and finds more than its limit."""
-    picked = chosen.with_only_columns(table.c[key]).cte("picked")
-    if connection.dialect.name == "postgresql":
-        picked = picked.prefix_with("MATERIALIZED")
-    mine = table.c[key].in_(select(picked.c[key]))
+    """The rows `chosen` finds, locked, then marked with `mark` by their keys, as marked. Two
+    statements: as one (`UPDATE ... WHERE key IN (the locking read)`) PostgreSQL may run the
+    locking read again per row, where it skips the rows the UPDATE changed and takes more than
+    its limit; and with the read in a CTE a generic plan joined it to every row of the tenant."""
+    keys = [row[0] for row in connection.execute(chosen.with_only_columns(table.c[key]))]
+    if not keys:
+        return []
+    mine = table.c[key].in_(keys)
     statement = update(table).where(table.c.tenant_id == tenant_id, mine).values(dict(mark))
     return list(connection.execute(statement.returning(*table.c)))
 
