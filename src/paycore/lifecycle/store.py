@@ -160,7 +160,7 @@ def claim_due(
     """Claim up to `limit` items in `statuses` whose next attempt is due and whose earlier
     claim (if any) has lapsed, tenant by tenant (`per_tenant.claim`: the tenants waiting longest
     first, each its share of the batch), oldest due first within a tenant. Returns the rows as
-    claimed: a read of the tenants, then per tenant one UPDATE of its locking read. `mark=False`
+    claimed: a read of the tenants, then per tenant the locking read and one UPDATE. `mark=False`
     takes the locking read alone and leaves the UPDATE to the caller, who changes each row in
     this transaction anyway (a send round's move to `sending`)."""
     due = (
