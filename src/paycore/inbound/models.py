@@ -41,7 +41,7 @@ processor_webhooks = Table(
     PrimaryKeyConstraint("tenant_id", "event_id"),
     CheckConstraint("status IN ('applied', 'stale', 'unmatched', 'abandoned')", name="status"),
     Index("ix_processor_webhooks_due", "next_attempt_at_us"),
-    # A tenant's events to match again, claimed tenant by tenant (migration 0040).
+    # A tenant's events to match again, claimed tenant by tenant (migration 0044).
     Index(
         "ix_processor_webhooks_tenant_due",
         "tenant_id",

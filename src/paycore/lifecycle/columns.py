@@ -91,7 +91,7 @@ def tenant_due_index(table_name: str) -> Index:
     """A tenant's items a worker should take (`per_tenant.claim`: the tenant's, in these
     statuses, due by now, due first then by id): `due_index` led by the tenant, so that a claim
     that names its tenant (as Citus needs to lock rows) searches the tenant's work in flight,
-    never its history (migration 0040)."""
+    never its history (migration 0044)."""
     where = text(f"{NEXT_ATTEMPT_AT_US} IS NOT NULL")
     columns = ("tenant_id", "status", NEXT_ATTEMPT_AT_US, "id")
     return Index(f"ix_{table_name}_tenant_queue", *columns, sqlite_where=where, postgresql_where=where)

@@ -73,7 +73,7 @@ payments = Table(
     CheckConstraint("refunded_minor >= 0 AND refunded_minor <= amount_minor", name="refunded_minor"),
     Index("ix_payments_status", "tenant_id", "status", "id"),
     due_index("payments"),  # the worker's queue (migration 0025)
-    tenant_due_index("payments"),  # a tenant's part of it, claimed (migration 0040)
+    tenant_due_index("payments"),  # a tenant's part of it, claimed (migration 0044)
     Index("ix_payments_id", "id"),  # the console's lists over every tenant, by id (migration 0017)
     faulted_index("payments"),  # the items a worker could not move (migration 0022)
     # The open authorizations, oldest first: `/metrics` (migration 0034). Partial: never the history.

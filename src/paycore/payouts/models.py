@@ -71,8 +71,8 @@ payouts = Table(
     Index("ix_payouts_status", "tenant_id", "status", "id"),
     Index("ix_payouts_due", "status", "execute_on"),
     Index("ix_payouts_next_attempt", "status", "next_attempt_at_us"),
-    tenant_due_index("payouts"),  # a tenant's part of the queue, claimed (migration 0040)
-    Index("ix_payouts_tenant_due", "tenant_id", "status", "execute_on", "id"),  # queued tenant by tenant (0040)
+    tenant_due_index("payouts"),  # a tenant's part of the queue, claimed (migration 0044)
+    Index("ix_payouts_tenant_due", "tenant_id", "status", "execute_on", "id"),  # queued tenant by tenant (0044)
     faulted_index("payouts"),  # the items a worker could not move (migration 0022)
 )
 

@@ -54,6 +54,6 @@ refunds = Table(
     CheckConstraint("amount_minor > 0 AND amount_minor <= 9007199254740991", name="amount_minor"),
     Index("ix_refunds_payment", "tenant_id", "payment_id", "id"),
     due_index("refunds"),  # the worker's queue (migration 0025)
-    tenant_due_index("refunds"),  # a tenant's part of it, claimed (migration 0040)
+    tenant_due_index("refunds"),  # a tenant's part of it, claimed (migration 0044)
     faulted_index("refunds"),  # the items a worker could not move (migration 0022)
 )

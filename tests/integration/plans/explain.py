@@ -43,7 +43,7 @@ ONE_OBJECT: Final = frozenset(
 # Indexes of work to do, read by a range of due times: an item leaves its queue's range when it
 # is done (`next_attempt_at_us` NULL: `paycore.lifecycle.columns.UNSCHEDULED`; a payout leaves
 # `scheduled` when it is queued), so the range holds what is due, never the tenant's history.
-# The `tenant_` ones are the same queues led by the tenant, for claims tenant by tenant (0040).
+# The `tenant_` ones are the same queues led by the tenant, for claims tenant by tenant (0044).
 WORK_QUEUES: Final = frozenset(
     {"ix_payments_queue", "ix_refunds_queue", "ix_payouts_due", "ix_payouts_next_attempt", "ix_processor_webhooks_due"}
     | {"ix_payments_tenant_queue", "ix_refunds_tenant_queue", "ix_payouts_tenant_queue", "ix_payouts_tenant_due"}

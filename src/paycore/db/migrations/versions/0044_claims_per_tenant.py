@@ -22,8 +22,8 @@ Indexes only: the release before runs on this schema unchanged and this release'
 is built under a lock that holds writes for the build; on a large table build them first,
 CONCURRENTLY, with the same definitions (the migration skips one that exists), then upgrade.
 
-Revision ID: 0040
-Revises: 0039
+Revision ID: 0044
+Revises: 0043
 Create Date: 2026-12-06 16:30:00
 """
 
@@ -32,8 +32,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0040"
-down_revision = "0039"
+revision = "0044"
+down_revision = "0043"
 branch_labels = None
 depends_on = None
 
