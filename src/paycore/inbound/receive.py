@@ -10,7 +10,9 @@ by one prepared call of `paycore_inbound_receive` on PostgreSQL (the migration
 `stale`, or `duplicate` for an event stored before. Where its payment is not in that status,
 the same event may settle it: a payment still `processing` or `in_doubt` is moved by the apply
 phase (`apply.py`: a read, then one call of `paycore_inbound_apply` or the fixed list of
-`apply_repository.py`).
+`apply_repository.py`). A refund event saying `succeeded` or `failed` settles a refund still
+`processing` or `in_doubt` the same way (`apply_refund.py`: a read, then one call of
+`paycore_inbound_apply_refund` or the fixed list of `apply_refund_repository.py`).
 
 Everything else goes to the reference path (`service.receive`, unchanged), which verifies again
 and decides as it always has: every other type or object, and a charge event whose payment is
@@ -31,7 +33,7 @@ from sqlalchemy.exc import DBAPIError
 from paycore.audit.rows import EventContext
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
-from paycore.inbound import apply, receive_plan, receive_repository, service
+from paycore.inbound import apply, apply_refund, apply_refund_plan, receive_plan, receive_repository, service
 from paycore.inbound.receive_plan import Plan
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.inbound.service import Received
@@ -39,6 +41,7 @@ from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.ledger import service as ledger
 from paycore.payments import settle_repository
+from paycore.refunds import settle_repository as refund_settle_repository
 
 # What the call may answer with, having written nothing, for the reference path to decide: the
 # payment not in the planned status (PC013), a deadlock, a serialization failure, and a schema
@@ -55,6 +58,10 @@ def receive(database: Database, secret: str, signature: str | None, body: bytes)
         result = _call(database, event, body) if database.is_postgres else _write_sqlite(database, event, body)
         if result is None:  # not in the status it proves: still `processing` or in doubt, it moves
             result = apply.apply(database, event, body)
+        if result is not None:
+            return Received(event.id, result)
+    elif apply_refund_plan.is_final(event):  # a refund's final word: a refund waiting on it moves
+        result = apply_refund.apply(database, event, body)
         if result is not None:
             return Received(event.id, result)
     return service.receive(database, secret, signature, body)
@@ -87,6 +94,16 @@ async def receive_async(
         try:
             result, accounts = await database.transaction_async(lambda connection: apply.write(connection, event, body))
         except (receive_repository.Unplain, settle_repository.Refused):
+            pass
+        else:
+            ledger.remember_accounts(event.data.merchant_id, accounts)
+            return Received(event.id, result)
+    elif apply_refund_plan.is_final(event):
+        try:
+            result, accounts = await database.transaction_async(
+                lambda connection: apply_refund.write(connection, event, body)
+            )
+        except (receive_repository.Unplain, refund_settle_repository.Refused):
             pass
         else:
             ledger.remember_accounts(event.data.merchant_id, accounts)

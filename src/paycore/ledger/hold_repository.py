@@ -2,11 +2,21 @@
 pending totals moved and guarded, the transfer, its two entries. One home for the fixed lists
 of `payments/accept_repository.py`, `refunds/create_repository.py` and
 `payouts/create_repository.py`; each checks what `APPLY_PENDING` returns with
-`paycore.ledger.limits`, as `paycore.ledger.postings._apply` does."""
+`paycore.ledger.limits`, as `paycore.ledger.postings._apply` does.
+
+And to resolve one (posted or voided): the resolution made from the hold itself (`RESOLUTION`),
+each account's totals moved where the hold has its entry (`RESOLVED_TOTALS`, checked by
+`resolution_refusal`), the posted entries (`ENTRY_PAIR`): one home for
+`payments/settle_repository.py` and `refunds/settle_repository.py`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Final
+
 from paycore.db import driver
+from paycore.ledger.limits import Totals, breaks_no_overdraft, grows_past
 
 # An account's pending totals moved by its entry, bounded before adding (`limits.bound_before_adding`).
 APPLY_PENDING = driver.statement(
@@ -39,3 +49,69 @@ _ENTRY_COLUMNS = (
 ENTRY_PAIR = driver.statement(
     f"INSERT INTO ledger_entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+# ------------------------------------------------------------------ a hold resolved
+# The accounts as a resolution's UPDATE leaves them, by these names (the ledger's `Account`
+# columns): what the ledger's cache of facts keeps (`ledger.remember_accounts`).
+ACCOUNT_COLUMNS: Final = (
+    "id",
+    "code",
+    "currency",
+    "normal_balance",
+    "no_overdraft",
+    "system",
+    "metadata",
+    "created_at_us",
+    "debits_posted_minor",
+    "credits_posted_minor",
+    "debits_pending_minor",
+    "credits_pending_minor",
+    "entries_count",
+)
+# Made from the hold itself: it must be its owner's, pending, without expiry, and unresolved
+# (the unique (tenant_id, pending_id) index decides, as for the reference path).
+# Parameters: resolution id, kind, time, tenant, hold id, owner.
+RESOLUTION = driver.statement(
+    "INSERT INTO ledger_transfers (tenant_id, id, kind, pending_id, reverses_id, batch_id, idempotency_key,"
+    " reference_type, reference_id, owner_id, metadata, expires_at_us, created_at_us)"
+    " SELECT tenant_id, ?, ?, id, NULL, NULL, NULL, reference_type, reference_id, owner_id, '{}', NULL, ?"
+    " FROM ledger_transfers WHERE tenant_id = ? AND id = ? AND kind = 'pending' AND owner_id = ?"
+    " AND expires_at_us IS NULL"
+    " ON CONFLICT (tenant_id, pending_id) WHERE pending_id IS NOT NULL DO NOTHING RETURNING id"
+)
+# Each account's totals, checked against their range before the addition (`bound_before_adding`,
+# as `ledger/repository._APPLY_TOTALS`), and only where the hold has this account's entry of
+# this amount and side: the release is the hold's, whatever the plan assumed. `{account}`
+# names the account (`id = ?`, `code = ?`).
+RESOLVED_TOTALS: Final = (
+    "UPDATE ledger_accounts SET debits_posted_minor = debits_posted_minor + ?,"
+    " credits_posted_minor = credits_posted_minor + ?, debits_pending_minor = debits_pending_minor + ?,"
+    " credits_pending_minor = credits_pending_minor + ?, entries_count = entries_count + ?"
+    " WHERE {account} AND tenant_id = ? AND debits_posted_minor <= ? AND credits_posted_minor <= ?"
+    " AND debits_pending_minor <= ? AND credits_pending_minor <= ?"
+    " AND EXISTS (SELECT 1 FROM ledger_entries WHERE ledger_entries.tenant_id = ledger_accounts.tenant_id"
+    " AND ledger_entries.transfer_id = ? AND ledger_entries.account_id = ledger_accounts.id"
+    " AND ledger_entries.direction = ? AND ledger_entries.amount_minor = ?)"
+    f" RETURNING {', '.join(ACCOUNT_COLUMNS)}"
+)
+
+
+def resolution_refusal(found: SimpleNamespace, amounts: Sequence[int], entries_added: int, currency: str) -> str | None:
+    """Why the account `RESOLVED_TOTALS` left as `found`, having added `amounts` (its four
+    totals' deltas) and `entries_added` entries, refuses the resolution, as `postings._apply`
+    checks it: another currency, the balance limit (only entries move money), an overdraft."""
+    if found.currency != currency:
+        return f"{found.id} holds {found.currency}, the hold is in {currency}"
+    figures = (
+        found.debits_posted_minor,
+        found.credits_posted_minor,
+        found.debits_pending_minor,
+        found.credits_pending_minor,
+    )
+    after = Totals(*figures)
+    before = Totals(*(figure - amount for figure, amount in zip(figures, amounts, strict=True)))
+    if entries_added and grows_past(before, after, found.normal_balance) is not None:
+        return f"{found.id} would pass the balance limit"
+    if found.no_overdraft and breaks_no_overdraft(after, found.normal_balance):
+        return f"{found.id} would be overdrawn"
+    return None
