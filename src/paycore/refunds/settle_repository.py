@@ -22,16 +22,12 @@ from sqlalchemy import Connection
 from paycore.audit.statements import EVENT_COLUMNS
 from paycore.db import driver
 from paycore.ledger import hold_repository
-from paycore.ledger.hold_repository import ACCOUNT_COLUMNS
-from paycore.ledger.limits import TOTAL_MINOR_MAX, Totals, bound_before_adding
 from paycore.refunds.settle_plan import WRITTEN_COLUMNS, Move
 
 Accounts = list[SimpleNamespace]
 
 
-class Refused(Exception):
-    """The write would be refused, or could not be made as planned: roll back, and let the
-    reference path decide."""
+Refused = hold_repository.Refused  # the write would be refused: roll back, the reference path decides
 
 
 # The compare-and-set: the refund as read (its status, time, reference and failure code, the
@@ -48,8 +44,6 @@ _CAS = driver.statement(
 _RELEASE = driver.statement(
     "UPDATE payments SET refunded_minor = refunded_minor - ? WHERE tenant_id = ? AND id = ? AND refunded_minor >= ?"
 )
-_DESTINATION_TOTALS = driver.statement(hold_repository.RESOLVED_TOTALS.format(account="id = ?"))
-_CLEARING_TOTALS = driver.statement(hold_repository.RESOLVED_TOTALS.format(account="code = ?"))
 # Published: numbered after the refund's last published change in its own INSERT, as
 # `audit/repository._INSERT_NEXT` numbers it; the trigger of migration 0015 queues it.
 _STATE_EVENT = driver.statement(
@@ -89,60 +83,26 @@ def write_move(connection: Connection, move: Move) -> Accounts | None:
 
 
 def _resolve_hold(connection: Connection, move: Move, destination_id: str | None) -> Accounts:
-    """The hold posted or voided: its resolution, the two accounts' totals (the destination's
-    first: the hold's entries' order, the reference path's), the posted entries."""
-    accepted, tenant_id = move.accepted, move.accepted.tenant_id
-    resolution = (move.resolution_id, move.resolution_kind, move.refund.updated_at_us, tenant_id, accepted.transfer_id)
-    if destination_id is None or not driver.fetch(connection, hold_repository.RESOLUTION, (*resolution, accepted.id)):
-        raise Refused(f"the hold {accepted.transfer_id} is not this refund's pending transfer any more")
-    added = 1 if move.post else 0
-    destination = _apply(connection, move, _DESTINATION_TOTALS, destination_id, move.destination_delta, "debit", added)
-    clearing = _apply(connection, move, _CLEARING_TOTALS, move.clearing_code, move.clearing_delta, "credit", added)
-    if move.entries:
-        driver.execute(connection, hold_repository.ENTRY_PAIR, _entry_params(move, (destination, clearing)))
-    return [destination, clearing]
-
-
-def _apply(
-    connection: Connection, move: Move, sql: driver.Statement, account: str, delta: Totals, direction: str, added: int
-) -> SimpleNamespace:
-    """The account's totals moved where the hold has its entry, checked as `postings._apply`
-    checks them (`hold_repository.resolution_refusal`)."""
-    amounts = (
-        delta.debits_posted_minor,
-        delta.credits_posted_minor,
-        delta.debits_pending_minor,
-        delta.credits_pending_minor,
+    """The hold posted or voided (`hold_repository.resolve`: its resolution, the destination's
+    totals, the clearing account's, the posted entries), in the reference path's order."""
+    accepted = move.accepted
+    if destination_id is None or accepted.transfer_id is None:
+        raise Refused(f"refund {accepted.id} has no hold on its payment's account")
+    resolution = hold_repository.Resolution(
+        tenant_id=accepted.tenant_id,
+        transfer_id=accepted.transfer_id,
+        owner_id=accepted.id,
+        amount_minor=accepted.amount_minor,
+        currency=accepted.currency,
+        post=move.post,
+        resolution_id=move.resolution_id,
+        entry_ids=(move.entries[0].id, move.entries[1].id) if move.entries else None,
+        debited_id=destination_id,
+        credited_code=move.clearing_code,
+        now_us=move.refund.updated_at_us,
     )
-    bounds = tuple(bound_before_adding(amount, TOTAL_MINOR_MAX) for amount in amounts)
-    hold = (move.accepted.transfer_id, direction, move.accepted.amount_minor)
-    rows = driver.fetch(connection, sql, (*amounts, added, account, move.accepted.tenant_id, *bounds, *hold))
-    if not rows:
-        raise Refused(f"{account}: not the hold's {direction} account, or past the range of a total")
-    found = SimpleNamespace(**dict(zip(ACCOUNT_COLUMNS, rows[0], strict=True)))
-    refusal = hold_repository.resolution_refusal(found, amounts, added, move.accepted.currency)
-    if refusal is not None:
-        raise Refused(refusal)
-    return found
-
-
-def _entry_params(move: Move, accounts: tuple[SimpleNamespace, SimpleNamespace]) -> list[Any]:
-    """The posted entries (destination debit, clearing credit), each numbered with its account's
-    entry count after the UPDATE (one entry added to each)."""
-    params: list[Any] = []
-    for entry, account in zip(move.entries, accounts, strict=True):
-        params += [
-            move.accepted.tenant_id,
-            entry.id,
-            move.resolution_id,
-            account.id,
-            entry.direction,
-            entry.amount_minor,
-            account.currency,
-            account.entries_count,
-            move.refund.updated_at_us,
-        ]
-    return params
+    assert resolution.deltas() == (move.destination_delta, move.clearing_delta), "the plan's deltas are the hold's"
+    return hold_repository.resolve(connection, resolution)
 
 
 def _write_state_event(connection: Connection, row: dict[str, Any]) -> None:

@@ -41,6 +41,7 @@ down_revision = "0039"
 branch_labels = None
 depends_on = None
 
+_HOLD_RESOLVE = "paycore_hold_resolve(text, text, text, bigint, boolean, text, text[], bigint)"
 _SETTLE = (
     "paycore_refunds_settle(text, text, text, bigint, text, text, bigint, text, text, text, bigint, text, text,"
     " boolean, bigint, text, text[], text, text, text, text, text, text)"
@@ -51,39 +52,20 @@ _APPLY = (
     " text)"
 )
 
-_CREATE_SETTLE = """
-CREATE FUNCTION paycore_refunds_settle(
+_CREATE_HOLD_RESOLVE = """
+CREATE FUNCTION paycore_hold_resolve(
     p_tenant_id text,
-    p_refund_id text,
-    -- the refund as read: the compare-and-set expects it so
-    p_expected_status text,
-    p_expected_updated_at_us bigint,
-    p_expected_reference text,
-    p_expected_failure_code text,
-    -- the refund as the move leaves it
-    p_now_us bigint,
-    p_status text,
-    p_failure_code text,
-    p_processor_reference text,
+    p_transfer_id text,  -- the hold: two entries of p_amount_minor, one each way
+    p_owner_id text,
     p_amount_minor bigint,
-    p_payment_id text,
-    p_transfer_id text,
     p_post boolean,
-    p_released_minor bigint,
     p_resolution_id text,
-    -- posted only: the entries' ids (the destination debited, the processor clearing credited)
-    p_entry_ids text[],
-    p_state_event_id text,
-    p_state_type text,
-    p_state_cause text,
-    p_actor text,
-    p_state_data text,
-    p_snapshot text
-) RETURNS boolean LANGUAGE plpgsql AS $$
+    p_entry_ids text[],  -- posted only: (the debit's, the credit's)
+    p_now_us bigint
+) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     total_max constant bigint := 9223372036854775807;  -- paycore.kit.money.BALANCE_MINOR_MAX
     balance_max constant numeric := 9007199254740991;  -- paycore.kit.money.AMOUNT_MINOR_MAX (2^53 - 1)
-    moved record;
     hold record;
     held record;
     account record;
@@ -96,37 +78,12 @@ DECLARE
     figures_before numeric[];
     sides text := '';
 BEGIN
-    UPDATE refunds SET status = p_status, updated_at_us = p_now_us, fault_code = NULL, faulted_at_us = NULL,
-        processor_reference = p_processor_reference, failure_code = p_failure_code, next_attempt_at_us = NULL,
-        claimed_by = NULL, claimed_until_us = NULL
-    WHERE tenant_id = p_tenant_id AND id = p_refund_id AND status = p_expected_status
-        AND updated_at_us = p_expected_updated_at_us AND updated_at_us < p_now_us
-        AND processor_reference IS NOT DISTINCT FROM p_expected_reference
-        AND failure_code IS NOT DISTINCT FROM p_expected_failure_code
-    RETURNING payment_id, amount_minor, transfer_id INTO moved;
-    IF NOT FOUND THEN
-        RETURN false;  -- moved first (the resolver, a worker): the caller's reference path decides
-    END IF;
-    IF moved.payment_id <> p_payment_id OR moved.amount_minor <> p_amount_minor
-        OR moved.transfer_id IS DISTINCT FROM p_transfer_id THEN
-        RAISE EXCEPTION 'refund % is not the refund planned', p_refund_id USING ERRCODE = 'PC009';
-    END IF;
-
-    IF p_released_minor > 0 THEN  -- a failed refund gives its amount back (refunds.ceiling.release)
-        UPDATE payments SET refunded_minor = refunded_minor - p_released_minor
-        WHERE tenant_id = p_tenant_id AND id = p_payment_id AND refunded_minor >= p_released_minor;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'payment % does not hold refund %''s amount', p_payment_id, p_refund_id
-                USING ERRCODE = 'PC009';
-        END IF;
-    END IF;
-
     -- The hold by its primary key alone, its kind checked here (as paycore_payments_settle).
     SELECT t.kind, t.owner_id, t.expires_at_us, t.reference_type, t.reference_id INTO hold
     FROM ledger_transfers t WHERE t.tenant_id = p_tenant_id AND t.id = p_transfer_id;
-    IF NOT FOUND OR hold.kind <> 'pending' OR hold.owner_id IS DISTINCT FROM p_refund_id
+    IF NOT FOUND OR hold.kind <> 'pending' OR hold.owner_id IS DISTINCT FROM p_owner_id
         OR hold.expires_at_us IS NOT NULL THEN
-        RAISE EXCEPTION 'the hold % is not this refund''s pending transfer', p_transfer_id USING ERRCODE = 'PC004';
+        RAISE EXCEPTION 'the hold % is not its owner''s pending transfer', p_transfer_id USING ERRCODE = 'PC004';
     END IF;
     INSERT INTO ledger_transfers (tenant_id, id, kind, pending_id, reverses_id, batch_id, idempotency_key,
         reference_type, reference_id, owner_id, metadata, expires_at_us, created_at_us)
@@ -145,7 +102,7 @@ BEGIN
         ORDER BY e.account_id
     LOOP
         IF held.amount_minor <> p_amount_minor THEN
-            RAISE EXCEPTION 'the hold % is not the refund''s', p_transfer_id USING ERRCODE = 'PC009';
+            RAISE EXCEPTION 'the hold % is not its owner''s', p_transfer_id USING ERRCODE = 'PC009';
         END IF;
         sides := sides || held.direction;
         pending_debit := CASE WHEN held.direction = 'debit' THEN held.amount_minor ELSE 0 END;
@@ -198,8 +155,71 @@ BEGIN
         END IF;
     END LOOP;
     IF sides NOT IN ('debitcredit', 'creditdebit') THEN
-        RAISE EXCEPTION 'a refund''s hold moves two accounts, one each way, found %', sides USING ERRCODE = 'PC009';
+        RAISE EXCEPTION 'a hold moves two accounts, one each way, found %', sides USING ERRCODE = 'PC009';
     END IF;
+
+END $$
+"""
+
+_CREATE_SETTLE = """
+CREATE FUNCTION paycore_refunds_settle(
+    p_tenant_id text,
+    p_refund_id text,
+    -- the refund as read: the compare-and-set expects it so
+    p_expected_status text,
+    p_expected_updated_at_us bigint,
+    p_expected_reference text,
+    p_expected_failure_code text,
+    -- the refund as the move leaves it
+    p_now_us bigint,
+    p_status text,
+    p_failure_code text,
+    p_processor_reference text,
+    p_amount_minor bigint,
+    p_payment_id text,
+    p_transfer_id text,
+    p_post boolean,
+    p_released_minor bigint,
+    p_resolution_id text,
+    -- posted only: the entries' ids (the destination debited, the processor clearing credited)
+    p_entry_ids text[],
+    p_state_event_id text,
+    p_state_type text,
+    p_state_cause text,
+    p_actor text,
+    p_state_data text,
+    p_snapshot text
+) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    moved record;
+BEGIN
+    UPDATE refunds SET status = p_status, updated_at_us = p_now_us, fault_code = NULL, faulted_at_us = NULL,
+        processor_reference = p_processor_reference, failure_code = p_failure_code, next_attempt_at_us = NULL,
+        claimed_by = NULL, claimed_until_us = NULL
+    WHERE tenant_id = p_tenant_id AND id = p_refund_id AND status = p_expected_status
+        AND updated_at_us = p_expected_updated_at_us AND updated_at_us < p_now_us
+        AND processor_reference IS NOT DISTINCT FROM p_expected_reference
+        AND failure_code IS NOT DISTINCT FROM p_expected_failure_code
+    RETURNING payment_id, amount_minor, transfer_id INTO moved;
+    IF NOT FOUND THEN
+        RETURN false;  -- moved first (the resolver, a worker): the caller's reference path decides
+    END IF;
+    IF moved.payment_id <> p_payment_id OR moved.amount_minor <> p_amount_minor
+        OR moved.transfer_id IS DISTINCT FROM p_transfer_id THEN
+        RAISE EXCEPTION 'refund % is not the refund planned', p_refund_id USING ERRCODE = 'PC009';
+    END IF;
+
+    IF p_released_minor > 0 THEN  -- a failed refund gives its amount back (refunds.ceiling.release)
+        UPDATE payments SET refunded_minor = refunded_minor - p_released_minor
+        WHERE tenant_id = p_tenant_id AND id = p_payment_id AND refunded_minor >= p_released_minor;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'payment % does not hold refund %''s amount', p_payment_id, p_refund_id
+                USING ERRCODE = 'PC009';
+        END IF;
+    END IF;
+
+    PERFORM paycore_hold_resolve(p_tenant_id, p_transfer_id, p_refund_id, p_amount_minor, p_post, p_resolution_id,
+        p_entry_ids, p_now_us);
 
     INSERT INTO events (tenant_id, id, kind, type, object_type, object_id, from_state, to_state, cause, actor,
         data, object_sequence, snapshot, created_at_us)
@@ -277,6 +297,7 @@ END $$
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
+        op.execute(_CREATE_HOLD_RESOLVE)
         op.execute(_CREATE_SETTLE)
         op.execute(_CREATE_APPLY)
 
@@ -285,3 +306,4 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(f"DROP FUNCTION {_APPLY}")
         op.execute(f"DROP FUNCTION {_SETTLE}")
+        op.execute(f"DROP FUNCTION {_HOLD_RESOLVE}")
