@@ -86,11 +86,12 @@ def apply_call(connection: Connection, plan: Plan) -> str:
 # (`refunds.settle_repository.write_move`: the compare-and-set, the ceiling's release on a
 # failure, the hold's resolution, the two accounts, the entries when posted, the state event),
 # the audit event: 8 statements for a success and for a failure (and BEGIN IMMEDIATE and the read).
-_WEBHOOK = driver.statement(
+# The first and the last are a payout's too (`apply_payout_repository.py`).
+WEBHOOK = driver.statement(
     f"INSERT INTO processor_webhooks ({', '.join(WEBHOOK_COLUMNS)}) VALUES ({', '.join('?' for _ in WEBHOOK_COLUMNS)})"
     " ON CONFLICT DO NOTHING RETURNING status"
 )
-_EVENT = driver.insert("events", EVENT_COLUMNS)
+EVENT = driver.insert("events", EVENT_COLUMNS)
 
 
 def write_statements(connection: Connection, plan: Plan) -> tuple[str, settle_repository.Accounts]:
@@ -98,11 +99,11 @@ def write_statements(connection: Connection, plan: Plan) -> tuple[str, settle_re
     hold's two accounts) once written, (`duplicate`, []) for an event stored before (nothing
     written). Raises `Unplain` or `settle_repository.Refused` having written what the caller's
     rollback undoes."""
-    if not driver.fetch(connection, _WEBHOOK, [plan.webhook[name] for name in WEBHOOK_COLUMNS]):
+    if not driver.fetch(connection, WEBHOOK, [plan.webhook[name] for name in WEBHOOK_COLUMNS]):
         return DUPLICATE, []
     accounts = settle_repository.write_move(connection, plan.move)
     if accounts is None:
         raise Unplain(f"refund {plan.move.accepted.id} is not {plan.move.expected_status} as read any more")
     assert plan.audit_event.keys() <= set(EVENT_COLUMNS) and len(accounts) == 2
-    driver.execute(connection, _EVENT, [plan.audit_event.get(name) for name in EVENT_COLUMNS])
+    driver.execute(connection, EVENT, [plan.audit_event.get(name) for name in EVENT_COLUMNS])
     return APPLIED, accounts

@@ -7,14 +7,17 @@ compare-and-set, the ceiling's release on a failure, the hold posted or voided w
 and entries, the state event), records the event on the refund's audit log and sets the stored
 event's status: a dozen statements and a commit.
 
+- `paycore_hold_resolve`, new: a two-entry hold (one account debited, one credited, of the same
+  amount) posted whole or voided: the resolution made from the hold itself (its owner's, pending,
+  without expiry, unresolved: PC004), its accounts in id order released (and, posted, moved by an
+  entry each) under the ledger's range, balance limit and overdraft checks (PC001-PC003, as
+  `paycore_payments_settle`'s copy of them, which stays as it is). A refund's settle calls it, and
+  a payout's (0041); the SQLite twin is `paycore.ledger.hold_repository.resolve`.
 - `paycore_refunds_settle`, new: a refund's move to what the processor proved (the plan of
   `paycore.refunds.settle_plan`), the one home of it on PostgreSQL: the compare-and-set (the
   refund as read: status, time, reference and failure code, since the state event's snapshot is
   made from that read), the ceiling's release on the payment's row (a failure), the hold's
-  resolution made from the hold itself (its owner's, pending, without expiry, unresolved), its
-  accounts in id order released (and, posted, moved by an entry each) under the ledger's range,
-  balance limit and overdraft checks (PC001-PC003, as `paycore_payments_settle`), the state
-  event. FALSE, having written nothing, when the refund moved first.
+  resolution (`paycore_hold_resolve`), the state event. FALSE, having written nothing, when the refund moved first.
 - `paycore_inbound_apply_refund`, new: the event stored (`applied`, tried once, done; a
   redelivery writes nothing and answers `duplicate`), `paycore_refunds_settle` (FALSE: PC013),
   the event on the refund's audit log (`applied`). PC013 and the refusals (PC001-PC004, PC009)
