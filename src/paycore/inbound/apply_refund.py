@@ -9,11 +9,15 @@ autocommit: it commits a success only; the read runs on the same connection befo
 SQLite, read and written in one transaction on the writer (BEGIN IMMEDIATE: nothing moves in
 between) by the fixed list of `apply_refund_repository.py`.
 
+A refund already in the status the event proves (the usual case: the processor's answer settled
+it first, the webhook confirms; or a redelivery) is the plain case, written in the same way
+after the same read (`apply_refund_plan.plan_confirm`: `stale` or `duplicate`, by
+`paycore_inbound_confirm_refund` or two statements), so that the read is never an extra cost.
+
 Everything else answers None having written nothing, and the reference path (`service.receive`)
-decides: no refund, one in another status (a redelivery of a settled refund's event included:
-`stale` or `conflict`), without a hold, a mismatch, a refund moved between the read and the call
-(the resolver won: PC013), a refused move (PC001-PC004, PC009), a deadlock, and a PostgreSQL
-schema without the function (42883).
+decides: no refund, one in another status (a contradiction: `conflict`), without a hold, a
+mismatch, a refund moved between the read and the call (the resolver won: PC013), a refused
+move (PC001-PC004, PC009), a deadlock, and a PostgreSQL schema without the function (42883).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from paycore.audit.rows import EventContext
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.inbound import apply_refund_plan, apply_refund_repository
-from paycore.inbound.apply_refund_plan import Plan
+from paycore.inbound.apply_refund_plan import Confirmation, Plan
 from paycore.inbound.receive_repository import Unplain
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import ids
@@ -63,22 +67,31 @@ def write(connection: Connection, event: ProcessorEvent, body: bytes) -> tuple[s
     plan = plan_of(connection, event, body)
     if plan is None:
         raise Unplain(f"no plan for {event.id}")
+    if isinstance(plan, Confirmation):
+        return apply_refund_repository.confirm_statements(connection, plan), []
     return apply_refund_repository.write_statements(connection, plan)
 
 
-def plan_of(connection: Connection, event: ProcessorEvent, body: bytes) -> Plan | None:
-    """The refund the event names, read on `connection`, and the plan of its move."""
+def plan_of(connection: Connection, event: ProcessorEvent, body: bytes) -> Plan | Confirmation | None:
+    """The refund the event names, read on `connection`, and the plan of its move, or of the
+    plain case where it is already in the status the event proves."""
     refund = refunds.find(connection, event.data.merchant_id, event.data.request_id)
     if refund is None:
         return None
+    payload, now, context = body.decode(), clock_now_us(), EventContext.current()
+    confirmation = apply_refund_plan.plan_confirm(
+        event, payload, refund, now_us=now, audit_event_id=ids.new_id("evt"), context=context
+    )
+    if confirmation is not None:
+        return confirmation
     return apply_refund_plan.plan_apply_refund(
         event,
-        body.decode(),
+        payload,
         refund,
-        now_us=clock_now_us(),
+        now_us=now,
         new_ids=_new_ids(),
         audit_event_id=ids.new_id("evt"),
-        context=EventContext.current(),
+        context=context,
     )
 
 
@@ -99,6 +112,8 @@ def _call(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
         if plan is None:
             return None
         try:
+            if isinstance(plan, Confirmation):
+                return apply_refund_repository.confirm_call(connection, plan)
             return apply_refund_repository.apply_call(connection, plan)
         except DBAPIError as error:
             if is_lock_timeout(error):

@@ -10,7 +10,14 @@ failure, the hold posted or voided, the state event), records the event on the r
 log as `applied`, and marks the stored event `applied`, tried once, done. The plan holds those
 rows: the stored event, the move (`refunds.settle_plan.plan_move`, the one home of a refund's
 settle on the data plane, with the webhook's cause and the processor as actor), and the audit
-event (`audit.webhook_row`). Everything else has no plan: the reference path's.
+event (`audit.webhook_row`).
+
+The plain case has its plan too (`plan_confirm`), as a payment's has (`receive_plan.py`): the
+usual one, the processor's synchronous answer having settled the refund first, its webhook only
+confirms (or a redelivery of the event that moved it): the refund is in the status the event
+proves, of its amount and currency. The reference path finds no move allowed from a terminal
+status (`stale`) and writes two rows: the stored event `stale`, tried once, done, and the audit
+event. Everything else has no plan: the reference path's.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from paycore.kit import actors
 from paycore.lifecycle.evidence import Evidence
 from paycore.processor.port import RefundResult, ResultStatus
 from paycore.refunds import service as refunds
-from paycore.refunds import settle_plan
+from paycore.refunds import settle_plan, states
 from paycore.refunds.settle_plan import Move, NewIds
 from paycore.refunds.types import Refund
 
@@ -87,6 +94,46 @@ def plan_apply_refund(
     move = settle_plan.plan_move(
         refund, target, decision, cause=CAUSE, actor=actors.PROCESSOR, now_us=now_us, new_ids=new_ids, context=context
     )
+    webhook, audit_event = _rows(event, payload, APPLIED, now_us, audit_event_id, context)
+    plan = Plan(webhook, move, audit_event)
+    _check_plan(plan)
+    return plan
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The plain case's rows: the refund is already in the status the event proves."""
+
+    webhook: dict[str, Any]  # the stored event, `stale`, tried once, done
+    refund: Refund  # as read: the write checks it is still in this status
+    audit_event: dict[str, Any]  # the event on the refund's audit log, its cause `stale`
+
+    @property
+    def result(self) -> str:
+        return receive_plan.STALE
+
+
+def plan_confirm(
+    event: ProcessorEvent, payload: str, refund: Refund, *, now_us: int, audit_event_id: str, context: EventContext
+) -> Confirmation | None:
+    """The rows the reference path writes when `event` finds `refund` already in the status it
+    proves (`stale`); None for everything else."""
+    if not is_final(event) or refund.status != event.data.status:
+        return None
+    if not refunds.MACHINE.matches(refund, refund_result(event)):
+        return None  # a mismatch: the reference path records it
+    assert refund.status in states.TERMINAL and not refunds.MACHINE.allowed(refund.status, refund.status)
+    webhook, audit_event = _rows(event, payload, receive_plan.STALE, now_us, audit_event_id, context)
+    assert webhook["status"] == audit_event["cause"] == receive_plan.STALE
+    assert audit_event["object_id"] == refund.id and audit_event["tenant_id"] == refund.tenant_id
+    return Confirmation(webhook, refund, audit_event)
+
+
+def _rows(
+    event: ProcessorEvent, payload: str, result: str, now_us: int, audit_event_id: str, context: EventContext
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stored event as `service._settle` leaves it (tried once, done) and the audit event
+    `service._record` writes, both saying `result`."""
     data = event.data
     webhook = {
         "tenant_id": data.merchant_id,
@@ -95,7 +142,7 @@ def plan_apply_refund(
         "object_type": data.object,
         "request_id": data.request_id,
         "payload": payload,
-        "status": APPLIED,  # `service._settle`: applied, tried once, done
+        "status": result,
         "attempts": 1,
         "next_attempt_at_us": None,
         "created_at_us": now_us,
@@ -108,13 +155,11 @@ def plan_apply_refund(
         object_type=refunds.MACHINE.object_type,
         object_id=data.request_id,
         event_type=event.type,
-        result=APPLIED,
+        result=result,
         payload={"event_id": event.id, "sequence": event.sequence, "status": data.status},
         now_us=now_us,
     )
-    plan = Plan(webhook, move, audit_event)
-    _check_plan(plan)
-    return plan
+    return webhook, audit_event
 
 
 def _check_plan(plan: Plan) -> None:

@@ -47,6 +47,10 @@ AMOUNT_MINOR = 300
 FAULTS = {"processing": "settle_late", "in_doubt": "drop_response"}
 # (statements, commits) of `receive.receive` for a webhook that settles a refund, by database.
 APPLY_COST = {"sqlite": (10, 1), "postgresql": (2, 0)}
+# ... and for one that confirms a refund already settled (the plain case): the read and one call;
+# BEGIN IMMEDIATE, the read, the stored event and the audit event.
+CONFIRM_COST = {"sqlite": (4, 1), "postgresql": (2, 0)}
+REDELIVERY_COST = {"sqlite": 3, "postgresql": 2}  # the event found stored: the audit event not written
 REFERENCE_COST = {  # the reference path's, `service.receive` alone, for the same events, by outcome
     ("sqlite", "succeeded"): (12, 1),
     ("sqlite", "failed"): (12, 1),
@@ -214,8 +218,10 @@ def test_a_settling_webhook_is_a_read_and_one_call_on_postgresql_and_the_fixed_l
         assert run[1].startswith("SELECT paycore_inbound_apply_refund("), run
     else:
         assert run[0] == "BEGIN IMMEDIATE" and run[2].startswith("INSERT INTO processor_webhooks"), run
-    assert receive.receive(env.database, *signed(env, body)).result == "duplicate"
-    assert references == ["duplicate"], "a settled refund's redelivery is the reference path's"
+    with counting(env.database) as statements:
+        assert receive.receive(env.database, *signed(env, body)).result == "duplicate"
+    run = [sql for sql in statements if sql != "COMMIT"]
+    assert len(run) == REDELIVERY_COST[dialect(env)] and references == [], "a redelivery: its event stored"
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
@@ -236,7 +242,7 @@ def test_the_data_plane_writes_what_the_reference_path_writes(
     env: Env, start: str, outcome: str, references: list[str]
 ) -> None:
     fast = Settled(env, start, outcome, receive.receive)
-    assert references == ["duplicate"], "the data plane settled it; its redelivery is the reference path's"
+    assert references == [], "the data plane settled it and answered its redelivery"
     reference = Settled(env, start, outcome, service.receive)
 
     assert fast.results == reference.results == ["applied", "duplicate"]
@@ -253,6 +259,35 @@ def test_the_data_plane_writes_what_the_reference_path_writes(
     with env.database.read() as connection:
         assert ledger.verify(connection).problems == []
         assert invariants.verify_books(connection) == []
+
+
+# ------------------------------------------------------------------ the plain case
+
+
+def sent(env: Env, outcome: str) -> tuple[str, bytes]:
+    """A refund the processor's answer settled (`outcome`), and the webhook that confirms it."""
+    _, payment_id = support.paid(env, token="tok_ok" if outcome == "succeeded" else "tok_refund_declined")
+    refund = support.created(env, payment_id, AMOUNT_MINOR)
+    assert support.send(env) == 1 and support.status_of(env, refund["id"]) == outcome
+    return str(refund["id"]), event_for(env, str(refund["id"]), outcome)
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+@pytest.mark.parametrize("outcome", ["succeeded", "failed"])
+def test_a_confirming_webhook_is_the_read_and_one_call_and_writes_what_the_reference_path_writes(
+    env: Env, outcome: str, references: list[str]
+) -> None:
+    fast_id, fast_body = sent(env, outcome)
+    reference_id, reference_body = sent(env, outcome)
+    with counting(env.database) as statements:
+        first = receive.receive(env.database, *signed(env, fast_body))
+    run = [sql for sql in statements if sql != "COMMIT"]
+    assert (len(run), statements.count("COMMIT")) == CONFIRM_COST[dialect(env)], statements
+    fast = [first.result, receive.receive(env.database, *signed(env, fast_body)).result]
+    assert references == [], "the data plane answered both"
+    reference = [service.receive(env.database, *signed(env, reference_body)).result for _ in range(2)]
+    assert fast == reference == ["stale", "duplicate"]
+    assert normal(rows_of(env.database, fast_id)) == normal(rows_of(env.database, reference_id))
 
 
 # ------------------------------------------------------------------ everything else: the reference path

@@ -18,6 +18,9 @@ event's status: a dozen statements and a commit.
   refund as read: status, time, reference and failure code, since the state event's snapshot is
   made from that read), the ceiling's release on the payment's row (a failure), the hold's
   resolution (`paycore_hold_resolve`), the state event. FALSE, having written nothing, when the refund moved first.
+- `paycore_inbound_confirm_refund`, new: the plain case, a refund event for a refund already in
+  the status it proves (its amount and currency): the event stored `stale` (a redelivery writes
+  nothing and answers `duplicate`), the refund locked and checked (else PC013), the audit event.
 - `paycore_inbound_apply_refund`, new: the event stored (`applied`, tried once, done; a
   redelivery writes nothing and answers `duplicate`), `paycore_refunds_settle` (FALSE: PC013),
   the event on the refund's audit log (`applied`). PC013 and the refusals (PC001-PC004, PC009)
@@ -53,6 +56,11 @@ _APPLY = (
     "paycore_inbound_apply_refund(text, text, text, text, text, text, text, bigint, text, text, bigint, text, text,"
     " text, bigint, text, text, boolean, bigint, text, text[], text, text, text, text, text, text, text, text, text,"
     " text)"
+)
+
+_CONFIRM = (
+    "paycore_inbound_confirm_refund(text, text, text, text, text, bigint, text, text, bigint, text, text, text, text,"
+    " text, text)"
 )
 
 _CREATE_HOLD_RESOLVE = """
@@ -297,16 +305,65 @@ BEGIN
 END $$
 """
 
+_CREATE_CONFIRM = """
+CREATE FUNCTION paycore_inbound_confirm_refund(
+    p_tenant_id text,
+    -- the event as stored (processor_webhooks), tried once and done: its status is p_result
+    p_event_id text,
+    p_type text,
+    p_object_type text,
+    p_payload text,
+    p_now_us bigint,
+    -- what the refund named must be: the status the event proves, its amount and currency
+    p_refund_id text,
+    p_status text,
+    p_amount_minor bigint,
+    p_currency text,
+    -- the event on the refund's audit log (its data as paycore.audit encodes it), its cause p_result
+    p_audit_event_id text,
+    p_audit_type text,
+    p_actor text,
+    p_audit_data text,
+    p_result text
+) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO processor_webhooks (tenant_id, event_id, type, object_type, request_id, payload, status, attempts,
+        next_attempt_at_us, created_at_us, processed_at_us)
+    VALUES (p_tenant_id, p_event_id, p_type, p_object_type, p_refund_id, p_payload, p_result, 1, NULL, p_now_us,
+        p_now_us)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN 'duplicate';  -- a redelivery: stored before, nothing more to do
+    END IF;
+
+    PERFORM 1 FROM refunds
+    WHERE tenant_id = p_tenant_id AND id = p_refund_id AND status = p_status AND amount_minor = p_amount_minor
+        AND currency = p_currency
+    FOR UPDATE;  -- the reference path's lock: nothing moves it before the commit
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'refund % is not % any more', p_refund_id, p_status USING ERRCODE = 'PC013';
+    END IF;
+
+    INSERT INTO events (tenant_id, id, kind, type, object_type, object_id, from_state, to_state, cause, actor, data,
+        created_at_us)
+    VALUES (p_tenant_id, p_audit_event_id, 'webhook', p_audit_type, 'refund', p_refund_id, NULL, NULL,
+        p_result, p_actor, p_audit_data, p_now_us);
+    RETURN p_result;
+END $$
+"""
+
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(_CREATE_HOLD_RESOLVE)
         op.execute(_CREATE_SETTLE)
         op.execute(_CREATE_APPLY)
+        op.execute(_CREATE_CONFIRM)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
+        op.execute(f"DROP FUNCTION {_CONFIRM}")
         op.execute(f"DROP FUNCTION {_APPLY}")
         op.execute(f"DROP FUNCTION {_SETTLE}")
         op.execute(f"DROP FUNCTION {_HOLD_RESOLVE}")
