@@ -9,6 +9,11 @@ written by one prepared call of `paycore_inbound_apply_payout` on PostgreSQL (th
 same connection before it) or, on SQLite, read and written in one transaction on the writer
 (BEGIN IMMEDIATE: nothing moves in between) by the fixed list of `apply_payout_repository.py`.
 
+A payout the bank's `accepted` finds sent already (the usual case: the bank's answer to the send
+moved it first, the webhook confirms; or a redelivery) is the plain case, written in the same
+way after the same read (`apply_payout_plan.plan_confirm`: `stale` or `duplicate`, by
+`paycore_inbound_confirm_payout` or two statements), so that the read is never an extra cost.
+
 Everything else answers None having written nothing, and the reference path (`service.receive`)
 decides: no payout, one in another status (a redelivery of a moved payout's event included), a
 `settled` or `returned` word, a mismatch, a payout moved between the read and the call (the
@@ -27,7 +32,7 @@ from paycore.audit.rows import EventContext
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.inbound import apply_payout_plan, apply_payout_repository
-from paycore.inbound.apply_payout_plan import Plan
+from paycore.inbound.apply_payout_plan import Confirmation, Plan
 from paycore.inbound.receive_repository import Unplain
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import ids
@@ -63,22 +68,31 @@ def write(connection: Connection, event: ProcessorEvent, body: bytes) -> tuple[s
     plan = plan_of(connection, event, body)
     if plan is None:
         raise Unplain(f"no plan for {event.id}")
+    if isinstance(plan, Confirmation):
+        return apply_payout_repository.confirm_statements(connection, plan), []
     return apply_payout_repository.write_statements(connection, plan)
 
 
-def plan_of(connection: Connection, event: ProcessorEvent, body: bytes) -> Plan | None:
-    """The payout the event names, read on `connection`, and the plan of its move."""
+def plan_of(connection: Connection, event: ProcessorEvent, body: bytes) -> Plan | Confirmation | None:
+    """The payout the event names, read on `connection`, and the plan of its move, or of the
+    plain case where the bank's `accepted` finds it sent already."""
     payout = payouts.find(connection, event.data.merchant_id, event.data.request_id)
     if payout is None:
         return None
+    payload, now, context = body.decode(), clock_now_us(), EventContext.current()
+    confirmation = apply_payout_plan.plan_confirm(
+        event, payload, payout, now_us=now, audit_event_id=ids.new_id("evt"), context=context
+    )
+    if confirmation is not None:
+        return confirmation
     return apply_payout_plan.plan_apply_payout(
         event,
-        body.decode(),
+        payload,
         payout,
-        now_us=clock_now_us(),
+        now_us=now,
         new_ids=_new_ids(),
         audit_event_id=ids.new_id("evt"),
-        context=EventContext.current(),
+        context=context,
     )
 
 
@@ -99,6 +113,8 @@ def _call(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
         if plan is None:
             return None
         try:
+            if isinstance(plan, Confirmation):
+                return apply_payout_repository.confirm_call(connection, plan)
             return apply_payout_repository.apply_call(connection, plan)
         except DBAPIError as error:
             if is_lock_timeout(error):

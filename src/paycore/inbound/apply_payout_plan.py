@@ -10,8 +10,15 @@ compare-and-set, the hold posted or voided, the state event), records the event 
 audit log as `applied`, and marks the stored event `applied`, tried once, done. The plan holds
 those rows: the stored event, the move (`payouts.settle_plan.plan_move`, the one home of a
 payout's settle on the data plane, with the webhook's cause and the processor as actor), and
-the audit event (`audit.webhook_row`). Everything else has no plan: a `settled` or `returned`
-word (two steps, the bank's fee, a return), a payout in any other status, a mismatch.
+the audit event (`audit.webhook_row`).
+
+The plain case has its plan too (`plan_confirm`): the usual one, the bank's synchronous answer
+having moved the payout to `sent` first, its `accepted` webhook only confirms (or comes after
+the settlement, or is a redelivery). The reference path finds nothing to do (`no_change`, no
+contradiction: an `accepted` contradicts only a `failed` payout) and writes two rows: the stored
+event `stale`, tried once, done, and the audit event, its cause `no_change`. Everything else has
+no plan: a `settled` or `returned` word (two steps, the bank's fee, a return), a payout in any
+other status, a mismatch.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import actors
 from paycore.lifecycle.evidence import Evidence
 from paycore.payouts import service as payouts
-from paycore.payouts import settle_plan
+from paycore.payouts import settle_plan, states
 from paycore.payouts.settle_plan import Move, NewIds
 from paycore.payouts.types import Payout
 from paycore.processor.port import PayoutResult, PayoutStatus
@@ -96,34 +103,79 @@ def plan_apply_payout(
     move = settle_plan.plan_move(
         payout, target, decision, cause=CAUSE, actor=actors.PROCESSOR, now_us=now_us, new_ids=new_ids, context=context
     )
+    webhook = _webhook(event, payload, APPLIED, now_us)  # `service._settle`: applied, tried once, done
+    audit_event = _audit_event(event, APPLIED, now_us, audit_event_id, context)
+    plan = Plan(webhook, move, audit_event)
+    _check_plan(plan)
+    return plan
+
+
+# The statuses in which an `accepted` changes nothing (`lifecycle.decide`: `already`).
+CONFIRMED_STATUSES: Final = (states.SENT, states.SETTLED, states.RETURNED)
+NO_CHANGE: Final = "no_change"  # the audit event's cause, as `service._apply_payout` records it
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The plain case's rows: the payout is past what the bank's `accepted` proves."""
+
+    webhook: dict[str, Any]  # the stored event, `stale`, tried once, done
+    payout: Payout  # as read: the write checks it is still in one of `CONFIRMED_STATUSES`
+    audit_event: dict[str, Any]  # the event on the payout's audit log, its cause `no_change`
+
+    @property
+    def result(self) -> str:
+        return receive_plan.STALE
+
+
+def plan_confirm(
+    event: ProcessorEvent, payload: str, payout: Payout, *, now_us: int, audit_event_id: str, context: EventContext
+) -> Confirmation | None:
+    """The rows the reference path writes when the bank's `accepted` finds `payout` sent already;
+    None for everything else."""
+    if not is_one_step(event) or event.data.status != "accepted" or payout.status not in CONFIRMED_STATUSES:
+        return None
+    assert not payouts.MACHINE.decide(payout.status, Evidence.of_result(payout_result(event))).path
+    webhook = _webhook(event, payload, receive_plan.STALE, now_us)
+    audit_event = _audit_event(event, NO_CHANGE, now_us, audit_event_id, context)
+    assert audit_event["object_id"] == payout.id and audit_event["tenant_id"] == payout.tenant_id
+    return Confirmation(webhook, payout, audit_event)
+
+
+def _webhook(event: ProcessorEvent, payload: str, status: str, now_us: int) -> dict[str, Any]:
+    """The stored event as `service._settle` leaves it: tried once, done."""
     data = event.data
-    webhook = {
+    return {
         "tenant_id": data.merchant_id,
         "event_id": event.id,
         "type": event.type,
         "object_type": data.object,
         "request_id": data.request_id,
         "payload": payload,
-        "status": APPLIED,  # `service._settle`: applied, tried once, done
+        "status": status,
         "attempts": 1,
         "next_attempt_at_us": None,
         "created_at_us": now_us,
         "processed_at_us": now_us,
     }
-    audit_event = webhook_row(
+
+
+def _audit_event(
+    event: ProcessorEvent, result: str, now_us: int, audit_event_id: str, context: EventContext
+) -> dict[str, Any]:
+    """The event on the payout's audit log, as `service._record` writes it."""
+    data = event.data
+    return webhook_row(
         data.merchant_id,
         event_id=audit_event_id,
         context=context,
         object_type=payouts.MACHINE.object_type,
         object_id=data.request_id,
         event_type=event.type,
-        result=APPLIED,
+        result=result,
         payload={"event_id": event.id, "sequence": event.sequence, "status": data.status},
         now_us=now_us,
     )
-    plan = Plan(webhook, move, audit_event)
-    _check_plan(plan)
-    return plan
 
 
 def _check_plan(plan: Plan) -> None:

@@ -18,10 +18,10 @@ from sqlalchemy import Connection
 
 from paycore.audit.statements import EVENT_COLUMNS
 from paycore.db import driver
-from paycore.inbound.apply_payout_plan import Plan
+from paycore.inbound.apply_payout_plan import CONFIRMED_STATUSES, Confirmation, Plan
 from paycore.inbound.apply_plan import APPLIED
 from paycore.inbound.apply_refund_repository import EVENT, WEBHOOK
-from paycore.inbound.receive_plan import WEBHOOK_COLUMNS
+from paycore.inbound.receive_plan import STALE, WEBHOOK_COLUMNS
 from paycore.inbound.receive_repository import DUPLICATE, Unplain
 from paycore.payouts import settle_repository
 
@@ -85,6 +85,41 @@ def apply_call(connection: Connection, plan: Plan) -> str:
     return str(result)
 
 
+# The plain case (the payout sent already): the same migration.
+_CONFIRM_CALL = driver.binary_arrays(
+    driver.statement(f"SELECT paycore_inbound_confirm_payout({', '.join(['?'] * 8)}, ?::text[], ?, ?, ?, ?, ?)")
+)
+
+
+def confirm_call(connection: Connection, confirmation: Confirmation) -> str:
+    """Write the plain case in one call: `stale` once committed, `duplicate` (nothing written)
+    for an event stored before. A payout no longer in those statuses raises DBAPIError with
+    SQLSTATE PC013: nothing written."""
+    webhook, payout, audit_event = confirmation.webhook, confirmation.payout, confirmation.audit_event
+    assert (webhook["attempts"], webhook["next_attempt_at_us"]) == (1, None), webhook
+    assert webhook["created_at_us"] == webhook["processed_at_us"] == audit_event["created_at_us"]
+    params = (
+        webhook["tenant_id"],
+        webhook["event_id"],
+        webhook["type"],
+        webhook["object_type"],
+        webhook["payload"],
+        webhook["created_at_us"],
+        webhook["status"],
+        payout.id,
+        list(CONFIRMED_STATUSES),
+        audit_event["id"],
+        audit_event["type"],
+        audit_event["actor"],
+        audit_event["data"],
+        audit_event["cause"],
+    )
+    assert len(params) == _CONFIRM_CALL.sqlite.count("?")
+    [(result,)] = driver.fetch(connection, _CONFIRM_CALL, params)
+    assert result in (STALE, DUPLICATE), result
+    return str(result)
+
+
 # ------------------------------------------------------------------ SQLite: the fixed list
 # In one transaction on the writer (ADR 0008's group commit), after the payout's read: the event
 # stored `applied` (nothing where it is stored already: a redelivery), the payout's move
@@ -106,3 +141,14 @@ def write_statements(connection: Connection, plan: Plan) -> tuple[str, settle_re
     assert plan.audit_event.keys() <= set(EVENT_COLUMNS) and len(accounts) == 2
     driver.execute(connection, EVENT, [plan.audit_event.get(name) for name in EVENT_COLUMNS])
     return APPLIED, accounts
+
+
+def confirm_statements(connection: Connection, confirmation: Confirmation) -> str:
+    """The plain case, inside the caller's transaction, after the payout's read found it sent
+    already (nothing moves it in between: BEGIN IMMEDIATE): `stale`, or `duplicate` (nothing
+    written) for an event stored before. 2 statements."""
+    if not driver.fetch(connection, WEBHOOK, [confirmation.webhook[name] for name in WEBHOOK_COLUMNS]):
+        return DUPLICATE
+    assert confirmation.audit_event.keys() <= set(EVENT_COLUMNS)
+    driver.execute(connection, EVENT, [confirmation.audit_event.get(name) for name in EVENT_COLUMNS])
+    return STALE

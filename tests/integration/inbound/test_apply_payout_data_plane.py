@@ -52,6 +52,9 @@ APPLY_COST = {
     ("postgresql", "accepted"): (2, 0),
     ("postgresql", "rejected"): (2, 0),
 }
+# ... and for the bank's `accepted` of a payout sent already (the plain case): the read and one
+# call; BEGIN IMMEDIATE, the read, the stored event and the audit event.
+CONFIRM_COST = {"sqlite": (4, 1), "postgresql": (2, 0)}
 REFERENCE_COST = {  # the reference path's, `service.receive` alone, for the same events
     ("sqlite", "accepted"): (13, 1),
     ("sqlite", "rejected"): (12, 1),
@@ -176,7 +179,8 @@ def test_a_moving_webhook_is_a_read_and_one_call_on_postgresql_and_the_fixed_lis
         assert run[0] == "BEGIN IMMEDIATE" and run[2].startswith("INSERT INTO processor_webhooks"), run
     assert support.get(env, payout_id)["status"] == TARGETS[word]
     assert receive.receive(env.database, *signed(env, body)).result == "duplicate"
-    assert references == ["duplicate"], "a moved payout's redelivery is the reference path's"
+    # A redelivery: the bank's `accepted` again is the plain case's; a rejection's, the reference path's.
+    assert references == ([] if word == "accepted" else ["duplicate"]), references
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
@@ -194,7 +198,7 @@ def test_the_reference_path_costs_what_the_docstring_says(env: Env, word: str) -
 @pytest.mark.parametrize("word", ["accepted", "rejected"])
 def test_the_data_plane_writes_what_the_reference_path_writes(env: Env, word: str, references: list[str]) -> None:
     fast = Moved(env, word, receive.receive)
-    assert references == ["duplicate"], "the data plane moved it; its redelivery is the reference path's"
+    assert references == ([] if word == "accepted" else ["duplicate"]), "the data plane moved it"
     reference = Moved(env, word, service.receive)
 
     assert fast.results == reference.results == ["applied", "duplicate"]
@@ -210,6 +214,42 @@ def test_the_data_plane_writes_what_the_reference_path_writes(env: Env, word: st
     with env.database.read() as connection:
         assert ledger.verify(connection).problems == []
         assert invariants.verify_books(connection) == []
+
+
+# ------------------------------------------------------------------ the plain case
+
+
+def sent(env: Env) -> tuple[str, bytes]:
+    """A payout the bank's answer moved to `sent`, and its `accepted` webhook."""
+    source = funded_source(env.database, support.TENANT, 10_000)
+    payout = support.schedule(env, support.ach(source, AMOUNT_MINOR))
+    assert support.queue_and_send(env) == 1 and support.get(env, payout["id"])["status"] == "sent"
+    return str(payout["id"]), event_for(str(payout["id"]), "accepted")
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+def test_a_confirming_webhook_is_the_read_and_one_call_and_writes_what_the_reference_path_writes(
+    env: Env, references: list[str]
+) -> None:
+    fast_id, fast_body = sent(env)
+    reference_id, reference_body = sent(env)
+    with counting(env.database) as statements:
+        first = receive.receive(env.database, *signed(env, fast_body))
+    run = [sql for sql in statements if sql != "COMMIT"]
+    assert (len(run), statements.count("COMMIT")) == CONFIRM_COST[dialect(env)], statements
+    fast = [first.result, receive.receive(env.database, *signed(env, fast_body)).result]
+    assert references == [], "the data plane answered both"
+    reference = [service.receive(env.database, *signed(env, reference_body)).result for _ in range(2)]
+    assert fast == reference == ["stale", "duplicate"]
+    fast_rows, reference_rows = rows_of(env.database, fast_id), rows_of(env.database, reference_id)
+    for rows in (fast_rows, reference_rows):
+        rows["payout"]["next_attempt_at_us"] = rows["payout"]["next_attempt_at_us"] is not None  # jittered
+        for row in rows["entries"]:
+            row["account_id"] = "IN_TRANSIT" if row["direction"] == "credit" else "SOURCE"
+        for row in rows["events"]:
+            row["snapshot"] = row["snapshot"] and json.loads(row["snapshot"]) | {"source_account": "SOURCE"}
+    assert normal(fast_rows) == normal(reference_rows)
+    assert [row["cause"] for row in fast_rows["events"] if row["kind"] == "webhook"] == ["no_change"]
 
 
 # ------------------------------------------------------------------ everything else: the reference path

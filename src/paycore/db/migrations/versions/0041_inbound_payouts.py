@@ -13,6 +13,9 @@ status: about a dozen statements and a commit.
   `Machine.changes` writes for `sent` or for `failed`), the hold's resolution (0040's
   `paycore_hold_resolve`), the state event. FALSE, having written nothing, when the payout
   moved first.
+- `paycore_inbound_confirm_payout`, new: the plain case, the bank's `accepted` for a payout sent
+  already (or settled, or returned): the event stored `stale` (a redelivery: `duplicate`, nothing
+  written), the payout locked and checked (else PC013), the audit event (`no_change`).
 - `paycore_inbound_apply_payout`, new: the event stored (`applied`, tried once, done; a
   redelivery writes nothing and answers `duplicate`), `paycore_payouts_settle` (FALSE: PC013),
   the event on the payout's audit log (`applied`). PC013 and the refusals undo the whole call,
@@ -47,6 +50,10 @@ _APPLY_PAYOUT = (
     " text, text, text, text, bigint, text, text, text[], text, text, text, text, text, text, text, text, text, text)"
 )
 
+_CONFIRM = (
+    "paycore_inbound_confirm_payout(text, text, text, text, text, bigint, text, text, text[], text, text, text, text,"
+    " text)"
+)
 
 _CREATE_PAYOUTS_SETTLE = """
 CREATE FUNCTION paycore_payouts_settle(
@@ -183,14 +190,61 @@ BEGIN
 END $$
 """
 
+_CREATE_CONFIRM = """
+CREATE FUNCTION paycore_inbound_confirm_payout(
+    p_tenant_id text,
+    -- the event as stored (processor_webhooks), tried once and done: its status is p_result
+    p_event_id text,
+    p_type text,
+    p_object_type text,
+    p_payload text,
+    p_now_us bigint,
+    p_result text,
+    -- the payout named, which must be in one of p_statuses (sent already: nothing to do)
+    p_payout_id text,
+    p_statuses text[],
+    -- the event on the payout's audit log (its data as paycore.audit encodes it), its cause p_cause
+    p_audit_event_id text,
+    p_audit_type text,
+    p_actor text,
+    p_audit_data text,
+    p_cause text
+) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO processor_webhooks (tenant_id, event_id, type, object_type, request_id, payload, status, attempts,
+        next_attempt_at_us, created_at_us, processed_at_us)
+    VALUES (p_tenant_id, p_event_id, p_type, p_object_type, p_payout_id, p_payload, p_result, 1, NULL, p_now_us,
+        p_now_us)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN 'duplicate';  -- a redelivery: stored before, nothing more to do
+    END IF;
+
+    PERFORM 1 FROM payouts
+    WHERE tenant_id = p_tenant_id AND id = p_payout_id AND status = ANY (p_statuses)
+    FOR UPDATE;  -- the reference path's lock: nothing moves it before the commit
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'payout % is not sent any more', p_payout_id USING ERRCODE = 'PC013';
+    END IF;
+
+    INSERT INTO events (tenant_id, id, kind, type, object_type, object_id, from_state, to_state, cause, actor, data,
+        created_at_us)
+    VALUES (p_tenant_id, p_audit_event_id, 'webhook', p_audit_type, 'payout', p_payout_id, NULL, NULL,
+        p_cause, p_actor, p_audit_data, p_now_us);
+    RETURN p_result;
+END $$
+"""
+
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(_CREATE_PAYOUTS_SETTLE)
         op.execute(_CREATE_APPLY_PAYOUT)
+        op.execute(_CREATE_CONFIRM)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
+        op.execute(f"DROP FUNCTION {_CONFIRM}")
         op.execute(f"DROP FUNCTION {_APPLY_PAYOUT}")
         op.execute(f"DROP FUNCTION {_PAYOUTS_SETTLE}")
