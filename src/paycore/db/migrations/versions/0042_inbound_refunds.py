@@ -12,7 +12,7 @@ event's status: a dozen statements and a commit.
   without expiry, unresolved: PC004), its accounts in id order released (and, posted, moved by an
   entry each) under the ledger's range, balance limit and overdraft checks (PC001-PC003, as
   `paycore_payments_settle`'s copy of them, which stays as it is). A refund's settle calls it, and
-  a payout's (0041); the SQLite twin is `paycore.ledger.hold_repository.resolve`.
+  a payout's (0043); the SQLite twin is `paycore.ledger.hold_repository.resolve`.
 - `paycore_refunds_settle`, new: a refund's move to what the processor proved (the plan of
   `paycore.refunds.settle_plan`), the one home of it on PostgreSQL: the compare-and-set (the
   refund as read: status, time, reference and failure code, since the state event's snapshot is
@@ -33,8 +33,8 @@ reference path where they do not exist yet (SQLSTATE 42883), so OLDEST_COMPATIBL
 not move. Downgrade drops them. SQLite: nothing (its statements are
 `paycore.inbound.apply_refund_repository`'s and `paycore.refunds.settle_repository`'s).
 
-Revision ID: 0040
-Revises: 0039
+Revision ID: 0042
+Revises: 0041
 Create Date: 2026-12-06 17:00:00
 """
 
@@ -42,8 +42,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0040"
-down_revision = "0039"
+revision = "0042"
+down_revision = "0041"
 branch_labels = None
 depends_on = None
 

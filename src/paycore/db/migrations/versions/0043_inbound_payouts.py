@@ -10,7 +10,7 @@ status: about a dozen statements and a commit.
 - `paycore_payouts_settle`, new: the payout's move (the plan of `paycore.payouts.settle_plan`):
   the compare-and-set (the payout as read: status, time, attempts, bank reference, batch and
   failure code, since the state event's snapshot is made from that read; the columns
-  `Machine.changes` writes for `sent` or for `failed`), the hold's resolution (0040's
+  `Machine.changes` writes for `sent` or for `failed`), the hold's resolution (0042's
   `paycore_hold_resolve`), the state event. FALSE, having written nothing, when the payout
   moved first.
 - `paycore_inbound_confirm_payout`, new: the plain case, the bank's `accepted` for a payout sent
@@ -27,8 +27,8 @@ reference path where they do not exist yet (SQLSTATE 42883), so OLDEST_COMPATIBL
 not move. Downgrade drops them. SQLite: nothing (its statements are
 `paycore.inbound.apply_payout_repository`'s and `paycore.payouts.settle_repository`'s).
 
-Revision ID: 0041
-Revises: 0040
+Revision ID: 0043
+Revises: 0042
 Create Date: 2026-12-06 17:15:00
 """
 
@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0041"
-down_revision = "0040"
+revision = "0043"
+down_revision = "0042"
 branch_labels = None
 depends_on = None
 
