@@ -181,6 +181,11 @@ def find_any(connection: Connection, dispute_id: str, *, tenant_id: str | None) 
     return None if row is None else dispute_from_row(row)
 
 
+def matching(connection: Connection, column: str, value: str, *, tenant_id: str | None, limit: int) -> list[Dispute]:
+    """Up to `limit` disputes whose id or processor's dispute id is `value` (the console's search)."""
+    return [dispute_from_row(row) for row in repository.matching(connection, column, value, tenant_id, limit)]
+
+
 def by_due(
     connection: Connection,
     *,

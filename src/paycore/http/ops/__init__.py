@@ -9,14 +9,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
 from paycore.config import Settings
-from paycore.http.ops import actions, capture, disputes, losses, pages, queues, reports, settings, sign_in
+from paycore.http.ops import actions, capture, disputes, losses, pages, queues, reports, search, settings, sign_in
 from paycore.http.ops.render import bare
 from paycore.http.ops.session import CsrfRefused, FormRefused, OpsState, SignInRequired
 from paycore.http.routing import add_routes
 from paycore.operators.service import SessionLimits
 
 ROUTERS = tuple(
-    module.router for module in (sign_in, pages, queues, disputes, losses, reports, settings, actions, capture)
+    module.router for module in (sign_in, pages, queues, disputes, losses, reports, search, settings, actions, capture)
 )
 
 
