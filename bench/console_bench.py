@@ -156,6 +156,13 @@ def pages_of(client: TestClient, made: fixture.Made, *, full: bool) -> list[Page
         Page("losses", "/ops/losses", _holds("</html>")),
         Page("ledger", "/ops/ledger", _holds(made.account_id)),
         Page("account statement", f"/ops/ledger/accounts/{made.account_id}", _holds(made.account_id, "txn_")),
+        Page(
+            "search, id (and the page it redirects to)",
+            f"/ops/search?q={made.bulk_payment_id}",
+            _holds(made.bulk_payment_id),
+        ),
+        Page("search, processor ref", f"/ops/search?q={made.bulk_processor_reference}", _holds(made.bulk_payment_id)),
+        Page("search, no match (metadata window read)", "/ops/search?q=no-such-value", _holds("nothing-found")),
         Page("webhooks", "/ops/webhooks", _holds("127.0.0.1:9/bench")),
         Page("audit", "/ops/audit", _holds("evt_")),
         Page("audit, object", f"/ops/audit?object_id={made.bulk_payment_id}", _holds("processor.charge")),

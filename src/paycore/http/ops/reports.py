@@ -27,6 +27,7 @@ from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError
 from paycore.ledger import service as ledger
+from paycore.ledger import statement
 from paycore.operators.types import Principal
 from paycore.webhooks import service as webhooks
 from paycore.webhooks.types import Endpoint
@@ -76,6 +77,10 @@ def account_page(request: Request, who: Who, account_id: str) -> Response:
                 connection, found.tenant_id, account_id, limit=scope.PAGE_ROWS, starting_after=after
             )
             references = ledger.transfer_references(connection, found.tenant_id, [e.transfer_id for e in entries])
+            kinds = {transfer_id: reference[0] for transfer_id, reference in references.items()}
+            lines = statement.lines(
+                connection, found.tenant_id, account_id, found.account.normal_balance, entries, kinds
+            )
     except (BadFilter, DomainError) as error:
         message = forms.message(error)
         return render.page(request, "refused.html", 400, heading="Refused", message=message, back="/ops/ledger")
@@ -84,10 +89,11 @@ def account_page(request: Request, who: Who, account_id: str) -> Response:
         request,
         "account.html",
         found=found,
-        entries=entries,
+        lines=lines,
         references=references,
         more=more,
         linked=LINKED,
+        balance_entries_read_max=statement.BALANCE_ENTRIES_READ_MAX,
         kinds=HOLD_STEPS,
     )
 
