@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, case, func, select
+from sqlalchemy import Connection, and_, case, func, select
 
 from paycore.ledger.models import accounts, entries, transfers
 
 
-def statement_facts(connection: Connection, tenant_id: str, account_id: str) -> Row[Any] | None:
+def statement_facts(connection: Connection, tenant_id: str, account_id: str) -> Any:
     """The account's posted totals and its entry count, read together (one row): the totals are
     exactly what its entries 1..entries_count posted."""
     columns = (accounts.c.debits_posted_minor, accounts.c.credits_posted_minor, accounts.c.entries_count)
