@@ -189,6 +189,7 @@ class Search:
     statuses: Collection[str] | None = None  # stored names
     created_gte_us: int | None = None
     created_lt_us: int | None = None
+    currency: str | None = None  # the amounts' currency (ISO 4217)
     amount_gte_minor: int | None = None
     amount_lte_minor: int | None = None
     reference: str | None = None  # the item's id, or one of its references, exactly
@@ -209,6 +210,8 @@ def search(connection: Connection, table: Table, query: Search, references: Coll
         statement = statement.where(table.c.created_at_us >= query.created_gte_us)
     if query.created_lt_us is not None:
         statement = statement.where(table.c.created_at_us < query.created_lt_us)
+    if query.currency is not None:
+        statement = statement.where(table.c.currency == query.currency)
     if query.amount_gte_minor is not None:
         statement = statement.where(table.c.amount_minor >= query.amount_gte_minor)
     if query.amount_lte_minor is not None:

@@ -121,8 +121,13 @@ def query(params: dict[str, Any], **changes: Any) -> str:
 
 _ENVIRONMENT.filters.update(money=money, major=major, masked=masked, when=when, query=query)
 _ENVIRONMENT.globals.update(
-    age=age, left=left, due=due, second_person=second_person, in_doubt_operation=in_doubt_operation
-)  # as the API says it
+    age=age,
+    left=left,
+    due=due,
+    second_person=second_person,
+    in_doubt_operation=in_doubt_operation,  # as the API says it
+    currencies=tuple(sorted(CURRENCY_EXPONENTS)),  # a form's currency picker
+)
 
 
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

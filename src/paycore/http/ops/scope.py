@@ -12,8 +12,7 @@ from fastapi import Request
 from sqlalchemy import Connection
 
 from paycore.kit.clock import DAY_US, day_start_us
-from paycore.kit.money import AMOUNT_MINOR_MAX
-from paycore.kit.numbers import InvalidNumber, parse_digits
+from paycore.kit.money import CURRENCY_EXPONENTS, InvalidAmountError, parse_major
 from paycore.lifecycle.machine import Machine
 from paycore.lifecycle.store import Search
 from paycore.operators.types import Principal
@@ -88,20 +87,30 @@ def _day(raw: str | None, name: str) -> int | None:
         raise BadFilter(f"{name} must be a real day YYYY-MM-DD") from error
 
 
-def amount(raw: str | None, name: str) -> int | None:
-    """An amount in minor units, as digits (a filter compares integers, never a decimal)."""
+def currency_of(raw: str | None) -> str | None:
+    """The list's currency filter: a known ISO 4217 code, or None for any."""
     if raw in (None, ""):
         return None
+    if raw not in CURRENCY_EXPONENTS:
+        raise BadFilter(f"currency must be one of {', '.join(sorted(CURRENCY_EXPONENTS))}")
+    return raw
+
+
+def amount(raw: str | None, name: str, currency: str | None) -> int | None:
+    """An amount typed in major units of `currency` (`12.50`, `1,250.00`; a JPY `1250`), as
+    minor units: `kit.money.parse_major`, string arithmetic, never a float. A filter compares
+    integers of one currency, so an amount needs the currency it is written in."""
+    if raw in (None, ""):
+        return None
+    if currency is None:
+        raise BadFilter(f"{name} is an amount in major units of a currency: pick the currency it is in (e.g. USD)")
     try:
-        return parse_digits(raw, maximum=AMOUNT_MINOR_MAX)
-    except InvalidNumber as error:
-        raise BadFilter(
-            f"{name} must be a whole number of minor units in the digits 0-9, at most {AMOUNT_MINOR_MAX} "
-            "(e.g. 1234 for 12.34 USD)"
-        ) from error
+        return parse_major(raw, currency)
+    except InvalidAmountError as error:
+        raise BadFilter(f"{name}: {error}") from error
 
 
-FILTERS: Final = ("status", "tenant", "from", "to", "min", "max", "q")
+FILTERS: Final = ("status", "tenant", "currency", "from", "to", "min", "max", "q")
 
 
 def given_filters(request: Request) -> dict[str, str]:
@@ -116,13 +125,15 @@ def search_of(request: Request, who: Principal, kind: Kind) -> tuple[Search, dic
         raise BadFilter(f"status must be one of {', '.join(kind.statuses)}")
     created_gte, created_lt = day_bounds(given["from"], given["to"])
     reference = given["q"].strip()[:255] or None
+    currency = currency_of(given["currency"])
     search = Search(
         tenant_id=tenant_of(who, given["tenant"]),
         statuses=None if status is None else (status,),
         created_gte_us=created_gte,
         created_lt_us=created_lt,
-        amount_gte_minor=amount(given["min"], "min"),
-        amount_lte_minor=amount(given["max"], "max"),
+        currency=currency,
+        amount_gte_minor=amount(given["min"], "min", currency),
+        amount_lte_minor=amount(given["max"], "max", currency),
         reference=reference,
         starting_after=request.query_params.get("starting_after") or None,
         limit=PAGE_ROWS + 1,
