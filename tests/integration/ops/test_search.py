@@ -114,7 +114,13 @@ def test_a_tenant_operator_finds_only_their_tenant(console: Console) -> None:
 
 @pytest.mark.parametrize(
     ("query", "limit"),
-    [("ab", "query_chars_min = 3"), ("  x  ", "query_chars_min = 3"), ("k" * 256, "query_chars_max = 255")],
+    [
+        ("ab", "query_chars_min = 3"),
+        ("  x  ", "query_chars_min = 3"),
+        ("k" * 256, "query_chars_max = 255"),
+        ("pay_\x00x", "NUL"),  # the app refuses a NUL in any query before the console reads it
+        ("a\nbc", "printable characters only"),
+    ],
 )
 def test_a_query_too_short_or_too_long_is_refused_with_its_limit(console: Console, query: str, limit: str) -> None:
     browser = console.signed_in("vic")
@@ -122,7 +128,8 @@ def test_a_query_too_short_or_too_long_is_refused_with_its_limit(console: Consol
     assert page.status_code == 400, page.text[:300]
     text = html.unescape(page.text)
     assert limit in text and "characters" in text
-    assert f'name="q" value="{query}"' in text  # kept as typed
+    if query.isprintable():
+        assert f'name="q" value="{query}"' in text  # kept as typed
 
 
 def test_an_empty_query_shows_the_form_and_no_error(console: Console) -> None:

@@ -75,6 +75,8 @@ def checked_query(raw: str) -> str:
         raise BadFilter(
             f"the query is {len(query)} characters; at most {QUERY_CHARS_MAX} (query_chars_max = {QUERY_CHARS_MAX})"
         )
+    if not query.isprintable():  # a NUL, a line break: in no id, reference or key (PostgreSQL refuses a NUL)
+        raise BadFilter("the query must be printable characters only (no control character such as a NUL)")
     return query
 
 
