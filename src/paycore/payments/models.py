@@ -75,8 +75,8 @@ payments = Table(
     due_index("payments"),  # the worker's queue (migration 0025)
     Index("ix_payments_id", "id"),  # the console's lists over every tenant, by id (migration 0017)
     # The console's search across tenants (migration 0040).
-    Index("ix_payments_processor_reference", "processor_reference"),
-    Index("ix_payments_idempotency_key", "idempotency_key"),
+    Index("ix_payments_processor_reference", "processor_reference", "tenant_id"),
+    Index("ix_payments_idempotency_key", "idempotency_key", "tenant_id"),
     faulted_index("payments"),  # the items a worker could not move (migration 0022)
     # The open authorizations, oldest first: `/metrics` (migration 0034). Partial: never the history.
     Index(

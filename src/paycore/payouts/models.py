@@ -72,9 +72,9 @@ payouts = Table(
     Index("ix_payouts_due", "status", "execute_on"),
     Index("ix_payouts_next_attempt", "status", "next_attempt_at_us"),
     # The console's search across tenants (migration 0040).
-    Index("ix_payouts_id", "id"),
-    Index("ix_payouts_bank_reference", "bank_reference"),
-    Index("ix_payouts_idempotency_key", "idempotency_key"),
+    Index("ix_payouts_id", "id", "tenant_id"),
+    Index("ix_payouts_bank_reference", "bank_reference", "tenant_id"),
+    Index("ix_payouts_idempotency_key", "idempotency_key", "tenant_id"),
     faulted_index("payouts"),  # the items a worker could not move (migration 0022)
 )
 

@@ -2,15 +2,20 @@
 each column a person may find a payment, refund, payout or dispute by, so that every lookup is
 an index probe whatever the history, in one tenant or across every tenant.
 
-    ix_payments_processor_reference ON payments (processor_reference)
-    ix_payments_idempotency_key     ON payments (idempotency_key)
-    ix_refunds_id                   ON refunds (id)
-    ix_refunds_processor_reference  ON refunds (processor_reference)
-    ix_refunds_idempotency_key      ON refunds (idempotency_key)
-    ix_payouts_id                   ON payouts (id)
-    ix_payouts_bank_reference       ON payouts (bank_reference)
-    ix_payouts_idempotency_key      ON payouts (idempotency_key)
-    ix_disputes_id                  ON disputes (id)
+    ix_payments_processor_reference ON payments (processor_reference, tenant_id)
+    ix_payments_idempotency_key     ON payments (idempotency_key, tenant_id)
+    ix_refunds_id                   ON refunds (id, tenant_id)
+    ix_refunds_processor_reference  ON refunds (processor_reference, tenant_id)
+    ix_refunds_idempotency_key      ON refunds (idempotency_key, tenant_id)
+    ix_payouts_id                   ON payouts (id, tenant_id)
+    ix_payouts_bank_reference       ON payouts (bank_reference, tenant_id)
+    ix_payouts_idempotency_key      ON payouts (idempotency_key, tenant_id)
+    ix_disputes_id                  ON disputes (id, tenant_id)
+
+The searched column first, the tenant second, as 0037 made the disputes' key: one index answers
+a lookup across tenants and one in a tenant alike. With the column alone, PostgreSQL on a table
+not analyzed yet read a tenant's lookup as a bitmap AND of this index and one led by tenant_id
+(every entry of the tenant: tests/integration/plans/test_console_search_plans.py).
 
 What was there: `payments (id)` (0017), the primary keys and the idempotency keys' unique
 constraints, all led by `tenant_id` (a probe for one tenant, a read of every tenant's rows for
@@ -25,7 +30,7 @@ the id indexes' newest end; the limit is `SEARCH_METADATA_WINDOW_ROWS` in the co
 IF NOT EXISTS: on a large database an operator builds them first, CONCURRENTLY, then upgrades
 (docs/migrations.md); the migration then finds them and skips them, e.g.
 
-    CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_payments_processor_reference ON payments (processor_reference);
+    CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_payments_processor_reference ON payments (processor_reference, tenant_id);
 
 An index only: the release of 0039 runs on this schema unchanged, and this release runs on 0039
 (its search then reads more), so OLDEST_COMPATIBLE_REVISION stays as it is.
@@ -54,12 +59,12 @@ INDEXES = (
     ("payouts", "bank_reference"),
     ("payouts", "idempotency_key"),
     ("disputes", "id"),
-)
+)  # each (table, column): an index on (column, tenant_id)
 
 
 def upgrade() -> None:
     for table, column in INDEXES:
-        op.create_index(f"ix_{table}_{column}", table, [column], if_not_exists=True)
+        op.create_index(f"ix_{table}_{column}", table, [column, "tenant_id"], if_not_exists=True)
 
 
 def downgrade() -> None:
