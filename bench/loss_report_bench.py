@@ -243,8 +243,9 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[str]:
 HEADER = [
     "# The loss report at a million payouts: the last `bench/loss_report_bench.py --docs` run",
     "",
-    "Written by the script: `--docs` replaces this whole file. What the figures mean and what bounds",
-    "them: [benchmarks.md](benchmarks.md#loss-report-spec-11).",
+    "For whoever checks the loss report's speed: the last full run's timings, answers and query",
+    "plans, written by the script (`--docs` replaces this whole file). What the figures mean and",
+    "what bounds them: [benchmarks.md](benchmarks.md#loss-report-spec-11).",
     "",
 ]
 
