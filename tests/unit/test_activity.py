@@ -117,4 +117,5 @@ def test_the_level_events_text_is_the_same_in_the_query_the_model_and_the_migrat
     migration = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(migration)
     assert migration._LEVEL_EVENTS == LEVEL_EVENTS
-    assert f"WHERE ({LEVEL_EVENTS})" in activity._LEVELS_SQL.format(levels=LEVEL_EVENTS, events="")
+    for tenant in (True, False):
+        assert f"WHERE ({LEVEL_EVENTS})" in str(activity._STATEMENTS[tenant][2])

@@ -3,8 +3,8 @@ last 30 days by UTC day, of one tenant or of every one.
 
 Each window ends with the bucket holding `now` (the current hour, today) and its buckets are
 fixed: 24 hours, 30 days, every one present, an empty one 0. Three statements read the 30 days
-once, by hour (a day is 24 of its hours: the windows' edges are whole hours, so both windows
-come from the same rows):
+once, by hour within the 24 hours and by day before them (the windows' edges are whole hours
+and days, so both windows come from the same rows):
 
 - payments by the hour they were created in, status and currency: the count, and the money in
   (a succeeded payment's captured amount, its whole amount when captured automatically);
@@ -41,13 +41,23 @@ DECIDED: Final = ("succeeded", "failed")  # a success rate's denominator: paymen
 PER_MILLE: Final = 1_000
 
 _TENANT: Final = "\n        AND {alias}.tenant_id = :tenant_id"
-# The hour of a row, counted from the window's first: integer division of non-negative integers
-# (the range starts at :start_us) truncates on both databases.
+# A tenant's payments by time too, not by its whole history: `|| ''` keeps SQLite off the primary
+# key (tenant_id, id), which it would otherwise choose for the equality; the time index holds
+# the tenant id (migration 0040), so the test is read from it.
+_PAYMENTS_TENANT: Final = "\n        AND p.tenant_id || '' = :tenant_id"
+# The hour of a row, counted from the long window's first: its own within the short window, its
+# day's first before it (the days need no more, and 30 days read as 54 buckets, not 720).
+# Integer division of non-negative integers (the range starts at :start_us) truncates on both
+# databases.
+_HOUR: Final = (
+    "CASE WHEN {time} >= :hours_from_us THEN ({time} - :start_us) / :hour_us"
+    " ELSE ({time} - :start_us) / :day_us * 24 END"
+)
 _PAYMENTS_SQL: Final = """\
 SELECT h.hour, h.status, h.currency, COUNT(*) AS payments, SUM(h.in_minor) AS in_minor
 FROM (
     SELECT
-        (p.created_at_us - :start_us) / :hour_us AS hour,
+        {hour} AS hour,
         p.status AS status,
         p.currency AS currency,
         CASE WHEN p.status = 'succeeded' THEN COALESCE(p.amount_captured_minor, p.amount_minor) ELSE 0 END
@@ -59,11 +69,11 @@ GROUP BY h.hour, h.status, h.currency"""
 _MONEY_OUT_SQL: Final = """\
 SELECT m.hour, m.currency, SUM(m.amount_minor) AS out_minor
 FROM (
-    SELECT (r.created_at_us - :start_us) / :hour_us AS hour, r.currency AS currency, r.amount_minor AS amount_minor
+    SELECT {refund_hour} AS hour, r.currency AS currency, r.amount_minor AS amount_minor
     FROM refunds AS r
     WHERE r.created_at_us >= :start_us AND r.created_at_us < :end_us AND r.status = 'succeeded'{refunds}
     UNION ALL
-    SELECT (o.sent_at_us - :start_us) / :hour_us, o.currency, o.amount_minor
+    SELECT {payout_hour}, o.currency, o.amount_minor
     FROM payouts AS o
     WHERE o.sent_at_us >= :start_us AND o.sent_at_us < :end_us AND o.status IN ('sent', 'succeeded'){payouts}
 ) AS m
@@ -78,7 +88,7 @@ _LEVELS_SQL: Final = """\
 SELECT c.hour, c.series, SUM(c.delta) AS delta
 FROM (
     SELECT
-        (events.created_at_us - :start_us) / :hour_us AS hour,
+        {hour} AS hour,
         CASE WHEN events.kind = 'state_change' THEN events.object_type ELSE 'break' END AS series,
         CASE WHEN events.to_state = 'in_doubt' OR events.type = 'reconciliation.break_opened' THEN 1 ELSE -1 END
             AS delta
@@ -93,10 +103,20 @@ def _statements(tenant: bool) -> tuple[TextClause, TextClause, TextClause]:
     def match(alias: str) -> str:
         return _TENANT.format(alias=alias) if tenant else ""
 
+    def hour(time: str) -> str:
+        return _HOUR.format(time=time)
+
     return (
-        text(_PAYMENTS_SQL.format(payments=match("p"))),
-        text(_MONEY_OUT_SQL.format(refunds=match("r"), payouts=match("o"))),
-        text(_LEVELS_SQL.format(levels=LEVEL_EVENTS, events=match("events"))),
+        text(_PAYMENTS_SQL.format(hour=hour("p.created_at_us"), payments=_PAYMENTS_TENANT if tenant else "")),
+        text(
+            _MONEY_OUT_SQL.format(
+                refund_hour=hour("r.created_at_us"),
+                payout_hour=hour("o.sent_at_us"),
+                refunds=match("r"),
+                payouts=match("o"),
+            )
+        ),
+        text(_LEVELS_SQL.format(hour=hour("events.created_at_us"), levels=LEVEL_EVENTS, events=match("events"))),
     )
 
 
@@ -149,7 +169,8 @@ class Activity:
 
 @dataclass(frozen=True)
 class _Hourly:
-    """The 30 days' rows by hour index (0 = the long window's first hour)."""
+    """The 30 days' rows by hour index (0 = the long window's first hour): an hour of the short
+    window by its own, an earlier one by its day's first."""
 
     payments: dict[tuple[int, str], int]  # (hour, status) -> count
     money_in: dict[tuple[int, str], int]  # (hour, currency) -> minor units
@@ -164,13 +185,20 @@ def activity(
     breaks now (`BREAK`), which the levels' histories are counted back from."""
     assert set(levels_now) == {*KINDS, BREAK}, levels_now
     short, long = windows(now_us)
-    hourly = _read(connection, long, tenant_id)
+    hourly = _read(connection, short, long, tenant_id)
     return tuple(_bucketed(hourly, window, long, levels_now) for window in (short, long))  # type: ignore[return-value]
 
 
-def _read(connection: Connection, long: Window, tenant_id: str | None) -> _Hourly:
+def _read(connection: Connection, short: Window, long: Window, tenant_id: str | None) -> _Hourly:
     payments, money_out, levels = _STATEMENTS[tenant_id is not None]
-    parameters = {"start_us": long.start_us, "end_us": long.end_us, "hour_us": HOUR_US, "tenant_id": tenant_id}
+    parameters = {
+        "start_us": long.start_us,
+        "end_us": long.end_us,
+        "hours_from_us": short.start_us,
+        "hour_us": HOUR_US,
+        "day_us": DAY_US,
+        "tenant_id": tenant_id,
+    }
     found = _Hourly({}, {}, {}, {})
     for row in connection.execute(payments, parameters):
         _add(found.payments, (int(row.hour), str(row.status)), exact_int(row.payments))

@@ -2,13 +2,14 @@
 `reports.activity` reads the last 30 days through, so that the overview reads a bounded range
 whatever the history holds.
 
-    ix_payments_created ON payments (created_at_us, status, currency, amount_minor, amount_captured_minor)
+    ix_payments_created ON payments (created_at_us, status, currency, amount_minor, amount_captured_minor,
+        tenant_id)
     ix_refunds_created ON refunds (created_at_us)
     ix_payouts_sent ON payouts (sent_at_us)
     ix_events_levels ON events (created_at_us) WHERE <the events that move a level>
 
-The first covers what the charts count and sum of a payment, so the 30 days are read from the
-index alone (on PostgreSQL, an index-only scan). The last is partial: it holds only the events that move the in-doubt and open-break levels
+The first covers what the charts count and sum of a payment and its tenant, so the 30 days are
+read from the index alone (on PostgreSQL, an index-only scan), a tenant's too. The last is partial: it holds only the events that move the in-doubt and open-break levels
 (a payment, refund or payout going into `in_doubt` or out of it; a break opened, resolved or
 superseded), a few in a thousand, so it costs the other events' writes nothing. Its WHERE
 clause is `reports.activity.LEVEL_EVENTS` word for word (a planner uses a partial index only
@@ -44,7 +45,7 @@ def upgrade() -> None:
     op.create_index(
         "ix_payments_created",
         "payments",
-        ["created_at_us", "status", "currency", "amount_minor", "amount_captured_minor"],
+        ["created_at_us", "status", "currency", "amount_minor", "amount_captured_minor", "tenant_id"],
         if_not_exists=True,
     )
     op.create_index("ix_refunds_created", "refunds", ["created_at_us"], if_not_exists=True)
