@@ -5,6 +5,7 @@ thousands separators, and a title, a description and a table for every chart."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -13,7 +14,17 @@ from paycore.http.ops import activity as overview_charts
 from paycore.http.ops.render import _ENVIRONMENT
 from paycore.kit.clock import parse_rfc3339
 from paycore.reports.activity import HOUR_US, Activity, _bucketed, _Hourly, windows
-from paycore.reports.charts import PLOT_HEIGHT, PLOT_WIDTH, Bar, Series, mirrored, nice_ceiling, slot_of, stacked
+from paycore.reports.charts import (
+    PLOT_HEIGHT,
+    PLOT_WIDTH,
+    TICK_GAP,
+    Bar,
+    Series,
+    mirrored,
+    nice_ceiling,
+    slot_of,
+    stacked,
+)
 
 NOW = parse_rfc3339("2026-12-07T00:30:00Z")
 # Every attribute an SVG coordinate or size is written in; `viewBox` is four of them.
@@ -76,7 +87,16 @@ def test_a_stack_is_as_high_as_its_total_and_its_parts_touch() -> None:
     assert [bar.tip for bar in first] == ["one: a 3", "one: b 4"]
     assert first[0].y == first[1].y + first[1].height  # b sits on a
     assert sum(bar.height for bar in first) == PLOT_HEIGHT * 7 // 10  # 7 of a top of 10
-    assert [tick.label for tick in plot.ticks] == ["0", "5", "10"]
+    assert [(tick.y, tick.label) for tick in plot.ticks] == [(0, "10"), (PLOT_HEIGHT // 2, "5"), (PLOT_HEIGHT, "0")]
+
+
+def test_a_tick_is_where_its_value_is_and_labels_never_overprint() -> None:
+    five = stacked([Series("a", "#111", [3])], ["one"], str)
+    assert [tick.label for tick in five.ticks] == ["5", "0"]  # no tick at 2 half way up a top of 5
+    lopsided = mirrored(Series("in", "#0a0", [5_000]), Series("out", "#a00", [150]), ["one"], str)
+    assert [tick.label for tick in lopsided.ticks] == ["5000", "0"]  # 200 would overprint 0
+    assert all(abs(a.y - b.y) >= TICK_GAP for a, b in itertools.pairwise(lopsided.ticks))
+    assert len(lopsided.bars) == 2 and lopsided.bars[1].height >= 1  # the small side still drawn
 
 
 def test_a_value_too_small_for_a_pixel_still_shows() -> None:

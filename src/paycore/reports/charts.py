@@ -130,6 +130,7 @@ PLOT_WIDTH: Final = 480  # the plot's SVG user units; the axis labels sit left o
 PLOT_HEIGHT: Final = 120
 BUCKETS_MAX: Final = 366
 NICE_STEPS: Final = (1, 2, 5)
+TICK_GAP: Final = 13  # the least distance between two labelled grid lines (a label's height)
 
 
 @dataclass(frozen=True)
@@ -246,8 +247,10 @@ def stacked(series: list[Series], buckets: list[str], label: Callable[[int], str
             height = max(1, low - high)  # a value too small for a pixel still shows
             tip = f"{bucket}: {one.name} {label(value)}"
             bars.append(Bar(index * pitch + (pitch - width) // 2, low - height, width, height, one.colour, tip))
-    ticks = [Tick(PLOT_HEIGHT - _pixels(part, PLOT_HEIGHT, 2), label(scale * part // 2)) for part in (0, 1, 2)]
-    return Plot(bars, ticks, PLOT_HEIGHT)
+    # Half way only where the half is whole (a top of 5 has no tick at 2).
+    parts = (0, 2, 1) if scale % 2 == 0 else (0, 2)
+    ticks = [Tick(PLOT_HEIGHT - _pixels(part, PLOT_HEIGHT, 2), label(scale * part // 2)) for part in parts]
+    return Plot(bars, spaced(ticks), PLOT_HEIGHT)
 
 
 def mirrored(up: Series, down: Series, buckets: list[str], label: Callable[[int], str]) -> Plot:
@@ -269,7 +272,17 @@ def mirrored(up: Series, down: Series, buckets: list[str], label: Callable[[int]
             x = index * pitch + (pitch - width) // 2
             tip = f"{bucket}: {one.name} {label(value)}"
             bars.append(Bar(x, zero_y - height if above else zero_y, width, height, one.colour, tip))
-    ticks = [Tick(0, label(top)), Tick(zero_y, label(0))]
+    ticks = [Tick(zero_y, label(0)), Tick(0, label(top))] if top else [Tick(zero_y, label(0))]
     if bottom:
         ticks.append(Tick(PLOT_HEIGHT, label(bottom)))
-    return Plot(bars, ticks, zero_y)
+    return Plot(bars, spaced(ticks), zero_y)
+
+
+def spaced(ticks: list[Tick]) -> list[Tick]:
+    """The ticks in order of importance, less any closer than TICK_GAP to one kept before it
+    (its label would overprint): a small side of a mirrored chart keeps its bars, not its label."""
+    kept: list[Tick] = []
+    for tick in ticks:
+        if all(abs(tick.y - other.y) >= TICK_GAP for other in kept):
+            kept.append(tick)
+    return sorted(kept, key=lambda tick: tick.y)

@@ -9,11 +9,7 @@ does: the services take the clock of the moment they run."""
 
 from __future__ import annotations
 
-import itertools
-from typing import Any
-
 import pytest
-from sqlalchemy import Integer, String, Table, Text
 
 from paycore.audit.models import events
 from paycore.db.engine import Database
@@ -24,59 +20,10 @@ from paycore.payouts.models import payouts
 from paycore.reconciliation.models import reconciliation_breaks
 from paycore.refunds.models import refunds
 from tests.integration.ops.conftest import Console
+from tests.integration.ops.overview_support import at, event, payment, row, write
 
 NOW = parse_rfc3339("2030-01-01T00:30:00Z")  # half an hour into a new day, month and year
 SCHEDULES = operations.Schedules(invariants_interval_ms=60_000, reconcile_delay_ms=0, reconcile_lookback_days=1)
-_ids = itertools.count(1)
-
-
-def at(moment: str) -> int:
-    return parse_rfc3339(moment)
-
-
-def row(table: Table, **values: Any) -> dict[str, Any]:
-    """Every NOT NULL column of `table` without a server default filled (0, "x"), then `values`."""
-    made: dict[str, Any] = {}
-    for column in table.columns:
-        if column.nullable or column.server_default is not None:
-            continue
-        made[column.name] = "x" if isinstance(column.type, String | Text) else 0
-        assert isinstance(column.type, String | Text | Integer), column
-    made.update({"metadata": "{}"} if "metadata" in table.columns else {})
-    return {**made, "id": f"t{next(_ids)}", **values}
-
-
-def payment(tenant: str, moment: str, status: str, amount_minor: int, currency: str = "USD") -> dict[str, Any]:
-    key = f"k{next(_ids)}"
-    created = at(moment)
-    return row(
-        payments,
-        tenant_id=tenant,
-        idempotency_key=key,
-        amount_minor=amount_minor,
-        currency=currency,
-        status=status,
-        created_at_us=created,
-        updated_at_us=created,
-    )
-
-
-def event(tenant: str, moment: str, object_type: str, object_id: str, **values: Any) -> dict[str, Any]:
-    return row(
-        events,
-        tenant_id=tenant,
-        kind=values.pop("kind", "state_change"),
-        object_type=object_type,
-        object_id=object_id,
-        data="{}",
-        created_at_us=at(moment),
-        **{"from_state": None, "to_state": None, **values},
-    )
-
-
-def write(database: Database, table: Table, *rows: dict[str, Any]) -> None:
-    with database.engine.begin() as connection:
-        connection.execute(table.insert(), list(rows))
 
 
 def around_midnight(database: Database) -> None:

@@ -21,7 +21,7 @@ STATUS_COLOURS: Final = {  # bottom-up in a stack: the outcomes first
     "processing": "#2e90fa",
     "in_doubt": "#f79009",
 }
-KIND_COLOURS: Final = {"payment": "#f79009", "refund": "#fdb022", "payout": "#b54708"}
+KIND_COLOURS: Final = {"payment": "#f79009", "refund": "#7a5af8", "payout": "#0e9384"}
 IN_COLOUR: Final = "#12b76a"
 OUT_COLOUR: Final = "#d92d20"
 BREAK_COLOUR: Final = "#d92d20"
