@@ -132,7 +132,7 @@ def day_chart(days: list[DayLoss], currency: str) -> dict[str, Any]:
     zero_y = CHART_HEIGHT * top // scale
     slots = max(span_days, CHART_SLOTS_MIN)
     pitch, width = slot_of(slots, CHART_WIDTH)
-    bars = []
+    bars: list[dict[str, Any]] = []
     for day, ordinal in zip(shown, ordinals, strict=True):
         pixels = abs(day.loss_minor) * CHART_HEIGHT // scale
         if day.loss_minor != 0 and pixels == 0:
@@ -141,7 +141,8 @@ def day_chart(days: list[DayLoss], currency: str) -> dict[str, Any]:
         y = zero_y - pixels if day.loss_minor > 0 else zero_y
         bars.append({"x": x, "y": y, "width": width, "height": pixels, "day": day.effective_on, "loss": day.loss_minor})
     first, last = shown[0].effective_on, shown[-1].effective_on
-    axis = {"first_x": bars[0]["x"], "last_x": bars[-1]["x"] + width}
+    first_x, last_x = int(bars[0]["x"]), int(bars[-1]["x"]) + width
+    axis = {"first_x": first_x, "last_x": last_x}
     return {"bars": bars, "zero_y": zero_y, "top": top, "bottom": -bottom, "first": first, "last": last, **axis}
 
 
