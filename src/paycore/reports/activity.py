@@ -186,7 +186,7 @@ def activity(
     assert set(levels_now) == {*KINDS, BREAK}, levels_now
     short, long = windows(now_us)
     hourly = _read(connection, short, long, tenant_id)
-    return tuple(_bucketed(hourly, window, long, levels_now) for window in (short, long))  # type: ignore[return-value]
+    return _bucketed(hourly, short, long, levels_now), _bucketed(hourly, long, long, levels_now)
 
 
 def _read(connection: Connection, short: Window, long: Window, tenant_id: str | None) -> _Hourly:
