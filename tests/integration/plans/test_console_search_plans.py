@@ -2,7 +2,7 @@
 lookups, never a scan of the history, on either database: the money path's flows run once (a
 payment, refunds, payouts, a chargeback), their rows copied `COPIES` times, then every searched
 column of each kind is searched, in the tenant and across every tenant, and each read of a money
-table must be an index searched by equality on the searched column (migration 0040's indexes), not
+table must be an index searched by equality on the searched column (migration 0041's indexes), not
 by the tenant alone. The metadata window's
 read is bounded by its LIMIT (`METADATA_WINDOW_ROWS`) and left out here."""
 

@@ -2,7 +2,7 @@
 every page's header finds payments, refunds, payouts and disputes by id, reference, idempotency
 key or metadata value, in the tenant(s) the person may see (`scope.tenant_of`).
 
-Each id, reference and key is one index lookup (migration 0040 leads an index with each searched
+Each id, reference and key is one index lookup (migration 0041 leads an index with each searched
 column), never a read of a tenant's history; each kind answers at most `MATCHES_MAX` rows per
 column. Metadata has no index: its values are matched among the newest `METADATA_WINDOW_ROWS`
 payments and payouts of the scope (a bounded read of the id index's newest end; the database

@@ -22,7 +22,7 @@ constraints, all led by `tenant_id` (a probe for one tenant, a read of every ten
 the platform's staff), and the disputes' `(processor_dispute_id, tenant_id)` (0037). A tenant's
 own lookups keep using those; these serve the lookups across tenants and the references, which
 had no index at all. Every index on a money table costs each write (two more on `payments`):
-the console's benchmark (`bench/console_bench.py --write-cost`) measures it.
+the console's benchmark (`bench/console_pages_bench.py --write-cost`) measures it.
 
 Metadata has no index: its values are matched among the newest objects only (a bounded read of
 the id indexes' newest end; the limit is `SEARCH_METADATA_WINDOW_ROWS` in the console).
@@ -32,11 +32,11 @@ IF NOT EXISTS: on a large database an operator builds them first, CONCURRENTLY, 
 
     CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_payments_processor_reference ON payments (processor_reference, tenant_id);
 
-An index only: the release of 0039 runs on this schema unchanged, and this release runs on 0039
+Indexes only: the release of 0040 runs on this schema unchanged, and this release runs on 0040
 (its search then reads more), so OLDEST_COMPATIBLE_REVISION stays as it is.
 
-Revision ID: 0040
-Revises: 0039
+Revision ID: 0041
+Revises: 0040
 Create Date: 2026-12-06 16:30:00
 """
 
@@ -44,8 +44,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0040"
-down_revision = "0039"
+revision = "0041"
+down_revision = "0040"
 branch_labels = None
 depends_on = None
 
