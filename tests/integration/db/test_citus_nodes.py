@@ -22,9 +22,12 @@ from paycore.http.app import create_app
 from tests.support import secrets_keys
 
 CITUS_URL = os.environ.get("PAYCORE_TEST_CITUS_URL")
-pytestmark = pytest.mark.skipif(
-    not CITUS_URL, reason="PAYCORE_TEST_CITUS_URL is not set: no Citus coordinator (scripts/citus, .ci/citus)"
-)
+pytestmark = [
+    pytest.mark.citus,
+    pytest.mark.skipif(
+        not CITUS_URL, reason="PAYCORE_TEST_CITUS_URL is not set: no Citus coordinator (scripts/citus, .ci/citus)"
+    ),
+]
 PUSHED_DOWN = "pushing down the function call"  # Citus's DEBUG1 line for a delegated call
 
 
