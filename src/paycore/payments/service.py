@@ -43,7 +43,17 @@ from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.machine import Machine
 from paycore.lifecycle.store import set_values
-from paycore.payments import accept, accept_plan, jobs, lifecycle, repository, schemas, settle, settle_plan, states
+from paycore.payments import (
+    accept,
+    accept_plan,
+    lifecycle,
+    processor_calls,
+    repository,
+    schemas,
+    settle,
+    settle_plan,
+    states,
+)
 from paycore.payments.errors import CurrencyNotAccepted
 from paycore.payments.models import payments
 from paycore.payments.schemas import HISTORY_LENGTH_MAX, payment_json
@@ -93,7 +103,7 @@ def create_payment(
         return started, True
     if started is None:
         return await_answer(database, scope, timings.wait_ms), True
-    call = jobs.charge(processor, started)
+    call = processor_calls.charge(processor, started)
     try:
         # The common case on the data plane (`settle.py`); everything else through `finish`.
         answer = settle.settle(database, started, call, actor=new.actor)

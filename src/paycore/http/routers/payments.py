@@ -96,7 +96,7 @@ def payment_answer(request: Request, body: schemas.PaymentCreate, body_json: Any
 
 def payment_timings(request: Request) -> PaymentTimings:
     """The payment calls' timings from the settings: the API's routes and the console's capture and
-    cancel (`http/ops/capture.py`) use the same."""
+    cancel (`http/console/capture.py`) use the same."""
     settings = request.app.state.settings
     return PaymentTimings(
         processing_stale_ms=settings.processing_stale_ms,
