@@ -61,7 +61,7 @@ from paycore.payments import service as payments
 from paycore.payments.types import NewPayment
 from paycore.payouts import rounds as payout_rounds
 from paycore.payouts import service as payouts
-from paycore.payouts.service import NewPayout
+from paycore.payouts.types import NewPayout
 from paycore.processor.port import Processor
 from paycore.refunds import rounds as refund_rounds
 from paycore.refunds import service as refunds

@@ -58,7 +58,7 @@ from paycore.payments.types import NewPayment
 from paycore.payouts import rounds as payout_rounds
 from paycore.payouts import service as payouts
 from paycore.payouts import states as payout_states
-from paycore.payouts.service import NewPayout
+from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
 from paycore.processor.port import (
     SETTLEMENT_REPORT_COLUMNS,

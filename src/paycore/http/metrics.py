@@ -37,16 +37,16 @@ class InDoubtCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._database.read() as connection:
             summaries = {
-                "payment": payments.in_doubt_summary(connection),
-                "refund": refunds.in_doubt_summary(connection),
-                "payout": payouts.in_doubt_summary(connection),
+                "payment": payments.MACHINE.in_doubt_summary(connection),
+                "refund": refunds.MACHINE.in_doubt_summary(connection),
+                "payout": payouts.MACHINE.in_doubt_summary(connection),
             }
             payouts_by_state = payouts.count_by_status(connection)
             authorizations, authorized_since_us = payments.authorizations_open(connection)
             working = {
-                "payment": payments.working_since_us(connection),
-                "refund": refunds.working_since_us(connection),
-                "payout": payouts.working_since_us(connection),
+                "payment": payments.MACHINE.working_since_us(connection),
+                "refund": refunds.MACHINE.working_since_us(connection),
+                "payout": payouts.MACHINE.working_since_us(connection),
             }
         items = GaugeMetricFamily("paycore_in_doubt_items", "Items whose outcome is not known yet", labels=["kind"])
         age = GaugeMetricFamily(

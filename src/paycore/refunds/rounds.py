@@ -52,7 +52,7 @@ def resolve_due(database: Database, processor: Processor, policy: Policy, worker
 
 
 def _build(connection: Connection, item: Refund) -> RefundRequest | None:
-    payment = payments.find(connection, item.tenant_id, item.payment_id)
+    payment = payments.MACHINE.find(connection, item.tenant_id, item.payment_id)
     assert payment is not None, "a refund belongs to a stored payment"
     reference = payment.processor_reference
     return refund_request(item, reference) if reference else None

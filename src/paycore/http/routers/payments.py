@@ -211,7 +211,7 @@ def payment_events(payment_id: str, request: Request, limit: paging.Limit = 100)
     """The payment's audit log: state changes, processor calls, webhooks."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        payments.load(connection, tenant_id, payment_id)
+        payments.MACHINE.load(connection, tenant_id, payment_id)
         found = audit.events_of(connection, tenant_id, payment_id, limit=limit)
     return paging.list_json([event_json(e) for e in found])
 
