@@ -232,7 +232,7 @@ def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) ->
         currency=data.currency,
         failure_code=data.failure_code,
     )
-    applied = refunds.MACHINE.apply_evidence(
+    applied = refunds.apply_evidence(
         connection, refund, Evidence.of_result(result), cause="webhook", actor=actors.PROCESSOR, now_us=now_us
     )
     return _judged(connection, event, "refund", refund.status, applied, now_us)

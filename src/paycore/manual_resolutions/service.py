@@ -85,7 +85,7 @@ def waiting(kind: Kind) -> frozenset[str]:
 
 
 def load_item(connection: Connection, tenant_id: str, kind: Kind, object_id: str, *, for_update: bool = False) -> Any:
-    item = _DOMAINS[kind].find(connection, tenant_id, object_id, for_update=for_update)
+    item = _DOMAINS[kind].MACHINE.find(connection, tenant_id, object_id, for_update=for_update)
     if item is None:
         raise ItemNotFound(f"no such {kind}", param="id")
     return item

@@ -191,6 +191,13 @@ def history(connection: Connection, refund: Refund) -> list[audit.Event]:
     return audit.events_of(connection, refund.tenant_id, refund.id, limit=HISTORY_LENGTH_MAX)
 
 
+# What the processor said (a webhook, a report line), or a person (a confirmed manual
+# resolution), applied through the refund's lifecycle: the one entry for evidence every money
+# domain's service has by this name, since reconciliation and manual resolution call it
+# without knowing the kind (a refund adds nothing to its machine's).
+apply_evidence: Final = lifecycle.MACHINE.apply_evidence
+
+
 def record_result(connection: Connection, tenant_id: str, refund_id: str, to_state: str, *, actor: str) -> Refund:
     """A result the processor gave for a refund still `pending` (the replay entry point of SPEC
     §7.2 settles refunds this way): pending -> succeeded | failed, at the refund's own time

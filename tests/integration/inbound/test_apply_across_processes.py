@@ -32,6 +32,7 @@ from paycore.kit import actors, signing
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
+from paycore.payments import rounds
 from paycore.payments.service import PaymentTimings, create_payment
 from paycore.payments.types import NewPayment
 from paycore.processor.port import ChargeRequest, ChargeResult, Processor, ProcessorUnreachable
@@ -165,7 +166,7 @@ def webhook_process(url: str, payment_ids: list[str], barrier: Any, results: Any
     database.dispose()
 
 
-def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
+def resolver_process(url: str, barrier: Any, rounds_done: Any) -> None:
     database = _database(url)
     policy = Policy(attempts_max=5, backoff_ms=1, backoff_max_ms=2, lease_ms=30_000, batch_max=BATCH_MAX)
     processor = cast(Processor, _Succeeded())
@@ -175,5 +176,5 @@ def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
         done += 1
         if rounds.resolve_due(database, processor, policy, "resolver-race", actor=actors.worker("resolve")) == 0:
             break
-    rounds.put(done)
+    rounds_done.put(done)
     database.dispose()
