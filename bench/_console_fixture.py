@@ -1,10 +1,10 @@
-"""The fixture of `console_bench.py`: a month of a payments business, for the console's pages.
+"""The fixture of `console_pages_bench.py`: a month of a payments business, for the console's pages.
 
 THE BULK OF THE OBJECTS IS WRITTEN DIRECTLY, BYPASSING THE SERVICES: one `INSERT ... SELECT`
 per table and kind of row (PostgreSQL: from `generate_series`; SQLite: from a recursive CTE),
 shaped as the services write them (same columns, statuses, ids, causes, actors; published state
 changes with their `object_sequence` and `snapshot`), without ledger transfers, which no list or
-queue reads (`bench/_reconcile_fixture.py` and `bench/losses_bench.py` do the same):
+queue reads (`bench/_reconcile_fixture.py` and `bench/loss_report_bench.py` do the same):
 
 - `payments`: N (100,000) over 30 days up to 10 minutes ago, four tenants (50, 30, 10, 10%), EUR
   on every third: 94% succeeded, 5% failed (`card_declined`), 1% `in_doubt` (`in_doubt_since_us`

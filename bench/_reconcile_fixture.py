@@ -5,7 +5,7 @@ THE BULK OF THE OBJECTS IS WRITTEN DIRECTLY, BYPASSING THE SERVICES: one `INSERT
 per table (PostgreSQL: from `generate_series`; SQLite: from a recursive CTE), shaped as the
 services write them (same columns, statuses, request ids), without ledger transfers or audit
 events, which a report line about a final object never reads. Going through the services
-would take hours at a million lines (bench/losses_bench.py says the same of payouts).
+would take hours at a million lines (bench/loss_report_bench.py says the same of payouts).
 
 THE OBJECTS THE REPORT RESOLVES ARE MADE BY THE SERVICES: payments, refunds and payouts left
 `in_doubt` by a processor that never answers (`Unanswered` below), with their real pending

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import cast
 
 import _common as common
-from credits_phase_bench import backend_cpu_s
+from credits_create_bench import backend_cpu_s
 from paycore.config import Settings
 from paycore.db import migrate
 from paycore.db.engine import Database

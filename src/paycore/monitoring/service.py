@@ -51,6 +51,7 @@ from paycore.payouts import service as payouts
 from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
+from paycore.reports import activity as over_time
 from paycore.reports import losses
 from paycore.webhooks import service as webhooks
 from paycore.webhooks.types import Endpoint
@@ -171,17 +172,23 @@ class Overview:
     invariant_violations: int
     failing_endpoints: list[Endpoint] = field(default_factory=list)
     faulted: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # kind -> (count, oldest fault)
+    # The charts' data: the last 24 hours by hour, the last 30 days by UTC day (`reports.activity`).
+    activity: tuple[over_time.Activity, ...] = ()
 
 
 def overview(connection: Connection, schedules: Schedules, *, tenant_id: str | None, now_us: int) -> Overview:
     today = clock.utc_day(now_us)
     runs = invariants.last_runs(connection)
+    in_doubt = {
+        kind: machine.summary(connection, "in_doubt", tenant_id=tenant_id) for kind, machine in _MACHINES.items()
+    }
+    open_breaks = reconciliation_queries.open_breaks_by_type(connection, tenant_id=tenant_id)
+    levels_now = {kind: count for kind, (count, _) in in_doubt.items()}
+    levels_now[over_time.BREAK] = sum(count for count, _ in open_breaks.values())
     return Overview(
         now_us=now_us,
-        in_doubt={
-            kind: machine.summary(connection, "in_doubt", tenant_id=tenant_id) for kind, machine in _MACHINES.items()
-        },
-        open_breaks=reconciliation_queries.open_breaks_by_type(connection, tenant_id=tenant_id),
+        in_doubt=in_doubt,
+        open_breaks=open_breaks,
         worker_lag_us=worker_lag_us(connection, schedules, now_us=now_us),
         today={
             kind: machine.counts(connection, tenant_id=tenant_id, created_gte_us=clock.day_start_us(today))
@@ -192,4 +199,5 @@ def overview(connection: Connection, schedules: Schedules, *, tenant_id: str | N
         invariant_violations=sum(invariants.violations_by_check(connection).values()),
         failing_endpoints=webhooks.failing_endpoints(connection, tenant_id),
         faulted={kind: machine.faulted_summary(connection, tenant_id=tenant_id) for kind, machine in _MACHINES.items()},
+        activity=over_time.activity(connection, tenant_id=tenant_id, now_us=now_us, levels_now=levels_now),
     )

@@ -37,6 +37,7 @@ from paycore.payments.service import PaymentTimings, create_payment
 from paycore.payments.types import NewPayment
 from paycore.processor.port import ChargeRequest, ChargeResult, Processor, ProcessorUnreachable
 from tests.integration.payments.test_settle_across_processes import _database, _destination, _event
+from tests.support.settled import read_settled
 
 TENANT = "race"  # as test_settle_across_processes's helpers make it
 PAYMENTS = 24
@@ -112,27 +113,8 @@ def _in_doubt(database: Database, destination: str) -> str:
 def _check_one(database: Database, payment_id: str) -> str:
     """The payment's rows, once each; returns who settled it (the cause of its last change)."""
     with database.read() as connection:
-        kinds = [
-            row[0]
-            for row in connection.execute(
-                text("SELECT kind FROM ledger_transfers WHERE tenant_id = :t AND owner_id = :p ORDER BY kind"),
-                {"t": TENANT, "p": payment_id},
-            )
-        ]
-        entries = connection.execute(
-            text(
-                "SELECT count(*) FROM ledger_entries e JOIN ledger_transfers t ON t.tenant_id = e.tenant_id"
-                " AND t.id = e.transfer_id WHERE t.tenant_id = :t AND t.owner_id = :p"
-            ),
-            {"t": TENANT, "p": payment_id},
-        ).scalar_one()
-        changes = connection.execute(
-            text(
-                "SELECT to_state, cause, object_sequence FROM events WHERE tenant_id = :t AND object_id = :p"
-                " AND kind = 'state_change' ORDER BY object_sequence"
-            ),
-            {"t": TENANT, "p": payment_id},
-        ).all()
+        facts = read_settled(connection, TENANT, payment_id)
+        kinds, entries, changes = facts.transfer_kinds, facts.entries, facts.changes
         stored = connection.execute(
             text("SELECT count(*) FROM processor_webhooks WHERE tenant_id = :t AND request_id = :p"),
             {"t": TENANT, "p": payment_id},

@@ -21,6 +21,7 @@ from paycore.kit.clock import now_us
 from paycore.operators import service as operators
 from paycore.payouts import service as payout_service
 from paycore.reports import charts, losses
+from paycore.reports.charts import slot_of
 from paycore.tenants import service as tenants
 from paycore.webhooks import rounds
 from tests.integration.http.test_ledger import create_account, moved
@@ -119,9 +120,11 @@ def test_the_chart_geometry_is_integer() -> None:
     chart = loss_pages.day_chart(days, "USD")
     assert (chart["top"], chart["bottom"], chart["zero_y"]) == (300, -100, 120)  # 160 * 300 // 400
     up, down = chart["bars"]
-    assert (up["x"], up["y"], up["height"]) == (0, 0, 120)
+    assert (up["y"], up["height"]) == (0, 120)
     assert (down["y"], down["height"]) == (120, 40)  # 100 * 160 // 400, below the zero line
-    assert down["x"] == loss_pages.CHART_WIDTH - down["width"]
+    pitch, width = slot_of(loss_pages.CHART_SLOTS_MIN, loss_pages.CHART_WIDTH)  # three days: a month's slots
+    assert down["width"] == up["width"] == width and down["x"] - up["x"] == 2 * pitch  # two days apart
+    assert loss_pages.CHART_WIDTH - pitch < down["x"] + down["width"] <= loss_pages.CHART_WIDTH  # the last slot
     parts = loss_pages.parts_chart(charts.DayLoss(None, "USD", 25, 200, 0, 0, 25, 0, 0, 0))
     widths = {bar["label"]: (bar["width"], bar["minus"]) for bar in parts["bars"]}
     assert widths["return fees"] == (loss_pages.PARTS_WIDTH, False)
@@ -130,6 +133,16 @@ def test_the_chart_geometry_is_integer() -> None:
     assert parts["loss"] == 200
     for bar in [*chart["bars"], *parts["bars"]]:
         assert all(type(value) is int for key, value in bar.items() if key in ("x", "y", "width", "height"))
+
+
+def test_one_day_of_data_is_one_narrow_bar_not_the_charts_width() -> None:
+    chart = loss_pages.day_chart([charts.DayLoss("2026-01-01", "USD", 300, 0, 0, 0, 0, 0, 0, 0)], "USD")
+    (bar,) = chart["bars"]
+    assert bar["width"] * 20 < loss_pages.CHART_WIDTH and bar["x"] + bar["width"] <= loss_pages.CHART_WIDTH
+    assert chart["last_x"] == bar["x"] + bar["width"] and chart["first"] == chart["last"] == "2026-01-01"
+    wide = [charts.DayLoss(f"2026-{month:02d}-01", "USD", 1, 0, 0, 0, 0, 0, 0, 0) for month in range(1, 13)]
+    bars = loss_pages.day_chart(wide, "USD")["bars"]  # 335 days: a slot each, every bar inside the plot
+    assert bars[0]["x"] >= 0 and bars[-1]["x"] + bars[-1]["width"] <= loss_pages.CHART_WIDTH
 
 
 def test_the_loss_page_filters_and_refuses_a_bad_filter(client: TestClient, ids: dict[str, str]) -> None:

@@ -25,7 +25,7 @@ from paycore.kit.money import CURRENCY_EXPONENTS, format_minor
 from paycore.operators.types import Principal
 from paycore.reports import charts as loss_charts
 from paycore.reports import losses
-from paycore.reports.charts import DayLoss
+from paycore.reports.charts import DayLoss, slot_of
 from paycore.reports.losses import Cursor, LossFilters, LossRow
 
 router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
@@ -33,6 +33,7 @@ Who = Annotated[Principal, Depends(principal)]
 CSV_PAGE_ROWS: Final = 10_000  # rows per run of the report's statement while the CSV streams
 CSV_COLUMNS: Final = (*LossRow.__dataclass_fields__, "loss")  # loss: loss_minor as decimal text
 CHART_DAYS: Final = 366  # bars of the loss-by-day chart: the range's latest days with an adjustment
+CHART_SLOTS_MIN: Final = 31  # a day's slot is at most a month's share of the width: one day is one narrow bar
 CHART_WIDTH: Final = 900  # the plot's pixels (SVG user units)
 CHART_HEIGHT: Final = 160
 PARTS_WIDTH: Final = 600  # the component chart's longest bar
@@ -117,7 +118,9 @@ def losses_page(request: Request, who: Who) -> Response:
 
 def day_chart(days: list[DayLoss], currency: str) -> dict[str, Any]:
     """Bars of one currency's loss by day on a time axis: up from the zero line for a loss,
-    down for a gain (a recovery booked after its loss). Integer geometry only."""
+    down for a gain (a recovery booked after its loss). Each day has a fixed slot (the console's
+    one geometry, `reports.charts.slot_of`), the latest day at the right: a few days of data are
+    a few narrow bars, never one as wide as the chart. Integer geometry only."""
     shown = [day for day in days if day.currency == currency and day.effective_on is not None]
     if not shown:
         return {"bars": [], "zero_y": CHART_HEIGHT, "top": 0, "bottom": 0, "first": "", "last": ""}
@@ -127,18 +130,20 @@ def day_chart(days: list[DayLoss], currency: str) -> dict[str, Any]:
     bottom = max(0, *(-day.loss_minor for day in shown))
     scale = (top + bottom) or 1
     zero_y = CHART_HEIGHT * top // scale
-    pitch = CHART_WIDTH // span_days
-    width = max(1, pitch - pitch // 5)
-    bars = []
+    slots = max(span_days, CHART_SLOTS_MIN)
+    pitch, width = slot_of(slots, CHART_WIDTH)
+    bars: list[dict[str, Any]] = []
     for day, ordinal in zip(shown, ordinals, strict=True):
         pixels = abs(day.loss_minor) * CHART_HEIGHT // scale
         if day.loss_minor != 0 and pixels == 0:
             pixels = 1  # a loss too small for a pixel still shows
-        x = (ordinal - ordinals[0]) * (CHART_WIDTH - width) // max(1, span_days - 1)
+        x = (slots - span_days + ordinal - ordinals[0]) * pitch + (pitch - width) // 2
         y = zero_y - pixels if day.loss_minor > 0 else zero_y
         bars.append({"x": x, "y": y, "width": width, "height": pixels, "day": day.effective_on, "loss": day.loss_minor})
     first, last = shown[0].effective_on, shown[-1].effective_on
-    return {"bars": bars, "zero_y": zero_y, "top": top, "bottom": -bottom, "first": first, "last": last}
+    first_x, last_x = int(bars[0]["x"]), int(bars[-1]["x"]) + width
+    axis = {"first_x": first_x, "last_x": last_x}
+    return {"bars": bars, "zero_y": zero_y, "top": top, "bottom": -bottom, "first": first, "last": last, **axis}
 
 
 def parts_chart(total: DayLoss) -> dict[str, Any]:

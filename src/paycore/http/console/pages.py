@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from paycore.disputes import service as disputes
-from paycore.http.console import render, scope, timeline
+from paycore.http.console import activity, render, scope, timeline
 from paycore.http.console.scope import KINDS, BadFilter, Kind
 from paycore.http.console.session import principal
 from paycore.http.routing import JsonRoute
@@ -30,7 +30,7 @@ def overview(request: Request, who: Who) -> Response:
     now = now_us()
     with request.app.state.database.read() as connection:
         found = operations.overview(connection, request.app.state.schedules, tenant_id=who.scope, now_us=now)
-    return render.page(request, "overview.html", o=found, now=now)
+    return render.page(request, "overview.html", o=found, now=now, chart_rows=activity.rows(found.activity))
 
 
 def _list(request: Request, who: Principal, kind: Kind) -> Response:

@@ -1,7 +1,7 @@
 """Issue 28: every page of the operations console (`/ops`) under 200 ms with 100,000 payments in
 the database, on SQLite and on PostgreSQL.
 
-    .venv/bin/python bench/console_bench.py [--backend both] [--payments 100000] [--rounds 3] [--requests 10]
+    .venv/bin/python bench/console_pages_bench.py [--backend both] [--payments 100000] [--rounds 3] [--requests 10]
 
 For each backend: a scratch database (a SQLite file in `--workdir`; a `bench_console_*` database
 on PostgreSQL, dropped at the end), migrated to head, filled by `_console_fixture.py` (its

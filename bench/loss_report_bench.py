@@ -1,7 +1,7 @@
 """The payout loss report (SPEC §11, docs/losses.md) at 1,000,000 payouts: latency of the
 report's statements and their plans, on PostgreSQL (and SQLite).
 
-    .venv/bin/python bench/losses_bench.py [--payouts 1000000] [--repeats 5] [--backends postgres,sqlite] [--docs]
+    .venv/bin/python bench/loss_report_bench.py [--payouts 1000000] [--repeats 5] [--backends postgres,sqlite] [--docs]
 
 THE FIXTURE IS WRITTEN DIRECTLY, BYPASSING THE SERVICE: one `INSERT ... SELECT` per table
 (PostgreSQL: from `generate_series`; SQLite: from a recursive CTE) into a database of its own,
@@ -241,10 +241,11 @@ def run_backend(backend: str, args: argparse.Namespace) -> list[str]:
 
 
 HEADER = [
-    "# The loss report at a million payouts: the last `bench/losses_bench.py --docs` run",
+    "# The loss report at a million payouts: the last `bench/loss_report_bench.py --docs` run",
     "",
-    "Written by the script: `--docs` replaces this whole file. What the figures mean and what bounds",
-    "them: [benchmarks.md](benchmarks.md#loss-report-spec-11-benchlosses_benchpy).",
+    "For whoever checks the loss report's speed: the last full run's timings, answers and query",
+    "plans, written by the script (`--docs` replaces this whole file). What the figures mean and",
+    "what bounds them: [benchmarks.md](benchmarks.md#loss-report-spec-11).",
     "",
 ]
 

@@ -2,7 +2,7 @@
 """A credit's write phase alone, without HTTP: the data plane against the reference path, in
 one process, on one database, alternated in rounds (ADR 0026, issue 39).
 
-    .venv/bin/python bench/credits_phase_bench.py --backend sqlite --rounds 7 --credits 2000
+    .venv/bin/python bench/credits_create_bench.py --backend sqlite --rounds 7 --credits 2000
 
 `reference`: `idempotency.run_async` around `credits.service.create_credit` (SQLAlchemy Core,
 what every credit ran before migration 0026). `data plane`: `credits.create.create_credit` (the

@@ -3,7 +3,7 @@
 
 Run from the repository root with the project's virtualenv (needs `wrk`: `apt-get install -y wrk`):
 
-    .venv/bin/python bench/http_bench.py --clients 16 --threads 2 --duration-s 10 --repeats 3
+    .venv/bin/python bench/credits_http_bench.py --clients 16 --threads 2 --duration-s 10 --repeats 3
 
 Three targets, started one after another in the same run (one server process at a time, on
 a free loopback port), all driven by the same load tool with the same settings

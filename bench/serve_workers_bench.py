@@ -4,7 +4,7 @@ PostgreSQL, side by side in one run: credits/s over HTTP and the CPU a credit co
 
 Run from the repository root with the project's virtualenv (needs `wrk`: `apt-get install -y wrk`):
 
-    .venv/bin/python bench/workers_bench.py --duration-s 10 --repeats 3
+    .venv/bin/python bench/serve_workers_bench.py --duration-s 10 --repeats 3
 
 Every round runs the four servers one after another, in an order that alternates from round to
 round: `paycore serve --workers W` (no `--dev`: the API alone) on a fresh database (a new SQLite
@@ -18,7 +18,7 @@ order every credit). CPU is process accounting over the measured window
 the database's backends; divided by the credits acknowledged (201). wrk's own CPU is not counted
 but shares the machine; "machine busy" is every core's use over the window (/proc/stat),
 whoever used it: a second process can only add credits/s while some core is idle. Each run is
-checked as bench/http_bench.py checks it: the keys in flight
+checked as bench/credits_http_bench.py checks it: the keys in flight
 at wrk's stop are re-sent, and the balance must equal the sum of the acknowledged credits.
 The table shows the medians; the exit status is non-zero if any check failed.
 """
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
-import http_bench
+import credits_http_bench
 
 WORKERS = (1, 2)
 BACKENDS = ("sqlite", "postgres")
@@ -103,8 +103,10 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def start(backend: str, workers: int, repeat: int, args: argparse.Namespace, workdir: Path) -> http_bench.Server:
-    port = http_bench.free_port()
+def start(
+    backend: str, workers: int, repeat: int, args: argparse.Namespace, workdir: Path
+) -> credits_http_bench.Server:
+    port = credits_http_bench.free_port()
     tag = f"{backend}-w{workers}-r{repeat}"
     postgres_name = None
     if backend == "sqlite":
@@ -112,15 +114,15 @@ def start(backend: str, workers: int, repeat: int, args: argparse.Namespace, wor
     else:
         postgres_name = common.new_postgres_database(args.postgres_url, "workers")
         database_url = common.postgres_database_url(args.postgres_url, postgres_name)
-        http_bench._migrate(database_url)  # `paycore serve` upgrades SQLite itself, PostgreSQL by hand
+        credits_http_bench._migrate(database_url)  # `paycore serve` upgrades SQLite itself, PostgreSQL by hand
     env = {name: value for name, value in os.environ.items() if not name.startswith("PAYCORE_")}
     env.update(PAYCORE_DATABASE_URL=database_url, PAYCORE_SECRETS_KEY=os.environ["PAYCORE_SECRETS_KEY"])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(common.REPO / "src"), env.get("PYTHONPATH")]))
-    command = [*http_bench.paycore_command(), "serve", "--port", str(port), "--workers", str(workers)]
+    command = [*credits_http_bench.paycore_command(), "serve", "--port", str(port), "--workers", str(workers)]
     log_path = workdir / f"{tag}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-    server = http_bench.Server("paycore", port, process, log_path, database_url, postgres_name)
+    server = credits_http_bench.Server("paycore", port, process, log_path, database_url, postgres_name)
     deadline = time.monotonic() + START_TIMEOUT_S
     while len(children(process.pid)) < (workers if workers > 1 else 0) or not _healthy(port):
         if process.poll() is not None or time.monotonic() > deadline:
@@ -133,7 +135,7 @@ def start(backend: str, workers: int, repeat: int, args: argparse.Namespace, wor
 
 def _healthy(port: int) -> bool:
     try:
-        return http_bench.http_call(port, "GET", "/healthz")[0] == 200
+        return credits_http_bench.http_call(port, "GET", "/healthz")[0] == 200
     except OSError:
         return False
 
@@ -143,7 +145,7 @@ def measure(backend: str, workers: int, repeat: int, args: argparse.Namespace, w
     run = Run(backend, workers, repeat)
     try:
         if args.warmup_s:
-            http_bench.run_wrk(server, args, args.warmup_s, "warmup", f"w{repeat}{secrets.token_hex(2)}")
+            credits_http_bench.run_wrk(server, args, args.warmup_s, "warmup", f"w{repeat}{secrets.token_hex(2)}")
         api = [server.process.pid, *children(server.process.pid)]
         run.processes = len(api)
         database: list[int] = []
@@ -158,9 +160,9 @@ def measure(backend: str, workers: int, repeat: int, args: argparse.Namespace, w
         run.machine_busy_percent = 100 * busy / max(1, total)
         results = []
         for tenant, (output, summary) in loads.items():
-            result = http_bench.RunResult("paycore", repeat, backend)
-            http_bench._record_load(result, output, summary)
-            http_bench._check_credits(server, result, summary, tenant)
+            result = credits_http_bench.RunResult("paycore", repeat, backend)
+            credits_http_bench._record_load(result, output, summary)
+            credits_http_bench._check_credits(server, result, summary, tenant)
             results.append(result)
         run.problems = tuple(problem for result in results for problem in result.problems)
         run.credits_per_s = sum(result.ok_per_s for result in results)
@@ -182,7 +184,7 @@ def measure(backend: str, workers: int, repeat: int, args: argparse.Namespace, w
     return run
 
 
-def spread_load(server: http_bench.Server, args: argparse.Namespace, repeat: int) -> dict[str, tuple[str, Any]]:
+def spread_load(server: credits_http_bench.Server, args: argparse.Namespace, repeat: int) -> dict[str, tuple[str, Any]]:
     """One `wrk -t1` per tenant, all at once, the connections shared out: tenant -> (output,
     summary). Several tenants, so that no one tenant's credit account (a hot row, whose lock
     orders its credits on PostgreSQL) is what the figure measures."""
@@ -191,7 +193,7 @@ def spread_load(server: http_bench.Server, args: argparse.Namespace, repeat: int
     tenants = [f"bench-{repeat}-{index}" for index in range(args.tenants)]
     with ThreadPoolExecutor(len(tenants)) as pool:
         runs = {
-            tenant: pool.submit(http_bench.run_wrk, server, per_tenant, args.duration_s, tenant, tag)
+            tenant: pool.submit(credits_http_bench.run_wrk, server, per_tenant, args.duration_s, tenant, tag)
             for tenant in tenants
         }
         return {tenant: run.result() for tenant, run in runs.items()}

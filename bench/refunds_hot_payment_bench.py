@@ -1,7 +1,7 @@
 """Refunds/s (issue 4): many agents refunding ONE payment (the hot case, where naive locking
 collapses) against the same agents refunding MANY payments, on SQLite and PostgreSQL.
 
-    .venv/bin/python bench/refunds_bench.py [--seconds 8] [--clients 1,4] [--repeat 3]
+    .venv/bin/python bench/refunds_hot_payment_bench.py [--seconds 8] [--clients 1,4] [--repeat 3]
 
 Each client is a thread with its own connection calling `paycore.refunds.service.create_refund`
 in its own transaction (the same code as `POST /v1/payments/{id}/refunds`, without HTTP),
@@ -145,7 +145,7 @@ def main() -> None:
         [b, c, shape, repeat, common.fmt(rate), total, verdict] for b, c, shape, repeat, rate, total, verdict in rows
     ]
     report = [
-        "## Refunds (bench/refunds_bench.py)",
+        "## Refunds (bench/refunds_hot_payment_bench.py)",
         "",
         f"Command: `{common.command_line()}`",
         "",
