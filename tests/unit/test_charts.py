@@ -1,5 +1,5 @@
 """The console's one chart geometry (`reports.charts`) and the overview's charts drawn as SVG
-(`http/ops/activity.py`, `_charts.html`): fixed bucket slots, stacks exactly their totals'
+(`http/console/activity.py`, `_charts.html`): fixed bucket slots, stacks exactly their totals'
 height, integer coordinates only (a float anywhere fails here), labels in major units with
 thousands separators, and a title, a description and a table for every chart."""
 
@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from paycore.http.ops import activity as overview_charts
-from paycore.http.ops.render import _ENVIRONMENT
+from paycore.http.console import activity as overview_charts
+from paycore.http.console.render import _ENVIRONMENT
 from paycore.kit.clock import parse_rfc3339
 from paycore.reports.activity import HOUR_US, Activity, _bucketed, _Hourly, windows
 from paycore.reports.charts import (

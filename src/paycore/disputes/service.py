@@ -43,7 +43,7 @@ def record(connection: Connection, seen: ProcessorDispute, *, cause: str, actor:
     """What paycore made of the processor's word: `applied`, `stale` (older than what is held,
     or nothing new) or `unmatched` (no such payment here yet: the caller keeps the evidence)."""
     assert seen.status in states.STATUSES, seen.status
-    payment = payments.find(connection, seen.merchant_id, seen.charge_request_id, for_update=True)
+    payment = payments.MACHINE.find(connection, seen.merchant_id, seen.charge_request_id, for_update=True)
     if payment is None:
         return "unmatched"
     born = _insert(connection, payment, seen, now_us)

@@ -121,7 +121,7 @@ def by_day_and_component(connection: Connection, filters: LossFilters, *, days_m
 
 # ---------------------------------------------------------------------------- drawing
 #
-# The geometry every chart of the console draws with (`http/ops/templates/_charts.html` turns
+# The geometry every chart of the console draws with (`http/console/templates/_charts.html` turns
 # it into SVG): bars in fixed slots, one per bucket whatever holds data, so one day of data is
 # one narrow bar, never one as wide as the chart. Integer arithmetic only: every coordinate
 # is `value * pixels // scale`; a float is a programmer's error (`_pixels` and `Bar` assert it).

@@ -5,7 +5,7 @@ The payments are made `in_doubt` first (the processor's answer lost). Then one p
 each payment's signed `charge.succeeded` webhook (`inbound.receive.receive`, as the route does:
 the data plane's apply phase, the read and one call of `paycore_inbound_apply`, or the reference
 path where the payment moved between the read and the call), last payment first; the other runs
-the resolver's rounds (`payments.jobs.resolve_due`: claim a few due payments, ask the processor,
+the resolver's rounds (`payments.rounds.resolve_due`: claim a few due payments, ask the processor,
 which says `succeeded`, apply it FOR UPDATE), first payment first. They meet in the middle, each
 side seen to win some. Whoever comes second changes nothing: one post, its two entries, one
 state change to `succeeded` (the webhook's or the resolver's), the money moved once, and the
@@ -32,7 +32,7 @@ from paycore.kit import actors, signing
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
-from paycore.payments import jobs
+from paycore.payments import rounds
 from paycore.payments.service import PaymentTimings, create_payment
 from paycore.payments.types import NewPayment
 from paycore.processor.port import ChargeRequest, ChargeResult, Processor, ProcessorUnreachable
@@ -148,7 +148,7 @@ def webhook_process(url: str, payment_ids: list[str], barrier: Any, results: Any
     database.dispose()
 
 
-def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
+def resolver_process(url: str, barrier: Any, rounds_done: Any) -> None:
     database = _database(url)
     policy = Policy(attempts_max=5, backoff_ms=1, backoff_max_ms=2, lease_ms=30_000, batch_max=BATCH_MAX)
     processor = cast(Processor, _Succeeded())
@@ -156,7 +156,7 @@ def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
     done = 0
     while done < ROUNDS_MAX:
         done += 1
-        if jobs.resolve_due(database, processor, policy, "resolver-race", actor=actors.worker("resolve")) == 0:
+        if rounds.resolve_due(database, processor, policy, "resolver-race", actor=actors.worker("resolve")) == 0:
             break
-    rounds.put(done)
+    rounds_done.put(done)
     database.dispose()

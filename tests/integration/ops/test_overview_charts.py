@@ -14,7 +14,7 @@ import pytest
 from paycore.audit.models import events
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us, parse_rfc3339
-from paycore.operations import service as operations
+from paycore.monitoring import service as operations
 from paycore.payments.models import payments
 from paycore.payouts.models import payouts
 from paycore.reconciliation.models import reconciliation_breaks
@@ -118,7 +118,7 @@ def test_as_the_clock_moves_on_so_do_the_windows(database: Database) -> None:
 
 def test_the_page_draws_both_windows(console: Console, monkeypatch: pytest.MonkeyPatch) -> None:
     around_midnight(console.env.database)
-    monkeypatch.setattr("paycore.http.ops.pages.now_us", lambda: NOW)
+    monkeypatch.setattr("paycore.http.console.pages.now_us", lambda: NOW)
     page = console.signed_in("alice").get("/ops")
     assert page.status_code == 200, page.text
     html = page.text

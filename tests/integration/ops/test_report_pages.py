@@ -16,14 +16,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from paycore.db.engine import Database
-from paycore.http.ops import losses as loss_pages
+from paycore.http.console import losses as loss_pages
 from paycore.kit.clock import now_us
 from paycore.operators import service as operators
 from paycore.payouts import service as payout_service
 from paycore.reports import charts, losses
 from paycore.reports.charts import slot_of
 from paycore.tenants import service as tenants
-from paycore.webhooks import jobs
+from paycore.webhooks import rounds
 from tests.integration.http.test_ledger import create_account, moved
 from tests.integration.ops.conftest import csrf_of
 from tests.integration.reports import expected
@@ -172,7 +172,7 @@ def test_the_loss_page_filters_and_refuses_a_bad_filter(client: TestClient, ids:
 def test_the_loss_page_pages_by_cursor(
     client: TestClient, ids: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("paycore.http.ops.scope.PAGE_ROWS", 2)
+    monkeypatch.setattr("paycore.http.console.scope.PAGE_ROWS", 2)
     seen = every_page(client, "/ops/losses", listed_payouts)
     assert seen == [row["payout_id"] for row in with_ids(expected.EVERY_TENANT, ids)]
     first = page(client, "/ops/losses", tenant="acme")
@@ -248,7 +248,7 @@ def test_the_ledger_lists_accounts_with_balances_and_each_statement(
     assert rows == 3  # the funding, the move to bob, the hold
     assert statement.count(">hold</span>") == 1  # the hold's entry says it is one
     assert page(client, f"/ops/ledger/accounts/{alice}") == statement  # a tenant's id is found without it too
-    monkeypatch.setattr("paycore.http.ops.scope.PAGE_ROWS", 2)
+    monkeypatch.setattr("paycore.http.console.scope.PAGE_ROWS", 2)
     codes = every_page(client, "/ops/ledger", lambda t: re.findall(r'<td class="mono">([a-z.A-Z]+)', t))
     assert codes == ["cash.USD", "customer.alice", "customer.bob"]
     entries = every_page(client, f"/ops/ledger/accounts/{alice}", lambda t: re.findall(r"<code>(ent_[^<]+)</code>", t))
@@ -271,7 +271,7 @@ def test_a_statement_links_what_each_transfer_moved_money_for(client: TestClient
 
 
 def _deliver(database: Database, retry_window_ms: int) -> int:
-    config = jobs.Config(
+    config = rounds.Config(
         timeout_ms=1_000,
         lease_ms=10_000,
         batch_max=10,
@@ -282,7 +282,7 @@ def _deliver(database: Database, retry_window_ms: int) -> int:
         keyring=secrets_keys.KEYRING,  # the `client` fixture's
     )
     time.sleep(0.005)  # past the 1-2 ms backoff
-    return jobs.deliver_due(database, config, "test-worker", endpoints_max=4)
+    return rounds.deliver_due(database, config, "test-worker", endpoints_max=4)
 
 
 def test_the_webhook_page_shows_endpoints_failing_deliveries_and_redelivers(
@@ -353,7 +353,7 @@ def test_the_audit_log_filters_pages_and_links_its_objects(
             '<table id="results" class="audit">', 1
         )[1]
     )
-    monkeypatch.setattr("paycore.http.ops.scope.PAGE_ROWS", 3)
+    monkeypatch.setattr("paycore.http.console.scope.PAGE_ROWS", 3)
     ids_seen = every_page(
         client, "/ops/audit", lambda t: re.findall(r'<code class="muted">(evt_[^<]+)</code>', t), object_id=payout_id
     )

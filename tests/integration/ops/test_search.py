@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from paycore.disputes import service as disputes
-from paycore.http.ops import search
+from paycore.http.console import search
 from tests.integration.ops.conftest import Console
 from tests.integration.ops.dispute_support import opened
 from tests.support import payouts as payout_support

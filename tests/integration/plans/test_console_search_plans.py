@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from paycore.http.ops import search
+from paycore.http.console import search
 from tests.integration.payments.conftest import Env
 from tests.integration.plans import capture
 from tests.integration.plans.test_money_path_plans import TENANT, Flows, _analyze

@@ -7,8 +7,8 @@ from typing import Any, Final
 from sqlalchemy import Connection, Row, select
 
 from paycore.kit import ids
-from paycore.resolutions import states
-from paycore.resolutions.models import manual_resolutions
+from paycore.manual_resolutions import states
+from paycore.manual_resolutions.models import manual_resolutions
 
 _OF_OBJECT_MAX: Final = 100  # proposals about one item: a handful in practice
 _table = manual_resolutions.c

@@ -9,17 +9,17 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from paycore.disputes import service as disputes
-from paycore.http.ops import activity, render, scope, timeline
-from paycore.http.ops.scope import KINDS, BadFilter, Kind
-from paycore.http.ops.session import principal
+from paycore.http.console import activity, render, scope, timeline
+from paycore.http.console.scope import KINDS, BadFilter, Kind
+from paycore.http.console.session import principal
 from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
-from paycore.operations import service as operations
+from paycore.manual_resolutions import service as resolutions
+from paycore.monitoring import service as operations
 from paycore.operators.types import Principal
 from paycore.payments.schemas import payment_object
 from paycore.payouts import service as payouts
 from paycore.refunds import service as refunds
-from paycore.resolutions import service as resolutions
 
 router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)
 Who = Annotated[Principal, Depends(principal)]

@@ -1,5 +1,6 @@
-"""The worker side of payouts (SPEC §11), on the one lifecycle (`paycore.lifecycle.work`):
-queue due payouts, send them, follow them until the bank's answer is final.
+"""The worker side of payouts (SPEC §11), on the one worker round (`paycore.in_doubt.resolver`):
+queue due payouts, send them, follow them until the bank's answer is final. The calls to the
+bank they make: `processor_calls`.
 
 - `queue_due`: scheduled payouts whose execute_on day has come move to `queued`.
 - `send_due`: claims queued payouts in bounded batches and moves each to `processing` in the
@@ -17,7 +18,6 @@ others (`paycore.lifecycle.faults`).
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from functools import partial
 from typing import cast
@@ -25,53 +25,22 @@ from typing import cast
 from sqlalchemy import Connection
 
 from paycore.db.engine import Database
+from paycore.in_doubt import resolver
 from paycore.kit import actors
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.clock import utc_day
-from paycore.lifecycle import faults, work
-from paycore.lifecycle.calls import Call, timed
+from paycore.lifecycle import faults
 from paycore.lifecycle.policy import Policy
 from paycore.payouts import lifecycle, repository, states
-from paycore.payouts.lifecycle import SEND_OPERATION
+from paycore.payouts.processor_calls import get, payout_request, send
 from paycore.payouts.types import Payout
-from paycore.payouts.validation import mask
-from paycore.processor.port import PayoutRequest, PayoutResult, Processor
+from paycore.processor.port import PayoutRequest, Processor
 
-_MASKED = ("iban", "account_number")
 _AWAITING_BANK = (states.PROCESSING, states.IN_DOUBT, states.SENT)
 
 
-def payout_request(payout: Payout) -> PayoutRequest:
-    """The one request sent for this payout, every time: its id is the bank's dedupe key."""
-    return PayoutRequest(
-        request_id=payout.id,
-        merchant_id=payout.tenant_id,
-        amount_minor=payout.amount_minor,
-        currency=payout.currency,
-        rail="ach" if payout.rail == "ach" else "sepa",
-        beneficiary_name=payout.beneficiary_name,
-        iban=payout.iban,
-        bic=payout.bic,
-        routing_number=payout.routing_number,
-        account_number=payout.account_number,
-    )
-
-
-def send(processor: Processor, request: PayoutRequest) -> Call[PayoutResult]:
-    recorded = dataclasses.asdict(request)
-    for name in _MASKED:
-        recorded[name] = mask(recorded[name])
-    ids = {"payout_id": request.request_id, "tenant_id": request.merchant_id}  # never the account fields
-    return timed(SEND_OPERATION, recorded, lambda: processor.send_payout(request), ids=ids)
-
-
-def get(processor: Processor, request_id: str) -> Call[PayoutResult]:
-    ids = {"payout_id": request_id}
-    return timed("get_payout", {"request_id": request_id}, lambda: processor.get_payout(request_id), ids=ids)
-
-
-def job(processor: Processor) -> work.Job[Payout, PayoutRequest]:
-    return work.Job(
+def job(processor: Processor) -> resolver.Job[Payout, PayoutRequest]:
+    return resolver.Job(
         machine=lifecycle.MACHINE,
         build=_build,
         send=lambda _payout, request: send(processor, request),
@@ -125,18 +94,18 @@ def _queue(
 
 def send_due(database: Database, processor: Processor, policy: Policy, worker_id: str, *, actor: str) -> int:
     """One bounded round: claim queued payouts and send each. Returns how many were claimed."""
-    return work.send_due(database, job(processor), policy, worker_id, actor=actor, ready=(states.QUEUED,))
+    return resolver.send_due(database, job(processor), policy, worker_id, actor=actor, ready=(states.QUEUED,))
 
 
 def resolve_due(database: Database, processor: Processor, policy: Policy, worker_id: str, *, actor: str) -> int:
     """One bounded round: ask the bank about payouts without a final answer."""
-    return work.resolve_due(database, job(processor), policy, worker_id, actor=actor, statuses=_AWAITING_BANK)
+    return resolver.resolve_due(database, job(processor), policy, worker_id, actor=actor, statuses=_AWAITING_BANK)
 
 
 def claim_queued(connection: Connection, *, policy: Policy, worker_id: str, actor: str) -> list[Payout]:
     """The send round's claim alone, in the caller's transaction: queued -> processing (the
     compare-and-set a cancel races). It makes no call: the job needs no processor."""
-    _, started = work.claim_and_start(
+    _, started = resolver.claim_and_start(
         connection, job=job(cast(Processor, None)), policy=policy, worker=worker_id, actor=actor, ready=(states.QUEUED,)
     )
     return [entry.item for entry in started]

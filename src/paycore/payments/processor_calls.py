@@ -1,26 +1,15 @@
-"""The payment's calls to the processor and the resolver's round (SPEC §10), on the one
-lifecycle (`paycore.lifecycle.work`).
-
-The API request makes the first call (`charge`, in `service.create_payment`). The resolver
-then takes every payment left without a final answer (`processing` past its stale time,
-`in_doubt`), asks `get_charge(request_id)` and, only when the processor has no record of it,
-sends the same request again (same request id, same parameters: the processor dedupes, so a
-request lost on the way is retried and a charge is never made twice). After `attempts_max`
-rounds without an answer the payment stays `in_doubt`, unscheduled, for a person: it shows in
-`GET /v1/payments?status=in_doubt` and in `paycore_in_doubt_oldest_age_seconds`.
+"""The payment's calls to the processor (SPEC §10): the one charge request, stored with the
+payment and sent the same every time; the charge's status; the capture or cancel of an
+authorization. Each call is timed and classified (`paycore.lifecycle.calls`); the worker
+round that makes them again is `rounds`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection
-
-from paycore.db.engine import Database
-from paycore.lifecycle import work
 from paycore.lifecycle.calls import Call, timed
-from paycore.lifecycle.policy import Policy
-from paycore.payments import lifecycle, states
+from paycore.payments import states
 from paycore.payments.types import Payment
 from paycore.processor.port import (
     CancelRequest,
@@ -90,25 +79,6 @@ def ask(processor: Processor, payment: Payment) -> Call[ChargeResult]:
     if asked.evidence.result.status != "requires_capture":
         return asked
     return send_operation(processor, payment)
-
-
-def job(processor: Processor) -> work.Job[Payment, ChargeRequest]:
-    return work.Job(
-        machine=lifecycle.MACHINE,
-        build=_build,
-        send=lambda payment, request: charge(processor, payment, request),
-        ask=lambda payment: ask(processor, payment),
-        apply=lifecycle.apply_evidence,
-    )
-
-
-def resolve_due(database: Database, processor: Processor, policy: Policy, worker_id: str, *, actor: str) -> int:
-    """One bounded round: claim due unresolved payments, resolve each. Returns how many were claimed."""
-    return work.resolve_due(database, job(processor), policy, worker_id, actor=actor, statuses=states.UNRESOLVED)
-
-
-def _build(connection: Connection, payment: Payment) -> ChargeRequest:
-    return charge_request(payment)
 
 
 def _ids(payment: Payment) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""One round of a worker, the same for every kind of item (SPEC §10; docs/adr/0006): commit,
-call, commit. No call to another system ever runs inside a database transaction.
+"""The resolver: one round of a worker, the same for every kind of item (SPEC §10; docs/adr/0006):
+commit, call, commit. No call to another system ever runs inside a database transaction.
 
 1. Claim (one short transaction): due items with a lease (`claimed_by`, `claimed_until_us`;
    FOR UPDATE SKIP LOCKED on PostgreSQL), in a bounded batch. A send round also moves each

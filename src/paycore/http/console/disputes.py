@@ -27,9 +27,9 @@ from paycore.disputes import answers, approvals, states
 from paycore.disputes import service as disputes
 from paycore.disputes.schemas import EVIDENCE_TEXT_LENGTH_MAX, EvidenceSubmit
 from paycore.disputes.types import Dispute
+from paycore.http.console import forms, render, scope, session, timeline
+from paycore.http.console.scope import KINDS, BadFilter
 from paycore.http.errors import render_refusal, status_of
-from paycore.http.ops import forms, render, scope, session, timeline
-from paycore.http.ops.scope import KINDS, BadFilter
 from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us

@@ -14,20 +14,20 @@ from paycore.audit import service as audit
 from paycore.disputes import approvals as dispute_approvals
 from paycore.disputes import service as disputes
 from paycore.disputes import states as dispute_states
-from paycore.http.ops import render, scope
-from paycore.http.ops.scope import BY_NAME, KINDS, BadFilter
-from paycore.http.ops.session import principal
+from paycore.http.console import render, scope
+from paycore.http.console.scope import BY_NAME, KINDS, BadFilter
+from paycore.http.console.session import principal
 from paycore.http.routing import JsonRoute
 from paycore.invariants import service as invariants
 from paycore.kit.clock import now_us
 from paycore.kit.errors import InvalidRequest
 from paycore.lifecycle.store import Search
-from paycore.operations import service as operations
+from paycore.manual_resolutions import service as resolutions
+from paycore.monitoring import service as operations
 from paycore.operators.types import Principal
 from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation.report import HEADER
 from paycore.refunds import service as refunds
-from paycore.resolutions import service as resolutions
 from paycore.tenants import settings as tenant_settings
 
 router = APIRouter(prefix="/ops", include_in_schema=False, route_class=JsonRoute)

@@ -20,9 +20,9 @@ from fastapi.responses import Response
 
 from paycore.audit import service as audit
 from paycore.audit.service import AuditFilter, Event
-from paycore.http.ops import forms, render, scope
-from paycore.http.ops.scope import BadFilter
-from paycore.http.ops.session import principal
+from paycore.http.console import forms, render, scope
+from paycore.http.console.scope import BadFilter
+from paycore.http.console.session import principal
 from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError

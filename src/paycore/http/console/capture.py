@@ -25,9 +25,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from paycore.http.console import forms, pages, render, scope, session
+from paycore.http.console.scope import KINDS
 from paycore.http.errors import render_refusal, status_of
-from paycore.http.ops import forms, pages, render, scope, session
-from paycore.http.ops.scope import KINDS
 from paycore.http.routers.payments import payment_timings
 from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency

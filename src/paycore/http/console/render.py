@@ -16,7 +16,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from paycore.http.ops import session
+from paycore.http.console import session
 from paycore.kit.clock import to_rfc3339
 from paycore.kit.money import CURRENCY_EXPONENTS, format_grouped, format_minor
 from paycore.operators.service import is_second_person
@@ -25,7 +25,7 @@ from paycore.payments.schemas import in_doubt_operation
 from paycore.payouts.validation import mask
 
 _ENVIRONMENT: Final = Environment(
-    loader=PackageLoader("paycore.http.ops", "templates"),
+    loader=PackageLoader("paycore.http.console", "templates"),
     autoescape=select_autoescape(["html"]),
     undefined=StrictUndefined,
     trim_blocks=True,

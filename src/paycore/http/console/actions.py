@@ -15,14 +15,15 @@ from fastapi.responses import RedirectResponse, Response
 from sqlalchemy import Connection
 from starlette.concurrency import run_in_threadpool
 
+from paycore.http.console import forms, pages, render, scope, session
+from paycore.http.console.scope import BY_NAME
 from paycore.http.errors import render_refusal, status_of
-from paycore.http.ops import forms, pages, render, scope, session
-from paycore.http.ops.scope import BY_NAME
 from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError, NotFound
 from paycore.lifecycle import recording
+from paycore.manual_resolutions import service as resolutions
 from paycore.operators import service as operators
 from paycore.operators.types import Action, Principal
 from paycore.payouts import service as payouts
@@ -30,7 +31,6 @@ from paycore.reconciliation import queries as reconciliation_queries
 from paycore.reconciliation import service as reconciliation
 from paycore.refunds import service as refunds
 from paycore.refunds.service import NewRefund
-from paycore.resolutions import service as resolutions
 from paycore.tenants import settings as tenant_settings
 from paycore.webhooks import service as webhooks
 

@@ -21,9 +21,9 @@ from fastapi.responses import RedirectResponse, Response
 from sqlalchemy import Connection
 
 from paycore.disputes import service as disputes
-from paycore.http.ops import render, scope
-from paycore.http.ops.scope import KINDS, BadFilter
-from paycore.http.ops.session import principal
+from paycore.http.console import render, scope
+from paycore.http.console.scope import KINDS, BadFilter
+from paycore.http.console.session import principal
 from paycore.http.routing import JsonRoute
 from paycore.operators.types import Principal
 

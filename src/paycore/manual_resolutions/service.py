@@ -30,13 +30,8 @@ from sqlalchemy import Connection
 from paycore.kit.errors import InvalidStartingAfter
 from paycore.lifecycle import recording
 from paycore.lifecycle.evidence import MANUAL_CAUSE, Evidence
-from paycore.operators import service as operators
-from paycore.payments import service as payments
-from paycore.payouts import service as payouts
-from paycore.reconciliation import service as reconciliation
-from paycore.refunds import service as refunds
-from paycore.resolutions import lifecycle, repository, states
-from paycore.resolutions.errors import (
+from paycore.manual_resolutions import lifecycle, repository, states
+from paycore.manual_resolutions.errors import (
     InvalidEvidence,
     InvalidKind,
     InvalidOutcome,
@@ -45,8 +40,13 @@ from paycore.resolutions.errors import (
     ResolutionNotProposed,
     ResolutionPending,
 )
-from paycore.resolutions.models import EVIDENCE_CHARS_MAX
-from paycore.resolutions.types import KINDS, OUTCOMES, Kind, Outcome, Resolution, resolution_from_row
+from paycore.manual_resolutions.models import EVIDENCE_CHARS_MAX
+from paycore.manual_resolutions.types import KINDS, OUTCOMES, Kind, Outcome, Resolution, resolution_from_row
+from paycore.operators import service as operators
+from paycore.payments import service as payments
+from paycore.payouts import service as payouts
+from paycore.reconciliation import service as reconciliation
+from paycore.refunds import service as refunds
 from paycore.tenants import settings as tenant_settings
 
 NOTE_CHARS_MAX: Final = 1000  # an approver's note on a confirmation or rejection
@@ -85,7 +85,7 @@ def waiting(kind: Kind) -> frozenset[str]:
 
 
 def load_item(connection: Connection, tenant_id: str, kind: Kind, object_id: str, *, for_update: bool = False) -> Any:
-    item = _DOMAINS[kind].find(connection, tenant_id, object_id, for_update=for_update)
+    item = _DOMAINS[kind].MACHINE.find(connection, tenant_id, object_id, for_update=for_update)
     if item is None:
         raise ItemNotFound(f"no such {kind}", param="id")
     return item

@@ -16,9 +16,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 
 from paycore.db.engine import Database
-from paycore.http.ops import forms, render, scope
-from paycore.http.ops.scope import BadFilter
-from paycore.http.ops.session import principal
+from paycore.http.console import forms, render, scope
+from paycore.http.console.scope import BadFilter
+from paycore.http.console.session import principal
 from paycore.http.routing import JsonRoute
 from paycore.kit.errors import DomainError
 from paycore.kit.money import CURRENCY_EXPONENTS, format_minor

@@ -14,10 +14,10 @@ from paycore.audit import service as audit
 from paycore.audit.service import Event
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import TransferNotFound
+from paycore.manual_resolutions import service as resolutions
+from paycore.manual_resolutions.types import Resolution
 from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.types import Break
-from paycore.resolutions import service as resolutions
-from paycore.resolutions.types import Resolution
 from paycore.webhooks import service as webhooks
 from paycore.webhooks.errors import EventNotFound
 
@@ -63,7 +63,7 @@ def story(connection: Connection, tenant_id: str, object_id: str, transfer_ids: 
 
 
 def entry_of(event: Event) -> Entry:
-    """One audit record as a line of a timeline (also a dispute's history: http/ops/disputes.py)."""
+    """One audit record as a line of a timeline (also a dispute's history: http/console/disputes.py)."""
     label = _KIND_LABELS.get(event.kind, event.kind)
     if event.kind == "state_change":
         arrow = f"{event.from_state or '∅'} → {event.to_state}"

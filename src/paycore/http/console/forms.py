@@ -9,8 +9,8 @@ from typing import Any, Final
 from fastapi import Request
 from fastapi.responses import Response
 
-from paycore.http.ops import render, scope
-from paycore.http.ops.scope import BadFilter
+from paycore.http.console import render, scope
+from paycore.http.console.scope import BadFilter
 from paycore.kit.errors import DomainError, InvalidAmount
 from paycore.kit.money import InvalidAmountError, parse_major
 from paycore.operators.types import Principal

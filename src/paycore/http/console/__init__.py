@@ -9,9 +9,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
 from paycore.config import Settings
-from paycore.http.ops import actions, capture, disputes, losses, pages, queues, reports, search, settings, sign_in
-from paycore.http.ops.render import bare
-from paycore.http.ops.session import CsrfRefused, FormRefused, OpsState, SignInRequired
+from paycore.http.console import actions, capture, disputes, losses, pages, queues, reports, search, settings, sign_in
+from paycore.http.console.render import bare
+from paycore.http.console.session import CsrfRefused, FormRefused, OpsState, SignInRequired
 from paycore.http.routing import add_routes
 from paycore.operators.service import SessionLimits
 

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from paycore.http.ops import session
-from paycore.http.ops.render import bare
-from paycore.http.ops.session import OpsState
+from paycore.http.console import session
+from paycore.http.console.render import bare
+from paycore.http.console.session import OpsState
 from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.operators import service as operators

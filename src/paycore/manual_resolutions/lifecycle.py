@@ -8,10 +8,10 @@ from __future__ import annotations
 from functools import partial
 
 from paycore.lifecycle.machine import Machine
-from paycore.resolutions import states
-from paycore.resolutions.errors import ResolutionNotFound
-from paycore.resolutions.models import manual_resolutions
-from paycore.resolutions.types import Resolution, resolution_from_row, resolution_row
+from paycore.manual_resolutions import states
+from paycore.manual_resolutions.errors import ResolutionNotFound
+from paycore.manual_resolutions.models import manual_resolutions
+from paycore.manual_resolutions.types import Resolution, resolution_from_row, resolution_row
 
 MACHINE: Machine[Resolution] = Machine(
     object_type="manual_resolution",

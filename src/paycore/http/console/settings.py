@@ -19,9 +19,9 @@ from starlette.concurrency import run_in_threadpool
 
 from paycore.audit import service as audit
 from paycore.audit.service import AuditFilter
+from paycore.http.console import render, scope, session
+from paycore.http.console.scope import BadFilter
 from paycore.http.errors import status_of
-from paycore.http.ops import render, scope, session
-from paycore.http.ops.scope import BadFilter
 from paycore.http.routing import JsonRoute
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError, InvalidRequest, NotFound
