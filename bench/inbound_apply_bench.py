@@ -42,7 +42,7 @@ from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.lifecycle.policy import Policy
 from paycore.payments.service import PaymentTimings, create_payment
 from paycore.payments.types import NewPayment
-from paycore.payouts import jobs as payout_jobs
+from paycore.payouts import rounds as payout_rounds
 from paycore.payouts import service as payouts
 from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
@@ -56,7 +56,7 @@ from paycore.processor.port import (
     RefundRequest,
     RefundResult,
 )
-from paycore.refunds import jobs as refund_jobs
+from paycore.refunds import rounds as refund_rounds
 from paycore.refunds import service as refunds
 
 SECRET = "bench-webhook-secret"
@@ -118,7 +118,7 @@ def in_doubt_refunds(database: Database, destination: str, count: int) -> list[s
         ).id
         for _ in range(count)
     ]
-    while refund_jobs.send_due(database, cast(Processor, Lost()), _POLICY, "bench", actor=actors.LOCAL):
+    while refund_rounds.send_due(database, cast(Processor, Lost()), _POLICY, "bench", actor=actors.LOCAL):
         pass
     return made
 
@@ -150,9 +150,9 @@ def in_doubt_payouts(database: Database, source: str, count: int) -> list[str]:
         ).id
         for _ in range(count)
     ]
-    while payout_jobs.queue_due(database, 1_000, actor=actors.LOCAL):
+    while payout_rounds.queue_due(database, 1_000, actor=actors.LOCAL):
         pass
-    while payout_jobs.send_due(database, cast(Processor, Lost()), _POLICY, "bench", actor=actors.LOCAL):
+    while payout_rounds.send_due(database, cast(Processor, Lost()), _POLICY, "bench", actor=actors.LOCAL):
         pass
     return made
 

@@ -76,7 +76,7 @@ def write(connection: Connection, event: ProcessorEvent, body: bytes) -> tuple[s
 def plan_of(connection: Connection, event: ProcessorEvent, body: bytes) -> Plan | Confirmation | None:
     """The payout the event names, read on `connection`, and the plan of its move, or of the
     plain case where the bank's `accepted` finds it sent already."""
-    payout = payouts.find(connection, event.data.merchant_id, event.data.request_id)
+    payout = payouts.MACHINE.find(connection, event.data.merchant_id, event.data.request_id)
     if payout is None:
         return None
     payload, now, context = body.decode(), clock_now_us(), EventContext.current()

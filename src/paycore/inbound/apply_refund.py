@@ -75,7 +75,7 @@ def write(connection: Connection, event: ProcessorEvent, body: bytes) -> tuple[s
 def plan_of(connection: Connection, event: ProcessorEvent, body: bytes) -> Plan | Confirmation | None:
     """The refund the event names, read on `connection`, and the plan of its move, or of the
     plain case where it is already in the status the event proves."""
-    refund = refunds.find(connection, event.data.merchant_id, event.data.request_id)
+    refund = refunds.MACHINE.find(connection, event.data.merchant_id, event.data.request_id)
     if refund is None:
         return None
     payload, now, context = body.decode(), clock_now_us(), EventContext.current()

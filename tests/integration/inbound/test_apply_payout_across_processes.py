@@ -6,7 +6,7 @@ The payouts are sent and made `in_doubt` first (the bank's answer lost). Then on
 delivers each payout's signed `payout.accepted` webhook (`inbound.receive.receive`, as the route
 does: the read and one call of `paycore_inbound_apply_payout`, or the reference path where the
 payout moved between the read and the call), last payout first; the other runs the resolver's
-rounds (`payouts.jobs.resolve_due`: claim a few due payouts, ask the bank, which says `accepted`,
+rounds (`payouts.rounds.resolve_due`: claim a few due payouts, ask the bank, which says `accepted`,
 apply it FOR UPDATE), first payout first. They meet in the middle, each side seen to win some.
 Whoever comes second changes nothing: one post, its two entries, one state change to `sent`
 (the webhook's or the resolver's), the money moved once, and the webhook's answer `applied`
@@ -31,7 +31,7 @@ from paycore.kit import actors, signing
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
-from paycore.payouts import jobs
+from paycore.payouts import rounds as payout_rounds
 from paycore.payouts import service as payouts
 from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
@@ -112,11 +112,11 @@ def _in_doubt(database: Database, source: str) -> list[str]:
         ).id
         for _ in range(PAYOUTS)
     ]
-    assert jobs.queue_due(database, PAYOUTS, actor=actors.worker("queue")) == PAYOUTS
+    assert payout_rounds.queue_due(database, PAYOUTS, actor=actors.worker("queue")) == PAYOUTS
     lost = cast(Processor, _Bank(lost=True))
-    assert jobs.send_due(database, lost, _policy(PAYOUTS), "sender", actor=actors.worker("send")) == PAYOUTS
+    assert payout_rounds.send_due(database, lost, _policy(PAYOUTS), "sender", actor=actors.worker("send")) == PAYOUTS
     with database.read() as connection:
-        found = payouts.find_many(connection, [(TENANT, payout_id) for payout_id in made])
+        found = payouts.MACHINE.find_many(connection, [(TENANT, payout_id) for payout_id in made])
     assert {payout.status for payout in found.values()} == {"in_doubt"}, found
     return made
 
@@ -201,7 +201,12 @@ def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
     done = 0
     while done < ROUNDS_MAX:
         done += 1
-        if jobs.resolve_due(database, bank, _policy(BATCH_MAX), "resolver-race", actor=actors.worker("resolve")) == 0:
+        if (
+            payout_rounds.resolve_due(
+                database, bank, _policy(BATCH_MAX), "resolver-race", actor=actors.worker("resolve")
+            )
+            == 0
+        ):
             break
     rounds.put(done)
     database.dispose()

@@ -6,7 +6,7 @@ The refunds (of one payment) are sent and made `in_doubt` first (the processor's
 Then one process delivers each refund's signed `refund.succeeded` webhook (`inbound.receive.receive`,
 as the route does: the read and one call of `paycore_inbound_apply_refund`, or the reference path
 where the refund moved between the read and the call), last refund first; the other runs the
-resolver's rounds (`refunds.jobs.resolve_due`: claim a few due refunds, ask the processor, which
+resolver's rounds (`refunds.rounds.resolve_due`: claim a few due refunds, ask the processor, which
 says `succeeded`, apply it FOR UPDATE), first refund first. They meet in the middle, each side
 seen to win some. Whoever comes second changes nothing: one post, its two entries, one state
 change to `succeeded` (the webhook's or the resolver's), the money moved once, the payment's
@@ -44,7 +44,7 @@ from paycore.processor.port import (
     RefundRequest,
     RefundResult,
 )
-from paycore.refunds import jobs
+from paycore.refunds import rounds as refund_rounds
 from paycore.refunds import service as refunds
 from tests.integration.payments.test_settle_across_processes import _database, _destination
 
@@ -146,9 +146,9 @@ def _in_doubt(database: Database, payment_id: str) -> list[str]:
     ]
     lost = cast(Processor, _Processor(lost=True))
     policy = Policy(attempts_max=5, backoff_ms=1, backoff_max_ms=2, lease_ms=30_000, batch_max=REFUNDS)
-    assert jobs.send_due(database, lost, policy, "sender", actor=actors.worker("send")) == REFUNDS
+    assert refund_rounds.send_due(database, lost, policy, "sender", actor=actors.worker("send")) == REFUNDS
     with database.read() as connection:
-        found = refunds.find_many(connection, [(TENANT, refund_id) for refund_id in made])
+        found = refunds.MACHINE.find_many(connection, [(TENANT, refund_id) for refund_id in made])
     assert {refund.status for refund in found.values()} == {"in_doubt"}, found
     return made
 
@@ -231,7 +231,10 @@ def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
     done = 0
     while done < ROUNDS_MAX:
         done += 1
-        if jobs.resolve_due(database, processor, _policy(), "resolver-race", actor=actors.worker("resolve")) == 0:
+        if (
+            refund_rounds.resolve_due(database, processor, _policy(), "resolver-race", actor=actors.worker("resolve"))
+            == 0
+        ):
             break
     rounds.put(done)
     database.dispose()
