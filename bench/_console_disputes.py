@@ -1,4 +1,4 @@
-"""The disputes of `console_bench.py`'s fixture (issue 41 point 4: the console's disputes queue
+"""The disputes of `console_pages_bench.py`'s fixture (issue 41 point 4: the console's disputes queue
 and a dispute's page).
 
 - Bulk (written directly, as the rest of the bulk, bypassing the services): one dispute on every

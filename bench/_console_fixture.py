@@ -1,10 +1,10 @@
-"""The fixture of `console_bench.py`: a month of a payments business, for the console's pages.
+"""The fixture of `console_pages_bench.py`: a month of a payments business, for the console's pages.
 
 THE BULK OF THE OBJECTS IS WRITTEN DIRECTLY, BYPASSING THE SERVICES: one `INSERT ... SELECT`
 per table and kind of row (PostgreSQL: from `generate_series`; SQLite: from a recursive CTE),
 shaped as the services write them (same columns, statuses, ids, causes, actors; published state
 changes with their `object_sequence` and `snapshot`), without ledger transfers, which no list or
-queue reads (`bench/_reconcile_fixture.py` and `bench/losses_bench.py` do the same):
+queue reads (`bench/_reconcile_fixture.py` and `bench/loss_report_bench.py` do the same):
 
 - `payments`: N (100,000) over 30 days up to 10 minutes ago, four tenants (50, 30, 10, 10%), EUR
   on every third: 94% succeeded, 5% failed (`card_declined`), 1% `in_doubt` (`in_doubt_since_us`
@@ -59,11 +59,11 @@ from paycore.kit.clock import DAY_US
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.payments import service as payments
 from paycore.payments.types import NewPayment
-from paycore.payouts import jobs as payout_jobs
+from paycore.payouts import rounds as payout_rounds
 from paycore.payouts import service as payouts
-from paycore.payouts.service import NewPayout
+from paycore.payouts.types import NewPayout
 from paycore.processor.port import Processor
-from paycore.refunds import jobs as refund_jobs
+from paycore.refunds import rounds as refund_rounds
 from paycore.refunds import service as refunds
 from paycore.refunds.service import NewRefund
 from paycore.webhooks import service as webhooks
@@ -635,7 +635,7 @@ def _by_services(database: Database, processor: Processor, accounts: Accounts) -
         )
     )  # fmt: skip
     policy = reconcile_fixture._POLICY
-    refund_jobs.send_due(database, processor, policy, "bench", actor="worker:send_refunds")
+    refund_rounds.send_due(database, processor, policy, "bench", actor="worker:send_refunds")
     source = accounts.payout_source[(tenant, "USD")]
     payout = database.transaction(
         lambda connection: payouts.schedule(
@@ -643,8 +643,8 @@ def _by_services(database: Database, processor: Processor, accounts: Accounts) -
             actor="local", now_us=clock_now_us(),
         )
     )  # fmt: skip
-    payout_jobs.queue_due(database, 100, actor="worker:queue_payouts")
-    payout_jobs.send_due(database, processor, policy, "bench", actor="worker:send_payouts")
+    payout_rounds.queue_due(database, 100, actor="worker:queue_payouts")
+    payout_rounds.send_due(database, processor, policy, "bench", actor="worker:send_payouts")
     return {
         "payment_id": made[0],
         "refund_id": refund.id,

@@ -5,7 +5,7 @@ THE BULK OF THE OBJECTS IS WRITTEN DIRECTLY, BYPASSING THE SERVICES: one `INSERT
 per table (PostgreSQL: from `generate_series`; SQLite: from a recursive CTE), shaped as the
 services write them (same columns, statuses, request ids), without ledger transfers or audit
 events, which a report line about a final object never reads. Going through the services
-would take hours at a million lines (bench/losses_bench.py says the same of payouts).
+would take hours at a million lines (bench/loss_report_bench.py says the same of payouts).
 
 THE OBJECTS THE REPORT RESOLVES ARE MADE BY THE SERVICES: payments, refunds and payouts left
 `in_doubt` by a processor that never answers (`Unanswered` below), with their real pending
@@ -55,10 +55,10 @@ from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.lifecycle.policy import Policy
 from paycore.payments import service as payments
 from paycore.payments.types import NewPayment
-from paycore.payouts import jobs as payout_jobs
+from paycore.payouts import rounds as payout_rounds
 from paycore.payouts import service as payouts
 from paycore.payouts import states as payout_states
-from paycore.payouts.service import NewPayout
+from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
 from paycore.processor.port import (
     SETTLEMENT_REPORT_COLUMNS,
@@ -70,7 +70,7 @@ from paycore.processor.port import (
     RefundRequest,
     RefundResult,
 )
-from paycore.refunds import jobs as refund_jobs
+from paycore.refunds import rounds as refund_rounds
 from paycore.refunds import service as refunds
 from paycore.refunds.service import NewRefund
 
@@ -389,9 +389,9 @@ def _make_in_doubt(
     parents = _made(database, "payment", "doubt-parent", blocks)
     database.transaction(lambda connection: _refund_each(connection, parents))
     database.transaction(lambda connection: _schedule_payouts(connection, accounts, blocks))
-    _drain(lambda: refund_jobs.send_due(database, silent, _POLICY, "bench", actor="worker:send_refunds"))
-    _drain(lambda: payout_jobs.queue_due(database, SERVICE_BATCH_MAX, actor="worker:queue_payouts"))
-    _drain(lambda: payout_jobs.send_due(database, silent, _POLICY, "bench", actor="worker:send_payouts"))
+    _drain(lambda: refund_rounds.send_due(database, silent, _POLICY, "bench", actor="worker:send_refunds"))
+    _drain(lambda: payout_rounds.queue_due(database, SERVICE_BATCH_MAX, actor="worker:queue_payouts"))
+    _drain(lambda: payout_rounds.send_due(database, silent, _POLICY, "bench", actor="worker:send_payouts"))
     made = InDoubt(
         payments=_made(database, "payment", "doubt-payment", blocks),
         refunds=_made(database, "refund", "doubt-refund", blocks),

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
-import http_bench
+import credits_http_bench
 import payments_bench
 
 TENANT = "bench"
@@ -57,24 +57,24 @@ def cpu_s(pid: int) -> float:
     return total / _TICKS_PER_S
 
 
-def start(src: Path, database_url: str, workdir: Path, tag: str) -> http_bench.Server:
+def start(src: Path, database_url: str, workdir: Path, tag: str) -> credits_http_bench.Server:
     """`paycore serve` from the exported `src` (first on PYTHONPATH, before the editable install)."""
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONDONTWRITEBYTECODE": "1", "PAYCORE_DATABASE_URL": database_url}
-    paycore = [*http_bench.paycore_command()]
+    paycore = [*credits_http_bench.paycore_command()]
     if database_url.startswith("postgresql"):
         subprocess.run([*paycore, "db", "upgrade"], env=env, cwd=workdir, check=True, capture_output=True)
-    port = http_bench.free_port()
+    port = credits_http_bench.free_port()
     log_path = workdir / f"{tag}.log"
     with log_path.open("wb") as log:
         command = [*paycore, "serve", "--host", "127.0.0.1", "--port", str(port)]
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-    server = http_bench.Server("paycore", port, process, log_path, database_url)
+    server = credits_http_bench.Server("paycore", port, process, log_path, database_url)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"serve exited at start-up; see {log_path}:\n{log_path.read_text()[-2000:]}")
         try:
-            if http_bench.http_call(port, "GET", "/healthz")[0] < 500:
+            if credits_http_bench.http_call(port, "GET", "/healthz")[0] < 500:
                 return server
         except OSError:
             time.sleep(0.1)
@@ -92,7 +92,7 @@ def one_round(label: str, src: Path, args: argparse.Namespace, workdir: Path, nu
     server = start(src, database_url, workdir, f"{label}-{number}")
 
     def request(client: payments_bench.Client, key: str) -> int:
-        return int(client.call("POST", f"/v1/tenants/{TENANT}/credits", http_bench.credit_body(key, 1))[0])
+        return int(client.call("POST", f"/v1/tenants/{TENANT}/credits", credits_http_bench.credit_body(key, 1))[0])
 
     def used_s() -> float:
         backends = [] if postgres_name is None else common.postgres_backends(postgres_name)
@@ -103,7 +103,7 @@ def one_round(label: str, src: Path, args: argparse.Namespace, workdir: Path, nu
         before_s = used_s()
         result = payments_bench.drive([server.port], args.clients, args.duration_s, request, f"m{label}{number}")
         spent_s = used_s() - before_s
-        status, balance = http_bench.http_call(server.port, "GET", f"/v1/tenants/{TENANT}/balance")
+        status, balance = credits_http_bench.http_call(server.port, "GET", f"/v1/tenants/{TENANT}/balance")
         created = result["count_201"]
         assert status == 200 and balance["amount_minor"] >= created, (status, balance, created)
     finally:

@@ -29,7 +29,7 @@ the configurations interleaved (so drift on a noisy machine hits them all alike)
   eight round trips, which was PostgreSQL's path before ADR 0011: its gain, in the same run.
 - `raw-transfer`: the rows of one `spread` transfer (key claim, accounts read, transfer,
   balance UPDATEs with RETURNING, entries, recorded response) written by the bare driver with
-  paycore's settings, one transfer per commit (bench/_floor.py): the floor of a transfer on
+  paycore's settings, one transfer per commit (bench/_ledger_floor.py): the floor of a transfer on
   this schema, so the report separates the database's own work from paycore's.
 
 Clients are OS processes (multiprocessing, spawn), so the GIL of one process is not what is
@@ -159,10 +159,10 @@ def _driver_connection(spec: ClientSpec) -> Any:
 
 
 def _raw_transfer_operation(spec: ClientSpec) -> tuple[Callable[[int], None], Callable[[], None], str]:
-    import _floor
+    import _ledger_floor
 
     assert spec.source_id is not None and spec.destination_id is not None
-    op, close = _floor.raw_transfer_operation(
+    op, close = _ledger_floor.raw_transfer_operation(
         spec.backend, lambda: _driver_connection(spec), TENANT, spec.tag, spec.index,
         spec.source_id, spec.destination_id, AMOUNT_MINOR, CURRENCY,
     )  # fmt: skip

@@ -11,7 +11,7 @@ one, under a fresh key: `reference` runs `operations._begin` and `_finish` each 
 `Database.transaction` (SQLAlchemy Core, what every capture ran before); `data plane` runs
 `capture.begin` and `capture.finish` (the planners, then one call each of
 `paycore_payments_capture_begin` and `_finish` on PostgreSQL, or the fixed lists on SQLite).
-Both send the capture to the stand-in with `jobs.send_operation` between the phases.
+Both send the capture to the stand-in with `processor_calls.send_operation` between the phases.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit import actors
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
-from paycore.payments import accept, capture, jobs, operations, settle, states
+from paycore.payments import accept, capture, operations, processor_calls, settle, states
 from paycore.payments.service import PaymentTimings
 from paycore.payments.types import NewPayment, Payment
 from paycore.processor.port import CaptureRequest, ChargeRequest, ChargeResult, Processor
@@ -87,7 +87,7 @@ def _authorizations(database: Database, processor: Processor, destination: str, 
     for _ in range(count):
         started = accept.accept(database, phase.key_scope(), new, processing_stale_ms=60_000, reference=_never)
         assert isinstance(started, Payment)
-        answer = settle.settle(database, started, jobs.charge(processor, started), actor=actors.LOCAL)
+        answer = settle.settle(database, started, processor_calls.charge(processor, started), actor=actors.LOCAL)
         assert answer is not None and answer.status == 201, answer
         made.append(started.id)
     return made
@@ -123,7 +123,7 @@ def setup(database: Database) -> dict[str, phase.Write]:
             )
         )
         assert isinstance(started, Payment)
-        call = jobs.send_operation(processor, started)
+        call = processor_calls.send_operation(processor, started)
         answer = database.transaction(
             lambda connection: operations._finish(connection, scope, started, call, actors.LOCAL, 100)
         )
@@ -135,7 +135,9 @@ def setup(database: Database) -> dict[str, phase.Write]:
             database, scope, payment_id, states.CAPTURE, CAPTURED_MINOR, actor=actors.LOCAL, stale_ms=60_000
         )
         assert isinstance(started, Payment)
-        answer = capture.finish(database, started, jobs.send_operation(processor, started), actor=actors.LOCAL)
+        answer = capture.finish(
+            database, started, processor_calls.send_operation(processor, started), actor=actors.LOCAL
+        )
         assert answer is not None and answer.status == 200, answer
 
     return {"reference": reference, "data plane": data_plane}

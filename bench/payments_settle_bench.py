@@ -5,7 +5,7 @@ reference path, in one process, on one database, alternated in rounds (ADR 0026 
     .venv/bin/python bench/payments_settle_bench.py --backend sqlite --rounds 7 --payments 1000
 
 Before each measured batch, --payments payments are accepted (step 1, `service._start`, not
-measured) and each gets the processor's `succeeded` answer as a `Call` (as `jobs.charge` makes
+measured) and each gets the processor's `succeeded` answer as a `Call` (as `processor_calls.charge` makes
 it, from a stand-in that answers at once). Then the batch is settled, one payment after another,
 by one path: `reference` (`service.finish` in `Database.transaction`: the payment's lifecycle
 through SQLAlchemy Core, what every payment ran before step 3) or `data plane` (`settle.settle`:
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import cast
 
 import _common as common
-from credits_phase_bench import backend_cpu_s
+from credits_create_bench import backend_cpu_s
 from paycore.config import Settings
 from paycore.db import migrate
 from paycore.db.engine import Database
@@ -39,7 +39,7 @@ from paycore.kit import actors
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.calls import Call
-from paycore.payments import jobs, service, settle
+from paycore.payments import processor_calls, service, settle
 from paycore.payments.types import NewPayment, Payment
 from paycore.processor.port import ChargeRequest, ChargeResult, Processor
 
@@ -112,7 +112,7 @@ def accept(database: Database, destination: str, count: int) -> list[Accepted]:
             lambda connection, scope=scope, new=new: service._start(connection, scope, new, TIMINGS, render_refusal)
         )
         assert isinstance(payment, Payment)
-        found.append((scope, payment, jobs.charge(processor, payment)))
+        found.append((scope, payment, processor_calls.charge(processor, payment)))
     return found
 
 

@@ -42,7 +42,7 @@ from paycore.ledger.verify import verify
 from paycore.payouts import service as payouts
 from paycore.payouts import states
 from paycore.payouts.models import payouts as payouts_table
-from paycore.payouts.service import NewPayout
+from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
 
 TENANT = "bench"

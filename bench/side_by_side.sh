@@ -32,8 +32,12 @@ for round in $(seq 1 "$rounds"); do
       if [ "$side" = new ]; then tree="$new_tree"; rev="$new_rev"; fi
       report="$out/${bench}-${side}-${rev}-round${round}.md"
       echo "round $round: $bench, $side ($rev)" >&2
+      script="bench/${bench}_bench.py"  # the refunds' script was renamed; an older tree has the old name
+      if [ "$bench" = refunds ] && [ -f "$tree/bench/refunds_hot_payment_bench.py" ]; then
+        script=bench/refunds_hot_payment_bench.py
+      fi
       # shellcheck disable=SC2086
-      (cd "$tree" && PYTHONPATH="$tree/src" "$new_tree/.venv/bin/python" "bench/${bench}_bench.py" ${!args_var}) \
+      (cd "$tree" && PYTHONPATH="$tree/src" "$new_tree/.venv/bin/python" "$script" ${!args_var}) \
         > "$report" 2> "$report.log" || echo "  FAILED: see $report.log" >&2
     done
   done

@@ -67,7 +67,7 @@ from paycore.kit.clock import now_us, parse_rfc3339
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.payouts import service as payouts
-from paycore.payouts.service import NewPayout
+from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
 from paycore.webhooks import service as webhooks
 from paycore.webhooks.models import webhook_deliveries

@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-LIST_FILTERS = ["status", "tenant", "from", "to", "min", "max", "q", "starting_after"]
+LIST_FILTERS = ["status", "tenant", "currency", "from", "to", "min", "max", "q", "starting_after"]
 # GET pages: the query parameters each reads (`notice` is every page's flash).
 PAGES: dict[str, list[str]] = {
     "/ops": ["notice"],
@@ -54,6 +54,7 @@ PAGES: dict[str, list[str]] = {
     "/ops/audit": ["actor", "type", "object_id", "outcome", "from", "to", "tenant", "starting_after"],
     "/ops/losses": ["from", "to", "rail", "currency", "tenant", "starting_after", "starting_after_tenant"],
     "/ops/losses.csv": ["from", "to", "rail", "currency", "tenant"],
+    "/ops/search": ["q", "tenant"],
 }
 # POST forms: their fields (every form but the sign-in's carries `csrf_token`, added below).
 FORMS: dict[str, list[str]] = {
@@ -75,7 +76,7 @@ FORMS: dict[str, list[str]] = {
     "/ops/disputes/{dispute_id}/refresh": [],
     "/ops/reconciliation/breaks/{break_id}/resolve": ["resolution", "note"],
     "/ops/events/{event_id}/redeliver": ["tenant_id"],
-    "/ops/settings/{tenant_id}": ["refund_approval_threshold_minor", "manual_resolution_after_seconds"],
+    "/ops/settings/{tenant_id}": ["refund_approval_threshold", "threshold_currency", "manual_resolution_after_seconds"],
 }
 # Tried first in every query parameter and form field (the examples phase), beside what the
 # fuzzer generates: other scripts' digits and what `int()` reads that a number is not (a number

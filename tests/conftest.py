@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.app import create_app
-from tests.support import databases, secrets_keys
+from tests.support import citus_databases, databases, secrets_keys
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -42,7 +42,8 @@ def postgres_databases() -> Iterator[databases.PostgresDatabases]:
         if databases.REQUIRE_POSTGRES:
             pytest.fail(message + " (PostgreSQL tests are mandatory here)", pytrace=False)
         pytest.skip(message)
-    pool = databases.PostgresDatabases()
+    # PAYCORE_TEST_CITUS=1: PAYCORE_TEST_POSTGRES_URL is a Citus coordinator, every database distributed (.ci/citus)
+    pool = citus_databases.CitusDatabases() if databases.CITUS else databases.PostgresDatabases()
     yield pool
     pool.close()
 

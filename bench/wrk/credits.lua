@@ -1,4 +1,4 @@
--- wrk script for bench/http_bench.py (issue 2): every request is a new, unique credit.
+-- wrk script for bench/credits_http_bench.py (issue 2): every request is a new, unique credit.
 --
 --   wrk -t2 -c16 -d10s --latency -s bench/wrk/credits.lua http://127.0.0.1:8000 -- credit TENANT RUN
 --   wrk -t2 -c16 -d10s --latency -s bench/wrk/credits.lua http://127.0.0.1:8002 -- hello

@@ -88,7 +88,7 @@ SERVE_WORKERS_MAX: Final = 64
 SERVE_RESTARTS_MAX: Final = 5
 SERVE_RESTART_WINDOW_MS: Final = 60_000
 SERVE_STOP_TIMEOUT_MS: Final = 30_000
-# SQLite's default: measured by bench/workers_bench.py (docs/benchmarks.md): one writer at a
+# SQLite's default: measured by bench/serve_workers_bench.py (docs/benchmarks.md): one writer at a
 # time whatever the processes, and a second process only adds lock waits.
 SQLITE_SERVE_WORKERS_DEFAULT: Final = 1
 SECRETS_KEY_BYTES: Final = 32  # an AES-256 key (ADR 0018)

@@ -11,12 +11,12 @@ from paycore.inbound import models as _inbound  # noqa: F401
 from paycore.invariants import models as _invariants  # noqa: F401
 from paycore.ledger import models as _ledger  # noqa: F401
 from paycore.lifecycle import models as _lifecycle  # noqa: F401
+from paycore.manual_resolutions import models as _resolutions  # noqa: F401
 from paycore.operators import models as _operators  # noqa: F401
 from paycore.payments import models as _payments  # noqa: F401
 from paycore.payouts import models as _payouts  # noqa: F401
 from paycore.reconciliation import models as _reconciliation  # noqa: F401
 from paycore.refunds import models as _refunds  # noqa: F401
-from paycore.resolutions import models as _resolutions  # noqa: F401
 from paycore.tenants import models as _tenants  # noqa: F401
 from paycore.webhooks import models as _webhooks  # noqa: F401
 

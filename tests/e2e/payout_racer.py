@@ -7,7 +7,7 @@ test_payout_cancel_race.py.
 
 Waits until both sides are ready, then: `cancel` posts a cancel for each payout in order,
 each in its own transaction, as an API process would (`paycore.payouts.service.cancel`);
-`claim` runs the workers' claim (`jobs.claim_queued`, one payout per transaction) until
+`claim` runs the workers' claim (`rounds.claim_queued`, one payout per transaction) until
 nothing queued is left. Both walk the payouts in the same order, so they meet on most of
 them. Prints one JSON line: what it won and what it lost (with the status the loser saw).
 """
@@ -25,7 +25,7 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
 from paycore.lifecycle.policy import Policy
-from paycore.payouts import jobs, service
+from paycore.payouts import rounds, service
 from paycore.payouts.errors import PayoutNotCancelable
 
 READY_TIMEOUT_S = 30
@@ -61,7 +61,7 @@ def claim_all(database: Database) -> dict[str, Any]:
     won: list[str] = []
     for _ in range(CLAIM_ROUNDS_MAX):
         claimed = database.transaction(
-            lambda c: jobs.claim_queued(c, policy=POLICY, worker_id="racer", actor="worker:send_payouts")
+            lambda c: rounds.claim_queued(c, policy=POLICY, worker_id="racer", actor="worker:send_payouts")
         )
         if not claimed:
             break

@@ -52,7 +52,7 @@ def create(database: Database, tenant_id: str, payment_id: str, amount_minor: in
 
 def answer(database: Database, tenant_id: str, refund_id: str, to_state: str) -> None:
     def work(connection: Any) -> None:
-        refund = service.load(connection, tenant_id, refund_id, for_update=True)
+        refund = service.MACHINE.load(connection, tenant_id, refund_id, for_update=True)
         applied = lifecycle.move(connection, refund, to_state, cause="test", actor="local", now_us=now_us())
         assert applied.changed, applied  # only this worker answers its own refunds
 

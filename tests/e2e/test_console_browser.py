@@ -40,6 +40,7 @@ from paycore.tenants import service as tenants
 from paycore_sandbox.inprocess import InProcessTransport
 from paycore_sandbox.service import Sandbox
 from tests.e2e.support import REPO_ROOT, Reply, call
+from tests.integration.ops import overview_support
 from tests.integration.reports import world
 from tests.support.days import clear_of_midnight
 from tests.support.servers import serve_in_thread
@@ -276,20 +277,20 @@ def test_sign_in_filter_the_payments_and_open_a_timeline(console: Console) -> No
     assert page.locator("select[name=status]").input_value() == "succeeded"  # the form keeps its filter
 
     page.select_option("select[name=status]", "")
-    page.fill("input[name=q]", second["processor_reference"])
+    page.fill("form.filters input[name=q]", second["processor_reference"])
     page.get_by_role("button", name="Filter").click()
     page.wait_for_url(re.compile(r"/ops/payments\?.*q="))
     console.shot(page, "payments-by-reference")
     assert result_ids(page) == [second["id"]]
 
-    page.fill("input[name=q]", "pay_NOSUCHTHING")
+    page.fill("form.filters input[name=q]", "pay_NOSUCHTHING")
     page.get_by_role("button", name="Filter").click()
     page.wait_for_url(re.compile(r"q=pay_NOSUCHTHING"))
     console.shot(page, "payments-nothing")
     assert result_ids(page) == [] and "Nothing matches." in page.inner_text("#results")
 
-    console.visit(page, "/ops/payments?min=abc", "payments-bad-filter", status=400)
-    assert "min must be a whole number" in flash(page)
+    console.visit(page, "/ops/payments?currency=USD&min=abc", "payments-bad-filter", status=400)
+    assert "min: the amount must be a number written like 12.34 (USD)" in flash(page)
 
     console.visit(page, f"/ops/payments?q={second['processor_reference']}", "payments-by-reference-again")
     page.click(f"#results a:has-text('{second['id']}')")
@@ -467,6 +468,36 @@ def test_the_losses_page_draws_its_charts(console: Console) -> None:
     alice.wait_for_url(re.compile(r"/ops/losses\?.*tenant=globex"))
     console.shot(alice, "losses-globex")
     assert result_ids(alice) == [ids["globex"]] and "10.25 USD" in alice.inner_text("#totals")
+
+
+def test_the_overview_draws_its_charts(console: Console) -> None:
+    """/ops: a month of history (written directly: tests/integration/ops/overview_support.py) and
+    payments made now through the API, drawn as SVG for the last 24 hours and the last 30 days:
+    every bucket its own slot, money in major units, each chart with its data as a table."""
+    clear_of_midnight()  # the API's payments and the history's last hour in one day
+    overview_support.a_month(console.database, "acme", now_us())
+    merchant = console.account()
+    console.paid(merchant, 123_456)
+    assert console.pay(merchant, 700, token="tok_declined").status == 402
+    alice = console.signed_in("alice")
+    console.visit(alice, "/ops", "overview-charts")
+    assert alice.locator("#activity svg.chart").count() == 12  # six charts, USD and EUR, per window
+    statuses = alice.locator("#chart-hours-status")
+    assert statuses.locator("rect").count() >= 24 and "succeeded" in statuses.inner_text()
+    assert alice.locator("#chart-days-status rect").count() >= 30
+    usd = alice.locator("#chart-hours-money-USD")
+    assert "1,234.56 USD" in str(usd.locator("table").text_content())  # the table, folded
+    assert alice.locator("#chart-days-in-doubt svg title").first.text_content() == "In doubt, last 30 days"
+    widths = {
+        int(width)
+        for width in alice.locator("#chart-days-status svg.chart rect").evaluate_all(
+            "rs => rs.map(r => r.getAttribute('width'))"
+        )
+    }
+    assert widths == {13}  # every day's bar in its fixed slot, whatever a day holds
+    usd.locator("summary").click()
+    console.shot(alice, "overview-table-open")
+    assert usd.locator("table tr").count() == 25  # the header and 24 hours
 
 
 def test_the_ledger_webhooks_and_audit_pages(console: Console) -> None:

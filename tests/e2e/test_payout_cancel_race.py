@@ -24,7 +24,7 @@ from sqlalchemy import select
 
 from paycore.db.engine import Database
 from paycore.ledger.models import transfers
-from paycore.payouts import jobs, states
+from paycore.payouts import rounds, states
 from paycore.payouts.models import payouts
 from tests.support.payouts import balance, books_ok, funded_source, load, schedule
 
@@ -72,7 +72,7 @@ def test_cancel_racing_the_claim_across_processes_has_exactly_one_winner(
     source = funded_source(database, TENANT, PAYOUTS * AMOUNT_MINOR)
     scheduled = [schedule(database, TENANT, source, AMOUNT_MINOR) for _ in range(PAYOUTS)]
     assert (
-        jobs.queue_due(database, batch_max=PAYOUTS, actor="worker:queue_payouts") == PAYOUTS
+        rounds.queue_due(database, batch_max=PAYOUTS, actor="worker:queue_payouts") == PAYOUTS
     )  # as a worker queues them
     queued = [load(database, payout) for payout in scheduled]
     assert {payout.status for payout in queued} == {states.QUEUED}

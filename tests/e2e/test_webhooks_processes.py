@@ -36,7 +36,7 @@ from sqlalchemy import Connection, select
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us, parse_rfc3339
 from paycore.payouts import service as payouts
-from paycore.payouts.service import NewPayout
+from paycore.payouts.types import NewPayout
 from paycore.webhooks.models import webhook_attempts, webhook_deliveries, webhook_endpoints
 from paycore.webhooks.verify import verify_event
 from tests.e2e.payments_support import CliProcess, clean_env, wait_for

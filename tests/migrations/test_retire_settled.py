@@ -33,8 +33,7 @@ from paycore.ledger.verify import verify
 from paycore.payments import lifecycle as payment_lifecycle
 from paycore.payouts import lifecycle, money, repository, schemas, service, states
 from paycore.payouts.models import payouts as payouts_table
-from paycore.payouts.service import NewPayout
-from paycore.payouts.types import Payout, payout_from_row
+from paycore.payouts.types import NewPayout, Payout, payout_from_row
 from paycore.refunds import lifecycle as refund_lifecycle
 from paycore.refunds import service as refunds
 from paycore.tenants import service as tenants
@@ -96,7 +95,7 @@ def settle_as_0004_code(database: Database, payout: Payout) -> None:
     (today's code writes `succeeded`, which 0004's constraint refuses)."""
 
     def work(connection: Connection) -> None:
-        current = service.load(connection, payout.tenant_id, payout.id, for_update=True)
+        current = service.MACHINE.load(connection, payout.tenant_id, payout.id, for_update=True)
         assert current.status == states.SENT
         at_us = max(now_us(), current.updated_at_us + 1)
         changed = connection.execute(
@@ -145,7 +144,7 @@ def schedule_with_key(database: Database, tenant_id: str, source_id: str, amount
     outcome, replayed = idempotency.run(database, scope, effect, refusal)
     assert outcome.status == 201 and not replayed
     with database.read() as connection:
-        return service.load(connection, tenant_id, json.loads(outcome.body)["id"])
+        return service.MACHINE.load(connection, tenant_id, json.loads(outcome.body)["id"])
 
 
 def payouts_in_every_status(database: Database, tenant_id: str, population: Population) -> None:
@@ -170,7 +169,7 @@ def payouts_in_every_status(database: Database, tenant_id: str, population: Popu
 
 def bank_news(connection: Connection, seen: Payout, returned: bool) -> None:
     """The bank's fee for a settled payout, or its return (100 short: a loss) with a fee."""
-    payout = service.load(connection, seen.tenant_id, seen.id, for_update=True)
+    payout = service.MACHINE.load(connection, seen.tenant_id, seen.id, for_update=True)
     at_us = now_us()
     if not returned:
         lifecycle.record_bank_fee(connection, payout, 25, charged_at_us=at_us, actor="processor", now_us=at_us)
@@ -303,7 +302,7 @@ def payments_and_refunds(database: Database, tenant_id: str) -> None:
     refund_id = create_refund(database, tenant_id, payment_id, 3_000)
 
     def succeed(connection: Connection) -> None:
-        refund = refunds.load(connection, tenant_id, refund_id, for_update=True)
+        refund = refunds.MACHINE.load(connection, tenant_id, refund_id, for_update=True)
         assert refund_lifecycle.move(
             connection, refund, "succeeded", cause="test", actor="local", now_us=now_us()
         ).changed
@@ -555,7 +554,7 @@ def test_code_at_head_moves_a_legacy_settled_row_exactly_once(empty_database: Da
         assert stored_statuses(database)["settled"] == 1
 
         with database.read() as connection:
-            legacy = service.load(connection, "acme", payout.id)  # read as the name the code writes
+            legacy = service.MACHINE.load(connection, "acme", payout.id)  # read as the name the code writes
             assert legacy.status == states.SETTLED == "succeeded"
             assert schemas.payout_json(legacy)["status"] == "settled"
             assert [

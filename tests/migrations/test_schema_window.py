@@ -48,6 +48,7 @@ def readyz(database: Database) -> tuple[int, str]:
         ("0036", "behind", 503),  # the same
         ("0037", "behind", 503),  # the same (0037 only reorders a unique key and adds an index)
         ("0038", "compatible", 200),  # 0039 only adds and replaces functions (42883: the reference path)
+        ("0039", "compatible", 200),  # 0040-0041 add indexes, 0042-0043 functions (42883: the reference path)
         ("head", "current", 200),
     ],
 )

@@ -28,6 +28,8 @@ from paycore.db.engine import Database
 
 ADMIN_URL = os.environ.get("PAYCORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_POSTGRES = os.environ.get("PAYCORE_REQUIRE_POSTGRES") == "1" or os.environ.get("CI") == "true"
+# The server at ADMIN_URL is a Citus coordinator: each test's database is distributed (citus_databases.py).
+CITUS = os.environ.get("PAYCORE_TEST_CITUS") == "1"
 RUN_ID = f"paycore_t{os.getpid()}_{secrets.token_hex(3)}"
 
 

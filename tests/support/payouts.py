@@ -13,8 +13,7 @@ from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.payouts import lifecycle, service, states
-from paycore.payouts.service import NewPayout
-from paycore.payouts.types import Payout
+from paycore.payouts.types import NewPayout, Payout
 from paycore.payouts.validation import Beneficiary
 
 ACH = Beneficiary("Ada Lovelace", routing_number="110000000", account_number="000123456789")
@@ -88,7 +87,7 @@ def move(database: Database, payout: Payout, *path: str, **values: Any) -> Payou
     """Walk `payout` through `path` (each step must be allowed); returns it at the end."""
 
     def work(connection: Connection) -> Payout:
-        current = service.load(connection, payout.tenant_id, payout.id, for_update=True)
+        current = service.MACHINE.load(connection, payout.tenant_id, payout.id, for_update=True)
         for step in path:
             moved = lifecycle.MACHINE.move(
                 connection, current, step, cause="test", actor="local", now_us=now_us(), values=values or None
@@ -102,7 +101,7 @@ def move(database: Database, payout: Payout, *path: str, **values: Any) -> Payou
 
 def load(database: Database, payout: Payout) -> Payout:
     with database.read() as connection:
-        return service.load(connection, payout.tenant_id, payout.id)
+        return service.MACHINE.load(connection, payout.tenant_id, payout.id)
 
 
 def balance(database: Database, tenant_id: str, account_id: str) -> tuple[int, int, int]:

@@ -73,7 +73,7 @@ def fail_refund(database: Database, tenant_id: str, refund_id: str, *, now_us: i
     """The processor's failure of a refund: True if this call moved it to failed."""
 
     def work(connection: Connection) -> bool:
-        refund = refunds.load(connection, tenant_id, refund_id, for_update=True)
+        refund = refunds.MACHINE.load(connection, tenant_id, refund_id, for_update=True)
         return refund_lifecycle.move(
             connection, refund, "failed", cause="test_failed", actor="local", now_us=now_us
         ).changed

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from paycore.kit import logs
-from paycore.payouts import jobs as payout_jobs
+from paycore.payouts import processor_calls as payout_calls
 from paycore.processor.http_transport import HttpTransport
 from paycore.processor.port import ChargeRequest, PayoutRequest
 
@@ -86,7 +86,7 @@ def test_a_payout_call_with_no_answer_is_a_line_without_the_account(caplog: pyte
         account_number=None,
     )
     caplog.set_level(logging.INFO)
-    call = payout_jobs.send(transport, request)
+    call = payout_calls.send(transport, request)
     assert call.kind == "unreachable"
     [line] = [record for record in caplog.records if getattr(record, "event", None) == "processor_no_answer"]
     assert (line.operation, line.payout_id, line.tenant_id) == ("send_payout", "po_1", "acme")  # type: ignore[attr-defined]

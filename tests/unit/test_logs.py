@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import re
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -161,3 +162,27 @@ def test_a_url_in_a_start_line_carries_no_credentials() -> None:
 
     assert _shown("https://user:s3cret@processor.internal:8443/api") == "https://processor.internal:8443/api"
     assert _shown("http://127.0.0.1:8100") == "http://127.0.0.1:8100"
+
+
+def test_a_closed_stand_in_for_stderr_does_not_break_later_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    """A CLI run in process swaps standard error, configures logging and closes its stand-in:
+    a later line (another thread's, another test's) goes to the standard error of its time."""
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    stand_in = io.StringIO()
+    real = sys.stderr
+    try:
+        sys.stderr = stand_in
+        logs.configure("json", "INFO")
+        sys.stderr = real
+        stand_in.close()
+        logging.getLogger("paycore.test.closed").info("after", extra={"event": "after_close"})
+        err = capsys.readouterr().err
+        assert "Logging error" not in err
+        assert json.loads(err.strip().splitlines()[-1])["event"] == "after_close"
+    finally:
+        sys.stderr = real
+        for handler in list(root.handlers):
+            if handler not in before:
+                root.removeHandler(handler)
+        root.setLevel(level)

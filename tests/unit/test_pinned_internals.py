@@ -5,7 +5,7 @@ changes it fails this test loudly, naming what changed, instead of breaking payc
 
 - `http/protocol.py` subclasses uvicorn's httptools protocol (`HttpToolsProtocol`) to add the
   HTTP limits of ADR 0013. httptools is uvicorn's fast parser: the credits benchmark
-  (docs/benchmarks.md, `http_bench.py`) runs on it, and the limits are a counter and a timer per
+  (docs/benchmarks.md, `credits_http_bench.py`) runs on it, and the limits are a counter and a timer per
   request on top (ADR 0013, point 6). The subclass overrides or calls the methods below and
   reads `parser`, `cycle`, `flow`, `connections`, `tasks`, `server_state`, `url`, `headers`.
 - `db/driver.py` runs the money path's statements on the driver's own cursor (ADR 0007: a

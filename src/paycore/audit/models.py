@@ -14,11 +14,17 @@ JSON): what `GET /v1/events` lists and webhooks deliver (ADR 0015).
 
 from __future__ import annotations
 
-from sqlalchemy import CheckConstraint, Column, Index, Integer, PrimaryKeyConstraint, String, Table, Text
+from sqlalchemy import CheckConstraint, Column, Index, Integer, PrimaryKeyConstraint, String, Table, Text, text
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
 
 KINDS = ("state_change", "processor_call", "webhook", "api_call", "adjustment", "note")
+# The events that move the console's in-doubt and open-break levels (`reports.activity`, which
+# names them in this very text: a partial index serves only a query that repeats its WHERE).
+LEVEL_EVENTS = (
+    "(kind = 'state_change' AND (from_state = 'in_doubt' OR to_state = 'in_doubt'))"
+    " OR type IN ('reconciliation.break_opened', 'reconciliation.break_resolved', 'reconciliation.break_superseded')"
+)
 
 events = Table(
     "events",
@@ -47,4 +53,6 @@ events = Table(
     Index("ix_events_id", "id"),  # the console's audit log over every tenant, newest first (migration 0017)
     Index("ix_events_object_id", "object_id", "id"),  # ... filtered by object (0017)
     Index("ix_events_actor", "actor", "id"),  # ... filtered by actor (0017)
+    # The few events that move the overview's in-doubt and open-break levels, by time (0040).
+    Index("ix_events_levels", "created_at_us", sqlite_where=text(LEVEL_EVENTS), postgresql_where=text(LEVEL_EVENTS)),
 )

@@ -61,6 +61,6 @@ def distribute() -> None:
     finally:
         database.dispose()
     if placed == 0:
-        console.print("nothing to do: every table is already placed")
+        console.print("nothing to do: every table is already placed and every server function delegated")
     else:
-        console.print(f"placed {placed} table(s); the database is distributed by tenant")
+        console.print(f"made {placed} change(s); the database is distributed by tenant")

@@ -30,8 +30,8 @@ from paycore.db.engine import Database
 from paycore.kit import actors, clock
 from paycore.processor.http_transport import HttpTransport
 from paycore.processor.port import ProcessorError
-from paycore.reconciliation import jobs as reconciliation_jobs
 from paycore.reconciliation import report as settlement_report
+from paycore.reconciliation import rounds as reconciliation_rounds
 from paycore.reconciliation import service as reconciliation
 from paycore.reconciliation.errors import DayBusy, NotAReport
 
@@ -87,7 +87,7 @@ def _reconciled(database: Database, settings: Settings, report: str | None, day:
     if report is None:  # fetched from the processor, as the worker's scheduled job does
         assert day is not None
         with _progress() as advance:
-            summary = reconciliation_jobs.reconcile_from_processor(
+            summary = reconciliation_rounds.reconcile_from_processor(
                 database, processor, day, progress=advance, grace_ms=grace_ms, lease_ms=lease_ms
             )
     else:

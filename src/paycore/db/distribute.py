@@ -22,6 +22,7 @@ from typing import Final, Literal
 
 from sqlalchemy import Connection, text
 
+from paycore.db import distribute_functions
 from paycore.db.engine import Database
 
 DISTRIBUTION_COLUMN: Final = "tenant_id"
@@ -166,8 +167,9 @@ def citus_refusal(database: Database) -> str | None:
 
 
 def distribute(database: Database, report: Callable[[str], None]) -> int:
-    """Place every table not yet placed, one transaction per table; returns how many. Run
-    again it finds nothing to do. Raises NotCitus before changing anything."""
+    """Place every table not yet placed, one transaction per table, then delegate every server
+    function not yet delegated (`distribute_functions`); returns how many changes. Run again it
+    finds nothing to do. Raises NotCitus before changing anything."""
     refusal = citus_refusal(database)
     if refusal is not None:
         raise NotCitus(refusal)
@@ -180,7 +182,20 @@ def distribute(database: Database, report: Callable[[str], None]) -> int:
         with database.engine.begin() as connection:
             _place(connection, step)
         report(_done(step))
-    return len(steps)
+    return len(steps) + _delegate_functions(database, report)
+
+
+def _delegate_functions(database: Database, report: Callable[[str], None]) -> int:
+    with database.engine.connect() as connection:
+        functions = distribute_functions.read_functions(connection)
+    waiting = [function for function in functions if not function.delegated]
+    if len(waiting) < len(functions):
+        report(f"{len(functions) - len(waiting)} server function(s) already delegated by tenant")
+    for function in waiting:
+        with database.engine.begin() as connection:
+            distribute_functions.delegate(connection, function, COLOCATION_ANCHOR)
+        report(f"{function.signature.split('(')[0]}: delegated by {distribute_functions.TENANT_ARGUMENT}")
+    return len(waiting)
 
 
 def _place(connection: Connection, step: Step) -> None:

@@ -13,7 +13,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import StaticPool
 
 from paycore.config import Settings
-from paycore.db import driver, statistics
+from paycore.db import commit_errors, driver, statistics
 
 _BEGIN_DEFERRED = driver.statement("BEGIN")
 _BEGIN_IMMEDIATE = driver.statement("BEGIN IMMEDIATE")
@@ -92,6 +92,7 @@ def make_postgres_engine(settings: Settings) -> Engine:
         },
     )
     event.listen(engine, "checkout", _refuse_if_closed_by_server)
+    commit_errors.install(engine)  # a Citus worker's error at COMMIT raised as its own
     return engine
 
 

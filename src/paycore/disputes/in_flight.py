@@ -4,7 +4,7 @@ other call).
 
 `answers` keeps the dispute (`keep`, in the transaction that records the lost call: one row per
 dispute, `dispute_answers_in_flight`, migration 0038). The worker's `resolve_dispute_answers`
-round (`resolve_due`) is commit, call, commit, as every worker round (`lifecycle.work`):
+round (`resolve_due`) is commit, call, commit, as every worker round (`in_doubt.resolver`):
 
 1. claim (one short transaction): the due rows with a lease (`lifecycle.lease.claim`: tenant by
    tenant, FOR UPDATE SKIP LOCKED on PostgreSQL, so rounds on several processes take disjoint

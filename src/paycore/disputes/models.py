@@ -67,6 +67,7 @@ disputes = Table(
     CheckConstraint("fee_minor >= 0 AND withdrawn_minor >= 0 AND reinstated_minor >= 0", name="moved_minor"),
     Index("ix_disputes_status", "tenant_id", "status", "id"),
     Index("ix_disputes_payment", "tenant_id", "payment_id", "id"),
+    Index("ix_disputes_id", "id", "tenant_id"),  # the console's search across tenants (migration 0041)
     # The disputes awaiting the tenant's answer, nearest deadline first: `/metrics` (migration
     # 0037). Partial: never the decided ones. The statuses are literals, as in the statement.
     Index(

@@ -44,6 +44,16 @@ def get_any(connection: Connection, dispute_id: str, tenant_id: str | None) -> R
     return connection.execute(query.limit(1)).first()
 
 
+def matching(connection: Connection, column: str, value: str, tenant_id: str | None, limit: int) -> list[Row[Any]]:
+    """Up to `limit` disputes whose `column` (id, processor_dispute_id) is `value`: an index
+    lookup (the key leads with the processor's id; `ix_disputes_id`, migration 0041)."""
+    assert column in ("id", "processor_dispute_id"), column
+    query = select(disputes).where(disputes.c[column] == value)
+    if tenant_id is not None:
+        query = query.where(disputes.c.tenant_id == tenant_id)
+    return list(connection.execute(query.limit(limit)))
+
+
 def by_due(
     connection: Connection,
     tenant_id: str | None,

@@ -43,7 +43,7 @@ def record(connection: Connection, seen: ProcessorDispute, *, cause: str, actor:
     """What paycore made of the processor's word: `applied`, `stale` (older than what is held,
     or nothing new) or `unmatched` (no such payment here yet: the caller keeps the evidence)."""
     assert seen.status in states.STATUSES, seen.status
-    payment = payments.find(connection, seen.merchant_id, seen.charge_request_id, for_update=True)
+    payment = payments.MACHINE.find(connection, seen.merchant_id, seen.charge_request_id, for_update=True)
     if payment is None:
         return "unmatched"
     born = _insert(connection, payment, seen, now_us)
@@ -179,6 +179,11 @@ def find_any(connection: Connection, dispute_id: str, *, tenant_id: str | None) 
     """The dispute by its id, in `tenant_id` or, with None, in any tenant (the console's)."""
     row = repository.get_any(connection, dispute_id, tenant_id)
     return None if row is None else dispute_from_row(row)
+
+
+def matching(connection: Connection, column: str, value: str, *, tenant_id: str | None, limit: int) -> list[Dispute]:
+    """Up to `limit` disputes whose id or processor's dispute id is `value` (the console's search)."""
+    return [dispute_from_row(row) for row in repository.matching(connection, column, value, tenant_id, limit)]
 
 
 def by_due(

@@ -10,7 +10,7 @@ from starlette.types import ASGIApp
 import paycore
 from paycore.config import Settings
 from paycore.db.engine import Database
-from paycore.http import docs, errors, openapi, ops
+from paycore.http import console, docs, errors, openapi
 from paycore.http.context import AuthState
 from paycore.http.exposure import ExposureGuard
 from paycore.http.lean import LeanDispatch
@@ -43,7 +43,7 @@ from paycore.http.routers import (
 from paycore.http.routers import settings as tenant_settings
 from paycore.http.routing import JsonRoute, add_routes, assert_json_routes
 from paycore.keyring import Keyring, KeyringSource
-from paycore.operations import service as operations
+from paycore.monitoring import service as monitoring
 from paycore.processor.port import Processor
 
 ROUTERS = tuple(
@@ -84,9 +84,9 @@ class PaycoreApp(FastAPI):
         return LeanDispatch(full, self, guard, self.state.metrics, self.state.database, settings.body_bytes_max)
 
 
-def schedules(settings: Settings) -> operations.Schedules:
+def schedules(settings: Settings) -> monitoring.Schedules:
     """The worker settings that worker lag is measured against."""
-    return operations.Schedules(
+    return monitoring.Schedules(
         invariants_interval_ms=settings.invariants_interval_ms,
         reconcile_delay_ms=settings.reconcile_delay_ms,
         reconcile_lookback_days=settings.reconcile_lookback_days,
@@ -143,7 +143,7 @@ def create_app(
     app.router.routes.insert(0, money_payouts.ROUTE)
     app.router.routes.insert(0, money_payouts.CANCEL_ROUTE)
     app.router.routes.insert(0, money_webhooks.ROUTE)
-    ops.install(app, settings)
+    console.install(app, settings)
     openapi.install(app, settings)
     assert_json_routes(app)
     # Innermost: it sees every answer of the app, its error handlers' included.

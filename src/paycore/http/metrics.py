@@ -18,7 +18,7 @@ from paycore.disputes import service as disputes
 from paycore.disputes import states as dispute_states
 from paycore.invariants import service as invariants
 from paycore.kit.clock import now_us
-from paycore.operations import service as operations
+from paycore.monitoring import service as monitoring
 from paycore.payments import service as payments
 from paycore.payouts import service as payouts
 from paycore.payouts import states as payout_states
@@ -37,16 +37,16 @@ class InDoubtCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         with self._database.read() as connection:
             summaries = {
-                "payment": payments.in_doubt_summary(connection),
-                "refund": refunds.in_doubt_summary(connection),
-                "payout": payouts.in_doubt_summary(connection),
+                "payment": payments.MACHINE.in_doubt_summary(connection),
+                "refund": refunds.MACHINE.in_doubt_summary(connection),
+                "payout": payouts.MACHINE.in_doubt_summary(connection),
             }
             payouts_by_state = payouts.count_by_status(connection)
             authorizations, authorized_since_us = payments.authorizations_open(connection)
             working = {
-                "payment": payments.working_since_us(connection),
-                "refund": refunds.working_since_us(connection),
-                "payout": payouts.working_since_us(connection),
+                "payment": payments.MACHINE.working_since_us(connection),
+                "refund": refunds.MACHINE.working_since_us(connection),
+                "payout": payouts.MACHINE.working_since_us(connection),
             }
         items = GaugeMetricFamily("paycore_in_doubt_items", "Items whose outcome is not known yet", labels=["kind"])
         age = GaugeMetricFamily(
@@ -84,7 +84,7 @@ class InDoubtCollector(Collector):
 
 class DisputesCollector(Collector):
     """Disputes by status and the nearest evidence deadline of those awaiting an answer (SPEC
-    §6.2, docs/operations.md), over every tenant, as the open authorizations are."""
+    §6.2, docs/monitoring.md), over every tenant, as the open authorizations are."""
 
     def __init__(self, database: Database) -> None:
         self._database = database
@@ -203,20 +203,20 @@ class WebhooksCollector(Collector):
 
 
 class OperationsCollector(Collector):
-    """Worker lag, the age of open breaks, and escaped money defects (paycore.operations):
+    """Worker lag, the age of open breaks, and escaped money defects (paycore.monitoring):
     computed from the data at scrape time, the same functions the console's front page reads."""
 
-    def __init__(self, database: Database, schedules: operations.Schedules) -> None:
+    def __init__(self, database: Database, schedules: monitoring.Schedules) -> None:
         self._database = database
         self._schedules = schedules
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         now = now_us()
         with self._database.read() as connection:
-            lag = operations.worker_lag_us(connection, self._schedules, now_us=now)
+            lag = monitoring.worker_lag_us(connection, self._schedules, now_us=now)
             open_breaks = reconciliation_queries.open_breaks_by_type(connection)
-            defects = operations.escaped_defects(connection)
-            item_faults = operations.item_faults(connection)
+            defects = monitoring.escaped_defects(connection)
+            item_faults = monitoring.item_faults(connection)
         lag_family = GaugeMetricFamily(
             "paycore_worker_lag_seconds",
             "How late the oldest work item a job should have taken by now is (0: nothing late)",
@@ -255,7 +255,7 @@ class OperationsCollector(Collector):
 class Metrics:
     """One registry per application (tests build many apps in one process)."""
 
-    def __init__(self, database: Database, schedules: operations.Schedules) -> None:
+    def __init__(self, database: Database, schedules: monitoring.Schedules) -> None:
         self.registry = CollectorRegistry()
         self.latency = Histogram(
             "paycore_http_request_duration_seconds",

@@ -65,7 +65,7 @@ def write(connection: Connection, event: ProcessorEvent, body: bytes) -> tuple[s
 
 def plan_of(connection: Connection, event: ProcessorEvent, body: bytes) -> Plan | None:
     """The payment the event names, read on `connection`, and the plan of its move."""
-    payment = payments.find(connection, event.data.merchant_id, event.data.request_id)
+    payment = payments.MACHINE.find(connection, event.data.merchant_id, event.data.request_id)
     if payment is None:
         return None
     return apply_plan.plan_apply(

@@ -10,7 +10,12 @@ by one prepared call of `paycore_inbound_receive` on PostgreSQL (the migration
 `stale`, or `duplicate` for an event stored before. Where its payment is not in that status,
 the same event may settle it: a payment still `processing` or `in_doubt` is moved by the apply
 phase (`apply.py`: a read, then one call of `paycore_inbound_apply` or the fixed list of
-`apply_repository.py`).
+`apply_repository.py`). A refund event saying `succeeded` or `failed` settles a refund still
+`processing` or `in_doubt` the same way (`apply_refund.py`: a read, then one call of
+`paycore_inbound_apply_refund` or the fixed list of `apply_refund_repository.py`), and a
+payout event saying `accepted` or `rejected` moves a payout still `processing` or `in_doubt` to
+`sent` or `failed` (`apply_payout.py`: `paycore_inbound_apply_payout` or
+`apply_payout_repository.py`'s list).
 
 Everything else goes to the reference path (`service.receive`, unchanged), which verifies again
 and decides as it always has: every other type or object, and a charge event whose payment is
@@ -23,6 +28,7 @@ functions (SQLSTATE 42883).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 from typing import Final
 
 from sqlalchemy import Connection
@@ -31,12 +37,22 @@ from sqlalchemy.exc import DBAPIError
 from paycore.audit.rows import EventContext
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
-from paycore.inbound import apply, receive_plan, receive_repository, service
+from paycore.inbound import (
+    apply,
+    apply_payout,
+    apply_payout_plan,
+    apply_refund,
+    apply_refund_plan,
+    receive_plan,
+    receive_repository,
+    service,
+)
 from paycore.inbound.receive_plan import Plan
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.inbound.service import Received
 from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
+from paycore.ledger import hold_repository
 from paycore.ledger import service as ledger
 from paycore.payments import settle_repository
 
@@ -51,13 +67,38 @@ def receive(database: Database, secret: str, signature: str | None, body: bytes)
     """What the processor's webhook made, as `service.receive` answers it. Raises
     `InvalidSignature` and `InvalidWebhook` (nothing stored) as it does."""
     event = service.verified_event(secret, signature, body)
+    result = _data_plane(database, event, body)
+    if result is not None:
+        return Received(event.id, result)
+    return service.receive(database, secret, signature, body)
+
+
+def _data_plane(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
+    """What the data plane wrote for the event; None, having written nothing, for the reference path."""
     if receive_plan.plain_status(event) is not None:
         result = _call(database, event, body) if database.is_postgres else _write_sqlite(database, event, body)
         if result is None:  # not in the status it proves: still `processing` or in doubt, it moves
             result = apply.apply(database, event, body)
-        if result is not None:
-            return Received(event.id, result)
-    return service.receive(database, secret, signature, body)
+        return result
+    if apply_refund_plan.is_final(event):  # a refund's final word: a refund waiting on it moves
+        return apply_refund.apply(database, event, body)
+    if apply_payout_plan.is_one_step(event):  # the bank's first word: a payout waiting on it moves
+        return apply_payout.apply(database, event, body)
+    return None
+
+
+Write = Callable[[Connection, ProcessorEvent, bytes], tuple[str, list[SimpleNamespace]]]
+
+
+def _moving_write(event: ProcessorEvent) -> Write | None:
+    """SQLite: the write of the phase that moves the object the event names, if any."""
+    if receive_plan.plain_status(event) is not None:
+        return apply.write
+    if apply_refund_plan.is_final(event):
+        return apply_refund.write
+    if apply_payout_plan.is_one_step(event):
+        return apply_payout.write
+    return None
 
 
 async def receive_async(
@@ -68,7 +109,7 @@ async def receive_async(
     *,
     in_thread: Callable[..., Awaitable[Received]],
 ) -> Received:
-    """`receive` for a caller on an event loop, which must not block: on SQLite the plain case
+    """`receive` for a caller on an event loop, which must not block: on SQLite the data plane
     joins the group commit from the loop (`Database.transaction_async`: no thread hop), and
     `in_thread(function, *arguments)` (the HTTP layer's worker thread) runs the reference path;
     on PostgreSQL it runs the whole of `receive`."""
@@ -84,9 +125,11 @@ async def receive_async(
             return Received(event.id, await database.transaction_async(work))
         except receive_repository.Unplain:
             pass
+    write = _moving_write(event)
+    if write is not None:
         try:
-            result, accounts = await database.transaction_async(lambda connection: apply.write(connection, event, body))
-        except (receive_repository.Unplain, settle_repository.Refused):
+            result, accounts = await database.transaction_async(lambda connection: write(connection, event, body))
+        except (receive_repository.Unplain, settle_repository.Refused, hold_repository.Refused):
             pass
         else:
             ledger.remember_accounts(event.data.merchant_id, accounts)

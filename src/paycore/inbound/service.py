@@ -189,7 +189,7 @@ def _apply_dispute(connection: Connection, event: ProcessorEvent, now_us: int) -
 
 def _apply_charge(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
     data = event.data
-    payment = payments.find(connection, data.merchant_id, data.request_id, for_update=True)
+    payment = payments.MACHINE.find(connection, data.merchant_id, data.request_id, for_update=True)
     if payment is None:
         return "unmatched"
     evidence = Evidence.of_result(charge_result(data))
@@ -221,7 +221,7 @@ def charge_result(data: EventData) -> ChargeResult:
 def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
     """The refund whose request id (= its id) the event names, in the merchant's tenant."""
     data = event.data
-    refund = refunds.find(connection, data.merchant_id, data.request_id, for_update=True)
+    refund = refunds.MACHINE.find(connection, data.merchant_id, data.request_id, for_update=True)
     if refund is None:
         return "unmatched"
     result = RefundResult(
@@ -279,7 +279,7 @@ def _contradiction(
 def _apply_payout(connection: Connection, event: ProcessorEvent, now_us: int) -> str:
     """The payout whose id (= the bank's request id) the event names."""
     data = event.data
-    payout = payouts.find(connection, data.merchant_id, data.request_id, for_update=True)
+    payout = payouts.MACHINE.find(connection, data.merchant_id, data.request_id, for_update=True)
     if payout is None or data.status not in PAYOUT_STATUSES or data.rail is None:
         return "unmatched"
     result = PayoutResult(

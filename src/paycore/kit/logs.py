@@ -148,6 +148,24 @@ def formatter(format: str) -> logging.Formatter:
     return JsonFormatter() if format == "json" else TextFormatter()
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler that writes to whatever `sys.stderr` is when a line is written, not what it was
+    when the handler was made: a caller that swaps standard error for a while (a test runner's
+    capture, a CLI runner) and closes its stand-in leaves later lines, from any thread, going to
+    the real one instead of failing on a closed file."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:  # setStream and StreamHandler.__init__: always sys.stderr
+        pass
+
+
 def configure(format: str = "json", level: str = "INFO", *, path: str | None = None) -> logging.Handler:
     """Send every log line of this process to standard error (or, with `path`, appended to that
     file) in `format`: one handler on the root logger (replacing the one an earlier call
@@ -155,7 +173,7 @@ def configure(format: str = "json", level: str = "INFO", *, path: str | None = N
     harness) are left alone."""
     assert level in LEVELS, level
     handler: logging.Handler
-    handler = logging.StreamHandler(sys.stderr) if path is None else logging.FileHandler(path, encoding="utf-8")
+    handler = StderrHandler() if path is None else logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(formatter(format))
     setattr(handler, _OURS, True)
     root = logging.getLogger()

@@ -23,10 +23,11 @@ reconciliation day's run and break, and the processor's events matched again (AD
   lock rows), FOR UPDATE SKIP LOCKED on PostgreSQL.
 - `calls`: one timed call to another system, classified, and its recorded attempt.
 - `policy`: one backoff with jitter (`delay_ms`) and one give-up rule (`retry_at_us`).
-- `work`: one round of a worker: claim due items, call with no transaction open, apply.
 - `faults`: a bad item isolated: a round (or a report's chunk) that cannot move one item leaves
   it as it was, records why (`models`: `work_faults`, counted by /metrics) and goes on.
 
 A domain supplies its table, its `Machine` (transition table, ledger effects, columns a state
-sets), its evidence mapping (`decide`, `matches`) and its request builder; nothing else.
+sets), its evidence mapping (`decide`, `matches`) and its request builder; nothing else. The
+worker round that drives these pieces (claim due items, call with no transaction open, apply)
+is the in-doubt resolver, `paycore.in_doubt.resolver`.
 """

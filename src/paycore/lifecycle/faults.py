@@ -17,7 +17,7 @@ kept, the move is not.
 What a fault leaves (`record`): a `<object>.faulted` note on the item's audit log (the job, the
 error's code and message, the item's status), a `work_faults` row (the metric
 `paycore_worker_item_faults_total{job}` counts them) and a `work_fault` log line. A work item of
-`lifecycle.work` also gets `fault_code` and `faulted_at_us`, and its next round backed off, or
+`in_doubt.resolver` also gets `fault_code` and `faulted_at_us`, and its next round backed off, or
 none once its rounds ran out: it waits for a person (the console's queue, `/ops/faults`). A
 settlement report's line that cannot be applied is a break instead (`item_not_moved`).
 """

@@ -141,6 +141,22 @@ class Machine(Generic[T]):
         row = store.get_any(connection, self.table, item_id, tenant_id)
         return None if row is None else self.from_row(row._mapping)
 
+    def matching(
+        self, connection: Connection, column: str, value: str, *, tenant_id: str | None, limit: int
+    ) -> list[T]:
+        """Up to `limit` items whose `column` (the id, a reference, the idempotency key) is
+        `value` exactly, in `tenant_id` or in any tenant (the console's search)."""
+        rows = store.matching(connection, self.table, column, value, tenant_id=tenant_id, limit=limit)
+        return [self.from_row(row._mapping) for row in rows]
+
+    def metadata_matching(
+        self, connection: Connection, needle: str, *, tenant_id: str | None, window: int, limit: int
+    ) -> list[tuple[str, str, str]]:
+        """(tenant_id, id, metadata text) of up to `limit` of the newest `window` items whose
+        metadata text holds `needle` (`store.metadata_matching`; candidates, the caller checks)."""
+        rows = store.metadata_matching(connection, self.table, needle, tenant_id=tenant_id, window=window, limit=limit)
+        return [(row.tenant_id, row.id, row.metadata) for row in rows]
+
     def find_many(
         self, connection: Connection, keys: Collection[tuple[str, str]], *, for_update: bool = False
     ) -> dict[tuple[str, str], T]:

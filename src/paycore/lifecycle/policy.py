@@ -1,7 +1,7 @@
 """One retry policy for every worker: bounded batches, a lease, exponential backoff with
 jitter, and when to give up (after a number of rounds, or once a retry window is over), after
 which a person takes over or the tenant redelivers. Payments, refunds and payouts
-(`lifecycle.work`), webhook deliveries and their endpoints (`webhooks.jobs`), the processor's
+(`in_doubt.resolver`), webhook deliveries and their endpoints (`webhooks.rounds`), the processor's
 events matched again (`inbound.service.rematch_due`) and a worker waiting out the database
 (`workers.retry`) all back off through `delay_ms` and give up through `retry_at_us`."""
 

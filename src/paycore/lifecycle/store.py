@@ -189,6 +189,7 @@ class Search:
     statuses: Collection[str] | None = None  # stored names
     created_gte_us: int | None = None
     created_lt_us: int | None = None
+    currency: str | None = None  # the amounts' currency (ISO 4217)
     amount_gte_minor: int | None = None
     amount_lte_minor: int | None = None
     reference: str | None = None  # the item's id, or one of its references, exactly
@@ -209,6 +210,8 @@ def search(connection: Connection, table: Table, query: Search, references: Coll
         statement = statement.where(table.c.created_at_us >= query.created_gte_us)
     if query.created_lt_us is not None:
         statement = statement.where(table.c.created_at_us < query.created_lt_us)
+    if query.currency is not None:
+        statement = statement.where(table.c.currency == query.currency)
     if query.amount_gte_minor is not None:
         statement = statement.where(table.c.amount_minor >= query.amount_gte_minor)
     if query.amount_lte_minor is not None:
@@ -223,6 +226,33 @@ def search(connection: Connection, table: Table, query: Search, references: Coll
     if query.starting_after is not None:
         statement = statement.where(table.c.id < query.starting_after)
     return list(connection.execute(statement.order_by(table.c.id.desc()).limit(query.limit)))
+
+
+def matching(
+    connection: Connection, table: Table, column: str, value: str, *, tenant_id: str | None, limit: int
+) -> list[Row[Any]]:
+    """Up to `limit` items whose `column` equals `value` exactly, in one tenant or in every one:
+    one index lookup (the console's search; each searched column has an index led by it,
+    migration 0041). No ORDER BY: with one, a planner may walk the id index instead."""
+    query = select(table).where(table.c[column] == value)
+    if tenant_id is not None:
+        query = query.where(table.c.tenant_id == tenant_id)
+    return list(connection.execute(query.limit(limit)))
+
+
+def metadata_matching(
+    connection: Connection, table: Table, needle: str, *, tenant_id: str | None, window: int, limit: int
+) -> list[Row[Any]]:
+    """Up to `limit` of the newest `window` items (of one tenant or of every one) whose stored
+    metadata text holds `needle` (a JSON string, quotes included): a bounded read of the id
+    index's newest end, never the whole history. The caller checks each candidate's values."""
+    escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    newest = select(table.c.tenant_id, table.c.id, table.c.metadata)
+    if tenant_id is not None:
+        newest = newest.where(table.c.tenant_id == tenant_id)
+    recent = newest.order_by(table.c.id.desc()).limit(window).subquery("recent")
+    query = select(recent).where(recent.c.metadata.like(f"%{escaped}%", escape="\\")).limit(limit)
+    return list(connection.execute(query))
 
 
 def _in_doubt_order(statement: Any, table: Table, starting_after: str | None, connection: Connection) -> Any:

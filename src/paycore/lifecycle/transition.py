@@ -10,7 +10,7 @@ break, a delivery's endpoint deleted while it was being POSTed.
 Who calls it: `Machine.move` (payments, refunds, payouts, manual resolutions: the domain's
 ledger effect and the audit event are its record), a reconciliation break's
 `reconciliation.states.move` (its note event), and webhook deliveries and endpoints
-(`webhooks.jobs`, `webhooks.service`: the endpoint's audit note; a delivery's record is the
+(`webhooks.rounds`, `webhooks.service`: the endpoint's audit note; a delivery's record is the
 attempt row its transaction wrote before the change, or its endpoint's deletion).
 """
 

@@ -12,7 +12,7 @@ already changed and changes nothing.
 When a payment becomes `in_doubt`: only when it was `processing` (a call may be in flight)
 and the processor gave no usable answer (`unreachable`) or has no record of it
 (`not_found`), or when the resolver runs out of rounds while the processor still says
-`pending` (`paycore.lifecycle.work`). Nothing else ever makes a payment `in_doubt`, and only
+`pending` (`paycore.in_doubt.resolver`). Nothing else ever makes a payment `in_doubt`, and only
 the processor's evidence ever takes it out.
 """
 

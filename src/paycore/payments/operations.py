@@ -8,7 +8,7 @@ commit, call the processor outside any transaction, commit.
    of them wins. A refusal (409 `payment_not_capturable` / `payment_not_cancelable` with the
    payment as it is, 422 `amount_too_large`) is recorded under the key and changes nothing.
 2. The processor is called with no transaction open, with the operation's stable request id
-   (`jobs.operation_request_id`): a retry can never capture twice.
+   (`processor_calls.operation_request_id`): a retry can never capture twice.
 3. One transaction records the call and applies its evidence through the payment's lifecycle
    (`lifecycle.apply_evidence`): `captured` -> `succeeded` (the ledger posts what was captured
    and releases the rest, in one step), `canceled`/`expired` -> `canceled` (all released), a
@@ -18,7 +18,7 @@ commit, call the processor outside any transaction, commit.
 
 A crash between 1 and 3 leaves a `processing` payment that the resolver takes after
 `processing_stale_ms`; it asks the processor first and sends the same request again only
-while the charge is still authorized (`jobs.ask`).
+while the charge is still authorized (`processor_calls.ask`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.store import set_values
 from paycore.payments import capture as capture_phases
-from paycore.payments import capture_plan, jobs, lifecycle, settle_plan, states
+from paycore.payments import capture_plan, lifecycle, processor_calls, settle_plan, states
 from paycore.payments.errors import AmountTooLarge, PaymentNotCancelable, PaymentNotCapturable
 from paycore.payments.models import payments
 from paycore.payments.schemas import capturable_minor, operation_outcome, payment_object
@@ -110,7 +110,7 @@ def _operate(
         return started, True
     if started is None:
         return await_answer(database, scope, timings.wait_ms), True
-    call = jobs.send_operation(processor, started)
+    call = processor_calls.send_operation(processor, started)
     try:
         first_retry_ms = timings.first_retry_ms
         answer = capture_phases.finish(database, started, call, actor=actor)

@@ -43,7 +43,17 @@ from paycore.lifecycle.calls import record as record_call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.machine import Machine
 from paycore.lifecycle.store import set_values
-from paycore.payments import accept, accept_plan, jobs, lifecycle, repository, schemas, settle, settle_plan, states
+from paycore.payments import (
+    accept,
+    accept_plan,
+    lifecycle,
+    processor_calls,
+    repository,
+    schemas,
+    settle,
+    settle_plan,
+    states,
+)
 from paycore.payments.errors import CurrencyNotAccepted
 from paycore.payments.models import payments
 from paycore.payments.schemas import HISTORY_LENGTH_MAX, payment_json
@@ -60,8 +70,10 @@ class PaymentTimings:
     first_retry_ms: int  # when the resolver first asks about a payment left without an answer
 
 
-# The payment's lifecycle: the console's lists, queues and counts read through it (search,
-# summary, counts, oldest_due_us), as every status change goes through it.
+# The payment's lifecycle, the one home of reading payments by id and by status (`load`, `find`,
+# `find_many`, `moved_between`, `search`, `summary`, `working_since_us`, `in_doubt_summary`):
+# other domains and the console call `payments.MACHINE.find(...)`, as every status change goes
+# through it.
 MACHINE: Final[Machine[Payment]] = lifecycle.MACHINE
 
 
@@ -93,7 +105,7 @@ def create_payment(
         return started, True
     if started is None:
         return await_answer(database, scope, timings.wait_ms), True
-    call = jobs.charge(processor, started)
+    call = processor_calls.charge(processor, started)
     try:
         # The common case on the data plane (`settle.py`); everything else through `finish`.
         answer = settle.settle(database, started, call, actor=new.actor)
@@ -295,14 +307,6 @@ def import_settled_payment(
 
 # --- what other domains read (the refund ceiling and hold: refunds/ceiling.py, refunds/money.py) ---
 
-
-find: Final = lifecycle.MACHINE.find
-find_many: Final = lifecycle.MACHINE.find_many
-moved_between: Final = lifecycle.MACHINE.moved_between
-
-
-working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
-in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges
 authorizations_open: Final = repository.authorizations_open  # the open authorizations' gauges
 # The in-doubt captures past their authorization's expiry (reconciliation/expiry.py).
 captures_in_doubt_expired: Final = repository.captures_in_doubt_expired
@@ -310,7 +314,6 @@ IN_DOUBT: Final = states.IN_DOUBT
 CAPTURE: Final = states.CAPTURE
 
 
-load: Final = lifecycle.MACHINE.load  # the payment, or PaymentNotFound
 captured_minor: Final = schemas.captured_minor  # what a refund may give back at most (SPEC §6.1)
 state_proved: Final = lifecycle.state_proved  # the payment's status a charge's status proves
 # What the processor said (a webhook, a report line), or a person (a confirmed manual

@@ -19,27 +19,13 @@ from typing import Any
 from sqlalchemy import Connection
 
 from paycore.db import driver
-from paycore.ledger.limits import TOTAL_MINOR_MAX, Totals, bound_before_adding, breaks_no_overdraft, grows_past
+from paycore.ledger import hold_repository
+from paycore.ledger.limits import TOTAL_MINOR_MAX, bound_before_adding
 from paycore.payments import states
 from paycore.payments.settle_plan import KEEP, WRITTEN_COLUMNS, AccountMove, Move, Plan
 
-# The hold's accounts as the write leaves them, by these names (the ledger's `Account` columns):
-# what the ledger's cache of facts keeps (`ledger.remember_accounts`).
-ACCOUNT_COLUMNS = (
-    "id",
-    "code",
-    "currency",
-    "normal_balance",
-    "no_overdraft",
-    "system",
-    "metadata",
-    "created_at_us",
-    "debits_posted_minor",
-    "credits_posted_minor",
-    "debits_pending_minor",
-    "credits_pending_minor",
-    "entries_count",
-)
+# The hold's accounts as the write leaves them (`hold_repository.ACCOUNT_COLUMNS`).
+ACCOUNT_COLUMNS = hold_repository.ACCOUNT_COLUMNS
 Accounts = list[SimpleNamespace]
 
 
@@ -158,36 +144,13 @@ _CALL_EVENT = driver.statement(
     "INSERT INTO events (tenant_id, id, kind, type, object_type, object_id, from_state, to_state, cause, actor,"
     " data, created_at_us) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)"
 )
-# Made from the hold itself: it must be this payment's (its owner), pending, without expiry,
-# and unresolved (the unique (tenant_id, pending_id) index decides, as for the reference path).
-_RESOLUTION = driver.statement(
-    "INSERT INTO ledger_transfers (tenant_id, id, kind, pending_id, reverses_id, batch_id, idempotency_key,"
-    " reference_type, reference_id, owner_id, metadata, expires_at_us, created_at_us)"
-    " SELECT tenant_id, ?, ?, id, NULL, NULL, NULL, reference_type, reference_id, owner_id, '{}', NULL, ?"
-    " FROM ledger_transfers WHERE tenant_id = ? AND id = ? AND kind = 'pending' AND owner_id = ?"
-    " AND expires_at_us IS NULL"
-    " ON CONFLICT (tenant_id, pending_id) WHERE pending_id IS NOT NULL DO NOTHING RETURNING id"
-)
-# Each account's totals, checked against their range before the addition (`bound_before_adding`,
-# as `ledger/repository._APPLY_TOTALS`), and only where the hold has this account's entry of
-# this amount and side: the release is the hold's, whatever the plan assumed.
-_TOTALS = (
-    "UPDATE ledger_accounts SET debits_posted_minor = debits_posted_minor + ?,"
-    " credits_posted_minor = credits_posted_minor + ?, debits_pending_minor = debits_pending_minor + ?,"
-    " credits_pending_minor = credits_pending_minor + ?, entries_count = entries_count + ?"
-    " WHERE {account} AND tenant_id = ? AND debits_posted_minor <= ? AND credits_posted_minor <= ?"
-    " AND debits_pending_minor <= ? AND credits_pending_minor <= ?"
-    " AND EXISTS (SELECT 1 FROM ledger_entries WHERE ledger_entries.tenant_id = ledger_accounts.tenant_id"
-    " AND ledger_entries.transfer_id = ? AND ledger_entries.account_id = ledger_accounts.id"
-    " AND ledger_entries.direction = ? AND ledger_entries.amount_minor = ?)"
-    f" RETURNING {', '.join(ACCOUNT_COLUMNS)}"
-)
+# The hold's resolution and each account's totals: `ledger.hold_repository`'s, shared with a
+# refund's settle (`refunds/settle_repository.py`).
+_RESOLUTION = hold_repository.RESOLUTION
+_TOTALS = hold_repository.RESOLVED_TOTALS
 _CLEARING_TOTALS = driver.statement(_TOTALS.format(account="code = ?"))
 _DESTINATION_TOTALS = driver.statement(_TOTALS.format(account="id = ?"))
-_ENTRIES = driver.statement(
-    "INSERT INTO ledger_entries (tenant_id, id, transfer_id, account_id, direction, amount_minor, currency,"
-    " account_sequence, created_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+_ENTRIES = hold_repository.ENTRY_PAIR
 # Published: numbered after the payment's last published change in its own INSERT, as
 # `audit/repository._INSERT_NEXT` numbers it; the trigger of migration 0015 queues it.
 _STATE_EVENT = driver.statement(
@@ -297,20 +260,9 @@ def _apply(
     if not rows:
         raise Refused(f"{account}: not the hold's {direction} account, or past the range of a total")
     found = SimpleNamespace(**dict(zip(ACCOUNT_COLUMNS, rows[0], strict=True)))
-    if found.currency != plan.accepted.currency:
-        raise Refused(f"{account} holds {found.currency}, the payment is in {plan.accepted.currency}")
-    figures = (
-        found.debits_posted_minor,
-        found.credits_posted_minor,
-        found.debits_pending_minor,
-        found.credits_pending_minor,
-    )
-    after = Totals(*figures)
-    before = Totals(*(figure - amount for figure, amount in zip(figures, amounts, strict=True)))
-    if move.entries_added and grows_past(before, after, found.normal_balance) is not None:
-        raise Refused(f"{account} would pass the balance limit")  # only entries move money
-    if found.no_overdraft and breaks_no_overdraft(after, found.normal_balance):
-        raise Refused(f"{account} would be overdrawn")
+    refusal = hold_repository.resolution_refusal(found, amounts, move.entries_added, plan.accepted.currency)
+    if refusal is not None:
+        raise Refused(refusal)
     return found
 
 

@@ -4,7 +4,7 @@ lifecycle (`paycore.lifecycle`), its ledger effects, and what the bank's evidenc
 Every change is a compare-and-set through the transition table (`states`), in one transaction
 with its ledger effect and audit event. The payout cancel race: a cancel and a worker's claim
 both move a `queued` payout by compare-and-set on its status (`service.cancel`,
-`paycore.lifecycle.work`): exactly one of the two wins, and the loser sees the winner's state.
+`paycore.in_doubt.resolver`): exactly one of the two wins, and the loser sees the winner's state.
 
 A late answer can prove several steps at once (a status query after a lost response may find
 the payout already settled): each step is applied and recorded in order, so the timeline

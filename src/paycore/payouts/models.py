@@ -71,6 +71,11 @@ payouts = Table(
     Index("ix_payouts_status", "tenant_id", "status", "id"),
     Index("ix_payouts_due", "status", "execute_on"),
     Index("ix_payouts_next_attempt", "status", "next_attempt_at_us"),
+    Index("ix_payouts_sent", "sent_at_us"),  # the overview's money out, by time (migration 0040)
+    # The console's search across tenants (migration 0041).
+    Index("ix_payouts_id", "id", "tenant_id"),
+    Index("ix_payouts_bank_reference", "bank_reference", "tenant_id"),
+    Index("ix_payouts_idempotency_key", "idempotency_key", "tenant_id"),
     tenant_due_index("payouts"),  # a tenant's part of the queue, claimed (migration 0044)
     Index("ix_payouts_tenant_due", "tenant_id", "status", "execute_on", "id"),  # queued tenant by tenant (0044)
     faulted_index("payouts"),  # the items a worker could not move (migration 0022)

@@ -25,14 +25,15 @@ from paycore.lifecycle import recording
 from paycore.lifecycle.machine import Machine
 from paycore.payouts import create_plan, lifecycle, money, repository, states
 from paycore.payouts.errors import PayoutNotCancelable
-from paycore.payouts.types import Adjustment, Payout, adjustment_from_row, payout_from_row
-from paycore.payouts.types import NewPayout as NewPayout  # its home is types.py; routers import it here
+from paycore.payouts.types import Adjustment, NewPayout, Payout, adjustment_from_row, payout_from_row
 
 HISTORY_LENGTH_MAX = 100
 
 
-# The payout's lifecycle: the console's lists, queues and counts read through it (search,
-# summary, counts, oldest_due_us), as every status change goes through it.
+# The payout's lifecycle, the one home of reading payouts by id and by status (`load`, `find`,
+# `find_many`, `moved_between`, `search`, `summary`, `working_since_us`, `in_doubt_summary`):
+# other domains and the console call `payouts.MACHINE.find(...)`, as every status change goes
+# through it.
 MACHINE: Final[Machine[Payout]] = lifecycle.MACHINE
 
 
@@ -114,18 +115,12 @@ def adjustments(connection: Connection, payout: Payout) -> list[Adjustment]:
     return [adjustment_from_row(row) for row in repository.adjustments_of(connection, payout.tenant_id, payout.id)]
 
 
-load: Final = lifecycle.MACHINE.load  # the payout, or PayoutNotFound
-find: Final = lifecycle.MACHINE.find
-find_many: Final = lifecycle.MACHINE.find_many
-
-
 def bank_fees_of(connection: Connection, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str, str], int]:
     """The bank's fees booked on these (tenant_id, payout_id), by (tenant, payout, `fee` or
     `return_fee`), in one statement; a payout with none is left out."""
     return repository.bank_fees_of(connection, keys)
 
 
-moved_between: Final = lifecycle.MACHINE.moved_between
 # Evidence of any kind (a person's confirmed manual resolution too), applied through the
 # payout's lifecycle, its ledger effects and the bank's fee and return.
 apply_evidence: Final = lifecycle.apply_evidence
@@ -134,10 +129,6 @@ apply_evidence: Final = lifecycle.apply_evidence
 def public_status(stored: str) -> str:
     """The public name of a stored payout status, whichever spelling stored it."""
     return states.public(states.normalize(stored))
-
-
-working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
-in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges
 
 
 def oldest_due_to_queue_us(connection: Connection, *, now_us: int) -> int | None:

@@ -92,7 +92,7 @@ def _resolve(
 ) -> bool:
     """One payment, locked: moved when the complete reports of its span leave its capture out
     (the run's `resolved` count with it, in the same transaction)."""
-    payment = payments.find(connection, tenant_id, payment_id, for_update=True)
+    payment = payments.MACHINE.find(connection, tenant_id, payment_id, for_update=True)
     if payment is None or payment.status != payments.IN_DOUBT or payment.operation != payments.CAPTURE:
         return False  # settled since the page was read
     days = span(payment, grace_ms=grace_ms)

@@ -38,9 +38,9 @@ def find_all(connection: Connection, lines: list[Line]) -> dict[tuple[Kind, str,
         kind, tenant_id, object_id = key_of(line)
         keys[kind].add((tenant_id, object_id))
     finders: dict[Kind, Callable[[Connection, set[tuple[str, str]]], dict[tuple[str, str], Any]]] = {
-        "payment": payments.find_many,
-        "refund": refunds.find_many,
-        "payout": payouts.find_many,
+        "payment": payments.MACHINE.find_many,
+        "refund": refunds.MACHINE.find_many,
+        "payout": payouts.MACHINE.find_many,
         "dispute": _disputes,
     }
     found: dict[tuple[Kind, str, str], Any] = {}
@@ -54,7 +54,7 @@ def find_one(connection: Connection, line: Line) -> Any:
     """The object the line names, locked for this transaction (before it is moved)."""
     kind = KIND_OF_LINE[line.type]
     assert kind != "dispute", "a report line proves nothing of a dispute: it is never moved from here"
-    finder = {"payment": payments.find, "refund": refunds.find, "payout": payouts.find}[kind]
+    finder = {"payment": payments.MACHINE.find, "refund": refunds.MACHINE.find, "payout": payouts.MACHINE.find}[kind]
     return finder(connection, line.merchant_id, line.request_id, for_update=True)
 
 

@@ -338,7 +338,7 @@ def break_counts_of_runs(connection: Connection, tenant_id: str, runs: Mapping[s
     return counts
 
 
-# --- The scheduled job (reconciliation/jobs.py): the days already reconciled ---------------
+# --- The scheduled job (reconciliation/rounds.py): the days already reconciled ---------------
 
 
 def days_completed(connection: Connection, *, source: str, days: list[str]) -> set[str]:

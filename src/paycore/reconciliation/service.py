@@ -356,7 +356,7 @@ def record_contradiction(
     return chunks.store(connection, context, tenant_id, key, Finding(CONTRADICTED, detail), None, known, evidence) == 1
 
 
-# --- The scheduled job (reconciliation/jobs.py): the closed days still to reconcile -------
+# --- The scheduled job (reconciliation/rounds.py): the closed days still to reconcile -------
 
 
 def due_days(connection: Connection, *, now_us: int, delay_ms: int, lookback_days: int) -> list[str]:

@@ -234,7 +234,7 @@ def unnamed(
     limit: int,
 ) -> list[Unnamed]:
     """A page, in key order after `after`, of the objects of `kind` whose money moved in the
-    window (`payments.moved_between` and its kin say which) that no line of these runs named:
+    window (`payments.MACHINE.moved_between` and its kin say which) that no line of these runs named:
     one anti-join, so that only the few missing objects come back to Python."""
     table, line_type, moment, moved, reference = _moved(kind)
     runs = ", ".join("?" for _ in run_ids)

@@ -149,7 +149,7 @@ def _cached(database: Database, tenant_id: str, payment_id: str) -> Known | None
 def _read(database: Database, connection: Connection, tenant_id: str, payment_id: str) -> Known | None:
     """The payment's facts and (SQLite) the clearing account's id, read and cached; None where
     the reference path must answer (no such payment, not succeeded, no clearing account)."""
-    payment = payments.find(connection, tenant_id, payment_id)
+    payment = payments.MACHINE.find(connection, tenant_id, payment_id)
     if payment is None or payment.status != ceiling.REFUNDABLE_STATUS or payment.is_manual:
         return None  # a manual payment's ceiling is what it captured: the reference path's (ADR 0029)
     facts = PaymentFacts(payment.currency, payment.destination_account_id)

@@ -53,6 +53,11 @@ refunds = Table(
     ),
     CheckConstraint("amount_minor > 0 AND amount_minor <= 9007199254740991", name="amount_minor"),
     Index("ix_refunds_payment", "tenant_id", "payment_id", "id"),
+    Index("ix_refunds_created", "created_at_us"),  # the overview's charts, by time (migration 0040)
+    # The console's search across tenants (migration 0041).
+    Index("ix_refunds_id", "id", "tenant_id"),
+    Index("ix_refunds_processor_reference", "processor_reference", "tenant_id"),
+    Index("ix_refunds_idempotency_key", "idempotency_key", "tenant_id"),
     due_index("refunds"),  # the worker's queue (migration 0025)
     tenant_due_index("refunds"),  # a tenant's part of it, claimed (migration 0044)
     faulted_index("refunds"),  # the items a worker could not move (migration 0022)

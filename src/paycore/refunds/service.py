@@ -52,8 +52,10 @@ class NewRefund:
     approval_threshold_minor: int | None = None
 
 
-# The refund's lifecycle: the console's lists, queues and counts read through it (search,
-# summary, counts, oldest_due_us), as every status change goes through it.
+# The refund's lifecycle, the one home of reading refunds by id and by status (`load`, `find`,
+# `find_many`, `moved_between`, `search`, `summary`, `working_since_us`, `in_doubt_summary`):
+# other domains and the console call `refunds.MACHINE.find(...)`, as every status change goes
+# through it.
 MACHINE: Final[Machine[Refund]] = lifecycle.MACHINE
 
 
@@ -75,7 +77,7 @@ def create_refund(
     create_plan.check_amount(new.amount_minor)
     payment = ceiling.reserve(connection, tenant_id, new.payment_id, new.amount_minor)
     if payment is None:  # why not: read it (nothing was written)
-        current = payments.find(connection, tenant_id, new.payment_id)
+        current = payments.MACHINE.find(connection, tenant_id, new.payment_id)
         if current is None:
             raise PaymentNotFound("no such payment", param="payment_id")
         if current.is_manual and current.status not in (ceiling.REFUNDABLE_STATUS, "failed"):
@@ -151,12 +153,6 @@ def requested_by(connection: Connection, refund: Refund) -> str:
     return birth.actor
 
 
-find: Final = lifecycle.MACHINE.find
-find_many: Final = lifecycle.MACHINE.find_many
-moved_between: Final = lifecycle.MACHINE.moved_between
-load: Final = lifecycle.MACHINE.load
-
-
 def of_payment(
     connection: Connection, tenant_id: str, payment_id: str, *, starting_after: str | None, limit: int
 ) -> list[Refund]:
@@ -179,7 +175,7 @@ def page(
 
 
 def totals(connection: Connection, tenant_id: str, payment_id: str) -> Totals:
-    payment = payments.find(connection, tenant_id, payment_id)
+    payment = payments.MACHINE.find(connection, tenant_id, payment_id)
     if payment is None:
         raise PaymentNotFound("no such payment", param="payment_id")
     by_status = repository.totals_by_status(connection, tenant_id, payment_id)
@@ -196,7 +192,9 @@ def history(connection: Connection, refund: Refund) -> list[audit.Event]:
 
 
 # What the processor said (a webhook, a report line), or a person (a confirmed manual
-# resolution), applied through the refund's lifecycle.
+# resolution), applied through the refund's lifecycle: the one entry for evidence every money
+# domain's service has by this name, since reconciliation and manual resolution call it
+# without knowing the kind (a refund adds nothing to its machine's).
 apply_evidence: Final = lifecycle.MACHINE.apply_evidence
 
 
@@ -211,7 +209,3 @@ def record_result(connection: Connection, tenant_id: str, refund_id: str, to_sta
     applied = lifecycle.move(connection, refund, to_state, cause=cause, actor=actor, now_us=refund.created_at_us)
     assert applied.changed and applied.item.status == to_state, applied
     return applied.item
-
-
-working_since_us: Final = lifecycle.MACHINE.working_since_us  # the oldest call in flight
-in_doubt_summary: Final = lifecycle.MACHINE.in_doubt_summary  # the in-doubt gauges

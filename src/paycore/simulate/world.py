@@ -29,7 +29,7 @@ from paycore.http.app import create_app
 from paycore.http.server import Server
 from paycore.kit import clock
 from paycore.processor.port import Processor
-from paycore.reconciliation import jobs as reconciliation_jobs
+from paycore.reconciliation import rounds as reconciliation_rounds
 from paycore.reconciliation import service as reconciliation
 from paycore.workers.jobs import JOBS, WorkerContext
 from paycore_sandbox.service import Sandbox
@@ -162,7 +162,7 @@ class World:
         in two days' reports: a payout sent at 23:59:59 settles in the next day's."""
         summaries = []
         for day in self.days():
-            summary = reconciliation_jobs.reconcile_from_processor(
+            summary = reconciliation_rounds.reconcile_from_processor(
                 self.database, self.processor, day, grace_ms=self.settings.reconcile_grace_ms
             )
             breaks = ", ".join(f"{kind} {count}" for kind, count in sorted(summary.breaks.items())) or "none"

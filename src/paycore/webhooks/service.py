@@ -1,5 +1,5 @@
 """Outgoing webhooks (SPEC §10.1, ADR 0015): a tenant's endpoints, the deliveries and
-attempts the tenant can see, and redelivery. The worker round that POSTs lives in `jobs`; the
+attempts the tenant can see, and redelivery. The worker round that POSTs lives in `rounds`; the
 helper a receiver checks signatures with in `verify`.
 
 An endpoint's signing secrets (`secret`, `previous_secret`) are stored sealed (`paycore.keyring`,

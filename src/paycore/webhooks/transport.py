@@ -51,7 +51,7 @@ ERROR_KINDS: Final = frozenset(
         "tls_error",  # no TLS session: handshake failed, certificate refused
         "bad_response",  # the answer is not HTTP/1.x: bad status line, too many or too long headers
         # Not the network's: the endpoint's signing secret does not open with PAYCORE_SECRETS_KEY
-        # (ADR 0018), so nothing was sent (set by the delivery job, webhooks.jobs).
+        # (ADR 0018), so nothing was sent (set by the delivery job, webhooks.rounds).
         "secret_unreadable",
     }
 )

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from paycore.config import Settings
 from paycore.db.availability import classify
 from paycore.kit import ids, logs
-from paycore.webhooks import jobs as webhooks_jobs
+from paycore.webhooks import rounds as webhooks_rounds
 from paycore.workers.jobs import WorkerContext, webhook_config
 from paycore.workers.retry import DatabaseRetry
 
@@ -69,7 +69,7 @@ def _run(context: WorkerContext, holder: str, dispatchers: Dispatchers, stop: th
     while not stop.is_set():
         token = logs.set_request_id(f"job_{ids.new_ulid()}")
         try:
-            made = webhooks_jobs.deliver_due(
+            made = webhooks_rounds.deliver_due(
                 context.database, config, holder, endpoints_max=1, keep_going=lambda: not stop.is_set()
             )
             retry.reset()
@@ -99,6 +99,6 @@ def join(dispatchers: Dispatchers, settings: Settings) -> None:
     """Wake the idle threads and wait for the busy ones to end their turn: each stops before its
     next call, so one call in flight (its whole exchange) bounds the wait."""
     dispatchers.wake_all()
-    deadline = time.monotonic() + webhooks_jobs.call_bound_ms(settings.webhook_timeout_ms) / 1000
+    deadline = time.monotonic() + webhooks_rounds.call_bound_ms(settings.webhook_timeout_ms) / 1000
     for thread in dispatchers.threads:
         thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -22,12 +22,12 @@ from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
 from paycore.operators import service as operators
-from paycore.payments import jobs as payments_jobs
-from paycore.payouts import jobs as payouts_jobs
+from paycore.payments import rounds as payments_rounds
+from paycore.payouts import rounds as payouts_rounds
 from paycore.processor.port import Processor
-from paycore.reconciliation import jobs as reconciliation_jobs
-from paycore.refunds import jobs as refunds_jobs
-from paycore.webhooks import jobs as webhooks_jobs
+from paycore.reconciliation import rounds as reconciliation_rounds
+from paycore.refunds import rounds as refunds_rounds
+from paycore.webhooks import rounds as webhooks_rounds
 
 
 @dataclass(frozen=True)
@@ -73,21 +73,21 @@ def resolver_policy(settings: Settings) -> Policy:
 
 def resolve_payments(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return payments_jobs.resolve_due(
+    return payments_rounds.resolve_due(
         context.database, context.processor, policy, context.worker_id, actor=actors.worker("resolve_payments")
     )
 
 
 def send_refunds(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return refunds_jobs.send_due(
+    return refunds_rounds.send_due(
         context.database, context.processor, policy, context.worker_id, actor=actors.worker("send_refunds")
     )
 
 
 def resolve_refunds(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return refunds_jobs.resolve_due(
+    return refunds_rounds.resolve_due(
         context.database, context.processor, policy, context.worker_id, actor=actors.worker("resolve_refunds")
     )
 
@@ -102,7 +102,7 @@ def resolve_dispute_answers(context: WorkerContext) -> int:
 
 
 def queue_payouts(context: WorkerContext) -> int:
-    return payouts_jobs.queue_due(
+    return payouts_rounds.queue_due(
         context.database,
         context.settings.worker_batch_max,
         actor=actors.worker("queue_payouts"),
@@ -112,14 +112,14 @@ def queue_payouts(context: WorkerContext) -> int:
 
 def send_payouts(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return payouts_jobs.send_due(
+    return payouts_rounds.send_due(
         context.database, context.processor, policy, context.worker_id, actor=actors.worker("send_payouts")
     )
 
 
 def resolve_payouts(context: WorkerContext) -> int:
     policy = resolver_policy(context.settings)
-    return payouts_jobs.resolve_due(
+    return payouts_rounds.resolve_due(
         context.database, context.processor, policy, context.worker_id, actor=actors.worker("resolve_payouts")
     )
 
@@ -153,28 +153,28 @@ def reconcile_days(context: WorkerContext) -> int:
     """Each closed UTC day once it is PAYCORE_RECONCILE_DELAY_MS past its end, from the processor's
     report (docs/reconciliation.md, "The scheduled job"). This worker looks at most every
     PAYCORE_RECONCILE_INTERVAL_MS, and at once again while days are due; it returns the days
-    reconciled, at most `reconciliation_jobs.DAYS_PER_RUN_MAX` per call."""
+    reconciled, at most `reconciliation_rounds.DAYS_PER_RUN_MAX` per call."""
     settings = context.settings
     now = now_us()
     if context.next_look_us.get(RECONCILE_DAYS, 0) > now:
         return 0
     # Set before the work: a call that fails waits an interval too, it does not retry every round.
     context.next_look_us[RECONCILE_DAYS] = now + settings.reconcile_interval_ms * 1_000
-    schedule = reconciliation_jobs.Schedule(
+    schedule = reconciliation_rounds.Schedule(
         delay_ms=settings.reconcile_delay_ms,
         lookback_days=settings.reconcile_lookback_days,
         grace_ms=settings.reconcile_grace_ms,
         lease_ms=settings.reconcile_lease_ms,
     )
     actor = actors.worker(RECONCILE_DAYS)
-    done = reconciliation_jobs.reconcile_due(context.database, context.processor, schedule, now_us=now, actor=actor)
+    done = reconciliation_rounds.reconcile_due(context.database, context.processor, schedule, now_us=now, actor=actor)
     if done.more:
         context.next_look_us[RECONCILE_DAYS] = now
     return done.reconciled
 
 
-def webhook_config(settings: Settings, keyring: Keyring) -> webhooks_jobs.Config:
-    return webhooks_jobs.Config(
+def webhook_config(settings: Settings, keyring: Keyring) -> webhooks_rounds.Config:
+    return webhooks_rounds.Config(
         timeout_ms=settings.webhook_timeout_ms,
         lease_ms=settings.webhook_lease_ms,
         batch_max=settings.webhook_batch_max,
@@ -193,7 +193,7 @@ def deliver_webhooks(context: WorkerContext) -> int:
     """One round of webhook delivery over up to PAYCORE_WEBHOOK_CONCURRENCY_MAX endpoints, one
     after another. `paycore worker` runs it in that many threads of their own instead
     (paycore.workers.dispatch), so a slow endpoint never holds up the other jobs."""
-    return webhooks_jobs.deliver_due(
+    return webhooks_rounds.deliver_due(
         context.database,
         webhook_config(context.settings, context.keyring),
         context.worker_id,
@@ -215,6 +215,6 @@ JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
     ("resolve_payouts", resolve_payouts, lambda s: s.resolver_batch_max),
     ("rematch_webhooks", rematch_webhooks, lambda s: s.worker_batch_max),
     ("check_invariants", check_invariants, lambda s: s.invariants_rows_max),
-    (RECONCILE_DAYS, reconcile_days, lambda s: reconciliation_jobs.DAYS_PER_RUN_MAX),
+    (RECONCILE_DAYS, reconcile_days, lambda s: reconciliation_rounds.DAYS_PER_RUN_MAX),
     (DELIVER_WEBHOOKS, deliver_webhooks, lambda s: s.webhook_concurrency_max * s.webhook_batch_max),
 )

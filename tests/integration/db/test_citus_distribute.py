@@ -23,9 +23,12 @@ from paycore.http.app import create_app
 from tests.support import secrets_keys
 
 CITUS_URL = os.environ.get("PAYCORE_TEST_CITUS_URL")
-pytestmark = pytest.mark.skipif(
-    not CITUS_URL, reason="PAYCORE_TEST_CITUS_URL is not set: no Citus coordinator to distribute on (scripts/citus)"
-)
+pytestmark = [
+    pytest.mark.citus,
+    pytest.mark.skipif(
+        not CITUS_URL, reason="PAYCORE_TEST_CITUS_URL is not set: no Citus coordinator to distribute on (scripts/citus)"
+    ),
+]
 
 
 @pytest.fixture

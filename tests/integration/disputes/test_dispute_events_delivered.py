@@ -13,7 +13,7 @@ from typing import Any, cast
 import pytest
 from fastapi import FastAPI
 
-from paycore.webhooks import jobs
+from paycore.webhooks import rounds
 from paycore.webhooks.verify import verify_event
 from paycore.workers.jobs import webhook_config
 from tests.integration.disputes.support import LATER_US, disputes_of, later, open_at_sandbox, paid
@@ -40,7 +40,7 @@ def deliver_all(env: Env, rounds_max: int = 10) -> int:
     made = 0
     for _ in range(rounds_max):
         time.sleep(0.005)
-        delivered = jobs.deliver_due(env.database, config, "test-worker", endpoints_max=4)
+        delivered = rounds.deliver_due(env.database, config, "test-worker", endpoints_max=4)
         if delivered == 0:
             return made
         made += delivered

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 
 from paycore.kit.clock import now_us
-from paycore.operations import service as operations
+from paycore.monitoring import service as monitoring
 from paycore.reconciliation import queries as reconciliation_queries
 from tests.integration.payments.conftest import Env, env, processor, sandbox
 from tests.integration.reconciliation.test_http import one_break, resolve, wrong_report
@@ -130,16 +130,16 @@ def test_the_dashboard_shows_the_open_authorizations_with_unique_panel_ids(repo_
 
 def test_a_fresh_app_reports_every_label_at_zero_but_the_days_never_reconciled(client: TestClient) -> None:
     lag = by(client, "paycore_worker_lag_seconds", "job")
-    assert set(lag) == set(operations.JOBS)
+    assert set(lag) == set(monitoring.JOBS)
     # A new database has no completed run for the closed days of the lookback window: those are
     # due, late since the oldest of them ended (a worker reconciles them on its first round).
     assert {job for job, seconds in lag.items() if seconds > 0} == set(NEVER_RECONCILED)
-    assert by(client, "paycore_escaped_money_defects_total", "kind") == dict.fromkeys(operations.DEFECT_KINDS, 0)
+    assert by(client, "paycore_escaped_money_defects_total", "kind") == dict.fromkeys(monitoring.DEFECT_KINDS, 0)
     assert by(client, "paycore_reconciliation_break_oldest_age_seconds", "type") == dict.fromkeys(
         reconciliation_queries.BREAK_TYPES, 0
     )
-    assert by(client, "paycore_in_doubt_items", "kind") == dict.fromkeys(operations.KINDS, 0)
-    assert by(client, "paycore_in_doubt_oldest_age_seconds", "kind") == dict.fromkeys(operations.KINDS, 0)
+    assert by(client, "paycore_in_doubt_items", "kind") == dict.fromkeys(monitoring.KINDS, 0)
+    assert by(client, "paycore_in_doubt_oldest_age_seconds", "kind") == dict.fromkeys(monitoring.KINDS, 0)
     assert value(client, "paycore_duplicate_money_movements_total") == 0
 
 
@@ -193,7 +193,7 @@ def test_a_wrong_settlement_report_shows_as_escaped_defects_and_open_break_age(e
     defects = by(env.client, "paycore_escaped_money_defects_total", "kind")
     ages = by(env.client, "paycore_reconciliation_break_oldest_age_seconds", "type")
 
-    expected = dict.fromkeys(operations.DEFECT_KINDS, 0) | {
+    expected = dict.fromkeys(monitoring.DEFECT_KINDS, 0) | {
         "amount_mismatch": 2,
         "status_mismatch": 1,
         "missing_in_paycore": 1,

@@ -12,10 +12,10 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
 from paycore.http import app as http_app
-from paycore.http import ops
+from paycore.http import console
 from paycore.http.routing import _routes
 
-ALL_ROUTERS = (*http_app.ROUTERS, *ops.ROUTERS)
+ALL_ROUTERS = (*http_app.ROUTERS, *console.ROUTERS)
 
 
 def _described(routes: Any) -> list[tuple[Any, ...]]:

@@ -5,7 +5,7 @@ The payments are made `in_doubt` first (the processor's answer lost). Then one p
 each payment's signed `charge.succeeded` webhook (`inbound.receive.receive`, as the route does:
 the data plane's apply phase, the read and one call of `paycore_inbound_apply`, or the reference
 path where the payment moved between the read and the call), last payment first; the other runs
-the resolver's rounds (`payments.jobs.resolve_due`: claim a few due payments, ask the processor,
+the resolver's rounds (`payments.rounds.resolve_due`: claim a few due payments, ask the processor,
 which says `succeeded`, apply it FOR UPDATE), first payment first. They meet in the middle, each
 side seen to win some. Whoever comes second changes nothing: one post, its two entries, one
 state change to `succeeded` (the webhook's or the resolver's), the money moved once, and the
@@ -32,11 +32,12 @@ from paycore.kit import actors, signing
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
-from paycore.payments import jobs
+from paycore.payments import rounds
 from paycore.payments.service import PaymentTimings, create_payment
 from paycore.payments.types import NewPayment
 from paycore.processor.port import ChargeRequest, ChargeResult, Processor, ProcessorUnreachable
 from tests.integration.payments.test_settle_across_processes import _database, _destination, _event
+from tests.support.settled import read_settled
 
 TENANT = "race"  # as test_settle_across_processes's helpers make it
 PAYMENTS = 24
@@ -112,27 +113,8 @@ def _in_doubt(database: Database, destination: str) -> str:
 def _check_one(database: Database, payment_id: str) -> str:
     """The payment's rows, once each; returns who settled it (the cause of its last change)."""
     with database.read() as connection:
-        kinds = [
-            row[0]
-            for row in connection.execute(
-                text("SELECT kind FROM ledger_transfers WHERE tenant_id = :t AND owner_id = :p ORDER BY kind"),
-                {"t": TENANT, "p": payment_id},
-            )
-        ]
-        entries = connection.execute(
-            text(
-                "SELECT count(*) FROM ledger_entries e JOIN ledger_transfers t ON t.tenant_id = e.tenant_id"
-                " AND t.id = e.transfer_id WHERE t.tenant_id = :t AND t.owner_id = :p"
-            ),
-            {"t": TENANT, "p": payment_id},
-        ).scalar_one()
-        changes = connection.execute(
-            text(
-                "SELECT to_state, cause, object_sequence FROM events WHERE tenant_id = :t AND object_id = :p"
-                " AND kind = 'state_change' ORDER BY object_sequence"
-            ),
-            {"t": TENANT, "p": payment_id},
-        ).all()
+        facts = read_settled(connection, TENANT, payment_id)
+        kinds, entries, changes = facts.transfer_kinds, facts.entries, facts.changes
         stored = connection.execute(
             text("SELECT count(*) FROM processor_webhooks WHERE tenant_id = :t AND request_id = :p"),
             {"t": TENANT, "p": payment_id},
@@ -166,7 +148,7 @@ def webhook_process(url: str, payment_ids: list[str], barrier: Any, results: Any
     database.dispose()
 
 
-def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
+def resolver_process(url: str, barrier: Any, rounds_done: Any) -> None:
     database = _database(url)
     policy = Policy(attempts_max=5, backoff_ms=1, backoff_max_ms=2, lease_ms=30_000, batch_max=BATCH_MAX)
     processor = cast(Processor, _Succeeded())
@@ -174,7 +156,7 @@ def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
     done = 0
     while done < ROUNDS_MAX:
         done += 1
-        if jobs.resolve_due(database, processor, policy, "resolver-race", actor=actors.worker("resolve")) == 0:
+        if rounds.resolve_due(database, processor, policy, "resolver-race", actor=actors.worker("resolve")) == 0:
             break
-    rounds.put(done)
+    rounds_done.put(done)
     database.dispose()

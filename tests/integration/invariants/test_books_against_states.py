@@ -51,7 +51,7 @@ def a_business(database: Database) -> dict[str, Any]:
     create_refund(database, TENANT, payment_id, 500, now_us=now_us())
 
     def succeed(connection: Connection) -> None:
-        refund = refunds.load(connection, TENANT, succeeded, for_update=True)
+        refund = refunds.MACHINE.load(connection, TENANT, succeeded, for_update=True)
         assert refund_lifecycle.move(connection, refund, "succeeded", cause="test", actor="local", now_us=now_us())
 
     database.transaction(succeed)

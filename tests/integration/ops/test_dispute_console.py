@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from paycore.http.ops import scope
+from paycore.http.console import scope
 from paycore.reconciliation import service as reconciliation
 from tests.integration.disputes.support import dispute
 from tests.integration.ops.conftest import Console, act

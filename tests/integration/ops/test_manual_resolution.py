@@ -23,7 +23,7 @@ def in_doubt_payment(console: Console) -> tuple[str, str]:
 
 def window(console: Console, seconds: int) -> None:
     """Shorten acme's manual window: a loosening, so an approver's, in the console (carol)."""
-    data = {"refund_approval_threshold_minor": "", "manual_resolution_after_seconds": str(seconds)}
+    data = {"refund_approval_threshold": "", "manual_resolution_after_seconds": str(seconds)}
     changed = act(console.signed_in("carol"), "/ops/settings/acme", data, page="/ops/settings?tenant=acme")
     assert changed.status_code == 303, changed.text
 

@@ -16,13 +16,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from paycore.db.engine import Database
-from paycore.http.ops import losses as loss_pages
+from paycore.http.console import losses as loss_pages
 from paycore.kit.clock import now_us
 from paycore.operators import service as operators
 from paycore.payouts import service as payout_service
 from paycore.reports import charts, losses
+from paycore.reports.charts import slot_of
 from paycore.tenants import service as tenants
-from paycore.webhooks import jobs
+from paycore.webhooks import rounds
 from tests.integration.http.test_ledger import create_account, moved
 from tests.integration.ops.conftest import csrf_of
 from tests.integration.reports import expected
@@ -119,9 +120,11 @@ def test_the_chart_geometry_is_integer() -> None:
     chart = loss_pages.day_chart(days, "USD")
     assert (chart["top"], chart["bottom"], chart["zero_y"]) == (300, -100, 120)  # 160 * 300 // 400
     up, down = chart["bars"]
-    assert (up["x"], up["y"], up["height"]) == (0, 0, 120)
+    assert (up["y"], up["height"]) == (0, 120)
     assert (down["y"], down["height"]) == (120, 40)  # 100 * 160 // 400, below the zero line
-    assert down["x"] == loss_pages.CHART_WIDTH - down["width"]
+    pitch, width = slot_of(loss_pages.CHART_SLOTS_MIN, loss_pages.CHART_WIDTH)  # three days: a month's slots
+    assert down["width"] == up["width"] == width and down["x"] - up["x"] == 2 * pitch  # two days apart
+    assert loss_pages.CHART_WIDTH - pitch < down["x"] + down["width"] <= loss_pages.CHART_WIDTH  # the last slot
     parts = loss_pages.parts_chart(charts.DayLoss(None, "USD", 25, 200, 0, 0, 25, 0, 0, 0))
     widths = {bar["label"]: (bar["width"], bar["minus"]) for bar in parts["bars"]}
     assert widths["return fees"] == (loss_pages.PARTS_WIDTH, False)
@@ -130,6 +133,16 @@ def test_the_chart_geometry_is_integer() -> None:
     assert parts["loss"] == 200
     for bar in [*chart["bars"], *parts["bars"]]:
         assert all(type(value) is int for key, value in bar.items() if key in ("x", "y", "width", "height"))
+
+
+def test_one_day_of_data_is_one_narrow_bar_not_the_charts_width() -> None:
+    chart = loss_pages.day_chart([charts.DayLoss("2026-01-01", "USD", 300, 0, 0, 0, 0, 0, 0, 0)], "USD")
+    (bar,) = chart["bars"]
+    assert bar["width"] * 20 < loss_pages.CHART_WIDTH and bar["x"] + bar["width"] <= loss_pages.CHART_WIDTH
+    assert chart["last_x"] == bar["x"] + bar["width"] and chart["first"] == chart["last"] == "2026-01-01"
+    wide = [charts.DayLoss(f"2026-{month:02d}-01", "USD", 1, 0, 0, 0, 0, 0, 0, 0) for month in range(1, 13)]
+    bars = loss_pages.day_chart(wide, "USD")["bars"]  # 335 days: a slot each, every bar inside the plot
+    assert bars[0]["x"] >= 0 and bars[-1]["x"] + bars[-1]["width"] <= loss_pages.CHART_WIDTH
 
 
 def test_the_loss_page_filters_and_refuses_a_bad_filter(client: TestClient, ids: dict[str, str]) -> None:
@@ -159,7 +172,7 @@ def test_the_loss_page_filters_and_refuses_a_bad_filter(client: TestClient, ids:
 def test_the_loss_page_pages_by_cursor(
     client: TestClient, ids: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("paycore.http.ops.scope.PAGE_ROWS", 2)
+    monkeypatch.setattr("paycore.http.console.scope.PAGE_ROWS", 2)
     seen = every_page(client, "/ops/losses", listed_payouts)
     assert seen == [row["payout_id"] for row in with_ids(expected.EVERY_TENANT, ids)]
     first = page(client, "/ops/losses", tenant="acme")
@@ -235,7 +248,7 @@ def test_the_ledger_lists_accounts_with_balances_and_each_statement(
     assert rows == 3  # the funding, the move to bob, the hold
     assert statement.count(">hold</span>") == 1  # the hold's entry says it is one
     assert page(client, f"/ops/ledger/accounts/{alice}") == statement  # a tenant's id is found without it too
-    monkeypatch.setattr("paycore.http.ops.scope.PAGE_ROWS", 2)
+    monkeypatch.setattr("paycore.http.console.scope.PAGE_ROWS", 2)
     codes = every_page(client, "/ops/ledger", lambda t: re.findall(r'<td class="mono">([a-z.A-Z]+)', t))
     assert codes == ["cash.USD", "customer.alice", "customer.bob"]
     entries = every_page(client, f"/ops/ledger/accounts/{alice}", lambda t: re.findall(r"<code>(ent_[^<]+)</code>", t))
@@ -258,7 +271,7 @@ def test_a_statement_links_what_each_transfer_moved_money_for(client: TestClient
 
 
 def _deliver(database: Database, retry_window_ms: int) -> int:
-    config = jobs.Config(
+    config = rounds.Config(
         timeout_ms=1_000,
         lease_ms=10_000,
         batch_max=10,
@@ -269,7 +282,7 @@ def _deliver(database: Database, retry_window_ms: int) -> int:
         keyring=secrets_keys.KEYRING,  # the `client` fixture's
     )
     time.sleep(0.005)  # past the 1-2 ms backoff
-    return jobs.deliver_due(database, config, "test-worker", endpoints_max=4)
+    return rounds.deliver_due(database, config, "test-worker", endpoints_max=4)
 
 
 def test_the_webhook_page_shows_endpoints_failing_deliveries_and_redelivers(
@@ -340,7 +353,7 @@ def test_the_audit_log_filters_pages_and_links_its_objects(
             '<table id="results" class="audit">', 1
         )[1]
     )
-    monkeypatch.setattr("paycore.http.ops.scope.PAGE_ROWS", 3)
+    monkeypatch.setattr("paycore.http.console.scope.PAGE_ROWS", 3)
     ids_seen = every_page(
         client, "/ops/audit", lambda t: re.findall(r'<code class="muted">(evt_[^<]+)</code>', t), object_id=payout_id
     )

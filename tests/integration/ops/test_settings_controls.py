@@ -49,7 +49,7 @@ def changes(console: Console) -> list[dict[str, Any]]:
 
 
 def in_console(console: Console, who: str, threshold: str, window: str) -> Any:
-    data = {"refund_approval_threshold_minor": threshold, "manual_resolution_after_seconds": window}
+    data = {"refund_approval_threshold": threshold, "manual_resolution_after_seconds": window}
     return act(console.signed_in(who), "/ops/settings/acme", data, page=PAGE)
 
 
@@ -94,7 +94,8 @@ def test_an_approver_loosens_in_the_console_audited_with_old_and_new(console: Co
     bob = console.signed_in("bob")
     page = bob.get(PAGE)
     assert page.status_code == 200 and FORM in page.text
-    assert 'name="refund_approval_threshold_minor"' in page.text and 'value="518400"' in page.text
+    assert 'name="refund_approval_threshold" inputmode="decimal" maxlength="24" value="5.00"' in page.text
+    assert 'value="518400"' in page.text
     changed = in_console(console, "bob", "", "60")  # cleared, and shortened
     assert changed.status_code == 303, changed.text
     assert changed.headers["location"].startswith(PAGE)
@@ -107,7 +108,7 @@ def test_an_approver_loosens_in_the_console_audited_with_old_and_new(console: Co
     }
     after = bob.get(PAGE).text
     assert "operator:bob" in after and "518400 → 60" in after and "500 → none" in after
-    raised = in_console(console, "carol", "2500", "60")  # a threshold again, by another approver
+    raised = in_console(console, "carol", "25.00", "60")  # a threshold again, by another approver
     assert raised.status_code == 303 and shown(console) == (2500, 60)
     assert changes(console)[0]["actor"] == "operator:carol"
 
@@ -117,10 +118,10 @@ def test_who_is_not_an_approver_is_never_offered_the_form_and_is_refused(console
     assert put(console, 500).status_code == 200
     browser = console.signed_in(who)
     page = browser.get(PAGE)
-    assert page.status_code == 200 and "500 minor units" in page.text
+    assert page.status_code == 200 and "5.00 USD" in page.text and "500 minor units" in page.text
     assert FORM not in page.text and "Only an approver" in page.text
     for threshold, window in (("", "0"), ("100", str(DEFAULT_WINDOW))):  # a loosening, and a tightening
-        data = {"refund_approval_threshold_minor": threshold, "manual_resolution_after_seconds": window}
+        data = {"refund_approval_threshold": threshold, "manual_resolution_after_seconds": window}
         refused = act(browser, "/ops/settings/acme", data, page=PAGE)
         assert refused.status_code == 403 and "approver" in refused.text
     assert shown(console) == (500, DEFAULT_WINDOW)
@@ -129,13 +130,13 @@ def test_who_is_not_an_approver_is_never_offered_the_form_and_is_refused(console
 
 def test_the_form_needs_the_csrf_token_the_tenant_and_whole_numbers(console: Console) -> None:
     bob = console.signed_in("bob")
-    data = {"refund_approval_threshold_minor": "", "manual_resolution_after_seconds": "0"}
+    data = {"refund_approval_threshold": "", "manual_resolution_after_seconds": "0"}
     assert bob.post("/ops/settings/acme", data=data).status_code == 403  # no CSRF token
     token = csrf_of(bob, PAGE)
-    for threshold, window in (("²", "60"), ("-1", "60"), ("1.5", "60"), ("5", ""), ("5", "31536001"), ("5", "٣")):
+    for threshold, window in (("²", "60"), ("-1", "60"), ("1.555", "60"), ("5", ""), ("5", "31536001"), ("5", "٣")):
         fields = {
             "csrf_token": token,
-            "refund_approval_threshold_minor": threshold,
+            "refund_approval_threshold": threshold,
             "manual_resolution_after_seconds": window,
         }
         assert bob.post("/ops/settings/acme", data=fields).status_code == 400, (threshold, window)
@@ -150,7 +151,7 @@ def test_a_tenant_operator_sees_and_changes_only_their_tenant(console: Console) 
     gina = console.signed_in("gina")
     assert "Settings of <code>globex</code>" in gina.get("/ops/settings").text  # their own, always
     assert "Settings of <code>globex</code>" in gina.get(PAGE).text  # never acme's
-    data = {"refund_approval_threshold_minor": "", "manual_resolution_after_seconds": "0"}
+    data = {"refund_approval_threshold": "", "manual_resolution_after_seconds": "0"}
     assert act(gina, "/ops/settings/acme", data, page="/ops/settings").status_code == 404
     assert shown(console) == (None, DEFAULT_WINDOW)
     assert act(gina, "/ops/settings/globex", data, page="/ops/settings").status_code == 303
@@ -166,7 +167,7 @@ def test_in_local_mode_the_one_developer_may_loosen_by_the_api_and_in_the_consol
     with TestClient(env.client.app, follow_redirects=False) as browser:
         page = "/ops/settings?tenant=default"
         assert FORM in browser.get(page).text
-        data = {"refund_approval_threshold_minor": "", "manual_resolution_after_seconds": "0"}
+        data = {"refund_approval_threshold": "", "manual_resolution_after_seconds": "0"}
         assert act(browser, "/ops/settings/default", data, page=page).status_code == 303
     assert env.client.get("/v1/settings").json()["manual_resolution_after_seconds"] == 0
     found = env.client.get("/v1/audit_events", params={"type": "settings.updated"}).json()["data"]

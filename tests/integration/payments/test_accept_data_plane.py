@@ -223,7 +223,7 @@ def test_a_key_that_exists_is_the_reference_paths(database: Database) -> None:
     database.transaction(lambda connection: connection.execute(answered))
     assert accepted(database, key_scope, new(destination)) == (Outcome(202, "{}"), 1)
     with database.read() as connection:
-        assert service.load(connection, "again", first.id).status == "processing"
+        assert service.MACHINE.load(connection, "again", first.id).status == "processing"
     assert row_counts(database)["payments"] == 1
 
 
@@ -327,7 +327,7 @@ def test_the_0027_signature_accepts_an_automatic_payment_as_before(database: Dat
         ).scalar()
     assert written is True
     with database.read() as connection:
-        payment = service.load(connection, "before", "pay_before")
+        payment = service.MACHINE.load(connection, "before", "pay_before")
     assert (payment.capture_method, payment.status, payment.amount_minor) == ("automatic", "processing", 300)
 
 

@@ -38,6 +38,7 @@ from paycore.payments.service import PaymentTimings, create_payment
 from paycore.payments.types import NewPayment
 from paycore.processor.port import ChargeRequest, ChargeResult, Processor
 from tests.support import secrets_keys
+from tests.support.settled import read_settled
 
 TENANT = "race"
 ROUNDS = 24
@@ -88,27 +89,8 @@ def _check_one(database: Database, key: str, status: int, body: str) -> str:
     """The payment's rows, once each; returns who settled it (the cause of its change)."""
     payment_id = json.loads(body)["id"]
     with database.read() as connection:
-        kinds = [
-            row[0]
-            for row in connection.execute(
-                text("SELECT kind FROM ledger_transfers WHERE tenant_id = :t AND owner_id = :p ORDER BY kind"),
-                {"t": TENANT, "p": payment_id},
-            )
-        ]
-        entries = connection.execute(
-            text(
-                "SELECT count(*) FROM ledger_entries e JOIN ledger_transfers t ON t.tenant_id = e.tenant_id"
-                " AND t.id = e.transfer_id WHERE t.tenant_id = :t AND t.owner_id = :p"
-            ),
-            {"t": TENANT, "p": payment_id},
-        ).scalar_one()
-        changes = connection.execute(
-            text(
-                "SELECT to_state, cause, object_sequence FROM events WHERE tenant_id = :t AND object_id = :p"
-                " AND kind = 'state_change' ORDER BY object_sequence"
-            ),
-            {"t": TENANT, "p": payment_id},
-        ).all()
+        facts = read_settled(connection, TENANT, payment_id)
+        kinds, entries, changes = facts.transfer_kinds, facts.entries, facts.changes
         calls = connection.execute(
             text("SELECT count(*) FROM events WHERE tenant_id = :t AND object_id = :p AND kind = 'processor_call'"),
             {"t": TENANT, "p": payment_id},

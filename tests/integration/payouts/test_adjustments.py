@@ -40,7 +40,7 @@ def bank_says(database: Database, payout: Payout, status: str, **fields: Any) ->
     )
 
     def work(connection: Any) -> tuple[Payout, str]:
-        current = service.load(connection, payout.tenant_id, payout.id, for_update=True)
+        current = service.MACHINE.load(connection, payout.tenant_id, payout.id, for_update=True)
         evidence, at_us = Evidence.of_result(result), now_us()
         applied = lifecycle.apply_evidence(connection, current, evidence, cause="test", actor="processor", now_us=at_us)
         return applied.item, applied.reason

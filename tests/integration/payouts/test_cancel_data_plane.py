@@ -27,7 +27,7 @@ from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
-from paycore.payouts import cancel, cancel_plan, cancel_repository, jobs, lifecycle, schemas, service, states
+from paycore.payouts import cancel, cancel_plan, cancel_repository, lifecycle, rounds, schemas, service, states
 from paycore.payouts.errors import PayoutNotCancelable, PayoutNotFound
 from paycore.payouts.types import Payout
 from tests.integration.payouts.test_create_data_plane import ACTOR, NOW_US, funded, new, plane, rows_of
@@ -337,7 +337,9 @@ def _cancel_or_claim(url: str, role: str, payout_ids: list[str], barrier: Any, r
         if role == "claim":
             for _ in range(QUEUED_PAYOUTS + 1):
                 claimed = database.transaction(
-                    lambda c: jobs.claim_queued(c, policy=CLAIM_POLICY, worker_id="racer", actor="worker:send_payouts")
+                    lambda c: rounds.claim_queued(
+                        c, policy=CLAIM_POLICY, worker_id="racer", actor="worker:send_payouts"
+                    )
                 )
                 if not claimed:
                     break
@@ -364,7 +366,7 @@ def test_a_cancel_racing_the_workers_claim_has_exactly_one_winner(database: Data
         pytest.skip("across processes on PostgreSQL; SQLite's one writer serialises them")
     source = funded_source(database, "race", QUEUED_PAYOUTS * 100)
     born = [support_schedule(database, "race", source, 100) for _ in range(QUEUED_PAYOUTS)]
-    assert jobs.queue_due(database, batch_max=QUEUED_PAYOUTS, actor="worker:queue_payouts") == QUEUED_PAYOUTS
+    assert rounds.queue_due(database, batch_max=QUEUED_PAYOUTS, actor="worker:queue_payouts") == QUEUED_PAYOUTS
     queued = [load(database, payout) for payout in born]
     payout_ids = [p.id for p in sorted(queued, key=lambda p: (p.next_attempt_at_us or 0, p.id))]
     context = multiprocessing.get_context("spawn")

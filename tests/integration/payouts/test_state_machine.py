@@ -50,7 +50,7 @@ def test_every_transition_is_allowed_or_refused_by_the_table(
     assert payout.status == from_state
 
     def attempt(connection: object) -> Applied[Payout]:
-        current = service.load(connection, TENANT, payout.id, for_update=True)  # type: ignore[arg-type]
+        current = service.MACHINE.load(connection, TENANT, payout.id, for_update=True)  # type: ignore[arg-type]
         return lifecycle.MACHINE.move(connection, current, to_state, cause="test", actor="local", now_us=now_us())  # type: ignore[arg-type]
 
     moved = database.transaction(attempt)

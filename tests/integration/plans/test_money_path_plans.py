@@ -2,7 +2,8 @@
 
 A payment (answered, replayed, answered late and resolved by the worker, answered late and
 settled by its webhook), a refund (and its
-creating phase on the data plane, called below the route), a payout (settled, and canceled), a
+creating phase on the data plane, called below the route; answered late and settled by its
+webhook), a payout (settled, canceled, and answered late and sent by its webhook), a
 credit, ledger transfers (a transfer, reversed, a batch, a hold posted, a hold voided) and an
 authorization (made, `/metrics`' open authorizations read, canceled; and captured in part and
 canceled on the data plane, behind the thin edges: ADR 0029) and a chargeback (opened, `/metrics`'
@@ -91,9 +92,11 @@ class Flows:
             "authorization canceled": lambda: self.authorization("cancel", {}),
             "refund": self.refund,
             "refund on the data plane": self.refund_data_plane,
+            "refund settled by its webhook": self.refund_settled_by_its_webhook,
             "payout": self.payout,
             "payout canceled": self.payout_canceled,
             "payout on the data plane": self.payout_data_plane,
+            "payout sent by its webhook": self.payout_sent_by_its_webhook,
             "credit": self.credit,
             "transfer": self.transfer,
             "transfer reversed": self.transfer_reversed,
@@ -148,6 +151,17 @@ class Flows:
         assert refunds.send(self.env) == 1
         self.env.deliver()
 
+    def refund_settled_by_its_webhook(self) -> None:
+        """Its answer lost (`in_doubt`), then the processor's webhook settles it: the refund's
+        webhook on the data plane (`inbound/apply_refund.py`, `paycore_inbound_apply_refund`)."""
+        response = self.env.pay(self.merchant)
+        assert response.status_code == 201, response.text
+        refund = refunds.created(self.env, response.json()["id"], 400)
+        self.env.faults({"fault": "drop_response", "next_n": 1, "ops": ["refund"]})
+        assert refunds.send(self.env) == 1 and refunds.status_of(self.env, refund["id"]) == "in_doubt"
+        assert self.env.deliver() >= 1
+        assert refunds.history(self.env, refund["id"])[-1] == ("in_doubt", "succeeded", "webhook")
+
     def refund_data_plane(self) -> None:
         """A refund's creating phase on the data plane (ADR 0026), below the route (which does not
         call it yet): the payment read where this process has not seen it, then the one call or
@@ -171,6 +185,17 @@ class Flows:
         payouts.schedule(self.env, payouts.ach(self.source))
         assert payouts.queue_and_send(self.env) == 1
         payouts.bank_finishes(self.env)
+
+    def payout_sent_by_its_webhook(self) -> None:
+        """The bank's answer lost (`in_doubt`), then its `accepted` webhook moves it to `sent`:
+        the payout's webhook on the data plane (`inbound/apply_payout.py`,
+        `paycore_inbound_apply_payout`); its settlement's webhook after it is the reference path's."""
+        payout = payouts.schedule(self.env, payouts.ach(self.source))
+        self.env.faults({"fault": "drop_response", "next_n": 1, "ops": ["payout"]})
+        assert payouts.queue_and_send(self.env) == 1 and payouts.get(self.env, payout["id"])["status"] == "in_doubt"
+        payouts.bank_finishes(self.env)
+        history = payouts.get(self.env, payout["id"])["history"]
+        assert [(step["to"], step["cause"]) for step in history[-2:]] == [("sent", "webhook"), ("settled", "webhook")]
 
     def payout_canceled(self) -> None:
         payout = payouts.schedule(self.env, payouts.ach(self.source))

@@ -40,7 +40,7 @@ def test_the_ceiling_reserves_up_to_what_was_paid_and_releases(database: Databas
         second = ceiling.reserve(connection, TENANT, payment_id, 400)
         assert second is not None and second.refunded_minor == 1_000
         ceiling.release(connection, TENANT, payment_id, 400)
-        found = payments.find(connection, TENANT, payment_id)
+        found = payments.MACHINE.find(connection, TENANT, payment_id)
         assert found is not None and found.refunded_minor == 600
 
     database.transaction(work)

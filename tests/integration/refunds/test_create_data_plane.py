@@ -165,7 +165,7 @@ def test_the_phase_is_one_call_on_postgresql_and_the_fixed_list_on_sqlite(
     counted = [sql for sql in before if sql != "COMMIT"]
     assert (len(counted), before.count("COMMIT")) == (REFERENCE_STATEMENTS[dialect], 1), counted
     with database.read() as connection:
-        payment = payments.load(connection, "count", payment_id)
+        payment = payments.MACHINE.load(connection, "count", payment_id)
         held = ledger.get_account(connection, "count", payment.destination_account_id)
     assert payment.refunded_minor == 400
     # credit-normal: the holds are pending debits (-400), and available is posted less them
@@ -400,7 +400,7 @@ def test_processes_refunding_one_payment_never_pass_its_ceiling(
     answers = _racing(database, settings, payment_id, same_key=same_key)
     created = [answer for answer in answers if answer[0] == 201 and not answer[1]]
     with database.read() as connection:
-        payment = payments.load(connection, "race", payment_id)
+        payment = payments.MACHINE.load(connection, "race", payment_id)
         assert ledger.verify(connection).problems == []
         stored = connection.execute(text("SELECT count(*), sum(amount_minor) FROM refunds")).one()
     assert payment.refunded_minor <= payment.amount_minor

@@ -36,8 +36,7 @@ from paycore.lifecycle.evidence import Evidence
 from paycore.payouts import adjustments, lifecycle, states
 from paycore.payouts import service as payouts
 from paycore.payouts.adjustments import NewAdjustment
-from paycore.payouts.service import NewPayout
-from paycore.payouts.types import Payout
+from paycore.payouts.types import NewPayout, Payout
 from paycore.payouts.validation import Beneficiary
 from paycore.processor.port import PayoutResult
 
@@ -137,7 +136,7 @@ class World:
         )
 
         def work(connection: Connection) -> Payout:
-            current = payouts.load(connection, payout.tenant_id, payout.id)
+            current = payouts.MACHINE.load(connection, payout.tenant_id, payout.id)
             evidence = Evidence.of_result(result)
             applied = lifecycle.apply_evidence(
                 connection, current, evidence, cause="bank_webhook", actor="processor", now_us=at(day, 15)

@@ -19,7 +19,7 @@ from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.kit.clock import now_us
 from paycore.payouts import service as payouts
-from paycore.webhooks import jobs
+from paycore.webhooks import rounds as webhook_rounds
 from paycore.workers.jobs import webhook_config
 from tests.support import payouts as payout_support
 from tests.support.receiver import Receiver
@@ -34,7 +34,7 @@ class Env:
     database: Database
     settings: Settings
     receiver: Receiver
-    config: jobs.Config
+    config: webhook_rounds.Config
 
     def endpoint(self, url: str | None = None, events: list[str] | None = None, tenant: str = TENANT) -> dict[str, Any]:
         response = self.client.post(
@@ -57,7 +57,7 @@ class Env:
         made = 0
         for _ in range(rounds):
             time.sleep(0.005)  # backoff is 1-2 ms in these tests: a round is "time has passed"
-            made += jobs.deliver_due(self.database, self.config, "test-worker", endpoints_max=endpoints_max)
+            made += webhook_rounds.deliver_due(self.database, self.config, "test-worker", endpoints_max=endpoints_max)
         return made
 
     def get(self, path: str, tenant: str = TENANT, **params: Any) -> Any:

@@ -15,7 +15,7 @@ from sqlalchemy import update
 
 from paycore.kit.clock import now_us
 from paycore.tenants import service as tenants
-from paycore.webhooks import jobs
+from paycore.webhooks import rounds
 from paycore.webhooks.models import webhook_endpoints
 from paycore.webhooks.verify import verify_event
 from tests.integration.webhooks.support import TENANT, Env
@@ -276,4 +276,4 @@ def test_a_delivery_given_up_after_the_retry_window_is_failed(env: Env) -> None:
     env.deliver()
     [delivery] = env.deliveries(env.events()[0]["id"])
     assert (delivery["status"], delivery["next_attempt_at"]) == ("failed", None)
-    assert jobs.deliver_due(env.database, env.config, "w", endpoints_max=1) == 0
+    assert rounds.deliver_due(env.database, env.config, "w", endpoints_max=1) == 0

@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from paycore.audit import service as audit
-from paycore.webhooks import jobs
+from paycore.webhooks import rounds
 from tests.integration.webhooks.support import TENANT, Env
 from tests.support.transitions import watch
 
@@ -61,7 +61,7 @@ def test_a_delivery_given_up_and_an_endpoint_disabled_for_failing_change_in_one_
     seen = watch(monkeypatch)
     config = dataclasses.replace(env.config, retry_window_ms=0, disable_after_ms=0)
 
-    assert jobs.deliver_due(env.database, config, "test-worker", endpoints_max=1) == 1
+    assert rounds.deliver_due(env.database, config, "test-worker", endpoints_max=1) == 1
 
     assert seen == [
         ("webhook_deliveries", ("pending", "failed"), 1),

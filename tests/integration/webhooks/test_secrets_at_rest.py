@@ -20,7 +20,7 @@ from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.idempotency.models import idempotency_keys
 from paycore.keyring import PREFIX, Keyring, key_id
-from paycore.webhooks import jobs
+from paycore.webhooks import rounds
 from paycore.webhooks.models import webhook_endpoints
 from paycore.webhooks.verify import verify_event
 from tests.integration.webhooks.support import Env
@@ -112,7 +112,7 @@ def delivered_and_verified(env: Env, keys: tuple[bytes, ...], secrets: dict[str,
     env.receiver.received.clear()
     env.payout()
     config = replace(env.config, keyring=Keyring(keys))
-    assert jobs.deliver_due(env.database, config, "test-worker", endpoints_max=10) == len(secrets)
+    assert rounds.deliver_due(env.database, config, "test-worker", endpoints_max=10) == len(secrets)
     [event] = env.events(type="payout.scheduled")[-1:]
     endpoint_of = {delivery["id"]: delivery["endpoint_id"] for delivery in env.deliveries(event["id"])}
     got = {endpoint_of[request.headers["paycore-delivery-id"]]: request for request in env.receiver.delivered()}
@@ -172,7 +172,7 @@ def test_a_secret_under_a_key_no_longer_held_is_never_sent_and_rotate_says_so(en
     made = create(env, "made").json()
     env.payout()
     config = replace(env.config, keyring=Keyring([NEW]))  # the key it was sealed under dropped too soon
-    assert jobs.deliver_due(env.database, config, "test-worker", endpoints_max=1) == 1
+    assert rounds.deliver_due(env.database, config, "test-worker", endpoints_max=1) == 1
     assert env.receiver.received == []
     [event] = env.events()
     [delivery] = env.deliveries(event["id"])
@@ -190,7 +190,7 @@ def test_a_secret_under_a_key_no_longer_held_is_never_sent_and_rotate_says_so(en
         rotated = client.post(f"/v1/webhook_endpoints/{made['id']}/rotate_secret", headers={"Idempotency-Key": "r"})
     assert rotated.status_code == 200, rotated.text
     time.sleep(0.005)  # past the endpoint's 1-2 ms backoff
-    assert jobs.deliver_due(env.database, config, "test-worker", endpoints_max=1) == 1
+    assert rounds.deliver_due(env.database, config, "test-worker", endpoints_max=1) == 1
     [got] = env.receiver.delivered()
     assert got.headers["paycore-signature"].count("v1=") == 1
     verify_event(got.body, got.headers["paycore-signature"], rotated.json()["secret"])

@@ -96,7 +96,7 @@ def payment_answer(request: Request, body: schemas.PaymentCreate, body_json: Any
 
 def payment_timings(request: Request) -> PaymentTimings:
     """The payment calls' timings from the settings: the API's routes and the console's capture and
-    cancel (`http/ops/capture.py`) use the same."""
+    cancel (`http/console/capture.py`) use the same."""
     settings = request.app.state.settings
     return PaymentTimings(
         processing_stale_ms=settings.processing_stale_ms,
@@ -211,7 +211,7 @@ def payment_events(payment_id: str, request: Request, limit: paging.Limit = 100)
     """The payment's audit log: state changes, processor calls, webhooks."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        payments.load(connection, tenant_id, payment_id)
+        payments.MACHINE.load(connection, tenant_id, payment_id)
         found = audit.events_of(connection, tenant_id, payment_id, limit=limit)
     return paging.list_json([event_json(e) for e in found])
 

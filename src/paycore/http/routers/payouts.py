@@ -23,7 +23,7 @@ from paycore.http.routing import JsonRoute
 from paycore.payouts import adjustments, cancel, create, create_plan, schemas, states
 from paycore.payouts import service as payouts
 from paycore.payouts.adjustments import NewAdjustment
-from paycore.payouts.service import NewPayout
+from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
 
 router = APIRouter(tags=["payouts"], dependencies=[Depends(authenticate)], route_class=JsonRoute)
@@ -128,7 +128,7 @@ def list_payouts(
 def get_payout(payout_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        payout = payouts.load(connection, tenant_id, payout_id)
+        payout = payouts.MACHINE.load(connection, tenant_id, payout_id)
         payload = schemas.payout_json(payout, payouts.history(connection, payout))
         payload["adjustments"] = [schemas.adjustment_json(a) for a in payouts.adjustments(connection, payout)]
     return json_response(200, payload)
@@ -175,7 +175,7 @@ def payout_events(payout_id: str, request: Request, limit: paging.Limit = 100) -
     adjustments."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        payouts.load(connection, tenant_id, payout_id)
+        payouts.MACHINE.load(connection, tenant_id, payout_id)
         found = audit.events_of(connection, tenant_id, payout_id, limit=limit)
     return paging.list_json([event_json(e) for e in found])
 
@@ -207,6 +207,6 @@ def create_adjustment(payout_id: str, body: schemas.AdjustmentCreate, request: R
 def list_adjustments(payout_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        payout = payouts.load(connection, tenant_id, payout_id)
+        payout = payouts.MACHINE.load(connection, tenant_id, payout_id)
         data = [schemas.adjustment_json(a) for a in payouts.adjustments(connection, payout)]
     return paging.list_json(data)

@@ -74,7 +74,7 @@ def list_refunds(payment_id: str, request: Request, paged: paging.PageQuery) -> 
     """The payment's refunds, oldest first."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        payments.load(connection, tenant_id, payment_id)
+        payments.MACHINE.load(connection, tenant_id, payment_id)
         page = refunds.of_payment(
             connection, tenant_id, payment_id, starting_after=paged.starting_after, limit=paged.fetch
         )
@@ -102,7 +102,7 @@ def list_all_refunds(
 def get_refund(refund_id: str, request: Request) -> Response:
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        payload = _with_history(connection, refunds.load(connection, tenant_id, refund_id))
+        payload = _with_history(connection, refunds.MACHINE.load(connection, tenant_id, refund_id))
     return json_response(200, payload)
 
 
@@ -124,7 +124,7 @@ def refund_events(refund_id: str, request: Request, limit: paging.Limit = 100) -
     """The refund's audit log: state changes, processor calls, webhooks."""
     tenant_id = caller(request).tenant_id
     with request.app.state.database.read() as connection:
-        refunds.load(connection, tenant_id, refund_id)
+        refunds.MACHINE.load(connection, tenant_id, refund_id)
         found = audit.events_of(connection, tenant_id, refund_id, limit=limit)
     return paging.list_json([event_json(e) for e in found])
 

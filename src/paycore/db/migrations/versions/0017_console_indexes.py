@@ -1,4 +1,4 @@
-"""The console's indexes: what its pages need at 100,000 payments (bench/console_bench.py,
+"""The console's indexes: what its pages need at 100,000 payments (bench/console_pages_bench.py,
 docs/benchmarks.md "Operations console pages").
 
 - `ix_payments_id` on `payments (id)`: the console's lists over every tenant are newest first by

@@ -1,0 +1,212 @@
+"""The bank's payout webhook and the payout resolver's status query, racing to move the same
+payouts from two OS processes on PostgreSQL (ADR 0026 step 3): each payout's hold is posted
+exactly once.
+
+The payouts are sent and made `in_doubt` first (the bank's answer lost). Then one process
+delivers each payout's signed `payout.accepted` webhook (`inbound.receive.receive`, as the route
+does: the read and one call of `paycore_inbound_apply_payout`, or the reference path where the
+payout moved between the read and the call), last payout first; the other runs the resolver's
+rounds (`payouts.rounds.resolve_due`: claim a few due payouts, ask the bank, which says `accepted`,
+apply it FOR UPDATE), first payout first. They meet in the middle, each side seen to win some.
+Whoever comes second changes nothing: one post, its two entries, one state change to `sent`
+(the webhook's or the resolver's), the money moved once, and the webhook's answer `applied`
+exactly where it won.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from collections import Counter
+from typing import Any, cast
+
+import pytest
+from sqlalchemy import text
+
+from paycore.config import Settings
+from paycore.db.engine import Database
+from paycore.inbound import receive as inbound
+from paycore.inbound import service as inbound_service
+from paycore.kit import actors, signing
+from paycore.kit.clock import now_us
+from paycore.ledger import service as ledger
+from paycore.lifecycle.policy import Policy
+from paycore.payouts import rounds as payout_rounds
+from paycore.payouts import service as payouts
+from paycore.payouts.types import NewPayout
+from paycore.payouts.validation import Beneficiary
+from paycore.processor.port import PayoutRequest, PayoutResult, Processor, ProcessorUnreachable
+from tests.integration.payments.test_settle_across_processes import _database
+from tests.support.payouts import funded_source
+
+TENANT = "race"
+PAYOUTS = 24
+AMOUNT_MINOR = 700
+BATCH_MAX = 2  # the resolver's claim per round: small, so the two sides meet in the middle
+ROUNDS_MAX = 200  # the resolver's rounds, bounded
+BARRIER_TIMEOUT_S = 30
+JOIN_TIMEOUT_S = 120
+ACH = Beneficiary(name="Ada Lovelace", routing_number="110000000", account_number="000123456789")
+
+
+class _Bank:
+    """The bank: a send's answer is lost (`lost`), or, asked about, the payout was accepted."""
+
+    def __init__(self, *, lost: bool) -> None:
+        self.lost = lost
+
+    def send_payout(self, request: PayoutRequest) -> PayoutResult:
+        if self.lost:
+            raise ProcessorUnreachable("the answer was lost")
+        return self._accepted(request.request_id)
+
+    def get_payout(self, request_id: str) -> PayoutResult:
+        return self._accepted(request_id)
+
+    def _accepted(self, request_id: str) -> PayoutResult:
+        return PayoutResult(request_id, "accepted", f"bp_{request_id}", AMOUNT_MINOR, "USD", "ach", batch_id="b1")
+
+
+def _policy(batch_max: int) -> Policy:
+    return Policy(attempts_max=5, backoff_ms=1, backoff_max_ms=2, lease_ms=30_000, batch_max=batch_max)
+
+
+def test_a_payout_webhook_and_the_resolver_racing_post_each_hold_once(database: Database, settings: Settings) -> None:
+    if not database.is_postgres:
+        pytest.skip("SQLite serialises every writer at BEGIN IMMEDIATE: the race is PostgreSQL's")
+    source = funded_source(database, TENANT, PAYOUTS * AMOUNT_MINOR)
+    payout_ids = _in_doubt(database, source)
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2, timeout=BARRIER_TIMEOUT_S)
+    webhook_results, resolver_rounds = context.Queue(), context.Queue()
+    url = settings.database_url
+    hook = context.Process(target=webhook_process, args=(url, payout_ids[::-1], barrier, webhook_results))
+    resolver = context.Process(target=resolver_process, args=(url, barrier, resolver_rounds))
+    hook.start()
+    resolver.start()
+    hook.join(JOIN_TIMEOUT_S)
+    resolver.join(JOIN_TIMEOUT_S)
+    assert (hook.exitcode, resolver.exitcode) == (0, 0)
+    results = dict(webhook_results.get(timeout=5) for _ in range(PAYOUTS))
+    assert resolver_rounds.get(timeout=5) <= ROUNDS_MAX
+    winners: Counter[str] = Counter()
+    for payout_id in payout_ids:
+        winner = _check_one(database, payout_id)
+        result, by_reference = results[payout_id]
+        assert (result == "applied") == (winner == "webhook"), (payout_id, result, winner)
+        winners[winner if winner == "resolver" or by_reference else "webhook on the data plane"] += 1
+    assert winners["resolver"] >= 1 and winners["webhook on the data plane"] >= 1, winners
+    with database.read() as connection:
+        account = ledger.get_account(connection, TENANT, source)
+        assert ledger.verify(connection).problems == []
+    assert (account.balance.posted_minor, account.balance.pending_minor) == (0, 0), "every payout taken once"
+    print(f"moved by: {dict(winners)}")
+
+
+def _in_doubt(database: Database, source: str) -> list[str]:
+    """The payouts, scheduled, queued and sent, the bank's answers lost: each `in_doubt`."""
+    new = NewPayout(AMOUNT_MINOR, "USD", source, "ach", ACH)
+    made = [
+        database.transaction(
+            lambda connection: payouts.schedule(connection, TENANT, new, now_us=now_us(), actor=actors.LOCAL)
+        ).id
+        for _ in range(PAYOUTS)
+    ]
+    assert payout_rounds.queue_due(database, PAYOUTS, actor=actors.worker("queue")) == PAYOUTS
+    lost = cast(Processor, _Bank(lost=True))
+    assert payout_rounds.send_due(database, lost, _policy(PAYOUTS), "sender", actor=actors.worker("send")) == PAYOUTS
+    with database.read() as connection:
+        found = payouts.MACHINE.find_many(connection, [(TENANT, payout_id) for payout_id in made])
+    assert {payout.status for payout in found.values()} == {"in_doubt"}, found
+    return made
+
+
+def _check_one(database: Database, payout_id: str) -> str:
+    """The payout's rows, once each; returns who moved it (the cause of its last change)."""
+    params = {"t": TENANT, "p": payout_id}
+    with database.read() as connection:
+        kinds = [
+            row[0]
+            for row in connection.execute(
+                text("SELECT kind FROM ledger_transfers WHERE tenant_id = :t AND owner_id = :p ORDER BY kind"), params
+            )
+        ]
+        entries = connection.execute(
+            text(
+                "SELECT count(*) FROM ledger_entries e JOIN ledger_transfers t ON t.tenant_id = e.tenant_id"
+                " AND t.id = e.transfer_id WHERE t.tenant_id = :t AND t.owner_id = :p"
+            ),
+            params,
+        ).scalar_one()
+        changes = connection.execute(
+            text(
+                "SELECT to_state, cause, object_sequence FROM events WHERE tenant_id = :t AND object_id = :p"
+                " AND kind = 'state_change' ORDER BY object_sequence"
+            ),
+            params,
+        ).all()
+        stored = connection.execute(
+            text("SELECT count(*) FROM processor_webhooks WHERE tenant_id = :t AND request_id = :p"), params
+        ).scalar_one()
+    assert kinds == ["pending", "post"] and entries == 4, (payout_id, kinds, entries)
+    expected = [("scheduled", 1), ("queued", 2), ("processing", 3), ("in_doubt", 4), ("sent", 5)]
+    assert [(row[0], row[2]) for row in changes] == expected, changes
+    assert changes[4][1] in ("webhook", "bank_answer") and stored == 1, (changes, stored)
+    return "webhook" if changes[4][1] == "webhook" else "resolver"  # the resolver's cause: the bank's answer
+
+
+# ------------------------------------------------------------------ the two processes
+
+
+def _event(payout_id: str) -> bytes:
+    data = {
+        "object": "payout",
+        "request_id": payout_id,
+        "merchant_id": TENANT,
+        "status": "accepted",
+        "amount_minor": AMOUNT_MINOR,
+        "currency": "USD",
+        "rail": "ach",
+        "bank_payout_id": f"bp_{payout_id}",
+        "batch_id": "b1",
+    }
+    event = {"id": f"evt_{payout_id}", "type": "payout.accepted", "created_at": "", "sequence": 1, "data": data}
+    return json.dumps(event).encode()
+
+
+def webhook_process(url: str, payout_ids: list[str], barrier: Any, results: Any) -> None:
+    database = _database(url)
+    secret = database.settings.processor_webhook_secret
+    real, referenced = inbound_service.receive, []
+
+    def spy(*args: Any, **kwargs: Any) -> inbound_service.Received:
+        referenced.append(True)
+        return real(*args, **kwargs)
+
+    inbound_service.receive = spy  # this process's own module: whether the reference path answered
+    barrier.wait()
+    for payout_id in payout_ids:
+        body = _event(payout_id)
+        signature = signing.sign(secret, now_us() // 1_000_000, body)
+        referenced.clear()
+        received = inbound.receive(database, secret, signature, body)
+        results.put((payout_id, (received.result, bool(referenced))))
+    database.dispose()
+
+
+def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
+    database = _database(url)
+    bank = cast(Processor, _Bank(lost=False))
+    barrier.wait()
+    done = 0
+    while done < ROUNDS_MAX:
+        done += 1
+        if (
+            payout_rounds.resolve_due(
+                database, bank, _policy(BATCH_MAX), "resolver-race", actor=actors.worker("resolve")
+            )
+            == 0
+        ):
+            break
+    rounds.put(done)
+    database.dispose()
