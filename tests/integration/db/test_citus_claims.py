@@ -29,7 +29,7 @@ from paycore.db import migrate
 from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.payouts import service as payouts_service
-from paycore.webhooks import jobs as webhooks_jobs
+from paycore.webhooks import rounds as webhooks_rounds
 from paycore.workers import jobs
 from paycore.workers.jobs import WorkerContext
 from paycore_sandbox.inprocess import InProcessTransport
@@ -130,7 +130,7 @@ def test_worker_rounds_claim_and_move_work_on_citus(citus: tuple[Database, Sandb
         config = jobs.webhook_config(settings, keyring)
         _until(
             lambda: (
-                webhooks_jobs.deliver_due(database, config, context.worker_id, endpoints_max=4) >= 0
+                webhooks_rounds.deliver_due(database, config, context.worker_id, endpoints_max=4) >= 0
                 and _got(receiver, payment_id)
             )
         )
@@ -164,7 +164,7 @@ def _refund_status(client: TestClient, refund_id: str) -> str:
 
 def _payout_status(database: Database, tenant_id: str, payout_id: str) -> str:
     with database.read() as connection:
-        found = payouts_service.load(connection, tenant_id, payout_id)
+        found = payouts_service.MACHINE.load(connection, tenant_id, payout_id)
     return found.status
 
 
