@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 from paycore.db.metadata import ID_LENGTH, created_at_column, metadata, tenant_id_column
@@ -77,7 +78,16 @@ payouts = Table(
     Index("ix_payouts_bank_reference", "bank_reference", "tenant_id"),
     Index("ix_payouts_idempotency_key", "idempotency_key", "tenant_id"),
     tenant_due_index("payouts"),  # a tenant's part of the queue, claimed (migration 0044)
-    Index("ix_payouts_tenant_due", "tenant_id", "status", "execute_on", "id"),  # queued tenant by tenant (0044)
+    # The scheduled payouts queued tenant by tenant (0044). Partial: never the history, and never
+    # an index a tenant's other lookups (the console's search) could mistake for theirs.
+    Index(
+        "ix_payouts_tenant_due",
+        "tenant_id",
+        "execute_on",
+        "id",
+        sqlite_where=text("status = 'scheduled'"),
+        postgresql_where=text("status = 'scheduled'"),
+    ),
     faulted_index("payouts"),  # the items a worker could not move (migration 0022)
 )
 

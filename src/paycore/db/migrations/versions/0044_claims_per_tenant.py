@@ -10,7 +10,7 @@ sorted (tests/integration/plans/). This revision adds, beside them,
 
     ix_<table>_tenant_queue ON <table> (tenant_id, status, next_attempt_at_us, id)
         WHERE next_attempt_at_us IS NOT NULL                 -- payments, refunds, payouts
-    ix_payouts_tenant_due ON payouts (tenant_id, status, execute_on, id)
+    ix_payouts_tenant_due ON payouts (tenant_id, execute_on, id) WHERE status = 'scheduled'
     ix_processor_webhooks_tenant_due ON processor_webhooks (tenant_id, next_attempt_at_us, event_id)
         WHERE next_attempt_at_us IS NOT NULL
 
@@ -39,6 +39,7 @@ depends_on = None
 
 _DUE = "next_attempt_at_us IS NOT NULL"
 _QUEUES = ("payments", "refunds", "payouts")
+_SCHEDULED = "status = 'scheduled'"  # the payouts whose day the queue round waits for
 
 
 def upgrade() -> None:
@@ -51,7 +52,14 @@ def upgrade() -> None:
             postgresql_where=sa.text(_DUE),
             if_not_exists=True,
         )
-    op.create_index("ix_payouts_tenant_due", "payouts", ["tenant_id", "status", "execute_on", "id"], if_not_exists=True)
+    op.create_index(
+        "ix_payouts_tenant_due",
+        "payouts",
+        ["tenant_id", "execute_on", "id"],
+        sqlite_where=sa.text(_SCHEDULED),
+        postgresql_where=sa.text(_SCHEDULED),
+        if_not_exists=True,
+    )
     op.create_index(
         "ix_processor_webhooks_tenant_due",
         "processor_webhooks",
