@@ -34,8 +34,8 @@ from paycore.workers import jobs
 from paycore.workers.jobs import WorkerContext
 from paycore_sandbox.inprocess import InProcessTransport
 from paycore_sandbox.service import Sandbox
+from tests.support import citus_shared, secrets_keys
 from tests.support import payouts as payouts_support
-from tests.support import secrets_keys
 from tests.support.receiver import Receiver
 
 CITUS_URL = os.environ.get("PAYCORE_TEST_CITUS_URL")
@@ -65,10 +65,11 @@ def citus(tmp_path: Path) -> Iterator[tuple[Database, Sandbox]]:
     database = Database(settings)
     sandbox = Sandbox.open(f"sqlite:///{tmp_path / 'sandbox.db'}")
     try:
-        migrate.upgrade(database)
-        result = CliRunner().invoke(cli, ["db", "distribute"])
-        assert result.exit_code == 0, result.output
-        yield database, sandbox
+        with citus_shared.held(CITUS_URL):
+            migrate.upgrade(database)
+            result = CliRunner().invoke(cli, ["db", "distribute"])
+            assert result.exit_code == 0, result.output
+            yield database, sandbox
     finally:
         sandbox.close()
         database.dispose()

@@ -20,7 +20,7 @@ from paycore.config import Settings
 from paycore.db import distribute, migrate
 from paycore.db.engine import Database
 from paycore.http.app import create_app
-from tests.support import secrets_keys
+from tests.support import citus_shared, secrets_keys
 
 CITUS_URL = os.environ.get("PAYCORE_TEST_CITUS_URL")
 pytestmark = [
@@ -40,7 +40,8 @@ def citus() -> Iterator[Database]:
     handlers, level = list(root.handlers), root.level  # the CLI logs to its (captured) stderr
     database = Database(Settings(database_url=CITUS_URL, secrets_keys=(secrets_keys.KEY,)))
     try:
-        yield database
+        with citus_shared.held(CITUS_URL):
+            yield database
     finally:
         database.dispose()
         root.handlers[:], root.level = handlers, level

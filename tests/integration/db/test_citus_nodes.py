@@ -19,7 +19,7 @@ from paycore.config import Settings
 from paycore.db import distribute, distribute_functions, migrate
 from paycore.db.engine import Database
 from paycore.http.app import create_app
-from tests.support import secrets_keys
+from tests.support import citus_shared, secrets_keys
 
 CITUS_URL = os.environ.get("PAYCORE_TEST_CITUS_URL")
 pytestmark = [
@@ -35,9 +35,10 @@ PUSHED_DOWN = "pushing down the function call"  # Citus's DEBUG1 line for a dele
 def citus() -> Iterator[Database]:
     assert CITUS_URL is not None
     database = Database(Settings(database_url=CITUS_URL, secrets_keys=(secrets_keys.KEY,)))
-    migrate.upgrade(database)
-    distribute.distribute(database, lambda _line: None)
-    yield database
+    with citus_shared.held(CITUS_URL):
+        migrate.upgrade(database)
+        distribute.distribute(database, lambda _line: None)
+        yield database
     database.dispose()
 
 
