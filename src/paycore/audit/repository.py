@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, bindparam, func, insert, or_, select
 
 from paycore.audit.models import events
-from paycore.db.sql import keys_in
+from paycore.db.sql import filter_only, keys_in
 
 _INSERT = insert(events)
 # An object's audit log (its history) reads the columns every revision has: not the published
@@ -59,7 +59,11 @@ def events_of(connection: Connection, tenant_id: str, object_id: str, limit: int
 def first_state_change(connection: Connection, tenant_id: str, object_id: str) -> Row[Any] | None:
     query = (
         select(*_AUDITED)
-        .where(events.c.tenant_id == tenant_id, events.c.object_id == object_id, events.c.kind == "state_change")
+        .where(
+            events.c.tenant_id == tenant_id,
+            events.c.object_id == object_id,
+            filter_only(events.c.kind) == "state_change",
+        )
         .order_by(events.c.created_at_us, events.c.id)
         .limit(1)
     )
@@ -73,7 +77,8 @@ def evidence_of(connection: Connection, keys: list[tuple[str, str]]) -> list[Row
     query = (
         select(*_AUDITED)
         .where(
-            keys_in((events.c.tenant_id, events.c.object_id), keys), events.c.kind.in_(("processor_call", "webhook"))
+            keys_in((events.c.tenant_id, events.c.object_id), keys),
+            filter_only(events.c.kind).in_(("processor_call", "webhook")),
         )
         .order_by(events.c.created_at_us, events.c.id)
     )
@@ -86,7 +91,7 @@ def of_types(connection: Connection, keys: list[tuple[str, str]], types: tuple[s
         return []
     query = (
         select(*_AUDITED)
-        .where(keys_in((events.c.tenant_id, events.c.object_id), keys), events.c.type.in_(types))
+        .where(keys_in((events.c.tenant_id, events.c.object_id), keys), filter_only(events.c.type).in_(types))
         .order_by(events.c.created_at_us, events.c.id)
     )
     return list(connection.execute(query))
@@ -97,7 +102,7 @@ def changed_by_cause(connection: Connection, keys: list[tuple[str, str]], cause:
         return set()
     query = select(events.c.tenant_id, events.c.object_id).where(
         keys_in((events.c.tenant_id, events.c.object_id), keys),
-        events.c.kind == "state_change",
+        filter_only(events.c.kind) == "state_change",
         events.c.cause == cause,
     )
     return {(row.tenant_id, row.object_id) for row in connection.execute(query)}
