@@ -1,5 +1,6 @@
 """What one payment, one refund and one payout cost in SQL, counted (never timed) on each
-database, so the count can only go down (issue 19).
+database, so the count can only go down (issue 19) unless a design pays for something with a
+statement, said beside its bound.
 
 Counted on paycore's own engine (the sandbox keeps its own database): every statement the
 driver executes (`before_cursor_execute`, so a `Database.transaction`'s BEGIN IMMEDIATE on
@@ -49,13 +50,16 @@ PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 # (`test_one_pending_payment_settled_by_its_webhook`): the webhook's apply phase on the data plane
 # (`inbound/apply.py`): the read and one call on PostgreSQL, BEGIN IMMEDIATE, the read and 8 on
 # SQLite (before, the reference path's apply: 39 and 26 statements, 4 and 4 commits).
+# Claims tenant by tenant (ADR 0033, for Citus and for fairness between tenants) read first which
+# tenants have due work: one statement more in each claiming round. A payout's flow has two (its
+# queue and its send): 54 and 39 before. A refund's has one, which its webhook's data plane paid for.
 BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
     ("sqlite", "payment"): (22, 3),
     ("postgres", "payment"): (4, 1),
     ("sqlite", "refund"): (30, 4),
     ("postgres", "refund"): (20, 4),
-    ("sqlite", "payout"): (54, 5),
-    ("postgres", "payout"): (39, 5),
+    ("sqlite", "payout"): (56, 5),
+    ("postgres", "payout"): (41, 5),
     ("sqlite", "authorization"): (39, 6),
     ("postgres", "authorization"): (15, 5),
     ("sqlite", "pending payment"): (33, 4),
