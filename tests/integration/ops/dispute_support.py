@@ -20,9 +20,14 @@ _ROW_ID = re.compile(r'<tr>\s*<td><a href="/ops/disputes/(dp_[0-9A-Za-z]+)">')
 
 def opened(console: Console, amount_minor: int = 5000, window_ms: int = 7 * DAY_MS) -> dict[str, Any]:
     """A chargeback on a new payment, its evidence due `window_ms` after it opens, as the API
-    shows it once paycore recorded the sandbox's `dispute.created`."""
+    shows it once paycore recorded the sandbox's `dispute.created`. The network decides evidence
+    a day after it came, not the sandbox's default second: a console test reads the dispute
+    `under_review` after answering it, and on a loaded machine a second passes between the two
+    (a status query then finds it already won)."""
     env = console.env
-    env.sandbox.settings = dataclasses.replace(env.sandbox.settings, dispute_evidence_window_ms=window_ms)
+    env.sandbox.settings = dataclasses.replace(
+        env.sandbox.settings, dispute_evidence_window_ms=window_ms, dispute_decision_after_ms=DAY_MS
+    )
     payment = paid(env, env.account(), amount_minor)
     open_at_sandbox(env, payment)
     assert env.deliver() >= 1  # dispute.created
