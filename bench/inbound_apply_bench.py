@@ -18,8 +18,8 @@ event, the stored event. `reference`: what the route ran before, `inbound.servic
 (SQLAlchemy Core: the event stored, the payment read for update, the lifecycle's apply, the
 events read back, the audit event, the stored event's status). `data plane`:
 `inbound.receive.receive` as the route runs it (the same check; the plain case's attempt, which
-writes nothing here; the payment's read, the planner, then one call of `paycore_inbound_apply`
-on PostgreSQL or the fixed list on SQLite).
+writes nothing here; on PostgreSQL the planner, then one call of `paycore_inbound_apply_payment`,
+which reads the payment itself; on SQLite the payment's read, the planner and the fixed list).
 """
 
 from __future__ import annotations

@@ -1,20 +1,21 @@
-"""The processor's webhook that moves a payment, on the data plane (ADR 0026 step 3): read,
-plan, then one write.
+"""The processor's webhook that moves a payment, on the data plane (ADR 0026 step 3): plan,
+then one write.
 
 `receive.py` comes here when the plain case (a payment already in the status the event proves)
 did not hold: a `charge.succeeded` or `charge.failed` event for a payment still `processing` or
-`in_doubt` settles it. The payment is read (no lock: the compare-and-set expects it in the
-status read), planned (`apply_plan.py`), and written by one prepared call of
-`paycore_inbound_apply` on PostgreSQL (the migration `*_inbound_apply.py`, in autocommit: it
-commits a success only; the read runs on the same connection before it) or, on SQLite, read and
-written in one transaction on the writer (BEGIN IMMEDIATE: nothing moves in between) by the
-fixed list of `apply_repository.py`.
+`in_doubt` settles it. On PostgreSQL the event alone is planned (`apply_plan.plan_call`) and
+written by one prepared call of `paycore_inbound_apply_payment` (the migration
+`*_inbound_apply_payment.py`, in autocommit: it commits a success only), which reads the payment
+itself under its row lock, checks it and makes the state event's snapshot from it: one round
+trip. On SQLite the payment is read, planned (`apply_plan.plan_apply`) and written in one
+transaction on the writer (BEGIN IMMEDIATE: nothing moves in between) by the fixed list of
+`apply_repository.py`.
 
 Everything else answers None having written nothing, and the reference path
 (`service.receive`) decides: no payment, one in another status, manual or with an operation in
-flight, a mismatch, a payment moved between the read and the call (the resolver or the API won:
-PC013), a creating request not yet answered (PC013), a refused move (PC001-PC004), a deadlock,
-and a PostgreSQL schema without the function (42883).
+flight, a mismatch, a clock not past the payment's last change (on PostgreSQL the function's
+PC013 for each), a creating request not yet answered (PC013), a refused move (PC001-PC004), a
+deadlock, and a PostgreSQL schema without the function (42883).
 """
 
 from __future__ import annotations
@@ -93,10 +94,20 @@ def _new_ids() -> NewIds:
 
 
 def _call(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
+    """PostgreSQL: planned from the event alone and written by one call, which reads the
+    payment itself (no read before it)."""
+    plan = apply_plan.plan_call(
+        event,
+        body.decode(),
+        service.charge_result(event.data),
+        now_us=clock_now_us(),
+        new_ids=_new_ids(),
+        audit_event_id=ids.new_id("evt"),
+        context=EventContext.current(),
+    )
+    if plan is None:
+        return None
     with database.autocommit() as connection:
-        plan = plan_of(connection, event, body)
-        if plan is None:
-            return None
         try:
             return apply_repository.apply_call(connection, plan)
         except DBAPIError as error:

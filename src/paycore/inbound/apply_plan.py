@@ -1,6 +1,6 @@
 """The processor's webhook, *apply*, planned for the data plane (ADR 0026 step 3): pure
-functions from a verified charge event and the payment it names, as read, to every row the
-reference path (`inbound.service.receive`) writes when the event moves the payment.
+functions from a verified charge event (and, on SQLite, the payment it names, as read) to every
+row the reference path (`inbound.service.receive`) writes when the event moves the payment.
 
 The case: a `charge.succeeded` or `charge.failed` event for an automatic payment still
 `processing` (the processor answered `pending`) or `in_doubt` (its answer was lost), with no
@@ -12,7 +12,16 @@ plan holds those rows: the stored event, the move (`settle_plan.plan_move`, the 
 settle's compare-and-set, hold and state event, with the webhook's cause and the processor as
 actor), and the audit event (`audit.webhook_row`).
 
-The creating request's answer is the one row the plan does not make: the reference path writes
+Two plans of the same rows. On SQLite `plan_apply`, from the payment read in the write's own
+transaction (BEGIN IMMEDIATE: nothing moves between). On PostgreSQL `plan_call`, from the event
+alone, without a read: what needs the payment's row (the checks of `_movable`, the expected
+status, the key, the hold's amount, transfer and accounts, the state event's `from_state` and
+snapshot) is the server function's, which reads the row under its lock (migration
+`*_inbound_apply_payment.py`); `CallPlan` holds the rest. Both refuse the same events
+(`_proved`), and the function the same payments as `_movable`, so the reference path decides
+exactly where it did when the caller read the payment itself.
+
+The creating request's answer is the one row neither plan makes: the reference path writes
 it only when none is recorded, which for a payment `processing` means the request itself has
 not answered yet (a webhook that overtook it); the write checks it is recorded, and leaves that
 race to the reference path. Everything else has no plan: another event, a payment in any other
@@ -25,11 +34,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from paycore.audit.rows import EventContext, webhook_row
+from paycore.audit.rows import EventContext, state_change_row, webhook_row
 from paycore.inbound import receive_plan
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import actors
-from paycore.lifecycle.evidence import Evidence
+from paycore.lifecycle.evidence import Decision, Evidence
 from paycore.payments import service as payments
 from paycore.payments import settle_plan, states
 from paycore.payments.settle_plan import Move, NewIds
@@ -65,17 +74,110 @@ def plan_apply(
     """The rows the reference path writes when `event` (its signed body `payload`; `result`, the
     charge it describes, `service.charge_result`) moves `payment` as read; None for the
     reference path."""
-    target = receive_plan.plain_status(event)
-    if target is None or not _movable(payment, result, now_us):
+    proved = _proved(event, result)
+    if proved is None or not _movable(payment, result, now_us):
         return None
-    decision = payments.MACHINE.decide(payment.status, Evidence.of_result(result))
-    if decision.path != (target,) or not decision.values.keys() <= {"processor_reference", "failure_code"}:
-        return None
+    target, decision = proved
     move, changed = settle_plan.plan_move(
         payment, target, decision, cause=CAUSE, actor=actors.PROCESSOR, now_us=now_us, new_ids=new_ids, context=context
     )
+    webhook = _webhook_row(event, payload, now_us)
+    plan = Plan(webhook, move, _audit_row(event, audit_event_id, context, now_us))
+    _check_plan(plan, changed)
+    return plan
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """PostgreSQL: the rows of `Plan` as far as the event says them; the server function reads
+    the payment (under its lock) for the rest and checks it as `_movable` does."""
+
+    webhook: dict[str, Any]  # the stored event (`receive_plan.WEBHOOK_COLUMNS`)
+    status: str  # what the event proves: succeeded (the hold posted) or failed (voided)
+    failure_code: str | None  # a decline's; None: the payment's stays (a success sets none)
+    processor_reference: str | None
+    amount_minor: int  # the charge's amount and currency: the payment's, or the reference path decides
+    currency: str
+    new_ids: NewIds  # the resolution's, its entries' (posted only), the state event's
+    state_event: dict[str, Any]  # its type, cause, actor and data; `from_state` and snapshot made from the row
+    audit_event: dict[str, Any]  # the event on the payment's audit log (`audit.webhook_row`)
+
+    @property
+    def post(self) -> bool:
+        return self.status == states.SUCCEEDED
+
+    @property
+    def result(self) -> str:
+        return APPLIED
+
+
+def plan_call(
+    event: ProcessorEvent,
+    payload: str,
+    result: ChargeResult,
+    *,
+    now_us: int,
+    new_ids: NewIds,
+    audit_event_id: str,
+    context: EventContext,
+) -> CallPlan | None:
+    """`plan_apply`'s rows without the payment's row: None for the reference path where the
+    event alone says so; the server function refuses the payments `_movable` refuses."""
+    proved = _proved(event, result)
+    if proved is None:
+        return None
+    target, decision = proved
     data = event.data
-    webhook = {
+    state_event = state_change_row(
+        data.merchant_id,
+        event_id=new_ids.state_event_id,
+        context=context,
+        object_type=payments.MACHINE.object_type,
+        object_id=data.request_id,
+        from_state=None,  # the payment's status as the function reads it
+        to_state=payments.MACHINE.public(target),
+        cause=CAUSE,
+        actor=actors.PROCESSOR,
+        now_us=now_us,
+        data=decision.data,
+    )
+    plan = CallPlan(
+        webhook=_webhook_row(event, payload, now_us),
+        status=target,
+        failure_code=decision.values.get("failure_code"),
+        processor_reference=decision.values["processor_reference"],
+        amount_minor=result.amount_minor,
+        currency=result.currency,
+        new_ids=new_ids,
+        state_event=state_event,
+        audit_event=_audit_row(event, audit_event_id, context, now_us),
+    )
+    _check_call_plan(plan)
+    return plan
+
+
+def _proved(event: ProcessorEvent, result: ChargeResult) -> tuple[str, Decision] | None:
+    """The terminal status a plain charge event proves of an automatic payment waiting on the
+    processor, and the machine's decision of it (the same from `processing` and `in_doubt`:
+    evidence of a result does not depend on the status it finds); None for the reference path."""
+    target = receive_plan.plain_status(event)
+    if target is None or result.capture != "automatic":
+        return None
+    evidence = Evidence.of_result(result)
+    decisions = [payments.MACHINE.decide(status, evidence) for status in sorted(states.UNRESOLVED)]
+    decision = decisions[0]
+    if decision.path != (target,) or not decision.values.keys() <= {"processor_reference", "failure_code"}:
+        return None
+    assert all(other == decision for other in decisions), decisions
+    assert target in (states.SUCCEEDED, states.FAILED) and "processor_reference" in decision.values, decision
+    assert ("failure_code" in decision.values) == (target == states.FAILED), decision
+    assert decision.values.get("failure_code", "") is not None, decision
+    return target, decision
+
+
+def _webhook_row(event: ProcessorEvent, payload: str, now_us: int) -> dict[str, Any]:
+    data = event.data
+    return {
         "tenant_id": data.merchant_id,
         "event_id": event.id,
         "type": event.type,
@@ -88,7 +190,11 @@ def plan_apply(
         "created_at_us": now_us,
         "processed_at_us": now_us,
     }
-    audit_event = webhook_row(
+
+
+def _audit_row(event: ProcessorEvent, audit_event_id: str, context: EventContext, now_us: int) -> dict[str, Any]:
+    data = event.data
+    return webhook_row(
         data.merchant_id,
         event_id=audit_event_id,
         context=context,
@@ -99,20 +205,18 @@ def plan_apply(
         payload={"event_id": event.id, "sequence": event.sequence, "status": data.status},
         now_us=now_us,
     )
-    plan = Plan(webhook, move, audit_event)
-    _check_plan(plan, changed)
-    return plan
 
 
 def _movable(payment: Payment, result: ChargeResult, now_us: int) -> bool:
     """An automatic payment waiting for the processor's word, nothing else in flight, the
     event's amount and currency, and a clock past its last change (`Machine.changes` would
-    otherwise move the change's time on, which the reference path reads under its lock)."""
+    otherwise move the change's time on, which the reference path reads under its lock). The
+    server function of `plan_call` checks the same of the row it locks (migration
+    `*_inbound_apply_payment.py`): keep the two together."""
     return (
         payment.status in states.UNRESOLVED
         and not payment.is_manual
         and payment.operation is None
-        and result.capture == "automatic"
         and payments.MACHINE.matches(payment, result)
         and now_us > payment.updated_at_us
     )
@@ -139,3 +243,21 @@ def _check_plan(plan: Plan, changed: set[str]) -> None:
     assert audit_event["tenant_id"] == webhook["tenant_id"] == move.payment.tenant_id
     assert audit_event["actor"] == move.state_event["actor"] == actors.PROCESSOR
     assert move.state_event["cause"] == CAUSE and audit_event["type"] == f"webhook.{webhook['type']}"
+
+
+def _check_call_plan(plan: CallPlan) -> None:
+    """Pair assertions, as `_check_plan`'s where the event says them: the stored event, the state
+    event and the audit event say the same, at the same time, of the same payment; the entries'
+    ids given exactly when the hold is posted."""
+    webhook, state_event, audit_event = plan.webhook, plan.state_event, plan.audit_event
+    assert webhook.keys() == set(receive_plan.WEBHOOK_COLUMNS), webhook.keys() ^ set(receive_plan.WEBHOOK_COLUMNS)
+    assert webhook["status"] == audit_event["cause"] == plan.result
+    assert webhook["created_at_us"] == webhook["processed_at_us"] == audit_event["created_at_us"]
+    assert state_event["created_at_us"] == webhook["created_at_us"]
+    assert state_event["object_id"] == audit_event["object_id"] == webhook["request_id"]
+    assert state_event["tenant_id"] == audit_event["tenant_id"] == webhook["tenant_id"]
+    assert audit_event["actor"] == state_event["actor"] == actors.PROCESSOR
+    assert state_event["cause"] == CAUSE and state_event["type"] == f"payment.{plan.status}"
+    assert "snapshot" not in state_event and state_event["from_state"] is None, "the function's, from the row"
+    assert all((plan.new_ids.resolution_id, plan.new_ids.state_event_id))
+    assert all((plan.new_ids.debit_entry_id, plan.new_ids.credit_entry_id)) or not plan.post

@@ -1,6 +1,7 @@
 """The SQL of the processor's webhook's apply on the data plane (ADR 0026 step 3): the one
-call on PostgreSQL, the fixed list of statements on SQLite. Each sends a `Plan`
-(`apply_plan.py`) as it is. The move's own statements and rules are the settle phase's
+call on PostgreSQL (a `CallPlan`: the function reads the payment itself), the fixed list of
+statements on SQLite (a `Plan`, made from the payment read in the same transaction). Each sends
+its plan as it is. The move's own statements and rules are the settle phase's
 (`paycore_payments_settle`, `settle_repository.write_move`): no copy of them here. The only
 rule here needs the key's row: the creating request's answer must be recorded already (else
 the reference path writes it, as `payments.lifecycle.apply_evidence` does).
@@ -20,29 +21,31 @@ from sqlalchemy import Connection
 
 from paycore.audit.statements import EVENT_COLUMNS
 from paycore.db import driver
-from paycore.inbound.apply_plan import APPLIED, Plan
+from paycore.inbound.apply_plan import APPLIED, CallPlan, Plan
 from paycore.inbound.receive_plan import WEBHOOK_COLUMNS
 from paycore.inbound.receive_repository import DUPLICATE, Unplain
 from paycore.payments import settle_repository
 
 # ------------------------------------------------------------------ PostgreSQL: one call
-# The migration `*_inbound_apply.py`; in autocommit, the call commits itself (ADR 0011).
+# The migration `*_inbound_apply_payment.py`; in autocommit, the call commits itself (ADR 0011).
+# It reads the payment (under its lock), checks it as `apply_plan._movable` does, and makes the
+# state event's `from_state` and snapshot from it: no read before it.
 _CALL = driver.binary_arrays(
     driver.statement(
-        "SELECT paycore_inbound_apply(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?, ?, ?, ?, ?, ?,"
-        " ?, ?, ?, ?)"
+        "SELECT paycore_inbound_apply_payment(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?, ?, ?, ?, ?, ?,"
+        " ?, ?, ?)"
     )
 )
 
 
-def apply_call(connection: Connection, plan: Plan) -> str:
+def apply_call(connection: Connection, plan: CallPlan) -> str:
     """Write the plan in one call: `applied` once committed, `duplicate` (nothing written) for
-    an event stored before. A payment moved first or an answer not recorded raises DBAPIError
-    with SQLSTATE PC013, a refused move PC001-PC004: nothing written."""
-    webhook, move, audit_event = plan.webhook, plan.move, plan.audit_event
-    accepted, moved, state_event = move.accepted, move.payment, move.state_event
+    an event stored before. A payment the event does not move (`apply_plan._movable`, checked on
+    the locked row), one moved first, or an answer not recorded raises DBAPIError with SQLSTATE
+    PC013, a refused move PC001-PC004: nothing written."""
+    webhook, state_event, audit_event, new_ids = plan.webhook, plan.state_event, plan.audit_event, plan.new_ids
     assert (webhook["attempts"], webhook["next_attempt_at_us"]) == (1, None), webhook
-    assert webhook["created_at_us"] == moved.updated_at_us == audit_event["created_at_us"]
+    assert webhook["created_at_us"] == state_event["created_at_us"] == audit_event["created_at_us"]
     assert audit_event["actor"] == state_event["actor"] and audit_event["cause"] == webhook["status"]
     params = (
         webhook["tenant_id"],
@@ -50,25 +53,21 @@ def apply_call(connection: Connection, plan: Plan) -> str:
         webhook["type"],
         webhook["object_type"],
         webhook["payload"],
-        accepted.id,
-        accepted.idempotency_key,
-        move.expected_status,
-        moved.updated_at_us,
-        moved.status,
-        moved.failure_code,
-        moved.processor_reference,
-        accepted.amount_minor,
-        accepted.transfer_id,
-        accepted.destination_account_id,
-        move.post,
-        move.resolution_id,
-        [entry.id for entry in move.entries],
+        webhook["request_id"],
+        webhook["created_at_us"],
+        plan.status,
+        plan.failure_code,
+        plan.processor_reference,
+        plan.amount_minor,
+        plan.currency,
+        plan.post,
+        new_ids.resolution_id,
+        [new_ids.debit_entry_id, new_ids.credit_entry_id] if plan.post else [],
         state_event["id"],
         state_event["type"],
         state_event["cause"],
         state_event["actor"],
         state_event["data"],
-        state_event["snapshot"],
         audit_event["id"],
         audit_event["type"],
         audit_event["data"],

@@ -92,7 +92,12 @@ def test_every_server_function_is_delegated_by_its_tenant(citus: Database) -> No
             )
         ).scalar_one()
     names = {function.signature.split("(")[0] for function in functions}
-    assert {"paycore_create_transfer", "paycore_credits_create", "paycore_payments_accept"} <= names
+    assert {
+        "paycore_create_transfer",
+        "paycore_credits_create",
+        "paycore_payments_accept",
+        "paycore_inbound_apply_payment",
+    } <= names
     assert all(function.delegated for function in functions), functions
     assert colocated == len(functions)
 

@@ -3,8 +3,8 @@ from two OS processes on PostgreSQL (ADR 0026 step 3): each hold is posted exact
 
 The payments are made `in_doubt` first (the processor's answer lost). Then one process delivers
 each payment's signed `charge.succeeded` webhook (`inbound.receive.receive`, as the route does:
-the data plane's apply phase, the read and one call of `paycore_inbound_apply`, or the reference
-path where the payment moved between the read and the call), last payment first; the other runs
+the data plane's apply phase, one call of `paycore_inbound_apply_payment`, which reads the
+payment under its lock, or the reference path where the payment moved first), last payment first; the other runs
 the resolver's rounds (`payments.rounds.resolve_due`: claim a few due payments, ask the processor,
 which says `succeeded`, apply it FOR UPDATE), first payment first. They meet in the middle, each
 side seen to win some. Whoever comes second changes nothing: one post, its two entries, one
