@@ -23,6 +23,7 @@ PostgreSQL schema without the function (42883).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic
 
@@ -100,7 +101,7 @@ class ObjectApply(Generic[T, M]):
             payload,
             item,
             now_us=now,
-            new_ids=_new_ids(planning),
+            new_ids=planning.new_ids(),
             audit_event_id=ids.new_id("evt"),
             context=context,
         )
@@ -122,13 +123,17 @@ class ObjectApply(Generic[T, M]):
                 raise
 
 
-def _new_ids(planning: Planning[Any, Any]) -> Any:
-    # In the reference path's order (the resolution, the hold's debited side's entry, its
-    # credited side's, the state event; the audit event's after them): ids made in one process
-    # increase.
-    return planning.new_ids(
-        resolution_id=ids.new_id("txn"),
-        debit_entry_id=ids.new_id("ent"),
-        credit_entry_id=ids.new_id("ent"),
-        state_event_id=ids.new_id("evt"),
-    )
+def hold_resolution_ids(new_ids: Callable[..., Any]) -> Callable[[], Any]:
+    """The new ids of a move that resolves a hold (a refund's, a payout's `settle_plan.NewIds`),
+    in the reference path's order (the resolution, the hold's debited side's entry, its credited
+    side's, the state event; the audit event's after them): ids made in one process increase."""
+
+    def make() -> Any:
+        return new_ids(
+            resolution_id=ids.new_id("txn"),
+            debit_entry_id=ids.new_id("ent"),
+            credit_entry_id=ids.new_id("ent"),
+            state_event_id=ids.new_id("evt"),
+        )
+
+    return make

@@ -70,11 +70,12 @@ class Planning(Generic[T, M]):
     result_of: Callable[[ProcessorEvent], Any]  # the result the event describes, as the reference path reads it
     settled_status: Callable[[T, Decision], str | None]  # the settle's target, None for the reference path
     plan_move: Callable[..., M]  # the settle's one home (`settle_plan.plan_move`)
-    # Its `settle_plan.NewIds`: resolution_id, debit_entry_id, credit_entry_id, state_event_id.
-    new_ids: Callable[..., Any]
+    new_ids: Callable[[], Any]  # the move's new ids, made in the reference path's order
     moved: Callable[[M], T]  # the object as the move leaves it
     # The plain case's audit cause for the object as read, or None where it is not plain.
     confirmed_cause: Callable[[ProcessorEvent, T], str | None]
+    # Further facts of the result the move needs (a settlement's bank fee), by `plan_move`'s names.
+    move_facts: Callable[[Any], dict[str, Any]] = lambda result: {}
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,15 @@ def plan_apply(
     if target is None:
         return None
     move = planning.plan_move(
-        item, target, decision, cause=CAUSE, actor=actors.PROCESSOR, now_us=now_us, new_ids=new_ids, context=context
+        item,
+        target,
+        decision,
+        cause=CAUSE,
+        actor=actors.PROCESSOR,
+        now_us=now_us,
+        new_ids=new_ids,
+        context=context,
+        **planning.move_facts(result),
     )
     webhook, audit_event = rows(planning, event, payload, (APPLIED, APPLIED), now_us, audit_event_id, context)
     plan = Plan(webhook, move, audit_event)

@@ -14,8 +14,8 @@ The plain case: the bank's synchronous answer having moved the payout to `sent` 
 `accepted` webhook only confirms (or comes after the settlement, or is a redelivery). The
 reference path finds nothing to do (`no_change`, no contradiction: an `accepted` contradicts only
 a `failed` payout) and records the audit event with the cause `no_change`
-(`paycore_inbound_confirm_payout`). A `settled` or `returned` word (two steps, the bank's fee, a
-return), a payout in any other status and a mismatch are the reference path's.
+(`paycore_inbound_confirm_payout`). A `settled` word is `apply_payout_settlement.py`'s; a
+`returned` word, a payout in any other status and a mismatch are the reference path's.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Final, cast
 
 from paycore.db import driver
-from paycore.inbound.apply_object import ObjectApply
+from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
 from paycore.inbound.apply_object_plan import Confirmation, Plan, Planning
 from paycore.inbound.apply_object_repository import Writing, events_params, placeholders, stored_event_params
 from paycore.inbound.schemas import ProcessorEvent
@@ -85,12 +85,7 @@ def _apply_params(plan: Plan[Move]) -> tuple[Any, ...]:
     return (
         *stored_event_params(webhook),
         accepted.id,
-        accepted.status,
-        accepted.updated_at_us,
-        accepted.attempts,
-        accepted.bank_reference,
-        accepted.batch_id,
-        accepted.failure_code,
+        *settle_plan.as_read(accepted),
         moved.updated_at_us,
         moved.status,
         moved.failure_code,
@@ -127,7 +122,7 @@ PAYOUT: Final = ObjectApply(
         result_of=payout_result,
         settled_status=settle_plan.settled_status,
         plan_move=settle_plan.plan_move,
-        new_ids=settle_plan.NewIds,  # the source's entry, then the in-transit account's
+        new_ids=hold_resolution_ids(settle_plan.NewIds),  # the source's entry, then the in-transit account's
         moved=lambda move: move.payout,
         confirmed_cause=confirmed_cause,
     ),

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Final, cast
 
 from paycore.db import driver
-from paycore.inbound.apply_object import ObjectApply
+from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
 from paycore.inbound.apply_object_plan import Confirmation, Plan, Planning
 from paycore.inbound.apply_object_repository import Writing, events_params, placeholders, stored_event_params
 from paycore.inbound.receive_plan import STALE
@@ -114,7 +114,7 @@ REFUND: Final = ObjectApply(
         result_of=refund_result,
         settled_status=settle_plan.settled_status,
         plan_move=settle_plan.plan_move,
-        new_ids=settle_plan.NewIds,
+        new_ids=hold_resolution_ids(settle_plan.NewIds),
         moved=lambda move: move.refund,
         confirmed_cause=confirmed_cause,
     ),

@@ -15,7 +15,8 @@ phase (`apply.py`: a read, then one call of `paycore_inbound_apply` or the fixed
 a payout still `processing` or `in_doubt` to `sent` or `failed`: one shape for both
 (`apply_object.py`: a read, then one call or a fixed list), its data per object in
 `apply_refund.py` (`paycore_inbound_apply_refund`) and `apply_payout.py`
-(`paycore_inbound_apply_payout`).
+(`paycore_inbound_apply_payout`); the bank's `settled` settles a payout `sent` the same way
+(`apply_payout_settlement.py`: `paycore_inbound_settle_payout`).
 
 Everything else goes to the reference path (`service.receive`, unchanged), which verifies again
 and decides as it always has: every other type or object, and a charge event whose payment is
@@ -40,6 +41,7 @@ from paycore.idempotency import service as idempotency
 from paycore.inbound import (
     apply,
     apply_payout,
+    apply_payout_settlement,
     apply_refund,
     receive_plan,
     receive_repository,
@@ -60,7 +62,7 @@ from paycore.payments import settle_repository
 # raised.
 _DECIDED_BY_REFERENCE: Final = frozenset({"PC013", "40P01", "40001", "42883"})
 # The objects other than a payment that a webhook moves on the data plane, each by the one shape.
-_MOVING: Final = (apply_refund.REFUND, apply_payout.PAYOUT)
+_MOVING: Final = (apply_refund.REFUND, apply_payout.PAYOUT, apply_payout_settlement.SETTLEMENT)
 
 
 def receive(database: Database, secret: str, signature: str | None, body: bytes) -> Received:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -174,7 +175,10 @@ def _event(payout_id: str) -> bytes:
     return json.dumps(event).encode()
 
 
-def webhook_process(url: str, payout_ids: list[str], barrier: Any, results: Any) -> None:
+def webhook_process(
+    url: str, payout_ids: list[str], barrier: Any, results: Any, event: Callable[[str], bytes] = _event
+) -> None:
+    """Deliver each payout's signed event (`event`, a module's function: spawn pickles it by name)."""
     database = _database(url)
     secret = database.settings.processor_webhook_secret
     real, referenced = inbound_service.receive, []
@@ -186,7 +190,7 @@ def webhook_process(url: str, payout_ids: list[str], barrier: Any, results: Any)
     inbound_service.receive = spy  # this process's own module: whether the reference path answered
     barrier.wait()
     for payout_id in payout_ids:
-        body = _event(payout_id)
+        body = event(payout_id)
         signature = signing.sign(secret, now_us() // 1_000_000, body)
         referenced.clear()
         received = inbound.receive(database, secret, signature, body)
@@ -194,9 +198,10 @@ def webhook_process(url: str, payout_ids: list[str], barrier: Any, results: Any)
     database.dispose()
 
 
-def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
+def resolver_process(url: str, barrier: Any, rounds: Any, bank: Any = None) -> None:
+    """Run the resolver's rounds, asking `bank` (by default one that says `accepted`)."""
     database = _database(url)
-    bank = cast(Processor, _Bank(lost=False))
+    bank = cast(Processor, _Bank(lost=False) if bank is None else bank)
     barrier.wait()
     done = 0
     while done < ROUNDS_MAX:
