@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 from collections import Counter
-from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -26,9 +25,7 @@ from sqlalchemy import text
 
 from paycore.config import Settings
 from paycore.db.engine import Database
-from paycore.inbound import receive as inbound
-from paycore.inbound import service as inbound_service
-from paycore.kit import actors, signing
+from paycore.kit import actors
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
@@ -37,6 +34,7 @@ from paycore.payouts import service as payouts
 from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
 from paycore.processor.port import PayoutRequest, PayoutResult, Processor, ProcessorUnreachable
+from tests.integration.inbound.racing import webhook_process
 from tests.integration.payments.test_settle_across_processes import _database
 from tests.support.payouts import funded_source
 
@@ -81,7 +79,7 @@ def test_a_payout_webhook_and_the_resolver_racing_post_each_hold_once(database: 
     barrier = context.Barrier(2, timeout=BARRIER_TIMEOUT_S)
     webhook_results, resolver_rounds = context.Queue(), context.Queue()
     url = settings.database_url
-    hook = context.Process(target=webhook_process, args=(url, payout_ids[::-1], barrier, webhook_results))
+    hook = context.Process(target=webhook_process, args=(url, payout_ids[::-1], barrier, webhook_results, _event))
     resolver = context.Process(target=resolver_process, args=(url, barrier, resolver_rounds))
     hook.start()
     resolver.start()
@@ -173,29 +171,6 @@ def _event(payout_id: str) -> bytes:
     }
     event = {"id": f"evt_{payout_id}", "type": "payout.accepted", "created_at": "", "sequence": 1, "data": data}
     return json.dumps(event).encode()
-
-
-def webhook_process(
-    url: str, payout_ids: list[str], barrier: Any, results: Any, event: Callable[[str], bytes] = _event
-) -> None:
-    """Deliver each payout's signed event (`event`, a module's function: spawn pickles it by name)."""
-    database = _database(url)
-    secret = database.settings.processor_webhook_secret
-    real, referenced = inbound_service.receive, []
-
-    def spy(*args: Any, **kwargs: Any) -> inbound_service.Received:
-        referenced.append(True)
-        return real(*args, **kwargs)
-
-    inbound_service.receive = spy  # this process's own module: whether the reference path answered
-    barrier.wait()
-    for payout_id in payout_ids:
-        body = event(payout_id)
-        signature = signing.sign(secret, now_us() // 1_000_000, body)
-        referenced.clear()
-        received = inbound.receive(database, secret, signature, body)
-        results.put((payout_id, (received.result, bool(referenced))))
-    database.dispose()
 
 
 def resolver_process(url: str, barrier: Any, rounds: Any, bank: Any = None) -> None:

@@ -28,9 +28,7 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.errors import render_refusal
 from paycore.idempotency.service import KeyScope, fingerprint
-from paycore.inbound import receive as inbound
-from paycore.inbound import service as inbound_service
-from paycore.kit import actors, signing
+from paycore.kit import actors
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
@@ -46,6 +44,7 @@ from paycore.processor.port import (
 )
 from paycore.refunds import rounds as refund_rounds
 from paycore.refunds import service as refunds
+from tests.integration.inbound.racing import webhook_process
 from tests.integration.payments.test_settle_across_processes import _database, _destination
 
 TENANT = "race"  # as test_settle_across_processes's helpers make it
@@ -93,7 +92,7 @@ def test_a_refund_webhook_and_the_resolver_racing_post_each_hold_once(database: 
     barrier = context.Barrier(2, timeout=BARRIER_TIMEOUT_S)
     webhook_results, resolver_rounds = context.Queue(), context.Queue()
     url = settings.database_url
-    hook = context.Process(target=webhook_process, args=(url, refund_ids[::-1], barrier, webhook_results))
+    hook = context.Process(target=webhook_process, args=(url, refund_ids[::-1], barrier, webhook_results, _event))
     resolver = context.Process(target=resolver_process, args=(url, barrier, resolver_rounds))
     hook.start()
     resolver.start()
@@ -202,26 +201,6 @@ def _event(refund_id: str) -> bytes:
     }
     event = {"id": f"evt_{refund_id}", "type": "refund.succeeded", "created_at": "", "sequence": 1, "data": data}
     return json.dumps(event).encode()
-
-
-def webhook_process(url: str, refund_ids: list[str], barrier: Any, results: Any) -> None:
-    database = _database(url)
-    secret = database.settings.processor_webhook_secret
-    real, referenced = inbound_service.receive, []
-
-    def spy(*args: Any, **kwargs: Any) -> inbound_service.Received:
-        referenced.append(True)
-        return real(*args, **kwargs)
-
-    inbound_service.receive = spy  # this process's own module: whether the reference path answered
-    barrier.wait()
-    for refund_id in refund_ids:
-        body = _event(refund_id)
-        signature = signing.sign(secret, now_us() // 1_000_000, body)
-        referenced.clear()
-        received = inbound.receive(database, secret, signature, body)
-        results.put((refund_id, (received.result, bool(referenced))))
-    database.dispose()
 
 
 def resolver_process(url: str, barrier: Any, rounds: Any) -> None:

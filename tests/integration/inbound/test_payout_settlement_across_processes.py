@@ -33,6 +33,7 @@ from paycore.payouts import rounds as payout_rounds
 from paycore.payouts import service as payouts
 from paycore.payouts.types import NewPayout
 from paycore.processor.port import PayoutRequest, PayoutResult, Processor
+from tests.integration.inbound.racing import webhook_process
 from tests.integration.inbound.test_apply_payout_across_processes import (
     ACH,
     AMOUNT_MINOR,
@@ -42,7 +43,6 @@ from tests.integration.inbound.test_apply_payout_across_processes import (
     ROUNDS_MAX,
     _policy,
     resolver_process,
-    webhook_process,
 )
 from tests.support.payouts import funded_source
 
