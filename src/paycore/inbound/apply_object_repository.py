@@ -45,8 +45,15 @@ class Writing(Generic[M]):
     write_move: Callable[[Connection, M], Accounts | None]  # SQLite: the settle's list, None when moved first
     apply_call: driver.Statement  # PostgreSQL: the apply phase's function
     apply_params: Callable[[Plan[M]], Sequence[Any]]
-    confirm_call: driver.Statement  # PostgreSQL: the plain case's function
-    confirm_params: Callable[[Confirmation[Any]], Sequence[Any]]
+    # PostgreSQL: the plain case's function and its arguments; None where there is no plain case.
+    confirm_call: driver.Statement | None = None
+    confirm_params: Callable[[Confirmation[Any]], Sequence[Any]] | None = None
+
+
+# ------------------------------------------------------------------ PostgreSQL: one call
+# In autocommit, the call commits itself (ADR 0011). Every apply and confirm function takes the
+# stored event's columns first (`stored_event_params`); every apply function takes the state
+# event's, the audit event's and the result last (`events_params`), its object's in between.
 
 
 def placeholders(count: int) -> str:
@@ -54,10 +61,23 @@ def placeholders(count: int) -> str:
     return ", ".join(["?"] * count)
 
 
-# ------------------------------------------------------------------ PostgreSQL: one call
-# In autocommit, the call commits itself (ADR 0011). Every apply and confirm function takes the
-# stored event's columns first (`stored_event_params`); every apply function takes the state
-# event's, the audit event's and the result last (`events_params`), its object's in between.
+# Each object's calls (its `Writing`'s), by the migration that defines them.
+APPLY_REFUND = driver.binary_arrays(  # `*_inbound_refunds.py`
+    driver.statement(f"SELECT paycore_inbound_apply_refund({placeholders(20)}, ?::text[], {placeholders(10)})")
+)
+CONFIRM_REFUND = driver.statement(f"SELECT paycore_inbound_confirm_refund({placeholders(15)})")
+APPLY_PAYOUT = driver.binary_arrays(  # `*_inbound_payouts.py`
+    driver.statement(f"SELECT paycore_inbound_apply_payout({placeholders(20)}, ?::text[], {placeholders(10)})")
+)
+CONFIRM_PAYOUT = driver.binary_arrays(
+    driver.statement(f"SELECT paycore_inbound_confirm_payout({placeholders(8)}, ?::text[], {placeholders(5)})")
+)
+SETTLE_PAYOUT = driver.binary_arrays(  # `*_inbound_payout_settlement.py`
+    driver.statement(
+        f"SELECT paycore_inbound_settle_payout({placeholders(17)}, ?::text[], ?::text[], ?::text[], ?::text[],"
+        f" ?::text[], ?::text[], ?::bigint[], {placeholders(15)})"
+    )
+)
 
 
 def stored_event_params(webhook: dict[str, Any]) -> tuple[Any, ...]:
@@ -97,6 +117,7 @@ def confirm_call(connection: Connection, writing: Writing[Any], confirmation: Co
     for an event stored before. An object no longer as read raises DBAPIError with SQLSTATE
     PC013: nothing written."""
     webhook, audit_event = confirmation.webhook, confirmation.audit_event
+    assert writing.confirm_call is not None and writing.confirm_params is not None, "a plain case planned"
     assert (webhook["attempts"], webhook["next_attempt_at_us"]) == (1, None), webhook
     assert webhook["created_at_us"] == webhook["processed_at_us"] == audit_event["created_at_us"]
     return _call(connection, writing.confirm_call, writing.confirm_params(confirmation), (STALE, DUPLICATE))

@@ -20,19 +20,19 @@ a `failed` payout) and records the audit event with the cause `no_change`
 
 from __future__ import annotations
 
-from typing import Any, Final, cast
+from typing import Any, Final
 
-from paycore.db import driver
+from paycore.inbound import apply_object_repository, service
 from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
 from paycore.inbound.apply_object_plan import Confirmation, Plan, Planning
-from paycore.inbound.apply_object_repository import Writing, events_params, placeholders, stored_event_params
+from paycore.inbound.apply_object_repository import Writing, events_params, stored_event_params
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.lifecycle.evidence import Evidence
 from paycore.payouts import service as payouts
 from paycore.payouts import settle_plan, settle_repository, states
 from paycore.payouts.settle_plan import Move
 from paycore.payouts.types import Payout
-from paycore.processor.port import PayoutResult, PayoutStatus
+from paycore.processor.port import PayoutResult
 
 # The bank's words the data plane writes: each moves a waiting payout one step.
 ONE_STEP_STATUSES: Final = ("accepted", "rejected")
@@ -48,23 +48,8 @@ def is_one_step(event: ProcessorEvent) -> bool:
 
 
 def payout_result(event: ProcessorEvent) -> PayoutResult:
-    """The payout the event describes, as `service._apply_payout` reads it."""
-    data = event.data
-    assert data.rail is not None, data
-    return PayoutResult(
-        request_id=data.request_id,
-        status=cast(PayoutStatus, data.status),
-        bank_payout_id=data.bank_payout_id or "",
-        amount_minor=data.amount_minor,
-        currency=data.currency,
-        rail=data.rail,
-        batch_id=data.batch_id,
-        fee_minor=data.fee_minor or 0,
-        failure_code=data.failure_code,
-        return_code=data.return_code,
-        return_amount_minor=data.return_amount_minor,
-        return_fee_minor=data.return_fee_minor or 0,
-    )
+    """The payout the event describes, as the reference path reads it."""
+    return service.payout_result(event.data)
 
 
 def confirmed_cause(event: ProcessorEvent, payout: Payout) -> str | None:
@@ -128,14 +113,9 @@ PAYOUT: Final = ObjectApply(
     ),
     Writing(
         write_move=settle_repository.write_move,
-        # Migration `*_inbound_payouts.py`.
-        apply_call=driver.binary_arrays(
-            driver.statement(f"SELECT paycore_inbound_apply_payout({placeholders(20)}, ?::text[], {placeholders(10)})")
-        ),
+        apply_call=apply_object_repository.APPLY_PAYOUT,
         apply_params=_apply_params,
-        confirm_call=driver.binary_arrays(
-            driver.statement(f"SELECT paycore_inbound_confirm_payout({placeholders(8)}, ?::text[], {placeholders(5)})")
-        ),
+        confirm_call=apply_object_repository.CONFIRM_PAYOUT,
         confirm_params=_confirm_params,
     ),
 )

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from paycore.db import driver
+from paycore.inbound import apply_object_repository
 from paycore.inbound.apply_object import ObjectApply
 from paycore.inbound.apply_object_plan import Plan, Planning
-from paycore.inbound.apply_object_repository import Writing, events_params, placeholders, stored_event_params
+from paycore.inbound.apply_object_repository import Writing, events_params, stored_event_params
 from paycore.inbound.apply_payout import payout_result
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import ids
@@ -98,10 +98,6 @@ def _apply_params(plan: Plan[Move]) -> tuple[Any, ...]:
     )
 
 
-def _never_confirms(confirmation: Any) -> tuple[Any, ...]:
-    raise AssertionError("a settlement has no plain case on the data plane")
-
-
 SETTLEMENT: Final = ObjectApply(
     Planning(
         machine=payouts.MACHINE,
@@ -116,15 +112,7 @@ SETTLEMENT: Final = ObjectApply(
     ),
     Writing(
         write_move=settlement_repository.write_move,
-        # Migration `*_inbound_payout_settlement.py`.
-        apply_call=driver.binary_arrays(
-            driver.statement(
-                f"SELECT paycore_inbound_settle_payout({placeholders(17)}, ?::text[], ?::text[], ?::text[], ?::text[],"
-                f" ?::text[], ?::text[], ?::bigint[], {placeholders(15)})"
-            )
-        ),
+        apply_call=apply_object_repository.SETTLE_PAYOUT,
         apply_params=_apply_params,
-        confirm_call=driver.statement("SELECT 1"),
-        confirm_params=_never_confirms,
     ),
 )

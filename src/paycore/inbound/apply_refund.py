@@ -18,15 +18,15 @@ A refund in another status is a contradiction (`conflict`): the reference path's
 
 from __future__ import annotations
 
-from typing import Any, Final, cast
+from typing import Any, Final
 
-from paycore.db import driver
+from paycore.inbound import apply_object_repository, service
 from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
 from paycore.inbound.apply_object_plan import Confirmation, Plan, Planning
-from paycore.inbound.apply_object_repository import Writing, events_params, placeholders, stored_event_params
+from paycore.inbound.apply_object_repository import Writing, events_params, stored_event_params
 from paycore.inbound.receive_plan import STALE
 from paycore.inbound.schemas import ProcessorEvent
-from paycore.processor.port import RefundResult, ResultStatus
+from paycore.processor.port import RefundResult
 from paycore.refunds import service as refunds
 from paycore.refunds import settle_plan, settle_repository, states
 from paycore.refunds.settle_plan import Move
@@ -42,16 +42,8 @@ def is_final(event: ProcessorEvent) -> bool:
 
 
 def refund_result(event: ProcessorEvent) -> RefundResult:
-    """The refund the event describes, as `service._apply_refund` reads it."""
-    data = event.data
-    return RefundResult(
-        request_id=data.request_id,
-        status=cast(ResultStatus, data.status),  # checked against RESULT_STATUSES on receipt
-        processor_refund_id=data.processor_refund_id or "",
-        amount_minor=data.amount_minor,
-        currency=data.currency,
-        failure_code=data.failure_code,
-    )
+    """The refund the event describes, as the reference path reads it."""
+    return service.refund_result(event.data)
 
 
 def confirmed_cause(event: ProcessorEvent, refund: Refund) -> str | None:
@@ -120,12 +112,9 @@ REFUND: Final = ObjectApply(
     ),
     Writing(
         write_move=settle_repository.write_move,
-        # Migration `*_inbound_refunds.py`.
-        apply_call=driver.binary_arrays(
-            driver.statement(f"SELECT paycore_inbound_apply_refund({placeholders(20)}, ?::text[], {placeholders(10)})")
-        ),
+        apply_call=apply_object_repository.APPLY_REFUND,
         apply_params=_apply_params,
-        confirm_call=driver.statement(f"SELECT paycore_inbound_confirm_refund({placeholders(15)})"),
+        confirm_call=apply_object_repository.CONFIRM_REFUND,
         confirm_params=_confirm_params,
     ),
 )
