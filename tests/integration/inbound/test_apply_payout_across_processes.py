@@ -16,8 +16,6 @@ exactly where it won.
 from __future__ import annotations
 
 import json
-import multiprocessing
-from collections import Counter
 from typing import Any, cast
 
 import pytest
@@ -34,7 +32,8 @@ from paycore.payouts import service as payouts
 from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
 from paycore.processor.port import PayoutRequest, PayoutResult, Processor, ProcessorUnreachable
-from tests.integration.inbound.racing import webhook_process
+from tests.integration.inbound.racing import race
+from tests.integration.inbound.racing import winners as racing_winners
 from tests.integration.payments.test_settle_across_processes import _database
 from tests.support.payouts import funded_source
 
@@ -43,8 +42,6 @@ PAYOUTS = 24
 AMOUNT_MINOR = 700
 BATCH_MAX = 2  # the resolver's claim per round: small, so the two sides meet in the middle
 ROUNDS_MAX = 200  # the resolver's rounds, bounded
-BARRIER_TIMEOUT_S = 30
-JOIN_TIMEOUT_S = 120
 ACH = Beneficiary(name="Ada Lovelace", routing_number="110000000", account_number="000123456789")
 
 
@@ -75,26 +72,9 @@ def test_a_payout_webhook_and_the_resolver_racing_post_each_hold_once(database: 
         pytest.skip("SQLite serialises every writer at BEGIN IMMEDIATE: the race is PostgreSQL's")
     source = funded_source(database, TENANT, PAYOUTS * AMOUNT_MINOR)
     payout_ids = _in_doubt(database, source)
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(2, timeout=BARRIER_TIMEOUT_S)
-    webhook_results, resolver_rounds = context.Queue(), context.Queue()
-    url = settings.database_url
-    hook = context.Process(target=webhook_process, args=(url, payout_ids[::-1], barrier, webhook_results, _event))
-    resolver = context.Process(target=resolver_process, args=(url, barrier, resolver_rounds))
-    hook.start()
-    resolver.start()
-    hook.join(JOIN_TIMEOUT_S)
-    resolver.join(JOIN_TIMEOUT_S)
-    assert (hook.exitcode, resolver.exitcode) == (0, 0)
-    results = dict(webhook_results.get(timeout=5) for _ in range(PAYOUTS))
-    assert resolver_rounds.get(timeout=5) <= ROUNDS_MAX
-    winners: Counter[str] = Counter()
-    for payout_id in payout_ids:
-        winner = _check_one(database, payout_id)
-        result, by_reference = results[payout_id]
-        assert (result == "applied") == (winner == "webhook"), (payout_id, result, winner)
-        winners[winner if winner == "resolver" or by_reference else "webhook on the data plane"] += 1
-    assert winners["resolver"] >= 1 and winners["webhook on the data plane"] >= 1, winners
+    results, rounds = race(settings.database_url, payout_ids, _event, resolver_process)
+    assert rounds <= ROUNDS_MAX
+    winners = racing_winners(payout_ids, results, lambda object_id: _check_one(database, object_id))
     with database.read() as connection:
         account = ledger.get_account(connection, TENANT, source)
         assert ledger.verify(connection).problems == []

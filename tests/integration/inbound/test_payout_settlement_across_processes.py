@@ -17,8 +17,6 @@ the bank's cash, one fee transfer and one `bank:fee` adjustment, one state chang
 from __future__ import annotations
 
 import json
-import multiprocessing
-from collections import Counter
 from typing import cast
 
 import pytest
@@ -33,12 +31,11 @@ from paycore.payouts import rounds as payout_rounds
 from paycore.payouts import service as payouts
 from paycore.payouts.types import NewPayout
 from paycore.processor.port import PayoutRequest, PayoutResult, Processor
-from tests.integration.inbound.racing import webhook_process
+from tests.integration.inbound.racing import race
+from tests.integration.inbound.racing import winners as racing_winners
 from tests.integration.inbound.test_apply_payout_across_processes import (
     ACH,
     AMOUNT_MINOR,
-    BARRIER_TIMEOUT_S,
-    JOIN_TIMEOUT_S,
     PAYOUTS,
     ROUNDS_MAX,
     _policy,
@@ -69,26 +66,9 @@ def test_a_settled_webhook_and_the_resolver_racing_pay_each_payout_out_once(
         pytest.skip("SQLite serialises every writer at BEGIN IMMEDIATE: the race is PostgreSQL's")
     source = funded_source(database, TENANT, PAYOUTS * AMOUNT_MINOR)
     payout_ids = _sent(database, source)
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(2, timeout=BARRIER_TIMEOUT_S)
-    webhook_results, resolver_rounds = context.Queue(), context.Queue()
-    url = settings.database_url
-    hook = context.Process(target=webhook_process, args=(url, payout_ids[::-1], barrier, webhook_results, _event))
-    resolver = context.Process(target=resolver_process, args=(url, barrier, resolver_rounds, _Bank()))
-    hook.start()
-    resolver.start()
-    hook.join(JOIN_TIMEOUT_S)
-    resolver.join(JOIN_TIMEOUT_S)
-    assert (hook.exitcode, resolver.exitcode) == (0, 0)
-    results = dict(webhook_results.get(timeout=5) for _ in range(PAYOUTS))
-    assert resolver_rounds.get(timeout=5) <= ROUNDS_MAX
-    winners: Counter[str] = Counter()
-    for payout_id in payout_ids:
-        winner = _check_one(database, payout_id)
-        result, by_reference = results[payout_id]
-        assert (result == "applied") == (winner == "webhook"), (payout_id, result, winner)
-        winners[winner if winner == "resolver" or by_reference else "webhook on the data plane"] += 1
-    assert winners["resolver"] >= 1 and winners["webhook on the data plane"] >= 1, winners
+    results, rounds = race(settings.database_url, payout_ids, _event, resolver_process, (_Bank(),))
+    assert rounds <= ROUNDS_MAX
+    winners = racing_winners(payout_ids, results, lambda object_id: _check_one(database, object_id))
     with database.read() as connection:
         bank_cash = ledger.find_account_by_code(connection, TENANT, "bank.cash.USD")
         in_transit = ledger.find_account_by_code(connection, TENANT, "payouts.in_transit.USD")
