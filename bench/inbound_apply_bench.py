@@ -9,7 +9,9 @@ in rounds (ADR 0026 step 3, issue 39; the rounds and measures: `_phase.py`).
 `--object refund`: each write's event is a `refund.succeeded` for its own refund left `in_doubt`
 (one payment's refunds, its answer lost; the data plane's call is `paycore_inbound_apply_refund`).
 `--object payout`: a `payout.accepted` for its own payout left `in_doubt` (the bank's answer
-lost; `paycore_inbound_apply_payout`), which moves it to `sent`.
+lost; `paycore_inbound_apply_payout`), which moves it to `sent`. `--object payout_settled`: a
+`payout.settled` with the bank's fee for its own payout `sent` (the bank accepted it at once;
+`paycore_inbound_settle_payout`), which settles it and books the fee.
 
 Each write receives a new signed `charge.succeeded` event for its own payment left `in_doubt`
 before the rounds (its answer lost: made by `create_payment` with a stand-in whose answer never
@@ -77,6 +79,13 @@ class Lost:
         raise ProcessorUnreachable("the answer was lost")
 
 
+class Accepting:
+    """The bank's stand-in that accepts a payout at once: it is `sent`, its settlement to come."""
+
+    def send_payout(self, request: PayoutRequest) -> PayoutResult:
+        return PayoutResult(request.request_id, "accepted", f"bp_{request.request_id}", AMOUNT_MINOR, "USD", "ach")
+
+
 class Charging:
     """The processor's stand-in that charges at once: the refunds' payment."""
 
@@ -123,9 +132,9 @@ def in_doubt_refunds(database: Database, destination: str, count: int) -> list[s
     return made
 
 
-def in_doubt_payouts(database: Database, source: str, count: int) -> list[str]:
+def in_doubt_payouts(database: Database, source: str, count: int, bank: Any = None) -> list[str]:
     """`count` payouts from `source` (funded for them first), queued and sent, the bank's
-    answers lost."""
+    answers lost (or given by `bank`)."""
 
     def fund(connection: Any) -> None:
         funding = ledger.create_account(
@@ -152,7 +161,7 @@ def in_doubt_payouts(database: Database, source: str, count: int) -> list[str]:
     ]
     while payout_rounds.queue_due(database, 1_000, actor=actors.LOCAL):
         pass
-    while payout_rounds.send_due(database, cast(Processor, Lost()), _POLICY, "bench", actor=actors.LOCAL):
+    while payout_rounds.send_due(database, cast(Processor, bank or Lost()), _POLICY, "bench", actor=actors.LOCAL):
         pass
     return made
 
@@ -161,13 +170,17 @@ _EVENTS = {  # the object's event: its type and the fields beyond every event's
     "charge": ("charge.succeeded", {"status": "succeeded", "processor_charge_id": "ch_1"}),
     "refund": ("refund.succeeded", {"status": "succeeded", "processor_refund_id": "re_1"}),
     "payout": ("payout.accepted", {"status": "accepted", "rail": "ach", "bank_payout_id": "bp_1", "batch_id": "b1"}),
+    "payout_settled": (
+        "payout.settled",
+        {"status": "settled", "rail": "ach", "bank_payout_id": "bp_1", "batch_id": "b1", "fee_minor": 25},
+    ),
 }
 
 
 def event(object_id: str, kind: str = "charge") -> bytes:
     type_, fields = _EVENTS[kind]
     data = {
-        "object": kind,
+        "object": kind.split("_")[0],
         "request_id": object_id,
         "merchant_id": phase.TENANT,
         "amount_minor": AMOUNT_MINOR,
@@ -225,6 +238,8 @@ def setup(database: Database) -> dict[str, phase.Write]:
         waiting = {path: deque(in_doubt_refunds(database, account, count)) for path in phase.PATHS}
     elif kind == "payout":
         waiting = {path: deque(in_doubt_payouts(database, account, count)) for path in phase.PATHS}
+    elif kind == "payout_settled":
+        waiting = {path: deque(in_doubt_payouts(database, account, count, Accepting())) for path in phase.PATHS}
     else:
         waiting = {path: deque(in_doubt_payment(database, account) for _ in range(count)) for path in phase.PATHS}
     print(f"{count} {kind} objects in doubt a path", flush=True)

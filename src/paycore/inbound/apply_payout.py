@@ -1,124 +1,121 @@
-"""The bank's webhook that moves a payout one step, on the data plane (ADR 0026 step 3): read,
-plan, then one write.
+"""The bank's webhook that moves a payout one step, on the data plane (ADR 0026 step 3): the data
+of the one shape (`apply_object.py`, `apply_object_plan.py`, `apply_object_repository.py`) for a
+payout.
 
-`receive.py` comes here for a payout event saying `accepted` or `rejected`: a payout still
-`processing` or `in_doubt` is moved to `sent` (its hold posted) or `failed` (voided). The payout
-is read (no lock: the compare-and-set expects it as read), planned (`apply_payout_plan.py`), and
-written by one prepared call of `paycore_inbound_apply_payout` on PostgreSQL (the migration
-`*_inbound_payouts.py`, in autocommit: it commits a success only; the read runs on the
-same connection before it) or, on SQLite, read and written in one transaction on the writer
-(BEGIN IMMEDIATE: nothing moves in between) by the fixed list of `apply_payout_repository.py`.
+The case: a payout event saying `accepted` (to `sent`: the hold posted) or `rejected` (to
+`failed`: the hold voided) for a payout still `processing` or `in_doubt` (the bank's answer to
+the send was lost), of the event's amount, currency and rail. The move is the payout's settle
+(`payouts.settle_plan.plan_move`: the compare-and-set, the hold posted or voided, the state
+event), written by `payouts.settle_repository.write_move` on SQLite and by migration
+`*_inbound_payouts.py`'s `paycore_inbound_apply_payout` (around `paycore_payouts_settle`) on
+PostgreSQL.
 
-A payout the bank's `accepted` finds sent already (the usual case: the bank's answer to the send
-moved it first, the webhook confirms; or a redelivery) is the plain case, written in the same
-way after the same read (`apply_payout_plan.plan_confirm`: `stale` or `duplicate`, by
-`paycore_inbound_confirm_payout` or two statements), so that the read is never an extra cost.
-
-Everything else answers None having written nothing, and the reference path (`service.receive`)
-decides: no payout, one in another status (a redelivery of a moved payout's event included), a
-`settled` or `returned` word, a mismatch, a payout moved between the read and the call (the
-resolver won: PC013), a refused move (PC001-PC004, PC009), a deadlock, and a PostgreSQL schema
-without the function (42883).
+The plain case: the bank's synchronous answer having moved the payout to `sent` first, its
+`accepted` webhook only confirms (or comes after the settlement, or is a redelivery). The
+reference path finds nothing to do (`no_change`, no contradiction: an `accepted` contradicts only
+a `failed` payout) and records the audit event with the cause `no_change`
+(`paycore_inbound_confirm_payout`). A `settled` word is `apply_payout_settlement.py`'s; a
+`returned` word, a payout in any other status and a mismatch are the reference path's.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
-
-from paycore.audit.rows import EventContext
-from paycore.db.engine import Database, is_lock_timeout
-from paycore.idempotency import service as idempotency
-from paycore.inbound import apply_payout_plan, apply_payout_repository
-from paycore.inbound.apply_payout_plan import Confirmation, Plan
-from paycore.inbound.receive_repository import Unplain
+from paycore.inbound import apply_object_repository, service
+from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
+from paycore.inbound.apply_object_plan import Confirmation, Plan, Planning
+from paycore.inbound.apply_object_repository import Writing, events_params, stored_event_params
 from paycore.inbound.schemas import ProcessorEvent
-from paycore.kit import ids
-from paycore.kit.clock import now_us as clock_now_us
-from paycore.ledger import service as ledger
+from paycore.lifecycle.evidence import Evidence
 from paycore.payouts import service as payouts
-from paycore.payouts import settle_repository
-from paycore.payouts.settle_plan import NewIds
+from paycore.payouts import settle_plan, settle_repository, states
+from paycore.payouts.settle_plan import Move
+from paycore.payouts.types import Payout
+from paycore.processor.port import PayoutResult
 
-# What the call may answer with, having written nothing, for the reference path to decide.
-_DECIDED_BY_REFERENCE: Final = frozenset(
-    {"PC013", "PC001", "PC002", "PC003", "PC004", "PC009", "40P01", "40001", "42883"}
+# The bank's words the data plane writes: each moves a waiting payout one step.
+ONE_STEP_STATUSES: Final = ("accepted", "rejected")
+# The statuses in which an `accepted` changes nothing (`lifecycle.decide`: `already`).
+CONFIRMED_STATUSES: Final = (states.SENT, states.SETTLED, states.RETURNED)
+NO_CHANGE: Final = "no_change"  # the audit event's cause, as `service._apply_payout` records it
+
+
+def is_one_step(event: ProcessorEvent) -> bool:
+    """A payout event that may move its payout one step: the data plane's to try."""
+    data = event.data
+    return data.object == "payout" and data.status in ONE_STEP_STATUSES and data.rail is not None
+
+
+def payout_result(event: ProcessorEvent) -> PayoutResult:
+    """The payout the event describes, as the reference path reads it."""
+    return service.payout_result(event.data)
+
+
+def confirmed_cause(event: ProcessorEvent, payout: Payout) -> str | None:
+    """`no_change` where the bank's `accepted` finds `payout` sent already; None for everything else."""
+    if event.data.status != "accepted" or payout.status not in CONFIRMED_STATUSES:
+        return None
+    assert not payouts.MACHINE.decide(payout.status, Evidence.of_result(payout_result(event))).path
+    return NO_CHANGE
+
+
+def _apply_params(plan: Plan[Move]) -> tuple[Any, ...]:
+    webhook, move = plan.webhook, plan.move
+    accepted, moved, resolution = move.accepted, move.payout, move.resolution
+    # The function writes what `Machine.changes` writes for each target (`settle_plan.check_move`).
+    assert (moved.fault_code, moved.faulted_at_us, moved.in_doubt_since_us) == (None, None, None), moved
+    assert resolution.post or (moved.next_attempt_at_us, moved.claimed_by, moved.claimed_until_us) == (None,) * 3
+    assert not resolution.post or moved.sent_at_us == moved.updated_at_us
+    return (
+        *stored_event_params(webhook),
+        accepted.id,
+        *settle_plan.as_read(accepted),
+        moved.updated_at_us,
+        moved.status,
+        moved.failure_code,
+        moved.bank_reference,
+        moved.batch_id,
+        accepted.amount_minor,
+        accepted.transfer_id,
+        resolution.resolution_id,
+        list(resolution.entry_ids or ()),
+        *events_params(plan),
+    )
+
+
+def _confirm_params(confirmation: Confirmation[Payout]) -> tuple[Any, ...]:
+    webhook, payout, audit_event = confirmation.webhook, confirmation.item, confirmation.audit_event
+    return (
+        *stored_event_params(webhook),
+        webhook["created_at_us"],
+        webhook["status"],
+        payout.id,
+        list(CONFIRMED_STATUSES),
+        audit_event["id"],
+        audit_event["type"],
+        audit_event["actor"],
+        audit_event["data"],
+        audit_event["cause"],
+    )
+
+
+PAYOUT: Final = ObjectApply(
+    Planning(
+        machine=payouts.MACHINE,
+        takes=is_one_step,
+        result_of=payout_result,
+        settled_status=settle_plan.settled_status,
+        plan_move=settle_plan.plan_move,
+        new_ids=hold_resolution_ids(settle_plan.NewIds),  # the source's entry, then the in-transit account's
+        moved=lambda move: move.payout,
+        confirmed_cause=confirmed_cause,
+    ),
+    Writing(
+        write_move=settle_repository.write_move,
+        apply_call=apply_object_repository.APPLY_PAYOUT,
+        apply_params=_apply_params,
+        confirm_call=apply_object_repository.CONFIRM_PAYOUT,
+        confirm_params=_confirm_params,
+    ),
 )
-
-
-def apply(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
-    """`applied` or `duplicate` once written; None, having written nothing, for the reference path."""
-    if not apply_payout_plan.is_one_step(event):
-        return None
-    if database.is_postgres:
-        return _call(database, event, body)
-    try:
-        result, accounts = database.transaction(lambda connection: write(connection, event, body))
-    except (Unplain, settle_repository.Refused):
-        return None
-    ledger.remember_accounts(event.data.merchant_id, accounts)
-    return result
-
-
-def write(connection: Connection, event: ProcessorEvent, body: bytes) -> tuple[str, settle_repository.Accounts]:
-    """SQLite: read, plan and write in the caller's transaction on the writer; raises `Unplain`
-    (or `Refused`) where the reference path decides, for the caller's rollback."""
-    plan = plan_of(connection, event, body)
-    if plan is None:
-        raise Unplain(f"no plan for {event.id}")
-    if isinstance(plan, Confirmation):
-        return apply_payout_repository.confirm_statements(connection, plan), []
-    return apply_payout_repository.write_statements(connection, plan)
-
-
-def plan_of(connection: Connection, event: ProcessorEvent, body: bytes) -> Plan | Confirmation | None:
-    """The payout the event names, read on `connection`, and the plan of its move, or of the
-    plain case where the bank's `accepted` finds it sent already."""
-    payout = payouts.MACHINE.find(connection, event.data.merchant_id, event.data.request_id)
-    if payout is None:
-        return None
-    payload, now, context = body.decode(), clock_now_us(), EventContext.current()
-    confirmation = apply_payout_plan.plan_confirm(
-        event, payload, payout, now_us=now, audit_event_id=ids.new_id("evt"), context=context
-    )
-    if confirmation is not None:
-        return confirmation
-    return apply_payout_plan.plan_apply_payout(
-        event,
-        payload,
-        payout,
-        now_us=now,
-        new_ids=_new_ids(),
-        audit_event_id=ids.new_id("evt"),
-        context=context,
-    )
-
-
-def _new_ids() -> NewIds:
-    # In the reference path's order (the resolution, the source's entry, the in-transit
-    # account's, the state event; the audit event's after them): ids made in one process increase.
-    return NewIds(
-        resolution_id=ids.new_id("txn"),
-        debit_entry_id=ids.new_id("ent"),
-        credit_entry_id=ids.new_id("ent"),
-        state_event_id=ids.new_id("evt"),
-    )
-
-
-def _call(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
-    with database.autocommit() as connection:
-        plan = plan_of(connection, event, body)
-        if plan is None:
-            return None
-        try:
-            if isinstance(plan, Confirmation):
-                return apply_payout_repository.confirm_call(connection, plan)
-            return apply_payout_repository.apply_call(connection, plan)
-        except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
-                return None
-            raise

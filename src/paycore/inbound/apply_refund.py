@@ -1,123 +1,120 @@
-"""The processor's webhook that settles a refund, on the data plane (ADR 0026 step 3): read,
-plan, then one write.
+"""The processor's webhook that settles a refund, on the data plane (ADR 0026 step 3): the data of
+the one shape (`apply_object.py`, `apply_object_plan.py`, `apply_object_repository.py`) for a
+refund.
 
-`receive.py` comes here for a refund event saying `succeeded` or `failed`: a refund still
-`processing` or `in_doubt` is moved. The refund is read (no lock: the compare-and-set expects it
-as read), planned (`apply_refund_plan.py`), and written by one prepared call of
-`paycore_inbound_apply_refund` on PostgreSQL (the migration `*_inbound_refunds.py`, in
-autocommit: it commits a success only; the read runs on the same connection before it) or, on
-SQLite, read and written in one transaction on the writer (BEGIN IMMEDIATE: nothing moves in
-between) by the fixed list of `apply_refund_repository.py`.
+The case: a refund event saying `succeeded` or `failed` for a refund still `processing` (the
+processor answered `pending`) or `in_doubt` (its answer was lost), with a hold, of the event's
+amount and currency. The move is the refund's settle (`refunds.settle_plan.plan_move`, the
+compare-and-set, the ceiling's release on a failure, the hold posted or voided, the state
+event), written by `refunds.settle_repository.write_move` on SQLite and by migration
+`*_inbound_refunds.py`'s `paycore_inbound_apply_refund` (around `paycore_refunds_settle`) on
+PostgreSQL.
 
-A refund already in the status the event proves (the usual case: the processor's answer settled
-it first, the webhook confirms; or a redelivery) is the plain case, written in the same way
-after the same read (`apply_refund_plan.plan_confirm`: `stale` or `duplicate`, by
-`paycore_inbound_confirm_refund` or two statements), so that the read is never an extra cost.
-
-Everything else answers None having written nothing, and the reference path (`service.receive`)
-decides: no refund, one in another status (a contradiction: `conflict`), without a hold, a
-mismatch, a refund moved between the read and the call (the resolver won: PC013), a refused
-move (PC001-PC004, PC009), a deadlock, and a PostgreSQL schema without the function (42883).
+The plain case: the refund already in the status the event proves, of its amount and currency
+(the processor's synchronous answer settled it first; or a redelivery). The reference path finds
+no move allowed from a terminal status and records `stale` (`paycore_inbound_confirm_refund`).
+A refund in another status is a contradiction (`conflict`): the reference path's.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
-
-from paycore.audit.rows import EventContext
-from paycore.db.engine import Database, is_lock_timeout
-from paycore.idempotency import service as idempotency
-from paycore.inbound import apply_refund_plan, apply_refund_repository
-from paycore.inbound.apply_refund_plan import Confirmation, Plan
-from paycore.inbound.receive_repository import Unplain
+from paycore.inbound import apply_object_repository, service
+from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
+from paycore.inbound.apply_object_plan import Confirmation, Plan, Planning
+from paycore.inbound.apply_object_repository import Writing, events_params, stored_event_params
+from paycore.inbound.receive_plan import STALE
 from paycore.inbound.schemas import ProcessorEvent
-from paycore.kit import ids
-from paycore.kit.clock import now_us as clock_now_us
-from paycore.ledger import service as ledger
+from paycore.processor.port import RefundResult
 from paycore.refunds import service as refunds
-from paycore.refunds import settle_repository
-from paycore.refunds.settle_plan import NewIds
+from paycore.refunds import settle_plan, settle_repository, states
+from paycore.refunds.settle_plan import Move
+from paycore.refunds.types import Refund
 
-# What the call may answer with, having written nothing, for the reference path to decide.
-_DECIDED_BY_REFERENCE: Final = frozenset(
-    {"PC013", "PC001", "PC002", "PC003", "PC004", "PC009", "40P01", "40001", "42883"}
+# The statuses a refund event proves that the data plane writes; `pending` changes nothing.
+FINAL_STATUSES: Final = ("succeeded", "failed")
+
+
+def is_final(event: ProcessorEvent) -> bool:
+    """A refund event that may settle its refund: the data plane's to try."""
+    return event.data.object == "refund" and event.data.status in FINAL_STATUSES
+
+
+def refund_result(event: ProcessorEvent) -> RefundResult:
+    """The refund the event describes, as the reference path reads it."""
+    return service.refund_result(event.data)
+
+
+def confirmed_cause(event: ProcessorEvent, refund: Refund) -> str | None:
+    """`stale` for a refund already in the status the event proves, of its amount and currency;
+    None for everything else (a mismatch: the reference path records it)."""
+    if refund.status != event.data.status or not refunds.MACHINE.matches(refund, refund_result(event)):
+        return None
+    assert refund.status in states.TERMINAL and not refunds.MACHINE.allowed(refund.status, refund.status)
+    return STALE
+
+
+def _apply_params(plan: Plan[Move]) -> tuple[Any, ...]:
+    webhook, move = plan.webhook, plan.move
+    accepted, moved = move.accepted, move.refund
+    assert (moved.fault_code, moved.faulted_at_us, moved.next_attempt_at_us, moved.claimed_by) == (None,) * 4
+    assert moved.claimed_until_us is None, "the function clears the schedule, as `Machine.changes` does"
+    return (
+        *stored_event_params(webhook),
+        accepted.id,
+        accepted.status,
+        accepted.updated_at_us,
+        accepted.processor_reference,
+        accepted.failure_code,
+        moved.updated_at_us,
+        moved.status,
+        moved.failure_code,
+        moved.processor_reference,
+        accepted.amount_minor,
+        accepted.payment_id,
+        accepted.transfer_id,
+        move.post,
+        move.released_minor,
+        move.resolution_id,
+        [entry.id for entry in move.entries],
+        *events_params(plan),
+    )
+
+
+def _confirm_params(confirmation: Confirmation[Refund]) -> tuple[Any, ...]:
+    webhook, refund, audit_event = confirmation.webhook, confirmation.item, confirmation.audit_event
+    return (
+        *stored_event_params(webhook),
+        webhook["created_at_us"],
+        refund.id,
+        refund.status,
+        refund.amount_minor,
+        refund.currency,
+        audit_event["id"],
+        audit_event["type"],
+        audit_event["actor"],
+        audit_event["data"],
+        webhook["status"],
+    )
+
+
+REFUND: Final = ObjectApply(
+    Planning(
+        machine=refunds.MACHINE,
+        takes=is_final,
+        result_of=refund_result,
+        settled_status=settle_plan.settled_status,
+        plan_move=settle_plan.plan_move,
+        new_ids=hold_resolution_ids(settle_plan.NewIds),
+        moved=lambda move: move.refund,
+        confirmed_cause=confirmed_cause,
+    ),
+    Writing(
+        write_move=settle_repository.write_move,
+        apply_call=apply_object_repository.APPLY_REFUND,
+        apply_params=_apply_params,
+        confirm_call=apply_object_repository.CONFIRM_REFUND,
+        confirm_params=_confirm_params,
+    ),
 )
-
-
-def apply(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
-    """`applied` or `duplicate` once written; None, having written nothing, for the reference path."""
-    if not apply_refund_plan.is_final(event):
-        return None
-    if database.is_postgres:
-        return _call(database, event, body)
-    try:
-        result, accounts = database.transaction(lambda connection: write(connection, event, body))
-    except (Unplain, settle_repository.Refused):
-        return None
-    ledger.remember_accounts(event.data.merchant_id, accounts)
-    return result
-
-
-def write(connection: Connection, event: ProcessorEvent, body: bytes) -> tuple[str, settle_repository.Accounts]:
-    """SQLite: read, plan and write in the caller's transaction on the writer; raises `Unplain`
-    (or `Refused`) where the reference path decides, for the caller's rollback."""
-    plan = plan_of(connection, event, body)
-    if plan is None:
-        raise Unplain(f"no plan for {event.id}")
-    if isinstance(plan, Confirmation):
-        return apply_refund_repository.confirm_statements(connection, plan), []
-    return apply_refund_repository.write_statements(connection, plan)
-
-
-def plan_of(connection: Connection, event: ProcessorEvent, body: bytes) -> Plan | Confirmation | None:
-    """The refund the event names, read on `connection`, and the plan of its move, or of the
-    plain case where it is already in the status the event proves."""
-    refund = refunds.MACHINE.find(connection, event.data.merchant_id, event.data.request_id)
-    if refund is None:
-        return None
-    payload, now, context = body.decode(), clock_now_us(), EventContext.current()
-    confirmation = apply_refund_plan.plan_confirm(
-        event, payload, refund, now_us=now, audit_event_id=ids.new_id("evt"), context=context
-    )
-    if confirmation is not None:
-        return confirmation
-    return apply_refund_plan.plan_apply_refund(
-        event,
-        payload,
-        refund,
-        now_us=now,
-        new_ids=_new_ids(),
-        audit_event_id=ids.new_id("evt"),
-        context=context,
-    )
-
-
-def _new_ids() -> NewIds:
-    # In the reference path's order (the resolution, the destination's entry, the clearing
-    # account's, the state event; the audit event's after them): ids made in one process increase.
-    return NewIds(
-        resolution_id=ids.new_id("txn"),
-        debit_entry_id=ids.new_id("ent"),
-        credit_entry_id=ids.new_id("ent"),
-        state_event_id=ids.new_id("evt"),
-    )
-
-
-def _call(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
-    with database.autocommit() as connection:
-        plan = plan_of(connection, event, body)
-        if plan is None:
-            return None
-        try:
-            if isinstance(plan, Confirmation):
-                return apply_refund_repository.confirm_call(connection, plan)
-            return apply_refund_repository.apply_call(connection, plan)
-        except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
-                return None
-            raise

@@ -11,11 +11,12 @@ by one prepared call of `paycore_inbound_receive` on PostgreSQL (the migration
 the same event may settle it: a payment still `processing` or `in_doubt` is moved by the apply
 phase (`apply.py`: a read, then one call of `paycore_inbound_apply` or the fixed list of
 `apply_repository.py`). A refund event saying `succeeded` or `failed` settles a refund still
-`processing` or `in_doubt` the same way (`apply_refund.py`: a read, then one call of
-`paycore_inbound_apply_refund` or the fixed list of `apply_refund_repository.py`), and a
-payout event saying `accepted` or `rejected` moves a payout still `processing` or `in_doubt` to
-`sent` or `failed` (`apply_payout.py`: `paycore_inbound_apply_payout` or
-`apply_payout_repository.py`'s list).
+`processing` or `in_doubt` the same way, and a payout event saying `accepted` or `rejected` moves
+a payout still `processing` or `in_doubt` to `sent` or `failed`: one shape for both
+(`apply_object.py`: a read, then one call or a fixed list), its data per object in
+`apply_refund.py` (`paycore_inbound_apply_refund`) and `apply_payout.py`
+(`paycore_inbound_apply_payout`); the bank's `settled` settles a payout `sent` the same way
+(`apply_payout_settlement.py`: `paycore_inbound_settle_payout`).
 
 Everything else goes to the reference path (`service.receive`, unchanged), which verifies again
 and decides as it always has: every other type or object, and a charge event whose payment is
@@ -40,9 +41,8 @@ from paycore.idempotency import service as idempotency
 from paycore.inbound import (
     apply,
     apply_payout,
-    apply_payout_plan,
+    apply_payout_settlement,
     apply_refund,
-    apply_refund_plan,
     receive_plan,
     receive_repository,
     service,
@@ -61,6 +61,8 @@ from paycore.payments import settle_repository
 # without the function (this code runs from OLDEST_COMPATIBLE_REVISION on). Any other error is
 # raised.
 _DECIDED_BY_REFERENCE: Final = frozenset({"PC013", "40P01", "40001", "42883"})
+# The objects other than a payment that a webhook moves on the data plane, each by the one shape.
+_MOVING: Final = (apply_refund.REFUND, apply_payout.PAYOUT, apply_payout_settlement.SETTLEMENT)
 
 
 def receive(database: Database, secret: str, signature: str | None, body: bytes) -> Received:
@@ -80,10 +82,9 @@ def _data_plane(database: Database, event: ProcessorEvent, body: bytes) -> str |
         if result is None:  # not in the status it proves: still `processing` or in doubt, it moves
             result = apply.apply(database, event, body)
         return result
-    if apply_refund_plan.is_final(event):  # a refund's final word: a refund waiting on it moves
-        return apply_refund.apply(database, event, body)
-    if apply_payout_plan.is_one_step(event):  # the bank's first word: a payout waiting on it moves
-        return apply_payout.apply(database, event, body)
+    for moving in _MOVING:  # a refund's final word, the bank's first: an object waiting on it moves
+        if moving.takes(event):
+            return moving.apply(database, event, body)
     return None
 
 
@@ -94,10 +95,9 @@ def _moving_write(event: ProcessorEvent) -> Write | None:
     """SQLite: the write of the phase that moves the object the event names, if any."""
     if receive_plan.plain_status(event) is not None:
         return apply.write
-    if apply_refund_plan.is_final(event):
-        return apply_refund.write
-    if apply_payout_plan.is_one_step(event):
-        return apply_payout.write
+    for moving in _MOVING:
+        if moving.takes(event):
+            return moving.write
     return None
 
 

@@ -224,7 +224,16 @@ def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) ->
     refund = refunds.MACHINE.find(connection, data.merchant_id, data.request_id, for_update=True)
     if refund is None:
         return "unmatched"
-    result = RefundResult(
+    evidence = Evidence.of_result(refund_result(data))
+    applied = refunds.apply_evidence(
+        connection, refund, evidence, cause="webhook", actor=actors.PROCESSOR, now_us=now_us
+    )
+    return _judged(connection, event, "refund", refund.status, applied, now_us)
+
+
+def refund_result(data: EventData) -> RefundResult:
+    """The refund the event describes (read by the data plane's `apply_refund.py` too)."""
+    return RefundResult(
         request_id=data.request_id,
         status=cast(ResultStatus, data.status),  # checked against RESULT_STATUSES on receipt
         processor_refund_id=data.processor_refund_id or "",
@@ -232,10 +241,6 @@ def _apply_refund(connection: Connection, event: ProcessorEvent, now_us: int) ->
         currency=data.currency,
         failure_code=data.failure_code,
     )
-    applied = refunds.apply_evidence(
-        connection, refund, Evidence.of_result(result), cause="webhook", actor=actors.PROCESSOR, now_us=now_us
-    )
-    return _judged(connection, event, "refund", refund.status, applied, now_us)
 
 
 def _judged(
@@ -282,7 +287,21 @@ def _apply_payout(connection: Connection, event: ProcessorEvent, now_us: int) ->
     payout = payouts.MACHINE.find(connection, data.merchant_id, data.request_id, for_update=True)
     if payout is None or data.status not in PAYOUT_STATUSES or data.rail is None:
         return "unmatched"
-    result = PayoutResult(
+    evidence = Evidence.of_result(payout_result(data))
+    applied = payouts.apply_evidence(
+        connection, payout, evidence, cause="webhook", actor=actors.PROCESSOR, now_us=now_us
+    )
+    moved, outcome = applied.item, applied.reason
+    if outcome in ("stale", "no_change"):  # settled may not be terminal, yet a rejection contradicts it
+        _contradiction(connection, event, "payout", moved, payouts.public_status(moved.status), now_us)
+    _record(connection, event, "payout", payout.id, outcome, now_us)
+    return outcome if outcome in ("applied", "mismatch") else "stale"  # no_change, stale, late: kept, not applied
+
+
+def payout_result(data: EventData) -> PayoutResult:
+    """The payout the event describes, its rail given (read by the data plane too)."""
+    assert data.rail is not None and data.status in PAYOUT_STATUSES, data
+    return PayoutResult(
         request_id=data.request_id,
         status=data.status,
         bank_payout_id=data.bank_payout_id or "",
@@ -296,14 +315,6 @@ def _apply_payout(connection: Connection, event: ProcessorEvent, now_us: int) ->
         return_amount_minor=data.return_amount_minor,
         return_fee_minor=data.return_fee_minor or 0,
     )
-    applied = payouts.apply_evidence(
-        connection, payout, Evidence.of_result(result), cause="webhook", actor=actors.PROCESSOR, now_us=now_us
-    )
-    moved, outcome = applied.item, applied.reason
-    if outcome in ("stale", "no_change"):  # settled may not be terminal, yet a rejection contradicts it
-        _contradiction(connection, event, "payout", moved, payouts.public_status(moved.status), now_us)
-    _record(connection, event, "payout", payout.id, outcome, now_us)
-    return outcome if outcome in ("applied", "mismatch") else "stale"  # no_change, stale, late: kept, not applied
 
 
 def _record(

@@ -73,6 +73,20 @@ class Move:
         return self.accepted.status
 
 
+def as_read(payout: Payout) -> tuple[Any, ...]:
+    """What a compare-and-set of a waiting payout expects, in this order: the facts of its state
+    event's snapshot a waiting payout can change (status, time, attempts, bank reference, batch,
+    failure code). A settle's and a settlement's, on both databases."""
+    return (
+        payout.status,
+        payout.updated_at_us,
+        payout.attempts,
+        payout.bank_reference,
+        payout.batch_id,
+        payout.failure_code,
+    )
+
+
 def settled_status(payout: Payout, decision: Decision) -> str | None:
     """The status `decision` moves `payout` to in one step, `sent` or `failed`, or None where
     the reference path decides."""

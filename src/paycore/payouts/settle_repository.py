@@ -20,7 +20,7 @@ from sqlalchemy import Connection
 from paycore.audit.statements import EVENT_COLUMNS
 from paycore.db import driver
 from paycore.ledger import hold_repository
-from paycore.payouts.settle_plan import WRITTEN_COLUMNS, Move
+from paycore.payouts.settle_plan import WRITTEN_COLUMNS, Move, as_read
 
 Accounts = list[SimpleNamespace]
 Refused = hold_repository.Refused  # the write would be refused: roll back, the reference path decides
@@ -49,14 +49,7 @@ def write_move(connection: Connection, move: Move) -> Accounts | None:
     values: list[object] = []
     for column in WRITTEN_COLUMNS:
         values += [column in changes, changes.get(column)]
-    expected = (
-        accepted.status,
-        accepted.updated_at_us,
-        accepted.attempts,
-        accepted.bank_reference,
-        accepted.batch_id,
-        accepted.failure_code,
-    )
+    expected = as_read(accepted)
     found = driver.fetch(connection, _CAS, (*values, accepted.tenant_id, accepted.id, *expected))
     if not found:
         return None
@@ -67,9 +60,14 @@ def write_move(connection: Connection, move: Move) -> Accounts | None:
         accepted.source_account_id,
     ), "the payout moved is the payout planned"
     accounts = hold_repository.resolve(connection, move.resolution)
-    row = move.state_event
+    write_state_event(connection, move.state_event)
+    return accounts
+
+
+def write_state_event(connection: Connection, row: dict[str, object]) -> None:
+    """A payout's state event, numbered after its last published change (a settle's and a
+    settlement's)."""
     assert "object_sequence" not in row and row["kind"] == "state_change", row
     driver.execute(
         connection, _STATE_EVENT, (*(row.get(name) for name in _COLUMNS), row["tenant_id"], row["object_id"])
     )
-    return accounts

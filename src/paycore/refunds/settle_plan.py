@@ -14,7 +14,8 @@ checks under its locks what the plan assumed (the refund as read, the hold pendi
 refund's) and finds the hold's accounts by its entries.
 
 A plan exists only for a move to `succeeded` or `failed` of a refund with a hold; the rest is the
-reference path's. Its first caller is the processor's webhook (`inbound/apply_refund.py`).
+reference path's. Its first caller is the processor's webhook (`inbound/apply_refund.py`, in the
+shape of `inbound/apply_object.py`).
 """
 
 from __future__ import annotations

@@ -16,8 +16,6 @@ exactly where it won.
 from __future__ import annotations
 
 import json
-import multiprocessing
-from collections import Counter
 from typing import Any, cast
 
 import pytest
@@ -25,9 +23,7 @@ from sqlalchemy import text
 
 from paycore.config import Settings
 from paycore.db.engine import Database
-from paycore.inbound import receive as inbound
-from paycore.inbound import service as inbound_service
-from paycore.kit import actors, signing
+from paycore.kit import actors
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
@@ -36,6 +32,8 @@ from paycore.payouts import service as payouts
 from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
 from paycore.processor.port import PayoutRequest, PayoutResult, Processor, ProcessorUnreachable
+from tests.integration.inbound.racing import race
+from tests.integration.inbound.racing import winners as racing_winners
 from tests.integration.payments.test_settle_across_processes import _database
 from tests.support.payouts import funded_source
 
@@ -44,8 +42,6 @@ PAYOUTS = 24
 AMOUNT_MINOR = 700
 BATCH_MAX = 2  # the resolver's claim per round: small, so the two sides meet in the middle
 ROUNDS_MAX = 200  # the resolver's rounds, bounded
-BARRIER_TIMEOUT_S = 30
-JOIN_TIMEOUT_S = 120
 ACH = Beneficiary(name="Ada Lovelace", routing_number="110000000", account_number="000123456789")
 
 
@@ -76,26 +72,9 @@ def test_a_payout_webhook_and_the_resolver_racing_post_each_hold_once(database: 
         pytest.skip("SQLite serialises every writer at BEGIN IMMEDIATE: the race is PostgreSQL's")
     source = funded_source(database, TENANT, PAYOUTS * AMOUNT_MINOR)
     payout_ids = _in_doubt(database, source)
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(2, timeout=BARRIER_TIMEOUT_S)
-    webhook_results, resolver_rounds = context.Queue(), context.Queue()
-    url = settings.database_url
-    hook = context.Process(target=webhook_process, args=(url, payout_ids[::-1], barrier, webhook_results))
-    resolver = context.Process(target=resolver_process, args=(url, barrier, resolver_rounds))
-    hook.start()
-    resolver.start()
-    hook.join(JOIN_TIMEOUT_S)
-    resolver.join(JOIN_TIMEOUT_S)
-    assert (hook.exitcode, resolver.exitcode) == (0, 0)
-    results = dict(webhook_results.get(timeout=5) for _ in range(PAYOUTS))
-    assert resolver_rounds.get(timeout=5) <= ROUNDS_MAX
-    winners: Counter[str] = Counter()
-    for payout_id in payout_ids:
-        winner = _check_one(database, payout_id)
-        result, by_reference = results[payout_id]
-        assert (result == "applied") == (winner == "webhook"), (payout_id, result, winner)
-        winners[winner if winner == "resolver" or by_reference else "webhook on the data plane"] += 1
-    assert winners["resolver"] >= 1 and winners["webhook on the data plane"] >= 1, winners
+    results, rounds = race(settings.database_url, payout_ids, _event, resolver_process)
+    assert rounds <= ROUNDS_MAX
+    winners = racing_winners(payout_ids, results, lambda object_id: _check_one(database, object_id))
     with database.read() as connection:
         account = ledger.get_account(connection, TENANT, source)
         assert ledger.verify(connection).problems == []
@@ -174,29 +153,10 @@ def _event(payout_id: str) -> bytes:
     return json.dumps(event).encode()
 
 
-def webhook_process(url: str, payout_ids: list[str], barrier: Any, results: Any) -> None:
+def resolver_process(url: str, barrier: Any, rounds: Any, bank: Any = None) -> None:
+    """Run the resolver's rounds, asking `bank` (by default one that says `accepted`)."""
     database = _database(url)
-    secret = database.settings.processor_webhook_secret
-    real, referenced = inbound_service.receive, []
-
-    def spy(*args: Any, **kwargs: Any) -> inbound_service.Received:
-        referenced.append(True)
-        return real(*args, **kwargs)
-
-    inbound_service.receive = spy  # this process's own module: whether the reference path answered
-    barrier.wait()
-    for payout_id in payout_ids:
-        body = _event(payout_id)
-        signature = signing.sign(secret, now_us() // 1_000_000, body)
-        referenced.clear()
-        received = inbound.receive(database, secret, signature, body)
-        results.put((payout_id, (received.result, bool(referenced))))
-    database.dispose()
-
-
-def resolver_process(url: str, barrier: Any, rounds: Any) -> None:
-    database = _database(url)
-    bank = cast(Processor, _Bank(lost=False))
+    bank = cast(Processor, _Bank(lost=False) if bank is None else bank)
     barrier.wait()
     done = 0
     while done < ROUNDS_MAX:

@@ -283,7 +283,7 @@ def test_a_plan_is_made_for_the_payout_as_read_only(env: Env, references: list[s
     rejection = event_for(payout_id, "rejected")
     with env.database.read() as connection:
         event = service.verified_event(*signed(env, rejection))
-        assert apply_payout.plan_of(connection, event, rejection) is None
+        assert apply_payout.PAYOUT.plan_of(connection, event, rejection) is None
     assert receive.receive(env.database, *signed(env, rejection)).result == "applied"
     assert references == ["applied"] and support.get(env, payout_id)["status"] == "failed"
 

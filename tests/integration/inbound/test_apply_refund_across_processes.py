@@ -16,9 +16,7 @@ refunded amount untouched, and the webhook's answer `applied` exactly where it w
 from __future__ import annotations
 
 import json
-import multiprocessing
 import time
-from collections import Counter
 from typing import Any, cast
 
 import pytest
@@ -28,9 +26,7 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.errors import render_refusal
 from paycore.idempotency.service import KeyScope, fingerprint
-from paycore.inbound import receive as inbound
-from paycore.inbound import service as inbound_service
-from paycore.kit import actors, signing
+from paycore.kit import actors
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
@@ -46,6 +42,8 @@ from paycore.processor.port import (
 )
 from paycore.refunds import rounds as refund_rounds
 from paycore.refunds import service as refunds
+from tests.integration.inbound.racing import race
+from tests.integration.inbound.racing import winners as racing_winners
 from tests.integration.payments.test_settle_across_processes import _database, _destination
 
 TENANT = "race"  # as test_settle_across_processes's helpers make it
@@ -53,8 +51,6 @@ REFUNDS = 24
 AMOUNT_MINOR = 700
 BATCH_MAX = 2  # the resolver's claim per round: small, so the two sides meet in the middle
 ROUNDS_MAX = 200  # the resolver's rounds, bounded
-BARRIER_TIMEOUT_S = 30
-JOIN_TIMEOUT_S = 120
 
 
 class _Processor:
@@ -89,26 +85,9 @@ def test_a_refund_webhook_and_the_resolver_racing_post_each_hold_once(database: 
     destination = _destination(database)
     payment_id = _paid(database, destination)
     refund_ids = _in_doubt(database, payment_id)
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(2, timeout=BARRIER_TIMEOUT_S)
-    webhook_results, resolver_rounds = context.Queue(), context.Queue()
-    url = settings.database_url
-    hook = context.Process(target=webhook_process, args=(url, refund_ids[::-1], barrier, webhook_results))
-    resolver = context.Process(target=resolver_process, args=(url, barrier, resolver_rounds))
-    hook.start()
-    resolver.start()
-    hook.join(JOIN_TIMEOUT_S)
-    resolver.join(JOIN_TIMEOUT_S)
-    assert (hook.exitcode, resolver.exitcode) == (0, 0)
-    results = dict(webhook_results.get(timeout=5) for _ in range(REFUNDS))
-    assert resolver_rounds.get(timeout=5) <= ROUNDS_MAX
-    winners: Counter[str] = Counter()
-    for refund_id in refund_ids:
-        winner = _check_one(database, refund_id)
-        result, by_reference = results[refund_id]
-        assert (result == "applied") == (winner == "webhook"), (refund_id, result, winner)
-        winners[winner if winner == "resolver" or by_reference else "webhook on the data plane"] += 1
-    assert winners["resolver"] >= 1 and winners["webhook on the data plane"] >= 1, winners
+    results, rounds = race(settings.database_url, refund_ids, _event, resolver_process)
+    assert rounds <= ROUNDS_MAX
+    winners = racing_winners(refund_ids, results, lambda object_id: _check_one(database, object_id))
     with database.read() as connection:
         account = ledger.get_account(connection, TENANT, destination)
         assert ledger.verify(connection).problems == []
@@ -202,26 +181,6 @@ def _event(refund_id: str) -> bytes:
     }
     event = {"id": f"evt_{refund_id}", "type": "refund.succeeded", "created_at": "", "sequence": 1, "data": data}
     return json.dumps(event).encode()
-
-
-def webhook_process(url: str, refund_ids: list[str], barrier: Any, results: Any) -> None:
-    database = _database(url)
-    secret = database.settings.processor_webhook_secret
-    real, referenced = inbound_service.receive, []
-
-    def spy(*args: Any, **kwargs: Any) -> inbound_service.Received:
-        referenced.append(True)
-        return real(*args, **kwargs)
-
-    inbound_service.receive = spy  # this process's own module: whether the reference path answered
-    barrier.wait()
-    for refund_id in refund_ids:
-        body = _event(refund_id)
-        signature = signing.sign(secret, now_us() // 1_000_000, body)
-        referenced.clear()
-        received = inbound.receive(database, secret, signature, body)
-        results.put((refund_id, (received.result, bool(referenced))))
-    database.dispose()
 
 
 def resolver_process(url: str, barrier: Any, rounds: Any) -> None:

@@ -321,7 +321,7 @@ def test_a_plan_is_made_for_the_refund_as_read_only(env: Env, references: list[s
     contradiction = event_for(env, refund_id, "failed")
     with env.database.read() as connection:
         event = service.verified_event(*signed(env, contradiction))
-        assert apply_refund.plan_of(connection, event, contradiction) is None
+        assert apply_refund.REFUND.plan_of(connection, event, contradiction) is None
     assert receive.receive(env.database, *signed(env, contradiction)).result == "conflict"
     assert references == ["conflict"]
 

@@ -189,7 +189,8 @@ class Flows:
     def payout_sent_by_its_webhook(self) -> None:
         """The bank's answer lost (`in_doubt`), then its `accepted` webhook moves it to `sent`:
         the payout's webhook on the data plane (`inbound/apply_payout.py`,
-        `paycore_inbound_apply_payout`); its settlement's webhook after it is the reference path's."""
+        `paycore_inbound_apply_payout`); its settlement's webhook after it, a sent payout's, is on the
+        data plane too (`inbound/apply_payout_settlement.py`, `paycore_inbound_settle_payout`)."""
         payout = payouts.schedule(self.env, payouts.ach(self.source))
         self.env.faults({"fault": "drop_response", "next_n": 1, "ops": ["payout"]})
         assert payouts.queue_and_send(self.env) == 1 and payouts.get(self.env, payout["id"])["status"] == "in_doubt"

@@ -43,7 +43,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0046"
-down_revision = "0044"
+down_revision = "0045"
 branch_labels = None
 depends_on = None
 

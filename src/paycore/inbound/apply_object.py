@@ -1,0 +1,139 @@
+"""A webhook that settles a refund or moves a payout, on the data plane (ADR 0026 step 3): read,
+plan, then one write. One shape for every such object; what differs is data, an `ObjectApply`
+per object (`apply_refund.REFUND`, `apply_payout.PAYOUT`): its planning
+(`apply_object_plan.Planning`) and its SQL (`apply_object_repository.Writing`).
+
+`receive.py` comes here for an event the object's description takes (a refund's `succeeded` or
+`failed`, the bank's `accepted` or `rejected`): an object still `processing` or `in_doubt` is
+moved. It is read (no lock: the compare-and-set expects it as read), planned, and written by one
+prepared call of its function on PostgreSQL (in autocommit: it commits a success only; the read
+runs on the same connection before it) or, on SQLite, read and written in one transaction on the
+writer (BEGIN IMMEDIATE: nothing moves in between) by the fixed list.
+
+An object already where the event says (the usual case: the other system's synchronous answer
+moved it first, the webhook confirms; or a redelivery) is the plain case, written in the same
+way after the same read (`apply_object_plan.plan_confirm`: `stale` or `duplicate`, by the
+object's confirm function or two statements), so that the read is never an extra cost.
+
+Everything else answers None having written nothing, and the reference path (`service.receive`)
+decides: no object, one in another status, a mismatch, an object moved between the read and the
+call (the resolver won: PC013), a refused move (PC001-PC004, PC009), a deadlock, and a
+PostgreSQL schema without the function (42883).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Generic
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from paycore.audit.rows import EventContext
+from paycore.db.engine import Database, is_lock_timeout
+from paycore.idempotency import service as idempotency
+from paycore.inbound import apply_object_plan, apply_object_repository
+from paycore.inbound.apply_object_plan import Confirmation, M, Plan, Planning, T
+from paycore.inbound.apply_object_repository import Accounts, Refused, Writing
+from paycore.inbound.receive_repository import Unplain
+from paycore.inbound.schemas import ProcessorEvent
+from paycore.kit import ids
+from paycore.kit.clock import now_us as clock_now_us
+from paycore.ledger import service as ledger
+
+# What the call may answer with, having written nothing, for the reference path to decide.
+_DECIDED_BY_REFERENCE: Final = frozenset(
+    {"PC013", "PC001", "PC002", "PC003", "PC004", "PC009", "40P01", "40001", "42883"}
+)
+
+
+@dataclass(frozen=True)
+class ObjectApply(Generic[T, M]):
+    """One object's apply phase: its planning and its SQL."""
+
+    planning: Planning[T, M]
+    writing: Writing[M]
+
+    def takes(self, event: ProcessorEvent) -> bool:
+        return self.planning.takes(event)
+
+    def apply(self, database: Database, event: ProcessorEvent, body: bytes) -> str | None:
+        """`applied`, `stale` or `duplicate` once written; None, having written nothing, for the
+        reference path."""
+        if not self.takes(event):
+            return None
+        if database.is_postgres:
+            return self._call(database, event, body)
+        try:
+            result, accounts = database.transaction(lambda connection: self.write(connection, event, body))
+        except (Unplain, Refused):
+            return None
+        ledger.remember_accounts(event.data.merchant_id, accounts)
+        return result
+
+    def write(self, connection: Connection, event: ProcessorEvent, body: bytes) -> tuple[str, Accounts]:
+        """SQLite: read, plan and write in the caller's transaction on the writer; raises `Unplain`
+        (or `Refused`) where the reference path decides, for the caller's rollback."""
+        plan = self.plan_of(connection, event, body)
+        if plan is None:
+            raise Unplain(f"no plan for {event.id}")
+        if isinstance(plan, Confirmation):
+            return apply_object_repository.confirm_statements(connection, plan), []
+        return apply_object_repository.write_statements(connection, self.writing, plan)
+
+    def plan_of(self, connection: Connection, event: ProcessorEvent, body: bytes) -> Plan[M] | Confirmation[T] | None:
+        """The object the event names, read on `connection`, and the plan of its move, or of the
+        plain case where it is already where the event says."""
+        planning = self.planning
+        item = planning.machine.find(connection, event.data.merchant_id, event.data.request_id)
+        if item is None:
+            return None
+        payload, now, context = body.decode(), clock_now_us(), EventContext.current()
+        confirmation = apply_object_plan.plan_confirm(
+            planning, event, payload, item, now_us=now, audit_event_id=ids.new_id("evt"), context=context
+        )
+        if confirmation is not None:
+            return confirmation
+        return apply_object_plan.plan_apply(
+            planning,
+            event,
+            payload,
+            item,
+            now_us=now,
+            new_ids=planning.new_ids(),
+            audit_event_id=ids.new_id("evt"),
+            context=context,
+        )
+
+    def _call(self, database: Database, event: ProcessorEvent, body: bytes) -> str | None:
+        with database.autocommit() as connection:
+            plan = self.plan_of(connection, event, body)
+            if plan is None:
+                return None
+            try:
+                if isinstance(plan, Confirmation):
+                    return apply_object_repository.confirm_call(connection, self.writing, plan)
+                return apply_object_repository.apply_call(connection, self.writing, plan)
+            except DBAPIError as error:
+                if is_lock_timeout(error):
+                    raise idempotency.waited_too_long(error) from error
+                if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+                    return None
+                raise
+
+
+def hold_resolution_ids(new_ids: Callable[..., Any]) -> Callable[[], Any]:
+    """The new ids of a move that resolves a hold (a refund's, a payout's `settle_plan.NewIds`),
+    in the reference path's order (the resolution, the hold's debited side's entry, its credited
+    side's, the state event; the audit event's after them): ids made in one process increase."""
+
+    def make() -> Any:
+        return new_ids(
+            resolution_id=ids.new_id("txn"),
+            debit_entry_id=ids.new_id("ent"),
+            credit_entry_id=ids.new_id("ent"),
+            state_event_id=ids.new_id("evt"),
+        )
+
+    return make
