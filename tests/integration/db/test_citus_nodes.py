@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,9 @@ from paycore.config import Settings
 from paycore.db import distribute, distribute_functions, migrate
 from paycore.db.engine import Database
 from paycore.http.app import create_app
+from paycore.payments import capture, settle
+from paycore_sandbox.inprocess import InProcessTransport
+from paycore_sandbox.service import Sandbox
 from tests.support import citus_shared, secrets_keys
 
 CITUS_URL = os.environ.get("PAYCORE_TEST_CITUS_URL")
@@ -183,3 +187,64 @@ def test_a_deferred_trigger_refusing_at_commit_keeps_its_own_sqlstate(citus: Dat
             text("SELECT count(*) FROM ledger_transfers WHERE id = :id"), {"id": f"txn_{tenant}"}
         )
         assert written.scalar_one() == 0
+
+
+def _answers(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
+    """What `module.name` (a data-plane phase) answered, None where it left the work to the
+    reference path (a call the worker refused with 0A000 answers None)."""
+    found: list[Any] = []
+    real: Callable[..., Any] = getattr(module, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        found.append(real(*args, **kwargs))
+        return found[-1]
+
+    monkeypatch.setattr(module, name, spy)
+    return found
+
+
+def test_a_payments_settle_capture_and_cancel_run_on_the_tenants_worker_in_one_call(
+    citus: Database, heard: tuple[Database, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each phase's state event numbered in a form the worker runs (INSERT ... SELECT): settled,
+    begun and finished by the delegated call, never handed back to the reference path."""
+    database, lines = heard
+    settled = _answers(monkeypatch, settle, "settle")
+    begun, finished = _answers(monkeypatch, capture, "begin"), _answers(monkeypatch, capture, "finish")
+    sandbox = Sandbox.open(f"sqlite:///{tmp_path / 'sandbox.db'}")
+    processor = InProcessTransport(sandbox, timeout_ms=2_000)
+    try:
+        with TestClient(create_app(database.settings, database, processor)) as client:
+            destination = _books(client)["wallet"]
+
+            def pay(capture_method: str) -> dict[str, Any]:
+                answer = client.post(
+                    "/v1/payments",
+                    headers={"Idempotency-Key": f"pay-{secrets.token_hex(6)}"},
+                    json={
+                        "amount_minor": 2500,
+                        "currency": "USD",
+                        "source": {"type": "card", "token": "tok_ok"},
+                        "destination_account": destination,
+                        "capture": capture_method,
+                    },
+                )
+                assert answer.status_code == 201, answer.text
+                return dict(answer.json())
+
+            assert pay("automatic")["status"] == "succeeded"
+            assert len(settled) == 1 and settled[0] is not None, settled
+            for operation, done in (("capture", "succeeded"), ("cancel", "canceled")):
+                payment = pay("manual")
+                assert payment["status"] == "requires_capture", payment
+                lines.clear()
+                answer = client.post(
+                    f"/v1/payments/{payment['id']}/{operation}",
+                    json={},
+                    headers={"Idempotency-Key": f"{operation}-{secrets.token_hex(6)}"},
+                )
+                assert answer.status_code == 200 and answer.json()["status"] == done, answer.text
+                assert lines.count(PUSHED_DOWN) == 2, lines  # begin and finish, each whole on the worker
+            assert len(begun) == len(finished) == 2 and None not in begun + finished, (begun, finished)
+    finally:
+        sandbox.close()
