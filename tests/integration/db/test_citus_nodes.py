@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,88 @@ def test_a_payments_settle_capture_and_cancel_run_on_the_tenants_worker_in_one_c
             assert len(begun) == len(finished) == 2 and None not in begun + finished, (begun, finished)
     finally:
         sandbox.close()
+
+
+@pytest.fixture
+def remote() -> Iterator[tuple[Database, list[str]]]:
+    """A Database whose connections log the commands Citus sends to the workers, and the
+    details of those lines ("on server postgres@HOST:PORT connectionId: N")."""
+    assert CITUS_URL is not None
+    database = Database(Settings(database_url=CITUS_URL, secrets_keys=(secrets_keys.KEY,)))
+    details: list[str] = []
+
+    @event.listens_for(database.engine, "connect")
+    def _listen(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.add_notice_handler(lambda diagnostic: details.append(diagnostic.message_detail or ""))
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET citus.log_remote_commands TO on")
+        dbapi_connection.commit()
+
+    yield database, details
+    database.dispose()
+
+
+def test_a_read_of_every_shard_reuses_one_cached_connection_per_worker(
+    citus: Database, remote: tuple[Database, list[str]]
+) -> None:
+    """paycore's sessions read a distributed table's shards on a worker one after another on the
+    connection the session keeps for it, instead of opening up to 16 more and closing them at
+    the end of each statement (engines.CITUS_EXECUTOR_POOL_SIZE)."""
+    database, details = remote
+    connections: dict[str, set[str]] = {}
+    for _ in range(3):
+        details.clear()
+        with database.read() as connection:
+            assert connection.exec_driver_sql("SHOW citus.max_adaptive_executor_pool_size").scalar_one() == "1"
+            connection.exec_driver_sql("SELECT count(*) FROM events WHERE created_at_us >= 0").scalar_one()
+        assert details, "Citus logged no remote command: the read did not reach the workers"
+        for line in details:
+            if " connectionId: " in line:
+                server, _, number = line.rpartition(" connectionId: ")
+                connections.setdefault(server, set()).add(number)
+    assert len(connections) >= 2, connections  # both workers read
+    assert all(len(numbers) == 1 for numbers in connections.values()), connections
+
+
+def test_a_delegated_calls_lock_wait_is_bounded_by_paycores_wait(citus: Database) -> None:
+    """The worker runs the call in its own session, which paycore's lock_timeout does not reach:
+    `paycore db distribute` gives each function its own (distribute_functions). A transfer whose
+    account another transaction holds on the worker is answered busy after one such wait, not
+    at statement_timeout (30 s)."""
+    assert CITUS_URL is not None
+    wait_ms = 1_000
+    short = Database(Settings(database_url=CITUS_URL, secrets_keys=(secrets_keys.KEY,), idempotency_wait_ms=wait_ms))
+    try:
+        lines: list[str] = []
+        distribute.distribute(short, lines.append)
+        with short.read() as connection:
+            functions = distribute_functions.read_functions(connection)
+            on_workers = connection.execute(
+                text(
+                    "SELECT result FROM run_command_on_workers($$SELECT count(*) FROM pg_proc"
+                    f" WHERE proname LIKE 'paycore\\_%' AND 'lock_timeout={wait_ms}' = ANY(proconfig)$$)"
+                )
+            ).scalars()
+            counts = [int(count) for count in on_workers]
+        assert {function.lock_timeout for function in functions} == {str(wait_ms)}, functions
+        assert counts == [len(functions)] * 2, (counts, len(functions))  # propagated to both workers
+        with TestClient(create_app(short.settings, short)) as client:
+            books = _books(client)
+            assert _move(client, books["cash"], books["wallet"], 900).status_code == 201
+            with citus.read() as connection:
+                owner = connection.execute(
+                    text("SELECT tenant_id FROM ledger_accounts WHERE id = :id"), {"id": books["wallet"]}
+                ).scalar_one()
+            with citus.engine.connect() as blocker, blocker.begin():
+                blocker.execute(  # routed to the tenant's worker: the lock is held there
+                    text("SELECT 1 FROM ledger_accounts WHERE tenant_id = :t AND id = :id FOR UPDATE"),
+                    {"t": owner, "id": books["wallet"]},
+                )
+                started = time.monotonic()
+                busy = _move(client, books["wallet"], books["cash"], 100)
+                waited_s = time.monotonic() - started
+        assert busy.status_code == 503, busy.text
+        assert wait_ms / 1000 <= waited_s < 3 * wait_ms / 1000, waited_s
+    finally:
+        distribute.distribute(citus, lambda _line: None)  # the module's bound back (its settings')
+        short.dispose()
