@@ -10,9 +10,14 @@ workers 5442 and 5443: a database made on every node, `paycore db upgrade`, then
 process (API, workers and the sandbox in process); `--clients` threads posting payments with new
 keys (`tok_ok`) for `--seconds` (`payments_bench.drive`); then the books checked as
 `payments_bench.py` checks them (every 201 one succeeded payment, one charge each,
-`paycore ledger verify`). CPU is the whole machine's busy time over the load window
+`paycore ledger verify`). With `--baseline PAYCORE` (another checkout's `paycore` executable,
+e.g. main's `.venv/bin/paycore`) a third target, `citus-baseline`, runs the same on Citus with
+that code (its migrations, `db distribute`, `serve` and `ledger verify`): a change's before and
+after side by side in one run. CPU is the whole machine's busy time over the load window
 (/proc/stat), divided by the payments acknowledged: every process counts (the client threads,
-paycore, every node's backends), alike for both sides.
+paycore, every node's backends), alike for both sides, and so does anything else the machine
+runs meanwhile: on a shared machine a slower target is charged more of the others' work (its
+window is longer per payment), so compare targets of one run, never runs.
 
 On this machine's two cores the three Citus nodes share the cores the one PostgreSQL has to
 itself: this measures what distribution costs a payment (the coordinator's routing, the
@@ -36,6 +41,7 @@ import _common as common
 import payments_bench as payments
 
 TARGETS = ("postgres", "citus")
+BASELINE = "citus-baseline"
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 CITUS_PORTS = (5443, 5442, 5441)
 
@@ -48,6 +54,10 @@ def machine_busy_ticks() -> int:
 def citus_up() -> bool:
     """Whether 5441 answered before this run (a cluster someone else started)."""
     return subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", "5441"], check=False).returncode == 0
+
+
+def paycore_of(target: str, args: argparse.Namespace) -> list[str]:
+    return [args.baseline] if target == BASELINE else payments.paycore_command()
 
 
 def database(target: str, args: argparse.Namespace, tag: str) -> tuple[str, str]:
@@ -68,7 +78,7 @@ def database(target: str, args: argparse.Namespace, tag: str) -> tuple[str, str]
         )  # fmt: skip
     env = {**os.environ, "PAYCORE_DATABASE_URL": url}
     for command in (["db", "upgrade"], ["db", "distribute"]):
-        subprocess.run([*payments.paycore_command(), *command], check=True, capture_output=True, env=env)
+        subprocess.run([*paycore_of(target, args), *command], check=True, capture_output=True, env=env)
     return url, name
 
 
@@ -98,7 +108,7 @@ def measure(target: str, args: argparse.Namespace, workdir: Path, tag: str) -> l
     log = workdir / f"serve-{tag}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [*payments.paycore_command(), "serve", "--dev", "--port", str(port)],
+            [*paycore_of(target, args), "serve", "--dev", "--port", str(port)],
             stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=workdir,
         )  # fmt: skip
     deployment = payments.Deployment(target, url, sandbox_url, [port], [process], [log], [sandbox_name])
@@ -109,7 +119,7 @@ def measure(target: str, args: argparse.Namespace, workdir: Path, tag: str) -> l
         result: dict[str, Any] = payments.load(deployment, account, args, tag)
         busy_ms = (machine_busy_ticks() - busy_before) * 1000 / TICKS_PER_S
         time.sleep(2)  # let webhooks land before the books are checked
-        verdict = payments.check(deployment, result["count_201"])
+        verdict = checked(deployment, result["count_201"], paycore_of(target, args))
         per_payment = busy_ms / result["count_201"] if result["count_201"] else 0.0
         return [
             target,
@@ -125,6 +135,16 @@ def measure(target: str, args: argparse.Namespace, workdir: Path, tag: str) -> l
         drop(target, name, args)
 
 
+def checked(deployment: payments.Deployment, count: int, paycore: list[str]) -> str:
+    """payments_bench's check, its `paycore ledger verify` run with the target's own code."""
+    own = payments.paycore_command
+    payments.paycore_command = lambda: paycore  # type: ignore[assignment]
+    try:
+        return payments.check(deployment, count)
+    finally:
+        payments.paycore_command = own  # type: ignore[assignment]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=10)
@@ -134,15 +154,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--citus-setting", action="append", default=[], help="KEY=VALUE set on the Citus database (repeatable)"
     )
+    parser.add_argument("--baseline", help="another checkout's paycore executable: a third target, citus-baseline")
     args = parser.parse_args(argv)
     if args.seconds < 1 or args.repeat < 1 or args.clients < 1:
         parser.error("--seconds, --repeat and --clients >= 1")
+    targets = (*TARGETS, BASELINE) if args.baseline else TARGETS
     started_here = not citus_up()
     workdir = Path(tempfile.mkdtemp(prefix="paycore-citusbench-"))
     rows: list[list[str]] = []
     try:
         for repeat in range(1, args.repeat + 1):
-            for target in TARGETS if repeat % 2 else tuple(reversed(TARGETS)):
+            for target in targets if repeat % 2 else tuple(reversed(targets)):
                 rows.append(measure(target, args, workdir, f"{target}-r{repeat}"))
                 print(rows[-1], file=sys.stderr, flush=True)
     finally:
@@ -154,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             common.fmt(common.median([float(row[2].replace(",", "")) for row in rows if row[0] == target])),
             common.fmt(common.median([float(row[3].replace(",", "")) for row in rows if row[0] == target]), 2),
         ]
-        for target in TARGETS
+        for target in targets
     ]
     facts = common.machine_facts([("load", f"{args.clients} clients, {args.seconds} s a run, {args.repeat} rounds")])
     print(

@@ -195,7 +195,20 @@ def _delegate_functions(database: Database, report: Callable[[str], None]) -> in
         with database.engine.begin() as connection:
             distribute_functions.delegate(connection, function, COLOCATION_ANCHOR)
         report(f"{function.signature.split('(')[0]}: delegated by {distribute_functions.TENANT_ARGUMENT}")
-    return len(waiting)
+    return len(waiting) + _bound_lock_waits(database, functions, report)
+
+
+def _bound_lock_waits(
+    database: Database, functions: list[distribute_functions.Function], report: Callable[[str], None]
+) -> int:
+    """Each function's own lock_timeout, paycore's `idempotency_wait_ms` (distribute_functions)."""
+    wanted_ms = database.settings.idempotency_wait_ms
+    unbound = [function for function in functions if function.lock_timeout != str(wanted_ms)]
+    for function in unbound:
+        with database.engine.begin() as connection:
+            distribute_functions.bound_lock_waits(connection, function, wanted_ms)
+        report(f"{function.signature.split('(')[0]}: lock waits bounded at {wanted_ms} ms")
+    return len(unbound)
 
 
 def _place(connection: Connection, step: Step) -> None:

@@ -10,6 +10,17 @@ transaction to one node.
 
 A function added by a later migration is delegated by the next `paycore db distribute`; one
 already delegated keeps its placement when a migration replaces its body.
+
+A delegated call runs in the worker's session, not in paycore's: the `lock_timeout` paycore
+sets on its own connections (`idempotency_wait_ms`) does not reach it, and a call waiting on a
+row another request holds would wait until `statement_timeout`. So each function carries the
+bound itself, as a function-level setting (`ALTER FUNCTION ... SET lock_timeout = N`, which
+Citus propagates to the workers and PostgreSQL applies for the call's duration, on whichever
+node runs it): the `idempotency_wait_ms` of the `paycore db distribute` run. A SET LOCAL inside
+the function could only use a value passed by the caller (a new argument for every function) or
+one in the worker's own session settings (which paycore does not reach). A migration that
+replaces a function with `CREATE OR REPLACE` drops its setting: the next `paycore db distribute`
+sets it again, as it delegates a new function.
 """
 
 from __future__ import annotations
@@ -29,7 +40,9 @@ _FUNCTIONS = """
 SELECT p.oid::regprocedure::text,
        EXISTS (SELECT FROM pg_dist_object d
                 WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
-                  AND d.distribution_argument_index = 0)
+                  AND d.distribution_argument_index = 0),
+       (SELECT substr(c, length('lock_timeout=') + 1) FROM unnest(p.proconfig) AS c
+         WHERE c LIKE 'lock\\_timeout=%')
   FROM pg_proc p
  WHERE p.pronamespace = 'public'::regnamespace AND p.prokind = 'f'
    AND p.proname LIKE :prefix AND p.pronargs > 0
@@ -42,6 +55,7 @@ SELECT p.oid::regprocedure::text,
 class Function:
     signature: str  # e.g. paycore_credits_create(text,text,...)
     delegated: bool
+    lock_timeout: str | None = None  # the function's own setting (`ALTER FUNCTION ... SET`), if any
 
 
 def read_functions(connection: Connection) -> list[Function]:
@@ -49,7 +63,10 @@ def read_functions(connection: Connection) -> list[Function]:
         text(_FUNCTIONS),
         {"prefix": PREFIX.replace("_", r"\_") + "%", "argument": TENANT_ARGUMENT, "limit": FUNCTIONS_MAX},
     )
-    return [Function(str(signature), bool(delegated)) for signature, delegated in rows]
+    return [
+        Function(str(signature), bool(delegated), None if bound is None else str(bound))
+        for signature, delegated, bound in rows
+    ]
 
 
 def delegate(connection: Connection, function: Function, colocate_with: str) -> None:
@@ -58,3 +75,10 @@ def delegate(connection: Connection, function: Function, colocate_with: str) -> 
         text("SELECT create_distributed_function(:signature, '$1', colocate_with => :colocate)"),
         {"signature": function.signature, "colocate": colocate_with},
     )
+
+
+def bound_lock_waits(connection: Connection, function: Function, lock_timeout_ms: int) -> None:
+    """Give `function` its own `lock_timeout` (see the module's docstring). The signature comes
+    from the catalogue (`regprocedure`), never from a user."""
+    assert function.signature.startswith(PREFIX) and lock_timeout_ms >= 0
+    connection.execute(text(f"ALTER FUNCTION {function.signature} SET lock_timeout = {int(lock_timeout_ms)}"))

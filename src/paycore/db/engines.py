@@ -63,12 +63,24 @@ def make_sqlite_engine(settings: Settings) -> Engine:
     return engine
 
 
+# On a Citus coordinator (ADR 0031): at most one connection per worker for a statement that
+# reads every shard (the rounds' reads of the tenants with due work, `paycore ledger verify`),
+# the one each session keeps cached (`citus.max_cached_conns_per_worker`, 1). Citus's default
+# (16) opened up to 16 connections per worker for such a read and closed all but one at its
+# end: a fork, a TLS handshake and a cold catalogue cache each, about 33 a second from an idle
+# `paycore serve --dev` (docs/benchmarks.md). Its shards on a worker are then read one after
+# another on that connection, the workers still in parallel. On PostgreSQL without Citus the
+# setting is a placeholder nothing reads.
+CITUS_EXECUTOR_POOL_SIZE = 1
+
+
 def make_postgres_engine(settings: Settings) -> Engine:
     options = " ".join(
         [
             f"-c lock_timeout={settings.idempotency_wait_ms}",
             f"-c statement_timeout={settings.statement_timeout_ms}",
             f"-c idle_in_transaction_session_timeout={settings.statement_timeout_ms * 2}",
+            f"-c citus.max_adaptive_executor_pool_size={CITUS_EXECUTOR_POOL_SIZE}",
         ]
     )
     engine = create_engine(

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,9 @@ from paycore.config import Settings
 from paycore.db import distribute, distribute_functions, migrate
 from paycore.db.engine import Database
 from paycore.http.app import create_app
+from paycore.payments import capture, settle
+from paycore_sandbox.inprocess import InProcessTransport
+from paycore_sandbox.service import Sandbox
 from tests.support import citus_shared, secrets_keys
 
 CITUS_URL = os.environ.get("PAYCORE_TEST_CITUS_URL")
@@ -188,3 +193,149 @@ def test_a_deferred_trigger_refusing_at_commit_keeps_its_own_sqlstate(citus: Dat
             text("SELECT count(*) FROM ledger_transfers WHERE id = :id"), {"id": f"txn_{tenant}"}
         )
         assert written.scalar_one() == 0
+
+
+def _answers(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
+    """What `module.name` (a data-plane phase) answered, None where it left the work to the
+    reference path (a call the worker refused with 0A000 answers None)."""
+    found: list[Any] = []
+    real: Callable[..., Any] = getattr(module, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        found.append(real(*args, **kwargs))
+        return found[-1]
+
+    monkeypatch.setattr(module, name, spy)
+    return found
+
+
+def test_a_payments_settle_capture_and_cancel_run_on_the_tenants_worker_in_one_call(
+    citus: Database, heard: tuple[Database, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each phase's state event numbered in a form the worker runs (INSERT ... SELECT): settled,
+    begun and finished by the delegated call, never handed back to the reference path."""
+    database, lines = heard
+    settled = _answers(monkeypatch, settle, "settle")
+    begun, finished = _answers(monkeypatch, capture, "begin"), _answers(monkeypatch, capture, "finish")
+    sandbox = Sandbox.open(f"sqlite:///{tmp_path / 'sandbox.db'}")
+    processor = InProcessTransport(sandbox, timeout_ms=2_000)
+    try:
+        with TestClient(create_app(database.settings, database, processor)) as client:
+            destination = _books(client)["wallet"]
+
+            def pay(capture_method: str) -> dict[str, Any]:
+                answer = client.post(
+                    "/v1/payments",
+                    headers={"Idempotency-Key": f"pay-{secrets.token_hex(6)}"},
+                    json={
+                        "amount_minor": 2500,
+                        "currency": "USD",
+                        "source": {"type": "card", "token": "tok_ok"},
+                        "destination_account": destination,
+                        "capture": capture_method,
+                    },
+                )
+                assert answer.status_code == 201, answer.text
+                return dict(answer.json())
+
+            assert pay("automatic")["status"] == "succeeded"
+            assert len(settled) == 1 and settled[0] is not None, settled
+            for operation, done in (("capture", "succeeded"), ("cancel", "canceled")):
+                payment = pay("manual")
+                assert payment["status"] == "requires_capture", payment
+                lines.clear()
+                answer = client.post(
+                    f"/v1/payments/{payment['id']}/{operation}",
+                    json={},
+                    headers={"Idempotency-Key": f"{operation}-{secrets.token_hex(6)}"},
+                )
+                assert answer.status_code == 200 and answer.json()["status"] == done, answer.text
+                assert lines.count(PUSHED_DOWN) == 2, lines  # begin and finish, each whole on the worker
+            assert len(begun) == len(finished) == 2 and None not in begun + finished, (begun, finished)
+    finally:
+        sandbox.close()
+
+
+@pytest.fixture
+def remote() -> Iterator[tuple[Database, list[str]]]:
+    """A Database whose connections log the commands Citus sends to the workers, and the
+    details of those lines ("on server postgres@HOST:PORT connectionId: N")."""
+    assert CITUS_URL is not None
+    database = Database(Settings(database_url=CITUS_URL, secrets_keys=(secrets_keys.KEY,)))
+    details: list[str] = []
+
+    @event.listens_for(database.engine, "connect")
+    def _listen(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.add_notice_handler(lambda diagnostic: details.append(diagnostic.message_detail or ""))
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET citus.log_remote_commands TO on")
+        dbapi_connection.commit()
+
+    yield database, details
+    database.dispose()
+
+
+def test_a_read_of_every_shard_reuses_one_cached_connection_per_worker(
+    citus: Database, remote: tuple[Database, list[str]]
+) -> None:
+    """paycore's sessions read a distributed table's shards on a worker one after another on the
+    connection the session keeps for it, instead of opening up to 16 more and closing them at
+    the end of each statement (engines.CITUS_EXECUTOR_POOL_SIZE)."""
+    database, details = remote
+    connections: dict[str, set[str]] = {}
+    for _ in range(3):
+        details.clear()
+        with database.read() as connection:
+            assert connection.exec_driver_sql("SHOW citus.max_adaptive_executor_pool_size").scalar_one() == "1"
+            connection.exec_driver_sql("SELECT count(*) FROM events WHERE created_at_us >= 0").scalar_one()
+        assert details, "Citus logged no remote command: the read did not reach the workers"
+        for line in details:
+            if " connectionId: " in line:
+                server, _, number = line.rpartition(" connectionId: ")
+                connections.setdefault(server, set()).add(number)
+    assert len(connections) >= 2, connections  # both workers read
+    assert all(len(numbers) == 1 for numbers in connections.values()), connections
+
+
+def test_a_delegated_calls_lock_wait_is_bounded_by_paycores_wait(citus: Database) -> None:
+    """The worker runs the call in its own session, which paycore's lock_timeout does not reach:
+    `paycore db distribute` gives each function its own (distribute_functions). A transfer whose
+    account another transaction holds on the worker is answered busy after one such wait, not
+    at statement_timeout (30 s)."""
+    assert CITUS_URL is not None
+    wait_ms = 1_000
+    short = Database(Settings(database_url=CITUS_URL, secrets_keys=(secrets_keys.KEY,), idempotency_wait_ms=wait_ms))
+    try:
+        lines: list[str] = []
+        distribute.distribute(short, lines.append)
+        with short.read() as connection:
+            functions = distribute_functions.read_functions(connection)
+            on_workers = connection.execute(
+                text(
+                    "SELECT result FROM run_command_on_workers($$SELECT count(*) FROM pg_proc"
+                    f" WHERE proname LIKE 'paycore\\_%' AND 'lock_timeout={wait_ms}' = ANY(proconfig)$$)"
+                )
+            ).scalars()
+            counts = [int(count) for count in on_workers]
+        assert {function.lock_timeout for function in functions} == {str(wait_ms)}, functions
+        assert counts == [len(functions)] * 2, (counts, len(functions))  # propagated to both workers
+        with TestClient(create_app(short.settings, short)) as client:
+            books = _books(client)
+            assert _move(client, books["cash"], books["wallet"], 900).status_code == 201
+            with citus.read() as connection:
+                owner = connection.execute(
+                    text("SELECT tenant_id FROM ledger_accounts WHERE id = :id"), {"id": books["wallet"]}
+                ).scalar_one()
+            with citus.engine.connect() as blocker, blocker.begin():
+                blocker.execute(  # routed to the tenant's worker: the lock is held there
+                    text("SELECT 1 FROM ledger_accounts WHERE tenant_id = :t AND id = :id FOR UPDATE"),
+                    {"t": owner, "id": books["wallet"]},
+                )
+                started = time.monotonic()
+                busy = _move(client, books["wallet"], books["cash"], 100)
+                waited_s = time.monotonic() - started
+        assert busy.status_code == 503, busy.text
+        assert wait_ms / 1000 <= waited_s < 3 * wait_ms / 1000, waited_s
+    finally:
+        distribute.distribute(citus, lambda _line: None)  # the module's bound back (its settings')
+        short.dispose()
