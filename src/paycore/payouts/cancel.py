@@ -46,8 +46,9 @@ R = TypeVar("R")
 # What the call may answer with, having written nothing, for the reference path to decide: the
 # payout moved since it was read (PC012), a deadlock, a serialization failure, and a schema
 # older than the function (no such function: this code runs from OLDEST_COMPATIBLE_REVISION
-# on). Any other error is raised.
-_DECIDED_BY_REFERENCE = frozenset({"PC012", "40P01", "40001", "42883"})
+# on), and a statement of the function the database does not support (0A000: Citus refuses the
+# events' numbering in it, ADR 0031). Any other error is raised.
+_DECIDED_BY_REFERENCE = frozenset({"PC012", "40P01", "40001", "42883", "0A000"})
 
 
 def cancel(

@@ -1,10 +1,17 @@
 """The statement of an expiry the reports imply (`expiry`, SPEC §6.1): whether the complete
 reports of a span of days all leave a payment's capture out.
 
-It is ONE statement on purpose: a day's lines are kept for its latest completed run
-only (`repository.forget_seen_of_day`), so reading "the latest run" and then "its lines" in two
-statements could meet a newer run completing in between, which deletes the older run's lines:
-the payment would look unnamed when it was named. One statement reads one snapshot.
+A day's lines are kept for its latest completed run only (`repository.forget_seen_of_day`), so
+reading "the latest run" and then "its lines" at two moments could meet a newer run completing
+in between, which deletes the older run's lines: the payment would look unnamed when it was
+named. So, on PostgreSQL, the days' leases (`reconciliation_days`) are first read FOR SHARE:
+every transaction of a run that records, completes or abandons (a chunk, its finish, the run
+taking the day over) changes its day's row first, so none can commit until this transaction
+ends, and a day without a row has no run (not complete: False at once). Then ONE statement
+reads the rest. On one PostgreSQL that statement reads one snapshot; on Citus (ADR 0031) it is
+refused as one distributed plan when its subqueries are correlated across tenants (the runs are
+tenant `*`'s rows, the lines the payment's tenant's), so they are not: Citus runs each as a
+subplan, at its own moment, and the lock keeps those moments equal. SQLite's writer is alone.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from sqlalchemy import Connection, and_, exists, literal, or_, select
 from paycore.reconciliation.models import (
     ALL_TENANTS,
     reconciliation_breaks,
+    reconciliation_days,
     reconciliation_runs,
     reconciliation_seen,
 )
@@ -32,6 +40,8 @@ def reports_leave_out(connection: Connection, tenant_id: str, payment_id: str, d
     has no break (not superseded) about it or quoting its id (a malformed line, a line of a
     merchant that is no tenant: a line that may have been its capture)."""
     assert days, "a span of days"
+    if not _days_held(connection, [day for day, _ in days]):
+        return False
     runs, seen, breaks = reconciliation_runs.c, reconciliation_seen.c, reconciliation_breaks.c
     others = reconciliation_runs.alias("latest").c  # an alias: not correlated with the run judged
     conditions = []
@@ -43,10 +53,11 @@ def reports_leave_out(connection: Connection, tenant_id: str, payment_id: str, d
             .limit(1)
             .scalar_subquery()
         )
-        named = exists().where(
-            seen.run_id == runs.id,
-            seen.line_type == CAPTURE_LINE,
+        # The runs that recorded a capture line of the payment: not correlated with the run
+        # judged (see the module: Citus).
+        naming = select(seen.run_id).where(
             seen.tenant_id == tenant_id,
+            seen.line_type == CAPTURE_LINE,
             seen.request_id == payment_id,
         )
         complete = exists().where(
@@ -55,7 +66,7 @@ def reports_leave_out(connection: Connection, tenant_id: str, payment_id: str, d
             runs.id == latest,
             runs.source == COMPLETE_SOURCE,
             runs.created_at_us >= end_us,
-            ~named,
+            runs.id.not_in(naming),
         )
         about = exists().where(
             breaks.tenant_id.in_((tenant_id, ALL_TENANTS)),
@@ -65,3 +76,13 @@ def reports_leave_out(connection: Connection, tenant_id: str, payment_id: str, d
         )
         conditions += [complete, ~about]
     return connection.execute(select(literal(1)).where(and_(*conditions))).first() is not None
+
+
+def _days_held(connection: Connection, days: Sequence[str]) -> bool:
+    """True when every day has its lease row; on PostgreSQL those rows are then held FOR SHARE
+    until the transaction ends, so no run of these days commits meanwhile (see the module)."""
+    table = reconciliation_days.c
+    query = select(table.day).where(table.tenant_id == ALL_TENANTS, table.day.in_(list(days)))
+    if connection.dialect.name == "postgresql":
+        query = query.with_for_update(read=True)
+    return len(set(connection.execute(query).scalars())) == len(set(days))

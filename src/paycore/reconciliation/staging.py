@@ -82,6 +82,12 @@ _FIRST: Final = (
     f"JOIN reconciliation_seen s ON s.run_id = ? AND s.line_type = {_SEEN_TYPE} AND s.tenant_id = l.tenant_id "
     f"AND s.request_id = {_SEEN_ID}"
 )
+# The tenant a plain match's subqueries are joined on: the seen row's, equal to the line's by
+# `_FIRST`. On Citus the staging table is the coordinator's own (a temporary table): joined with
+# it, a subquery's distributed tables are refused ("complex joins are only supported when all
+# distributed tables are co-located and joined on their distribution columns"); joined with
+# `reconciliation_seen`, distributed by tenant too, Citus sends the whole statement to the shards.
+_TENANT: Final = "s.tenant_id"
 
 
 def create(connection: Connection) -> None:
@@ -272,7 +278,7 @@ _CHARGE_AMOUNT: Final = (
 
 
 def _plain(line_type: str, *, new_fee: bool) -> str:
-    """The condition under which a staged line of `line_type` (alias `l`) is plainly matched;
+    """The condition under which a staged line of `line_type` (alias `l`, its seen row `s`) is plainly matched;
     `new_fee`: and its object has no fee recorded yet (the fee is to be booked)."""
     if line_type in ("charge", "refund"):
         machine = payments.MACHINE if line_type == "charge" else refunds.MACHINE
@@ -285,7 +291,7 @@ def _plain(line_type: str, *, new_fee: bool) -> str:
             f"l.line_type = '{line_type}' AND EXISTS (SELECT 1 FROM {machine.table.name} o "
             f"LEFT JOIN reconciliation_fees f ON f.tenant_id = o.tenant_id AND f.object_type = '{kind}' "
             "AND f.object_id = o.id "
-            "WHERE o.tenant_id = l.tenant_id AND o.id = l.request_id AND o.currency = l.currency "
+            f"WHERE o.tenant_id = {_TENANT} AND o.id = l.request_id AND o.currency = l.currency "
             f"AND {amount} "
             f"AND ((l.status = 'pending' AND o.status IN ({waiting})) "
             f"OR (l.status = 'succeeded' AND o.status IN ({succeeded})) "
@@ -304,7 +310,7 @@ def _plain(line_type: str, *, new_fee: bool) -> str:
     )
     return (
         f"l.line_type = '{line_type}' AND EXISTS (SELECT 1 FROM {payouts.MACHINE.table.name} o "
-        "WHERE o.tenant_id = l.tenant_id AND o.id = l.request_id AND o.currency = l.currency "
+        f"WHERE o.tenant_id = {_TENANT} AND o.id = l.request_id AND o.currency = l.currency "
         f"AND {amount} AND o.status IN ({statuses}) AND {bank_fee} = l.fee_minor)"
     )
 
@@ -323,7 +329,7 @@ def _plain_dispute(line_type: str) -> str:
     processor's dispute id), in its currency, and moved the same money (`matching`'s rules)."""
     return (
         f"l.line_type = '{line_type}' AND l.fee_minor = 0 AND EXISTS (SELECT 1 FROM disputes d "
-        "WHERE d.tenant_id = l.tenant_id AND d.processor_dispute_id = l.processor_id AND d.currency = l.currency "
+        f"WHERE d.tenant_id = {_TENANT} AND d.processor_dispute_id = l.processor_id AND d.currency = l.currency "
         f"AND {_DISPUTE_AMOUNT[line_type]})"
     )
 
