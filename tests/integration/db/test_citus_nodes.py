@@ -92,7 +92,8 @@ def test_every_server_function_is_delegated_by_its_tenant(citus: Database) -> No
             )
         ).scalar_one()
     names = {function.signature.split("(")[0] for function in functions}
-    assert {"paycore_create_transfer", "paycore_credits_create", "paycore_payments_accept"} <= names
+    expected = {"paycore_create_transfer", "paycore_create_batch", "paycore_credits_create", "paycore_payments_accept"}
+    assert expected <= names
     assert all(function.delegated for function in functions), functions
     assert colocated == len(functions)
 

@@ -23,6 +23,7 @@ from paycore.ledger.errors import AccountNotFound, InsufficientFunds
 from paycore.ledger.limits import BALANCE_LIMIT_MINOR, TOTAL_MINOR_MAX
 from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.ledger.verify import verify
+from tests.integration.plans.explain import AUTO_EXPLAIN, explained
 
 T = TypeVar("T")
 TENANT = "t_batch"
@@ -158,6 +159,46 @@ def test_a_batch_costs_a_fixed_number_of_statements(
         assert len(seen) <= STATEMENTS_PER_BATCH_MAX, seen
 
     database.transaction(work)
+
+
+# Transfers in the plan test's batch: 2 entries each, so the entries' arrays hold 74 elements, a
+# number no planner estimates without reading them (a parameter's array: 100 rows, the default).
+PLANNED_BATCH = 37
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_the_batch_plans_its_statements_without_its_arrays(database: Database) -> None:
+    """Migration 0047: a statement planned with the batch's arrays as constants (a custom plan, as
+    every PL/pgSQL statement's first five runs in a session are) reads a text array from its start
+    for each subscript, O(entries x transfers). The function keeps its statements' plans generic,
+    whatever the session asks: the entries' INSERT is planned without knowing how many there are."""
+    wallet, merchant = database.transaction(lambda c: (_account(c, "w", "credit"), _account(c, "m", "credit")))
+    specs = [_move(merchant, wallet) for _ in range(PLANNED_BATCH)]
+    plans: list[dict[str, Any]] = []
+
+    def work(connection: Connection) -> None:
+        raw = connection.connection.driver_connection
+        assert raw is not None
+        for setting in AUTO_EXPLAIN:
+            raw.execute(setting)
+        raw.execute("SET plan_cache_mode = force_custom_plan")  # the worst case: every run planned anew
+        handler = lambda notice: plans.append(explained(str(notice.message_primary or "")) or {})  # noqa: E731
+        raw.add_notice_handler(handler)
+        try:
+            ledger.create_batch(connection, TENANT, specs, now_us=now_us(), idempotency_key=None)
+        finally:
+            raw.remove_notice_handler(handler)
+            raw.execute("RESET ALL")  # the pooled connection as it was
+
+    database.transaction(work)
+    [scan] = [
+        plan["Plan"]["Plans"][0]
+        for plan in plans
+        if str(plan.get("Query Text", "")).lstrip().startswith("INSERT INTO ledger_entries")
+    ]
+    assert scan["Node Type"] == "Function Scan", scan
+    assert scan["Plan Rows"] != 2 * PLANNED_BATCH, "the entries' arrays were constants of the plan"
 
 
 def _limit_cases() -> list[tuple[str, tuple[int, int, int, int], EntrySpec, bool]]:
