@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from paycore.kit import ids
 
 
@@ -27,3 +29,26 @@ def test_a_ulid_is_its_milliseconds_then_its_random_bits_in_crockford_base32() -
     for now_ms, random_bits in edges + [(picker.getrandbits(48), picker.getrandbits(80)) for _ in range(2_000)]:
         encoded = ids._encode_ulid(now_ms << 80 | random_bits)
         assert encoded == _by_division(now_ms, 10) + _by_division(random_bits, 16)
+
+
+def test_ids_made_together_are_new_and_in_order_with_those_made_one_by_one() -> None:
+    made = [ids.new_id("txn"), *ids.new_ids("txn", 5000), ids.new_id("txn"), *ids.new_ids("ent", 3), ids.new_id("ent")]
+    ulids = [value.partition("_")[2] for value in made]
+    assert ulids == sorted(ulids) and len(set(ulids)) == len(ulids)
+    assert [value.partition("_")[0] for value in made] == ["txn"] * 5002 + ["ent"] * 4
+    assert ids.new_ids("txn", 0) == []
+
+
+def _decoded(ulid: str) -> int:
+    return int("".join(f"{ids._ALPHABET.index(char):05b}" for char in ulid), 2)
+
+
+def test_ids_made_together_are_consecutive_ulids_across_the_random_bits_carry(monkeypatch: pytest.MonkeyPatch) -> None:
+    far_ms = (1 << 48) - 1  # ahead of the clock: the next ids are in this millisecond
+    monkeypatch.setattr(ids, "_last_ms", far_ms)
+    monkeypatch.setattr(ids, "_last_random", (1 << 40) - 3)  # the low 40 bits carry into the next 40
+    made = ids.new_ulids(6)
+    values = [_decoded(ulid) for ulid in made]
+    first = far_ms << 80 | (1 << 40) - 2
+    assert values == [first + offset for offset in range(6)]
+    assert made == [ids._encode_ulid(value) for value in values]

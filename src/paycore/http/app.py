@@ -16,6 +16,7 @@ from paycore.http.exposure import ExposureGuard
 from paycore.http.lean import LeanDispatch
 from paycore.http.metrics import Metrics
 from paycore.http.middleware import BodyLimit
+from paycore.http.money import batches as money_batches
 from paycore.http.money import credits as money_credits
 from paycore.http.money import payment_operations as money_payment_operations
 from paycore.http.money import payments as money_payments
@@ -136,6 +137,7 @@ def create_app(
     # stays for the OpenAPI document and answers every body the edge does not read itself.
     app.router.routes.insert(0, money_credits.ROUTE)
     app.router.routes.insert(0, money_transfers.ROUTE)
+    app.router.routes.insert(0, money_batches.ROUTE)
     app.router.routes.insert(0, money_payments.ROUTE)
     app.router.routes.insert(0, money_payment_operations.CAPTURE_ROUTE)
     app.router.routes.insert(0, money_payment_operations.CANCEL_ROUTE)

@@ -128,8 +128,10 @@ def _plan(
     batch_id: str,
 ) -> _Plan:
     plan = _Plan()
+    transfer_ids = iter(ids.new_ids("txn", len(specs)))
+    entry_ids = iter(ids.new_ids("ent", sum(len(spec.entries) for spec in specs)))
     for index, spec in enumerate(specs, start=offset):
-        transfer_id = ids.new_id("txn")
+        transfer_id = next(transfer_ids)
         kind = "pending" if spec.pending else "transfer"
         plan.transfers.append(transfer_values(tenant_id, transfer_id, kind, spec, now_us, None, batch_id))
         deltas, added = entry_totals(spec.entries, pending=spec.pending)
@@ -140,7 +142,9 @@ def _plan(
             guard = account.normal_balance if account.no_overdraft or account_id in guarded else None
             move_of[account_id] = len(plan.moves)
             plan.moves.append(_Move(index, account_id, deltas[account_id], added[account_id], guard))
-        plan.entries.append([entry_row(tenant_id, transfer_id, e, accounts, 0, now_us) for e in spec.entries])
+        plan.entries.append(
+            [entry_row(tenant_id, transfer_id, e, accounts, 0, now_us, next(entry_ids)) for e in spec.entries]
+        )
         plan.entry_moves.append([move_of[e.account_id] for e in spec.entries])
     return plan
 

@@ -99,6 +99,7 @@ def test_every_server_function_is_delegated_by_its_tenant(citus: Database) -> No
     names = {function.signature.split("(")[0] for function in functions}
     assert {
         "paycore_create_transfer",
+        "paycore_create_batch",
         "paycore_credits_create",
         "paycore_payments_accept",
         "paycore_inbound_apply_payment",

@@ -23,6 +23,7 @@ from paycore.ledger.errors import AccountNotFound, InsufficientFunds
 from paycore.ledger.limits import BALANCE_LIMIT_MINOR, TOTAL_MINOR_MAX
 from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.ledger.verify import verify
+from tests.integration.plans.explain import AUTO_EXPLAIN, explained
 
 T = TypeVar("T")
 TENANT = "t_batch"
@@ -158,6 +159,51 @@ def test_a_batch_costs_a_fixed_number_of_statements(
         assert len(seen) <= STATEMENTS_PER_BATCH_MAX, seen
 
     database.transaction(work)
+
+
+# Transfers in the plan test's batch.
+PLANNED_BATCH = 37
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_the_entries_read_no_constant_text_array_by_subscript(database: Database) -> None:
+    """Migration 0047: a statement planned for the batch's values (a custom plan, as every PL/pgSQL
+    statement's first five runs in a session are, and every run on Citus) has the batch's arrays
+    as constants, and a constant `text[]` is read from its first element for each subscript:
+    O(entries x transfers) for the entries' transfer ids. The entries' INSERT must take them by
+    a join instead: no output of its plan subscripts a constant text array."""
+    wallet, merchant = database.transaction(lambda c: (_account(c, "w", "credit"), _account(c, "m", "credit")))
+    specs = [_move(merchant, wallet) for _ in range(PLANNED_BATCH)]
+    plans: list[dict[str, Any]] = []
+
+    def work(connection: Connection) -> None:
+        raw = connection.connection.driver_connection
+        assert raw is not None
+        for setting in (*AUTO_EXPLAIN, "SET auto_explain.log_verbose = on", "SET plan_cache_mode = force_custom_plan"):
+            raw.execute(setting)
+        handler = lambda notice: plans.append(explained(str(notice.message_primary or "")) or {})  # noqa: E731
+        raw.add_notice_handler(handler)
+        try:
+            ledger.create_batch(connection, TENANT, specs, now_us=now_us(), idempotency_key=None)
+        finally:
+            raw.remove_notice_handler(handler)
+            raw.execute("RESET ALL")  # the pooled connection as it was
+
+    database.transaction(work)
+    [insert] = [
+        plan for plan in plans if str(plan.get("Query Text", "")).lstrip().startswith("INSERT INTO ledger_entries")
+    ]
+    outputs = [output for node in _plan_nodes(insert["Plan"]) for output in node.get("Output", ())]
+    assert outputs, insert  # verbose: every node's output listed
+    subscripted = [output for output in outputs if "::text[])[" in output]
+    assert not subscripted, subscripted
+
+
+def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", ()):
+        yield from _plan_nodes(child)
 
 
 def _limit_cases() -> list[tuple[str, tuple[int, int, int, int], EntrySpec, bool]]:

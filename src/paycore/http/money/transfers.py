@@ -41,7 +41,12 @@ def read_transfer(content_type: str | None, body: bytes) -> tuple[TransferCreate
     body, which the FastAPI route answers. Accepts only what `TransferCreate` accepts (strict:
     no bool for an int, no float, no number as text; no extra key; no NUL in a string)."""
     document = read_object(content_type, body)
-    if document is None or not document.keys() <= _FIELD_SET:
+    return None if document is None else read_transfer_object(document)
+
+
+def read_transfer_object(document: dict[str, Any]) -> tuple[TransferCreate, dict[str, Any]] | None:
+    """`read_transfer` of a JSON object already read (a batch's transfer)."""
+    if not document.keys() <= _FIELD_SET:
         return None
     read: dict[str, Any] = {
         "amount_minor": document.get("amount_minor"),

@@ -131,6 +131,17 @@ def transfer_answer(request: Request, body: schemas.TransferCreate, body_json: A
 @router.post("/transfers/batch", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)
 def create_batch(body: schemas.TransferBatch, request: Request) -> Response:
     """Linked transfers: all apply or none."""
+    # `paycore.http.money.batches` is matched first and serves a well-formed batch itself; it
+    # hands this route every other body, whose refusal this route's validation answers as
+    # always. This route also declares the endpoint in the OpenAPI document.
+    return batch_answer(request, body, body.model_dump(mode="json"))
+
+
+def batch_answer(request: Request, body: schemas.TransferBatch, body_json: Any) -> Response:
+    """The answer to a batch whose body `schemas.TransferBatch` accepts (`body_json` its
+    `model_dump(mode="json")`), the caller authenticated: the one home of what both edges do
+    past the body (the key, the bounds, the write, the answer). Blocking: called on a worker
+    thread."""
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
     settings = _settings(request)
@@ -156,14 +167,7 @@ def create_batch(body: schemas.TransferBatch, request: Request) -> Response:
             "transfers": [schemas.transfer_json(t) for t in created],
         }
 
-    return idempotent.run(
-        request,
-        tenant_id=tenant_id,
-        key=key,
-        body=body.model_dump(mode="json"),
-        effect=effect,
-        keep_forever=True,
-    )
+    return idempotent.run(request, tenant_id=tenant_id, key=key, body=body_json, effect=effect, keep_forever=True)
 
 
 @router.get("/transfers/{transfer_id:not_batch}", responses=ERRORS)

@@ -34,7 +34,7 @@ SQLite: nothing (its list is `paycore.inbound.apply_repository`'s, after the pay
 the same transaction).
 
 Revision ID: 0046
-Revises: 0044
+Revises: 0045
 Create Date: 2026-12-06 19:30:00
 """
 

@@ -28,7 +28,7 @@ does not move. Downgrade writes the old form back. SQLite: nothing (its statemen
 Python's).
 
 Revision ID: 0048
-Revises: 0046
+Revises: 0047
 Create Date: 2026-12-06 19:40:00
 """
 
@@ -40,7 +40,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0048"
-down_revision = "0046"
+down_revision = "0047"
 branch_labels = None
 depends_on = None
 
