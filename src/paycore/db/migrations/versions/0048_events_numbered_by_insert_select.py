@@ -1,8 +1,9 @@
 """PostgreSQL only: the server functions number a published event with `INSERT ... SELECT`, the
 form Citus runs on a tenant's worker (ADR 0031).
 
-Eight functions (a payment's authorize, settle, capture and cancel phases, a refund's and a
-payout's settle) wrote their state event as
+Nine functions (a payment's authorize, settle, capture and cancel phases, a refund's and a
+payout's settle, and a payout's cancel, 0031's, in capitals and without the alias) wrote their
+state event as
 
     INSERT INTO events (..., object_sequence, snapshot, created_at_us)
     VALUES (..., (SELECT coalesce(max(e.object_sequence), 0) + 1 FROM events e
@@ -35,6 +36,7 @@ Create Date: 2026-12-06 19:40:00
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 from alembic import op
@@ -54,6 +56,7 @@ REWRITTEN = frozenset(
         "paycore_payments_cancel_finish",
         "paycore_refunds_settle",
         "paycore_payouts_settle",
+        "paycore_payouts_cancel",
     }
 )
 _NUMBER = "coalesce(max(e.object_sequence), 0) + 1"
@@ -68,9 +71,22 @@ _NEW = re.compile(
 )
 
 
-def _to_select(match: re.Match[str]) -> str:
+# `paycore_payouts_cancel` (0031) wrote the same numbering in capitals, without the alias:
+# rewritten the same way, in capitals, so that a downgrade finds it and writes its form back.
+_BARE = "COALESCE(MAX(e.object_sequence), 0) + 1"
+_OLD_BARE = re.compile(
+    _HEAD + r"VALUES \((?P<values>[^;]*?),\s*\(SELECT COALESCE\(MAX\(object_sequence\), 0\) \+ 1 FROM events"
+    r"\s+WHERE tenant_id = p_tenant_id AND object_id = (?P<object>p_\w+)\),\s*(?P<after>[^;()]*?)\);"
+)
+_NEW_BARE = re.compile(
+    _HEAD + r"SELECT (?P<values>[^;]*?),\n        COALESCE\(MAX\(e\.object_sequence\), 0\) \+ 1, (?P<after>[^;()]*?)"
+    r"\n    FROM events e WHERE e\.tenant_id = p_tenant_id AND e\.object_id = (?P<object>p_\w+);"
+)
+
+
+def _to_select(match: re.Match[str], number: str = _NUMBER) -> str:
     return (
-        f"{match['head']}SELECT {match['values']},\n        {_NUMBER}, {match['after']}"
+        f"{match['head']}SELECT {match['values']},\n        {number}, {match['after']}"
         f"\n    FROM events e WHERE e.tenant_id = p_tenant_id AND e.object_id = {match['object']};"
     )
 
@@ -82,8 +98,22 @@ def _to_values(match: re.Match[str]) -> str:
     )
 
 
-def _rewrite(form: re.Pattern[str], into: object) -> None:
-    """Every paycore function whose source holds `form`, that statement rewritten by `into`."""
+def _bare_to_select(match: re.Match[str]) -> str:
+    return _to_select(match, _BARE)
+
+
+def _bare_to_values(match: re.Match[str]) -> str:
+    return (
+        f"{match['head']}VALUES ({match['values']},\n        (SELECT COALESCE(MAX(object_sequence), 0) + 1 FROM events"
+        f"\n         WHERE tenant_id = p_tenant_id AND object_id = {match['object']}),\n        {match['after']});"
+    )
+
+
+Rewrite = Callable[[re.Match[str]], str]
+
+
+def _rewrite(forms: Sequence[tuple[re.Pattern[str], Rewrite]]) -> None:
+    """Every paycore function whose source holds one of `forms`, that statement rewritten."""
     bind = op.get_bind()
     found = bind.execute(
         sa.text(
@@ -93,7 +123,10 @@ def _rewrite(form: re.Pattern[str], into: object) -> None:
     ).all()
     rewritten = set()
     for name, definition in found:
-        new, count = form.subn(into, definition)  # type: ignore[call-overload]
+        new, count = definition, 0
+        for form, into in forms:
+            new, counted = form.subn(into, new)
+            count += counted
         if count == 0:
             continue
         assert count == 1, (name, count)  # one numbered event per function, as written
@@ -107,9 +140,9 @@ def _rewrite(form: re.Pattern[str], into: object) -> None:
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        _rewrite(_OLD, _to_select)
+        _rewrite([(_OLD, _to_select), (_OLD_BARE, _bare_to_select)])
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        _rewrite(_NEW, _to_values)
+        _rewrite([(_NEW, _to_values), (_NEW_BARE, _bare_to_values)])
