@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 GROUP_TRANSACTIONS_MAX = 64
 _CLOSE_WAIT_S = 10.0  # how long `close` waits for the writer thread to drain the queue
+_RETIRED_POLL_S = 0.05
 _SAVEPOINT = driver.statement("SAVEPOINT paycore_group")
 _RELEASE = driver.statement("RELEASE SAVEPOINT paycore_group")
 _ROLLBACK_TO = driver.statement("ROLLBACK TO SAVEPOINT paycore_group")
@@ -173,9 +174,12 @@ class GroupCommitter:
         while True:
             with self._condition:
                 while not self._queue or self._leading:
-                    if self._writer is not threading.current_thread() and not self._queue:
+                    retired = self._writer is not threading.current_thread()
+                    if retired and not self._queue:
                         return
-                    self._work.wait()
+                    # Retired (`close`) while another thread leads: look again now and then,
+                    # since that leader wakes this condition only for calls it leaves queued.
+                    self._work.wait(_RETIRED_POLL_S if retired else None)
                 self._leading = True
             while True:
                 with self._condition:
