@@ -25,6 +25,7 @@ import os
 import select
 import threading
 import time
+import weakref
 from typing import Final
 
 IDLE_MS_MAX: Final = 1_000
@@ -34,8 +35,13 @@ IDLE_CONNECTIONS_MAX: Final = 16  # more at once are closed after their answer, 
 class ConnectionPool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: list[tuple[http.client.HTTPConnection, float]] = []  # (connection, idle since), newest last
+        # (connection, idle since), newest last; always this one list, which the finalizer holds
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []
         self._pid = os.getpid()
+        # A pool let go of (a test's transport, a command's) closes what it kept, as a transport
+        # that kept nothing left nothing open; even inside a cycle of garbage, since the list is
+        # held from here and not part of it.
+        weakref.finalize(self, _close_all, self._idle)
 
     def take(self) -> http.client.HTTPConnection | None:
         """A kept connection fit to send on, or None (make a new one)."""
@@ -44,7 +50,9 @@ class ConnectionPool:
         taken = None
         with self._lock:
             if self._pid != os.getpid():  # inherited: the parent's too, never sent on here
-                stale, self._idle, self._pid = [connection for connection, _ in self._idle], [], os.getpid()
+                stale = [connection for connection, _ in self._idle]
+                self._idle.clear()
+                self._pid = os.getpid()
             while self._idle and taken is None:
                 connection, idle_since_s = self._idle.pop()
                 if idle_since_s >= oldest_s and _still_open(connection):
@@ -69,14 +77,14 @@ class ConnectionPool:
 
     def close(self) -> None:
         with self._lock:
-            idle, self._idle = self._idle, []
-        for connection, _ in idle:
-            connection.close()
+            idle = list(self._idle)
+            self._idle.clear()
+        _close_all(idle)
 
-    def __del__(self) -> None:
-        # A transport let go of (a test's, a command's) closes what it kept, as a transport
-        # that kept nothing left nothing open.
-        self.close()
+
+def _close_all(idle: list[tuple[http.client.HTTPConnection, float]]) -> None:
+    for connection, _ in idle:
+        connection.close()
 
 
 def _still_open(connection: http.client.HTTPConnection) -> bool:
