@@ -1,6 +1,6 @@
-"""Where a payment's CPU goes in the API process, over HTTP on PostgreSQL (issue 31).
+"""Where a payment's CPU goes in the API process, over HTTP on PostgreSQL or SQLite (issue 31).
 
-    .venv/bin/python bench/profile_api.py [--clients 8] [--duration-s 20] [--rate 100]
+    .venv/bin/python bench/profile_api.py [--clients 8] [--duration-s 20] [--rate 100] [--backend sqlite]
 
 Deploys paycore as its services (`bench/_split_deploy.py`: 1 `paycore serve`, 1 `paycore
 worker`, the sandbox as `paycore processor serve`), posts payments over HTTP from client
@@ -71,13 +71,14 @@ def main() -> int:
     parser.add_argument("--duration-s", type=int, default=20)
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     parser.add_argument("--postgres-url", default=common.DEFAULT_POSTGRES_URL)
+    parser.add_argument("--backend", choices=("postgres", "sqlite"), default="postgres")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
         print("py-spy not found: .venv/bin/pip install py-spy", file=sys.stderr)
         return 2
     workdir = Path(tempfile.mkdtemp(prefix="paycore-profile-api-"))
-    deployment = split.deploy(args.postgres_url, 1, 1, workdir, "prof")
+    deployment = split.deploy(args.postgres_url, 1, 1, workdir, "prof", backend=args.backend)
     try:
         account = payments_bench.merchant_account(deployment.ports[0], "prof")
         api_pid = deployment.processes[1].pid
@@ -110,7 +111,7 @@ def main() -> int:
     print(f"payments: {payments} in the window ({found['payments_per_s']:.0f}/s), statuses {found['statuses']}")
     per_payment_ms = 1000 * cpu_s / max(payments, 1)
     print(f"API process CPU: {cpu_s:.1f} s, {per_payment_ms:.2f} ms a payment (py-spy's own cost included)")
-    print(f"py-spy samples (GIL held): {total}")
+    print(f"py-spy samples (GIL held): {total}, raw stacks in {raw}")
     for name, count in counts.most_common():
         print(f"  {name:<56} {count / total:6.1%}")
     print("the SQL statements' share by the paycore function that ran them (building | executing):")

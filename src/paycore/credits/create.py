@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import anyio
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
@@ -29,6 +28,7 @@ from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
+from paycore.kit.threads import run_blocking
 from paycore.ledger import service as ledger
 
 Render = Callable[[Credit], str]
@@ -57,7 +57,7 @@ async def create_credit(
     plan = _plan(scope, lines, enabled_currencies, lines_max, render, cached)
     if plan is not None:
         if database.is_postgres:
-            written = await anyio.to_thread.run_sync(_call, database, plan)
+            written = await run_blocking(_call, database, plan)
         else:
             written = await _write_sqlite(database, scope, plan)
         if written:

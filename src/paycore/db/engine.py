@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-import anyio.to_thread
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -33,6 +32,7 @@ from paycore.db.engines import is_sqlite_memory, make_postgres_engine, make_sqli
 from paycore.db.event_loop import LoopRunner
 from paycore.db.group_commit import GroupCommitter, GroupTimeout
 from paycore.kit import logs
+from paycore.kit.threads import run_blocking
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ class Database:
         On PostgreSQL `transaction` runs on a worker thread, as FastAPI runs a sync endpoint,
         with the same retries."""
         if self.dialect != "sqlite":
-            return await anyio.to_thread.run_sync(self.transaction, work)
+            return await run_blocking(self.transaction, work)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
 

@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 GROUP_TRANSACTIONS_MAX = 64
 _CLOSE_WAIT_S = 10.0  # how long `close` waits for the writer thread to drain the queue
+_RETIRED_POLL_S = 0.05
 _SAVEPOINT = driver.statement("SAVEPOINT paycore_group")
 _RELEASE = driver.statement("RELEASE SAVEPOINT paycore_group")
 _ROLLBACK_TO = driver.statement("ROLLBACK TO SAVEPOINT paycore_group")
@@ -94,11 +95,21 @@ class GroupCommitter:
     Connection inside BEGIN IMMEDIATE that commits on a clean exit."""
 
     open_transaction: Callable[[], AbstractContextManager[Connection]]
-    _condition: threading.Condition = field(default_factory=threading.Condition)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Two conditions over the one lock: the callers waiting for their call (`run`) and the
+    # writer thread waiting for work. Each is woken only for what it waits for: a COMMIT that
+    # answers waiting callers does not wake the writer thread to find the queue empty (a
+    # thread switch, and a turn at the interpreter lock, per transaction of this process).
+    _condition: threading.Condition = field(init=False)
+    _work: threading.Condition = field(init=False)
     _queue: deque[_Call[Any]] = field(default_factory=deque)
     _leading: bool = False
     _writer: threading.Thread | None = None
     groups_committed: int = 0  # for tests and diagnostics
+
+    def __post_init__(self) -> None:
+        self._condition = threading.Condition(self._lock)
+        self._work = threading.Condition(self._lock)
 
     def run(self, work: Callable[[Connection], T], wait_s: float) -> T:
         deadline = time.monotonic() + wait_s
@@ -119,8 +130,7 @@ class GroupCommitter:
                 self._lead()
         finally:
             with self._condition:
-                self._leading = False
-                self._condition.notify_all()
+                self._end_leading()
         return call.outcome()
 
     def submit(
@@ -141,14 +151,15 @@ class GroupCommitter:
             if self._writer is None:
                 self._writer = threading.Thread(target=self._write_forever, name="paycore-writer", daemon=True)
                 self._writer.start()
-            self._condition.notify_all()
+            if not self._leading:  # a leader takes it; else the writer thread leads for it
+                self._work.notify()
 
     def close(self) -> None:
         """Stop the writer thread once the queue is empty (for `Database.dispose`); a later
         `submit` starts another."""
         with self._condition:
             writer, self._writer = self._writer, None
-            self._condition.notify_all()
+            self._work.notify_all()
         if writer is not None and writer is not threading.current_thread():
             writer.join(timeout=_CLOSE_WAIT_S)
 
@@ -163,17 +174,28 @@ class GroupCommitter:
         while True:
             with self._condition:
                 while not self._queue or self._leading:
-                    if self._writer is not threading.current_thread() and not self._queue:
+                    retired = self._writer is not threading.current_thread()
+                    if retired and not self._queue:
                         return
-                    self._condition.wait()
+                    # Retired (`close`) while another thread leads: look again now and then,
+                    # since that leader wakes this condition only for calls it leaves queued.
+                    self._work.wait(_RETIRED_POLL_S if retired else None)
                 self._leading = True
             while True:
                 with self._condition:
                     if not self._queue:  # checked and released under one lock: no call is stranded
-                        self._leading = False
-                        self._condition.notify_all()
+                        self._end_leading()
                         break
                 self._lead()
+
+    def _end_leading(self) -> None:
+        """Under the lock: nobody leads now. The waiting callers look again (one of them may
+        lead its own call), and the writer thread is woken if calls are left queued (a leader
+        in `run` stops once its own call is done)."""
+        self._leading = False
+        self._condition.notify_all()
+        if self._queue:
+            self._work.notify()
 
     def _lead(self) -> None:
         expired: list[_Call[Any]] = []

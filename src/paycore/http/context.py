@@ -6,12 +6,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import anyio.to_thread
 from fastapi import Request
 
 from paycore.db.engine import Database
 from paycore.kit import actors
 from paycore.kit.clock import now_us
+from paycore.kit.threads import run_blocking
 from paycore.operators import service as operators
 from paycore.tenants import service as tenants
 from paycore.tenants.errors import Forbidden, Unauthorized
@@ -109,7 +109,7 @@ async def authenticate_async(request: Request) -> Caller:
     PostgreSQL it may be a round trip, made on a worker thread as for a sync endpoint."""
     auth: AuthState = request.app.state.auth
     if auth.database.is_postgres:
-        return await anyio.to_thread.run_sync(authenticate, request)
+        return await run_blocking(authenticate, request)
     return authenticate(request)
 
 

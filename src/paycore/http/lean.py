@@ -34,7 +34,6 @@ import time
 from collections.abc import Iterable
 from typing import Any, Final
 
-import anyio.to_thread
 from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from starlette.applications import Starlette
 from starlette.middleware.exceptions import ExceptionMiddleware
@@ -51,6 +50,7 @@ from paycore.http.money.edge import Edge
 from paycore.http.refusals import held_back, record
 from paycore.http.request_id import answered, incoming_request_id, response_header
 from paycore.kit import ids, logs
+from paycore.kit.threads import run_blocking
 
 _SERVER_ERROR_KEYS: Final = (500, Exception)  # what Starlette gives its error middleware
 
@@ -166,7 +166,7 @@ class LeanDispatch:
             if message.get("more_body", False):
                 return
             body = b"".join(chunks)
-            await anyio.to_thread.run_sync(record, self.database, scope, held["status"], body, b"".join(received))
+            await run_blocking(record, self.database, scope, held["status"], body, b"".join(received))
             await answer(held)
             await answer({"type": "http.response.body", "body": body})
 

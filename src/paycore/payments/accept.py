@@ -70,6 +70,26 @@ def accept(
     return reference()
 
 
+async def accept_on_loop(
+    database: Database, scope: KeyScope, new: NewPayment, *, processing_stale_ms: int
+) -> Payment | None:
+    """SQLite, from the event loop (`create_on_loop`): the payment accepted, its list handed to
+    the writer (`Database.transaction_async`: no worker thread, the statements on the loop), or
+    None, having written nothing, when the reference path must decide."""
+    assert not database.is_postgres
+    plan = _plan(database, scope, new, processing_stale_ms)
+    if plan is None:
+        return None
+    try:
+        clearing_id = await database.transaction_async(
+            lambda connection: accept_repository.write_statements(connection, plan)
+        )
+    except Refused as refused:
+        _refused(database, plan, refused)
+        return None
+    return plan.payment if _written(database, plan, clearing_id) else None
+
+
 def _plan(database: Database, scope: KeyScope, new: NewPayment, processing_stale_ms: int) -> Plan | None:
     # PostgreSQL's call ensures the clearing account itself, whatever this process has seen.
     code = clearing_template(new.currency).code
@@ -108,14 +128,22 @@ def _call(database: Database, plan: Plan) -> bool:
 def _write_sqlite(database: Database, plan: Plan) -> bool:
     """True once the list committed the accept; False, having written nothing, when the
     reference path must decide."""
-    tenant_id, code = plan.tenant_id, plan.clearing.code
     try:
         clearing_id = database.transaction(lambda connection: accept_repository.write_statements(connection, plan))
     except Refused as refused:
-        if refused.clearing_unknown:
-            ledger.system_account_ids(database).forget(tenant_id, [code])
+        _refused(database, plan, refused)
         return False
+    return _written(database, plan, clearing_id)
+
+
+def _refused(database: Database, plan: Plan, refused: Refused) -> None:
+    if refused.clearing_unknown:
+        ledger.system_account_ids(database).forget(plan.tenant_id, [plan.clearing.code])
+
+
+def _written(database: Database, plan: Plan, clearing_id: str | None) -> bool:
+    """Whether the list committed the accept (the clearing account's id, now cached)."""
     if clearing_id is None:
         return False
-    ledger.system_account_ids(database).put(tenant_id, {code: clearing_id})
+    ledger.system_account_ids(database).put(plan.tenant_id, {plan.clearing.code: clearing_id})
     return True

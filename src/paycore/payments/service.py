@@ -87,17 +87,54 @@ def create_payment(
     render_refusal: Callable[[DomainError], Outcome],
 ) -> tuple[Outcome, bool]:
     """Returns (response, replayed)."""
+
+    def reference() -> Payment | Outcome | None:
+        return database.transaction(lambda connection: _start(connection, scope, new, timings, render_refusal))
+
+    # Step 1 on the data plane (`accept.py`); `_start` is its reference path.
+    return _from_start(
+        database,
+        processor,
+        scope,
+        new,
+        timings,
+        lambda: accept.accept(
+            database, scope, new, processing_stale_ms=timings.processing_stale_ms, reference=reference
+        ),
+    )
+
+
+def create_payment_by_reference(
+    database: Database,
+    processor: Processor,
+    scope: KeyScope,
+    new: NewPayment,
+    *,
+    timings: PaymentTimings,
+    render_refusal: Callable[[DomainError], Outcome],
+) -> tuple[Outcome, bool]:
+    """`create_payment` once the accept phase's data plane wrote nothing (`create_on_loop`):
+    step 1 by the reference path, then as `create_payment`. Blocking."""
+    return _from_start(
+        database,
+        processor,
+        scope,
+        new,
+        timings,
+        lambda: database.transaction(lambda connection: _start(connection, scope, new, timings, render_refusal)),
+    )
+
+
+def _from_start(
+    database: Database,
+    processor: Processor,
+    scope: KeyScope,
+    new: NewPayment,
+    timings: PaymentTimings,
+    start: Callable[[], Payment | Outcome | None],
+) -> tuple[Outcome, bool]:
     try:
-        # Step 1 on the data plane (`accept.py`); `_start` is its reference path.
-        started = accept.accept(
-            database,
-            scope,
-            new,
-            processing_stale_ms=timings.processing_stale_ms,
-            reference=lambda: database.transaction(
-                lambda connection: _start(connection, scope, new, timings, render_refusal)
-            ),
-        )
+        started = start()
     except RefusalToRecord as refusal:
         outcome = refusal.outcome
         return database.transaction(lambda connection: idempotency.record_refusal(connection, scope, outcome))
@@ -105,18 +142,24 @@ def create_payment(
         return started, True
     if started is None:
         return await_answer(database, scope, timings.wait_ms), True
+    return call_and_settle(database, processor, scope, started, new.actor, timings), False
+
+
+def call_and_settle(
+    database: Database, processor: Processor, scope: KeyScope, started: Payment, actor: str, timings: PaymentTimings
+) -> Outcome:
+    """Steps 2 and 3 once the payment is accepted: the processor's call, with no transaction
+    open, then its answer settled. Blocking."""
     call = processor_calls.charge(processor, started)
     try:
         # The common case on the data plane (`settle.py`); everything else through `finish`.
-        answer = settle.settle(database, started, call, actor=new.actor)
+        answer = settle.settle(database, started, call, actor=actor)
         if answer is None:
             first_retry_ms = timings.first_retry_ms
             answer = database.transaction(
-                lambda connection: finish(
-                    connection, scope, started, call, actor=new.actor, first_retry_ms=first_retry_ms
-                )
+                lambda connection: finish(connection, scope, started, call, actor=actor, first_retry_ms=first_retry_ms)
             )
-        return answer, False
+        return answer
     except DatabaseUnavailable as error:
         # Step 1 committed and the processor was called: the payment's outcome is not known to
         # the client, and the resolver settles it once the database is back.

@@ -1,8 +1,9 @@
 """The HTTP transport: the provider port spoken to a processor's HTTP API (the sandbox's,
 served by `paycore processor serve`), with the standard library's `http.client`.
 
-Every call opens one connection, bounded by `timeout_ms` to connect and again to wait for
-the answer. The answer is classified the safe way, so that "did nothing" is only ever
+Every call is sent once, on a kept-alive connection (`connections.py`: one idle for less
+than a second that the processor has not closed) or a new one, bounded by `timeout_ms` to
+connect and again to wait for the answer. The answer is classified the safe way, so that "did nothing" is only ever
 claimed on the processor's word:
 - 2xx with a readable result → the result;
 - 404 `{"error": "not_found"}` on a GET by request id → None (no record, yet);
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from paycore.kit import logs, strict_json
+from paycore.processor.connections import ConnectionPool
 from paycore.processor.port import (
     CAPTURE_METHODS,
     CHARGE_STATUSES,
@@ -65,6 +67,7 @@ class HttpTransport:
         self._host = parts.hostname
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")
+        self._kept = ConnectionPool()
 
     def charge(self, request: ChargeRequest) -> ChargeResult:
         status, payload = self._exchange("POST", "/v1/charges", charge_request_fields(request))
@@ -148,14 +151,26 @@ class HttpTransport:
 
     # --- one exchange -------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Close the kept-alive connections (a later call opens a new one)."""
+        self._kept.close()
+
     def _send(
-        self, method: str, path: str, body: dict[str, Any] | None
+        self, method: str, path: str, body: dict[str, Any] | None, *, kept: bool = False
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Send once and read the answer's head. `kept`: on a kept-alive connection if there is
+        one (else a new one, kept alive too); otherwise on a new one closed after the answer."""
         timeout_s = self.timeout_ms / 1000
         deadline = time.monotonic() + timeout_s
-        connection_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        connection = connection_class(self._host, self._port, timeout=timeout_s)
-        headers = {"Accept": "application/json", "Connection": "close", "User-Agent": "paycore"}
+        connection = self._kept.take() if kept else None
+        if connection is None:
+            connection_class = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            connection = connection_class(self._host, self._port, timeout=timeout_s)
+        elif connection.sock is not None:
+            connection.sock.settimeout(timeout_s)
+        headers = {"Accept": "application/json", "User-Agent": "paycore"}
+        if not kept:
+            headers["Connection"] = "close"
         request_id = logs.request_id()
         if request_id is not None:  # the processor's logs can then name the request that caused the call
             headers[logs.REQUEST_ID_HEADER] = request_id
@@ -174,13 +189,17 @@ class HttpTransport:
 
     def _exchange(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
         """(status, parsed JSON body or None if it is not JSON)."""
-        connection, response = self._send(method, path, body)
+        connection, response = self._send(method, path, body, kept=True)
         try:
-            return response.status, _read_json(response)
+            answer = response.status, _read_json(response)
         except _NETWORK_ERRORS as error:
-            raise ProcessorUnreachable(f"{method} {path}: {type(error).__name__}: {error}") from error
-        finally:
             connection.close()
+            raise ProcessorUnreachable(f"{method} {path}: {type(error).__name__}: {error}") from error
+        except BaseException:
+            connection.close()
+            raise
+        self._kept.keep(connection, response)
+        return answer
 
     @staticmethod
     def _expect_result(op: str, status: int, payload: Any) -> dict[str, Any]:

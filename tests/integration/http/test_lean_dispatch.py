@@ -302,7 +302,9 @@ def test_an_unhandled_error_is_a_500_with_its_request_id_raised_to_the_server(
     def broken(*_arguments: Any) -> Any:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(payments_router, "payment_answer", broken)
+    # What both answers of a payment start from (`payment_answer` on a worker thread,
+    # `payment_answer_on_loop` on SQLite's loop).
+    monkeypatch.setattr(payments_router, "payment_request", broken)
     caplog.set_level(logging.INFO, logger="paycore.http.access")
     answered = _compare_one(apps, caplog, [(b"idempotency-key", b"k"), *JSON_TYPE])
     status, headers, body, raised = answered

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import anyio.to_thread
 from fastapi import APIRouter
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
@@ -20,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from paycore.http.context import AuthState, authenticate
 from paycore.kit import strict_json
 from paycore.kit.money import AMOUNT_MINOR_MAX
+from paycore.kit.threads import run_blocking
 from paycore.schemas import METADATA_KEY_LENGTH_MAX, METADATA_KEYS_MAX, METADATA_VALUE_LENGTH_MAX
 
 _JSON = "application/json"
@@ -134,14 +134,15 @@ def length_bounds(field: FieldInfo) -> tuple[int, int]:
 async def answer_on_thread(request: Request, answer: Callable[..., Response], *arguments: Any) -> Response:
     """`answer(request, *arguments)`, blocking (the write, the processor call), on a worker thread,
     the caller authenticated first as the FastAPI route's dependency does (401 before anything
-    else). One thread hop on either database: SQLite's key read is a WAL read of microseconds,
+    else). One thread hop on either database, through `kit.threads` (a plain executor, not
+    anyio's): SQLite's key read is a WAL read of microseconds,
     made on the event loop (as `authenticate_async`); PostgreSQL's is made on the same thread
     as the answer."""
     auth: AuthState = request.app.state.auth
     if auth.database.is_postgres:
-        return await anyio.to_thread.run_sync(_authenticated, request, answer, *arguments)
+        return await run_blocking(_authenticated, request, answer, *arguments)
     authenticate(request)
-    return await anyio.to_thread.run_sync(answer, request, *arguments)
+    return await run_blocking(answer, request, *arguments)
 
 
 def _authenticated(request: Request, answer: Callable[..., Response], *arguments: Any) -> Response:

@@ -5,9 +5,11 @@ A payment whose body is well formed (JSON, read once by `kit.strict_json`, of ex
 them: an authorization too, ADR 0029) is answered here:
 authenticated by `http.context` as the FastAPI route's dependency does (401 before anything
 about the body), then `routers.payments.payment_answer`, the one home of the key, the currency,
-the metadata's bounds, the write, the processor call and the answer both edges share, on one
-worker thread (the write and the processor call block). No dependency injection, no pydantic
-validation.
+the metadata's bounds, the write, the processor call and the answer both edges share: on SQLite
+from the event loop (`payment_answer_on_loop`: the accept handed to the writer, one worker thread
+for the processor call and the settle, `payments/create_on_loop.py`), on PostgreSQL on one worker
+thread.
+No dependency injection, no pydantic validation.
 
 Every other body (not JSON, a repeated key, a wrong type, a null where the model has a
 default, an extra or missing field, a bound crossed, a NUL) goes whole to the FastAPI route,
@@ -24,6 +26,7 @@ from typing import Any, Final, get_args
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from paycore.http.context import authenticate
 from paycore.http.money import edge
 from paycore.http.money.edge import Edge, Endpoint, answer_on_thread, fastapi_route, plain_text, read_object
 from paycore.http.routers import payments as payments_router
@@ -85,9 +88,14 @@ class _PaymentsEndpoint(Endpoint):
         if payment is None:
             await self.hand_over(scope, body, receive, send)
             return
-        # One worker thread for the key's transactions and the processor call between them
-        # (ADR 0006: never inside a transaction), as the sync FastAPI route runs them.
-        response = await answer_on_thread(request, payments_router.payment_answer, *payment)
+        if request.app.state.database.is_postgres:
+            # One worker thread for the key's calls and the processor call between them
+            # (ADR 0006: never inside a transaction), as the sync FastAPI route runs them.
+            response = await answer_on_thread(request, payments_router.payment_answer, *payment)
+        else:
+            # The accept handed to the writer from the loop; one thread for the call and settle.
+            authenticate(request)  # SQLite's key read is a WAL read of microseconds
+            response = await payments_router.payment_answer_on_loop(request, *payment)
         await response(scope, receive, send)
 
 

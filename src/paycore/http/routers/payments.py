@@ -19,7 +19,7 @@ from paycore.kit.clock import now_us
 from paycore.kit.errors import InvalidAmount, UnsupportedCurrency
 from paycore.kit.money import is_known_currency
 from paycore.ledger.schemas import check_metadata
-from paycore.payments import operations, schemas
+from paycore.payments import create_on_loop, operations, schemas
 from paycore.payments import service as payments
 from paycore.payments.service import PaymentTimings
 from paycore.payments.types import NewPayment, Payment
@@ -56,6 +56,38 @@ def payment_answer(request: Request, body: schemas.PaymentCreate, body_json: Any
     `model_dump(mode="json")`), the caller authenticated: the one home of what both edges do
     past the body (the key, the currency, the metadata's bounds, the write and the processor
     call, the answer). Blocking: called on a worker thread."""
+    scope, new = payment_request(request, body, body_json)
+    outcome, replayed = payments.create_payment(
+        request.app.state.database,
+        request.app.state.processor,
+        scope,
+        new,
+        timings=payment_timings(request),
+        render_refusal=render_refusal,
+    )
+    return idempotent.response(outcome, replayed)
+
+
+async def payment_answer_on_loop(request: Request, body: schemas.PaymentCreate, body_json: Any) -> Response:
+    """`payment_answer` from the event loop, on SQLite (the thin edge's): the same request
+    rules, then `payments.create_on_loop`, whose writes need no worker thread."""
+    scope, new = payment_request(request, body, body_json)
+    outcome, replayed = await create_on_loop.create_payment(
+        request.app.state.database,
+        request.app.state.processor,
+        scope,
+        new,
+        timings=payment_timings(request),
+        render_refusal=render_refusal,
+    )
+    return idempotent.response(outcome, replayed)
+
+
+def payment_request(
+    request: Request, body: schemas.PaymentCreate, body_json: Any
+) -> tuple[idempotency.KeyScope, NewPayment]:
+    """The key's scope and the payment, the request's rules checked (the key, the currency,
+    the metadata's bounds): what both answers start from. No I/O."""
     who = caller(request)
     tenant_id = who.tenant_id
     key = idempotent.header_key(request, required=True)
@@ -83,15 +115,7 @@ def payment_answer(request: Request, body: schemas.PaymentCreate, body_json: Any
         actor=who.actor,
         capture=body.capture,
     )
-    outcome, replayed = payments.create_payment(
-        request.app.state.database,
-        request.app.state.processor,
-        scope,
-        new,
-        timings=payment_timings(request),
-        render_refusal=render_refusal,
-    )
-    return idempotent.response(outcome, replayed)
+    return scope, new
 
 
 def payment_timings(request: Request) -> PaymentTimings:

@@ -1,0 +1,132 @@
+"""The processor transport's kept-alive connections (`processor/connections.py`): a call reuses
+the connection the last answer left open, and is still sent exactly once whatever happens to
+that connection."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from paycore.processor import connections
+from paycore.processor.http_transport import HttpTransport
+from paycore.processor.port import ChargeRequest, ProcessorUnreachable
+
+
+@dataclass
+class Seen:
+    ports: list[int] = field(default_factory=list)  # the client's port of each request received
+    close_after: set[int] = field(default_factory=set)  # the request numbers answered and then closed
+    lose_answer: set[int] = field(default_factory=set)  # the request numbers read and never answered
+
+
+@pytest.fixture
+def processor() -> Iterator[tuple[str, Seen]]:
+    seen = Seen()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keeps connections alive, as `paycore processor serve`
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.ports.append(self.client_address[1])
+            number = len(seen.ports)
+            if number in seen.lose_answer:
+                self.close_connection = True
+                return
+            request_id = f"pay_{number}"
+            body = json.dumps(
+                {
+                    "request_id": request_id,
+                    "status": "succeeded",
+                    "processor_charge_id": f"ch_{number}",
+                    "amount_minor": 100,
+                    "currency": "USD",
+                    "failure_code": None,
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+            if number in seen.close_after:
+                self.close_connection = True  # closed once answered, without saying so
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    yield f"http://{host!s}:{port}", seen
+    server.shutdown()
+    server.server_close()
+
+
+def charge(number: int) -> ChargeRequest:
+    return ChargeRequest(
+        request_id=f"pay_{number}",
+        merchant_id="acme",
+        amount_minor=100,
+        currency="USD",
+        token="tok_ok",
+        description=None,
+    )
+
+
+def test_calls_reuse_one_kept_alive_connection(processor: tuple[str, Seen]) -> None:
+    url, seen = processor
+    transport = HttpTransport(url, timeout_ms=5_000)
+    for number in (1, 2, 3):
+        assert transport.charge(charge(number)).status == "succeeded"
+    assert len(seen.ports) == 3 and len(set(seen.ports)) == 1, seen.ports
+    transport.close()
+
+
+def test_a_connection_the_processor_closed_is_not_sent_on(processor: tuple[str, Seen]) -> None:
+    url, seen = processor
+    seen.close_after.add(1)
+    transport = HttpTransport(url, timeout_ms=5_000)
+    assert transport.charge(charge(1)).status == "succeeded"
+    for _ in range(100):  # the close reaches this side
+        kept = transport._kept._idle
+        if not kept or not connections._still_open(kept[-1][0]):
+            break
+        threading.Event().wait(0.01)
+    assert transport.charge(charge(2)).status == "succeeded"
+    assert len(seen.ports) == 2 and seen.ports[0] != seen.ports[1], seen.ports
+    transport.close()
+
+
+def test_a_connection_idle_too_long_is_not_reused(processor: tuple[str, Seen], monkeypatch: pytest.MonkeyPatch) -> None:
+    url, seen = processor
+    transport = HttpTransport(url, timeout_ms=5_000)
+    assert transport.charge(charge(1)).status == "succeeded"
+    monkeypatch.setattr(connections, "IDLE_MS_MAX", 0)
+    threading.Event().wait(0.01)
+    assert transport.charge(charge(2)).status == "succeeded"
+    assert len(seen.ports) == 2 and seen.ports[0] != seen.ports[1], seen.ports
+    transport.close()
+
+
+def test_an_answer_lost_on_a_kept_connection_is_unreachable_and_never_sent_again(
+    processor: tuple[str, Seen],
+) -> None:
+    url, seen = processor
+    seen.lose_answer.add(2)
+    transport = HttpTransport(url, timeout_ms=5_000)
+    assert transport.charge(charge(1)).status == "succeeded"
+    with pytest.raises(ProcessorUnreachable):
+        transport.charge(charge(2))
+    assert len(seen.ports) == 2 and seen.ports[0] == seen.ports[1], "sent once, on the kept connection"
+    assert transport.charge(charge(3)).status == "succeeded"  # on a new connection
+    assert len(seen.ports) == 3 and seen.ports[2] != seen.ports[1], seen.ports
+    transport.close()
