@@ -16,6 +16,8 @@ between tests takes a fraction of the time.
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 from psycopg import sql
 
@@ -25,6 +27,9 @@ from paycore.db.engine import Database
 from tests.support import databases
 
 SHARDS = 4
+# A node's DROP ... WITH (FORCE) refused because a session came back while it waited.
+_DROP_ATTEMPTS_MAX = 5
+_DROP_RETRY_S = 1
 # Tables the migrations fill; alembic_version is the coordinator's own and never emptied.
 _KEPT = frozenset(distribute.COORDINATOR_TABLES)
 _PLACED = "SELECT logicalrelid::regclass::text FROM pg_dist_partition ORDER BY 1"
@@ -119,10 +124,21 @@ class CitusDatabases(databases.PostgresDatabases):
         return True
 
     def drop(self, name: str) -> None:  # type: ignore[override]  # per node, not one server's
+        """Drop `name` on the coordinator first: its Citus maintenance daemon opens connections
+        to the workers' copy (two-phase commit recovery) and could open one again while a
+        worker's `WITH (FORCE)` waits for its sessions to end, so that waits its turn too."""
         self._made.pop(name, None)
-        for admin_url in reversed(self._admin_urls):
-            with psycopg.connect(admin_url, autocommit=True) as admin:
-                admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        statement = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        for admin_url in self._admin_urls:
+            for attempt in range(_DROP_ATTEMPTS_MAX):
+                try:
+                    with psycopg.connect(admin_url, autocommit=True) as admin:
+                        admin.execute(statement)
+                    break
+                except psycopg.errors.ObjectInUse:
+                    if attempt == _DROP_ATTEMPTS_MAX - 1:
+                        raise
+                    time.sleep(_DROP_RETRY_S)
 
     def close(self) -> None:
         for name in list(self._made):
