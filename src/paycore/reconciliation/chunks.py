@@ -36,21 +36,15 @@ from paycore.audit import service as audit
 from paycore.kit import ids
 from paycore.ledger import service as ledger
 from paycore.lifecycle import faults
-from paycore.lifecycle.evidence import MANUAL_CAUSE, Evidence
+from paycore.lifecycle.evidence import MANUAL_CAUSE
 from paycore.operators import service as operators
-from paycore.payments import service as payments
-from paycore.payouts import service as payouts
-from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
-from paycore.reconciliation import lookups, repository, staging, states
+from paycore.reconciliation import lookups, moves, repository, staging, states
 from paycore.reconciliation.lookups import FEE_LINE_TYPES
 from paycore.reconciliation.matching import KIND_OF_LINE, Finding, Known, judge, reference
 from paycore.reconciliation.models import ALL_TENANTS
 from paycore.reconciliation.report import Line, Malformed, Staged, line_of
-from paycore.refunds import service as refunds
 from paycore.tenants import service as tenants
 
-CAUSE: Final = "settlement_report"
-FAILED_CODE: Final = "failed_per_settlement_report"  # the report says failed, not why
 JUDGED_LINES_MAX: Final = 500  # lines judged one by one per round of lookups (bounds each statement)
 NOT_MOVED_DETAIL_CHARS_MAX: Final = 1_000
 _TENANT_ID_CHARACTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -190,7 +184,7 @@ def _judge_all(
             key = f"{finding.type}:{line.type}:{reference(line)}"
             counts.breaks[finding.type] += store(connection, context, line.merchant_id, key, finding, line, known)
         if verdict.proves is not None and item is not None:
-            apply = partial(_apply, connection, line, item, verdict.proves, context)
+            apply = partial(moves.apply, connection, line, item, verdict.proves, context.actor, context.now_us)
             applied = isolation.run(
                 connection, apply, about={"line_number": str(line.number), "run_id": context.run_id}
             )
@@ -247,70 +241,6 @@ def _manual_or(connection: Connection, line: Line, known: Known | None, finding:
         return finding
     detail = f"a person resolved it by hand as {known.status}; the report says {line.type} {line.status}"
     return Finding("manual_resolution_contradicted", detail)
-
-
-def _apply(connection: Connection, line: Line, item: Any, proves: str, context: Context) -> tuple[Any, bool]:
-    """Apply what the line proves through the object's lifecycle: (the object now, moved?)."""
-    failure = FAILED_CODE if proves == "failed" else None
-    actor, now_us = context.actor, context.now_us
-    if line.type in ("charge", "refund"):
-        result_type, domain = (ChargeResult, payments) if line.type == "charge" else (RefundResult, refunds)
-        result = result_type(line.request_id, proves, line.processor_id, line.amount_minor, line.currency, failure)  # type: ignore[arg-type]
-        if line.type == "charge" and item.is_manual:
-            result = _captured(line, item)
-        evidence = Evidence.of_result(result)
-        applied = domain.apply_evidence(connection, item, evidence, cause=CAUSE, actor=actor, now_us=now_us)
-        return applied.item, applied.changed
-    said = Evidence.of_result(_payout_result(line, item))
-    applied = payouts.apply_evidence(connection, item, said, cause=CAUSE, actor=actor, now_us=now_us)
-    return applied.item, applied.reason == "applied"
-
-
-def _captured(line: Line, payment: Any) -> ChargeResult:
-    """A capture line (SPEC §6.1: the report lists captures) as the processor's word about the
-    authorization: captured, `line.amount_minor` taken and the rest released, as the status
-    query or the `charge.captured` webhook would say it."""
-    assert 0 < line.amount_minor <= payment.amount_minor, (line, payment)
-    return ChargeResult(
-        request_id=line.request_id,
-        status="captured",
-        processor_charge_id=line.processor_id,
-        amount_minor=payment.amount_minor,
-        currency=line.currency,
-        capture="manual",
-        amount_capturable_minor=0,
-        amount_captured_minor=line.amount_minor,
-        amount_released_minor=payment.amount_minor - line.amount_minor,
-    )
-
-
-def _payout_result(line: Line, payout: Any) -> PayoutResult:
-    """A payout line as the bank's word: settled (with the bank's fee) or returned."""
-    if line.type == "payout":
-        return PayoutResult(
-            request_id=line.request_id,
-            status="settled",
-            bank_payout_id=line.processor_id,
-            amount_minor=line.amount_minor,
-            currency=line.currency,
-            rail=payout.rail,
-            batch_id=line.batch_id,
-            fee_minor=line.fee_minor,
-            settled_at_us=line.created_at_us,
-        )
-    return PayoutResult(
-        request_id=line.request_id,
-        status="returned",
-        bank_payout_id=line.processor_id,
-        amount_minor=payout.amount_minor,
-        currency=line.currency,
-        rail=payout.rail,
-        batch_id=line.batch_id,
-        return_code=line.code,
-        return_amount_minor=line.amount_minor,
-        return_fee_minor=line.fee_minor,
-        returned_at_us=line.created_at_us,
-    )
 
 
 def _book_fees(

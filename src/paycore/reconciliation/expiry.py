@@ -40,7 +40,7 @@ from paycore.payments import service as payments
 from paycore.payments.types import Payment
 from paycore.processor.port import ChargeResult
 from paycore.reconciliation import expiry_repository, repository
-from paycore.reconciliation.chunks import CAUSE
+from paycore.reconciliation.moves import CAUSE
 
 PAGE_PAYMENTS: Final = 200  # in-doubt captures read per statement
 PAGES_MAX: Final = 50  # pages per run: 10,000 in-doubt captures past expiry looked at, the rest next run

@@ -47,9 +47,10 @@ from paycore.reconciliation import (
     states,
     unknown_disputes,
 )
-from paycore.reconciliation.chunks import CAUSE, Context, Counts
+from paycore.reconciliation.chunks import Context, Counts
 from paycore.reconciliation.errors import DayBusy, UnknownResolution
 from paycore.reconciliation.matching import Finding, Kind, Known
+from paycore.reconciliation.moves import CAUSE
 from paycore.reconciliation.report import Malformed, NotAReport, Staged, created_at_us_of, encoded, read_staged
 from paycore.reconciliation.types import Abandoned, Break, break_from_row
 
