@@ -41,7 +41,7 @@ from paycore.lifecycle.evidence import Decision, Evidence
 from paycore.lifecycle.machine import Machine
 
 APPLIED: Final = "applied"  # what `receive` answers, the stored event's status, the audit event's cause
-CAUSE: Final = "webhook"  # the state change's cause, as the reference path (`service`) moves the object
+CAUSE: Final = "webhook"  # the state change's cause, as the reference path (`matching.py`) moves the object
 
 
 class Item(Protocol):
@@ -217,8 +217,8 @@ def rows(
     audit_event_id: str,
     context: EventContext,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The stored event as `service._settle` leaves it (tried once, done, its status the first of
-    `results`) and the audit event `service._record` writes (its cause the second)."""
+    """The stored event as `rematch.settle` leaves it (tried once, done, its status the first of
+    `results`) and the audit event `matching._record` writes (its cause the second)."""
     data = event.data
     stored, recorded = results
     webhook = {

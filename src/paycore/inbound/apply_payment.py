@@ -32,7 +32,7 @@ from functools import partial
 from typing import Any, Final
 
 from paycore.audit.rows import EventContext, state_change_row
-from paycore.inbound import apply_object_repository, receive_plan, service
+from paycore.inbound import apply_object_repository, events, receive_plan
 from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
 from paycore.inbound.apply_object_plan import Plan, Planning
 from paycore.inbound.apply_object_repository import Writing, stored_event_params
@@ -55,7 +55,7 @@ def is_settling(event: ProcessorEvent) -> bool:
 
 def charge_result(event: ProcessorEvent) -> ChargeResult:
     """The charge the event describes, as the reference path reads it."""
-    return service.charge_result(event.data)
+    return events.charge_result(event.data)
 
 
 def settled_status(payment: Payment, decision: Decision) -> str | None:

@@ -1,7 +1,7 @@
 """The processor's webhook on the data plane (ADR 0026 step 3): verify, plan, then one write.
 
 The signature and the event's shape are checked first, by the reference path's own check
-(`service.verified_event`: a bad one is refused and nothing is stored). A plain charge event
+(`events.verified_event`: a bad one is refused and nothing is stored). A plain charge event
 (`receive_plan.py`: `charge.succeeded` or `charge.failed` for a payment already in that
 status, the usual case, the processor's synchronous answer having settled it) is then written
 by one prepared call of `paycore_inbound_receive` on PostgreSQL (the migration
@@ -42,6 +42,7 @@ from paycore.inbound import (
     apply_payout,
     apply_payout_settlement,
     apply_refund,
+    events,
     receive_plan,
     receive_repository,
     service,
@@ -68,7 +69,7 @@ _MOVING: Final = (apply_payment.PAYMENT, apply_refund.REFUND, apply_payout.PAYOU
 def receive(database: Database, secret: str, signature: str | None, body: bytes) -> Received:
     """What the processor's webhook made, as `service.receive` answers it. Raises
     `InvalidSignature` and `InvalidWebhook` (nothing stored) as it does."""
-    event = service.verified_event(secret, signature, body)
+    event = events.verified_event(secret, signature, body)
     result = _data_plane(database, event, body)
     if result is not None:
         return Received(event.id, result)
@@ -107,7 +108,7 @@ async def receive_async(
     on PostgreSQL it runs the whole of `receive`."""
     if database.is_postgres:
         return await in_thread(receive, database, secret, signature, body)
-    event = service.verified_event(secret, signature, body)
+    event = events.verified_event(secret, signature, body)
     if receive_plan.plain_status(event) is not None:
 
         def work(connection: Connection) -> str:
