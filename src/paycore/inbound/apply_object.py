@@ -143,11 +143,18 @@ class ObjectApply(Generic[T, M]):
                 return apply_object_repository.confirm_call(connection, self.writing, plan)
             return apply_object_repository.apply_call(connection, self.writing, plan)
         except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            if reference_decides(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
+
+
+def reference_decides(error: DBAPIError, sqlstates: frozenset[str]) -> bool:
+    """Whether a data plane's call that failed with `error` (having written nothing) leaves the
+    event to the reference path: its SQLSTATE is one of `sqlstates`. A lock timeout is raised as
+    the key's wait (`idempotency.waited_too_long`); False: the caller raises `error`."""
+    if is_lock_timeout(error):
+        raise idempotency.waited_too_long(error) from error
+    return getattr(error.orig, "sqlstate", None) in sqlstates
 
 
 def hold_resolution_ids(new_ids: Callable[..., Any]) -> Callable[[], Any]:

@@ -75,22 +75,11 @@ def settled_status(payment: Payment, decision: Decision) -> str | None:
     return target
 
 
-def plan_move(
-    payment: Payment,
-    target: str,
-    decision: Decision,
-    *,
-    cause: str,
-    actor: str,
-    now_us: int,
-    new_ids: NewIds,
-    context: EventContext,
-) -> Move:
-    """The settle's move (`settle_plan.plan_move`), checked: a terminal move from `processing`
-    or `in_doubt`, the hold posted or voided, nothing left in flight."""
-    move, changed = settle_plan.plan_move(
-        payment, target, decision, cause=cause, actor=actor, now_us=now_us, new_ids=new_ids, context=context
-    )
+def plan_move(payment: Payment, target: str, decision: Decision, **given: Any) -> Move:
+    """The settle's move (`settle_plan.plan_move`, its cause, actor, clock, new ids and context
+    as the shape gives them), checked: a terminal move from `processing` or `in_doubt`, the hold
+    posted or voided, nothing left in flight."""
+    move, changed = settle_plan.plan_move(payment, target, decision, **given)
     settle_plan.check_move(move, changed)
     assert move.payment.status in states.TERMINAL and move.expected_status in states.UNRESOLVED, move.payment
     assert move.hold in (settle_plan.POST, settle_plan.VOID) and move.payment.operation is None

@@ -35,8 +35,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
-from paycore.db.engine import Database, is_lock_timeout
-from paycore.idempotency import service as idempotency
+from paycore.db.engine import Database
 from paycore.inbound import (
     apply_payment,
     apply_payout,
@@ -47,7 +46,7 @@ from paycore.inbound import (
     receive_repository,
     service,
 )
-from paycore.inbound.apply_object import ObjectApply
+from paycore.inbound.apply_object import ObjectApply, reference_decides
 from paycore.inbound.receive_plan import Plan
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.inbound.service import Received
@@ -148,9 +147,7 @@ def _call(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
         try:
             return receive_repository.receive_call(connection, planned)
         except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            if reference_decides(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
 
