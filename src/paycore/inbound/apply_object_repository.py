@@ -150,8 +150,8 @@ WEBHOOK = driver.statement(
     f"INSERT INTO processor_webhooks ({', '.join(WEBHOOK_COLUMNS)}) VALUES ({', '.join('?' for _ in WEBHOOK_COLUMNS)})"
     " ON CONFLICT DO NOTHING RETURNING status"
 )
-# With an `answered_key`, the same statement stores the event `unmatched` where that key's answer
-# is not recorded (then rolled back: `Unplain`), in the same one statement.
+# With an `answered_key` (a payment's), the event's INSERT itself reads whether that key's answer
+# is recorded, and stores the event `unmatched` where it is not (then rolled back: `Unplain`).
 _ANSWERED_VALUES = ", ".join(
     "CASE WHEN answered THEN ? ELSE ? END" if name == "status" else "?" for name in WEBHOOK_COLUMNS
 )
