@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from paycore.audit.rows import EventContext
-from paycore.inbound.apply_plan import APPLIED, CAUSE, plan_apply
+from paycore.inbound.apply_object_plan import APPLIED, CAUSE, plan_apply
+from paycore.inbound.apply_payment import PAYMENT
 from paycore.inbound.receive_plan import WEBHOOK_COLUMNS
 from paycore.inbound.schemas import ProcessorEvent
-from paycore.inbound.service import charge_result
 from paycore.kit import actors
 from paycore.payments import states
 from paycore.payments.settle_plan import NewIds
@@ -26,10 +26,10 @@ IDS = NewIds("", "evt_state", "txn_resolution", "ent_d", "ent_c")
 
 def planned(payment: Payment, webhook: ProcessorEvent, now_us: int = SETTLED_US) -> Any:
     return plan_apply(
+        PAYMENT.planning,
         webhook,
         '{"raw": true}',
         payment,
-        charge_result(webhook.data),
         now_us=now_us,
         new_ids=IDS,
         audit_event_id="evt_audit",

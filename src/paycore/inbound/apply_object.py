@@ -1,14 +1,18 @@
-"""A webhook that settles a refund or moves a payout, on the data plane (ADR 0026 step 3): read,
-plan, then one write. One shape for every such object; what differs is data, an `ObjectApply`
-per object (`apply_refund.REFUND`, `apply_payout.PAYOUT`): its planning
-(`apply_object_plan.Planning`) and its SQL (`apply_object_repository.Writing`).
+"""A webhook that moves a payment, settles a refund or moves a payout, on the data plane (ADR
+0026 step 3): read, plan, then one write. One shape for every such object; what differs is data,
+an `ObjectApply` per object (`apply_payment.PAYMENT`, `apply_refund.REFUND`,
+`apply_payout.PAYOUT`): its planning (`apply_object_plan.Planning`) and its SQL
+(`apply_object_repository.Writing`).
 
-`receive.py` comes here for an event the object's description takes (a refund's `succeeded` or
-`failed`, the bank's `accepted` or `rejected`): an object still `processing` or `in_doubt` is
-moved. It is read (no lock: the compare-and-set expects it as read), planned, and written by one
-prepared call of its function on PostgreSQL (in autocommit: it commits a success only; the read
-runs on the same connection before it) or, on SQLite, read and written in one transaction on the
-writer (BEGIN IMMEDIATE: nothing moves in between) by the fixed list.
+`receive.py` comes here for an event the object's description takes (a charge's `succeeded` or
+`failed` that did not find its payment there already, a refund's `succeeded` or `failed`, the
+bank's `accepted` or `rejected`): an object still `processing` or `in_doubt` is moved. It is read
+(no lock: the compare-and-set expects it as read), planned, and written by one prepared call of
+its function on PostgreSQL (in autocommit: it commits a success only; the read runs on the same
+connection before it) or, on SQLite, read and written in one transaction on the writer (BEGIN
+IMMEDIATE: nothing moves in between) by the fixed list. A payment's function reads the payment
+itself, under its lock: on PostgreSQL its call is planned from the event alone, with no read
+before it (`apply_object_plan.plan_call`).
 
 An object already where the event says (the usual case: the other system's synchronous answer
 moved it first, the webhook confirms; or a redelivery) is the plain case, written in the same
@@ -17,8 +21,9 @@ object's confirm function or two statements), so that the read is never an extra
 
 Everything else answers None having written nothing, and the reference path (`service.receive`)
 decides: no object, one in another status, a mismatch, an object moved between the read and the
-call (the resolver won: PC013), a refused move (PC001-PC004, PC009), a deadlock, and a
-PostgreSQL schema without the function (42883).
+call (the resolver won: PC013; a payment's function refuses with PC013 what the read would
+refuse), a payment whose creating request has not answered yet (PC013), a refused move
+(PC001-PC004, PC009), a deadlock, and a PostgreSQL schema without the function (42883).
 """
 
 from __future__ import annotations
@@ -108,21 +113,48 @@ class ObjectApply(Generic[T, M]):
             context=context,
         )
 
+    def call_plan_of(self, event: ProcessorEvent, body: bytes) -> Plan[Any] | None:
+        """PostgreSQL, for an object whose function reads it itself: the plan from the event alone."""
+        return apply_object_plan.plan_call(
+            self.planning,
+            event,
+            body.decode(),
+            now_us=clock_now_us(),
+            new_ids=self.planning.new_ids(),
+            audit_event_id=ids.new_id("evt"),
+            context=EventContext.current(),
+        )
+
     def _call(self, database: Database, event: ProcessorEvent, body: bytes) -> str | None:
+        if self.planning.call_move is not None:  # no read before the call: the function's own
+            unread = self.call_plan_of(event, body)
+            if unread is None:
+                return None
+            with database.autocommit() as connection:
+                return self._send(connection, unread)
         with database.autocommit() as connection:
             plan = self.plan_of(connection, event, body)
-            if plan is None:
+            return None if plan is None else self._send(connection, plan)
+
+    def _send(self, connection: Connection, plan: Plan[Any] | Confirmation[T]) -> str | None:
+        """The plan's one call; None, having written nothing, for the reference path."""
+        try:
+            if isinstance(plan, Confirmation):
+                return apply_object_repository.confirm_call(connection, self.writing, plan)
+            return apply_object_repository.apply_call(connection, self.writing, plan)
+        except DBAPIError as error:
+            if reference_decides(error, _DECIDED_BY_REFERENCE):
                 return None
-            try:
-                if isinstance(plan, Confirmation):
-                    return apply_object_repository.confirm_call(connection, self.writing, plan)
-                return apply_object_repository.apply_call(connection, self.writing, plan)
-            except DBAPIError as error:
-                if is_lock_timeout(error):
-                    raise idempotency.waited_too_long(error) from error
-                if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
-                    return None
-                raise
+            raise
+
+
+def reference_decides(error: DBAPIError, sqlstates: frozenset[str]) -> bool:
+    """Whether a data plane's call that failed with `error` (having written nothing) leaves the
+    event to the reference path: its SQLSTATE is one of `sqlstates`. A lock timeout is raised as
+    the key's wait (`idempotency.waited_too_long`); False: the caller raises `error`."""
+    if is_lock_timeout(error):
+        raise idempotency.waited_too_long(error) from error
+    return getattr(error.orig, "sqlstate", None) in sqlstates
 
 
 def hold_resolution_ids(new_ids: Callable[..., Any]) -> Callable[[], Any]:

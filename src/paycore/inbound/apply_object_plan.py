@@ -1,11 +1,11 @@
-"""A webhook that settles a refund or moves a payout, planned for the data plane (ADR 0026 step
-3): pure functions from a verified event and the object it names, as read, to every row the
-reference path (`inbound.service.receive`) writes when the event moves the object.
+"""A webhook that moves a payment, settles a refund or moves a payout, planned for the data plane
+(ADR 0026 step 3): pure functions from a verified event and the object it names, as read, to
+every row the reference path (`inbound.service.receive`) writes when the event moves the object.
 
 One shape for every such object; what differs is data, a `Planning` per object
-(`apply_refund.py`, `apply_payout.py`): its machine, which events it takes, the result it reads
-from them, its settle's one home (`refunds.settle_plan`, `payouts.settle_plan`) and the plain
-case's audit cause.
+(`apply_payment.py`, `apply_refund.py`, `apply_payout.py`): its machine, which events it takes,
+the result it reads from them, its settle's one home (`payments.settle_plan`,
+`refunds.settle_plan`, `payouts.settle_plan`) and the plain case's audit cause.
 
 The case: an event whose object is still waiting on it (`processing` or `in_doubt`), of its
 amount and currency. The reference path stores the event, loads the object, applies the evidence
@@ -20,21 +20,28 @@ answer having moved the object first, its webhook only confirms (or a redelivery
 path finds nothing to do and writes two rows: the stored event `stale`, tried once, done, and
 the audit event, whose cause the object's `Planning.confirmed_cause` names (a refund's `stale`, a
 payout's `no_change`). Everything else has no plan: the reference path's.
+
+A payment's PostgreSQL function reads the payment itself, under its row lock (migration
+`*_inbound_apply_payment.py`): there `plan_call` plans from the event alone, no read before the
+call (`Planning.call_move`: the move as far as the event says it; the function makes the rest
+from the row and checks it as the object's `settled_status` would).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from paycore.audit.rows import EventContext, webhook_row
 from paycore.inbound import receive_plan
-from paycore.inbound.apply_plan import APPLIED, CAUSE
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import actors
 from paycore.lifecycle.evidence import Decision, Evidence
 from paycore.lifecycle.machine import Machine
+
+APPLIED: Final = "applied"  # what `receive` answers, the stored event's status, the audit event's cause
+CAUSE: Final = "webhook"  # the state change's cause, as the reference path (`matching.py`) moves the object
 
 
 class Item(Protocol):
@@ -76,6 +83,10 @@ class Planning(Generic[T, M]):
     confirmed_cause: Callable[[ProcessorEvent, T], str | None]
     # Further facts of the result the move needs (a settlement's bank fee), by `plan_move`'s names.
     move_facts: Callable[[Any], dict[str, Any]] = lambda result: {}
+    # PostgreSQL: the move as far as the event says it (None for the reference path), where the
+    # object's function reads the object itself under its lock (a payment's); None: the object
+    # is read first, on the call's connection (`plan_apply`).
+    call_move: Callable[..., Moved | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +152,39 @@ def plan_apply(
     return plan
 
 
+def plan_call(
+    planning: Planning[Any, Any],
+    event: ProcessorEvent,
+    payload: str,
+    *,
+    now_us: int,
+    new_ids: Any,
+    audit_event_id: str,
+    context: EventContext,
+) -> Plan[Any] | None:
+    """`plan_apply`'s rows without the object's row, for a function that reads it itself
+    (`Planning.call_move`): None for the reference path where the event alone says so; the
+    function refuses the objects `plan_apply` would refuse from a read."""
+    assert planning.call_move is not None, "an object read before its call is planned by `plan_apply`"
+    if not planning.takes(event):
+        return None
+    move = planning.call_move(
+        event,
+        planning.result_of(event),
+        cause=CAUSE,
+        actor=actors.PROCESSOR,
+        now_us=now_us,
+        new_ids=new_ids,
+        context=context,
+    )
+    if move is None:
+        return None
+    webhook, audit_event = rows(planning, event, payload, (APPLIED, APPLIED), now_us, audit_event_id, context)
+    plan = Plan(webhook, move, audit_event)
+    _check_rows(plan)
+    return plan
+
+
 def plan_confirm(
     planning: Planning[T, M],
     event: ProcessorEvent,
@@ -173,8 +217,8 @@ def rows(
     audit_event_id: str,
     context: EventContext,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The stored event as `service._settle` leaves it (tried once, done, its status the first of
-    `results`) and the audit event `service._record` writes (its cause the second)."""
+    """The stored event as `rematch.settle` leaves it (tried once, done, its status the first of
+    `results`) and the audit event `matching._record` writes (its cause the second)."""
     data = event.data
     stored, recorded = results
     webhook = {
@@ -206,7 +250,16 @@ def rows(
 
 def check_plan(moved: Item, plan: Plan[Any]) -> None:
     """Pair assertions: the stored event, the state event and the audit event say the same, at
-    the same time, of the same object (the move's own are its `settle_plan.check_move`'s)."""
+    the same time, of the same object, the object as moved (the move's own are its
+    `settle_plan.check_move`'s)."""
+    _check_rows(plan)
+    assert moved.updated_at_us == plan.webhook["created_at_us"]
+    assert (moved.id, moved.tenant_id) == (plan.webhook["request_id"], plan.webhook["tenant_id"])
+
+
+def _check_rows(plan: Plan[Any]) -> None:
+    """The stored event, the state event and the audit event say the same, at the same time, of
+    the same object."""
     webhook, audit_event, state_event = plan.webhook, plan.audit_event, plan.move.state_event
     assert webhook.keys() == set(receive_plan.WEBHOOK_COLUMNS), webhook.keys() ^ set(receive_plan.WEBHOOK_COLUMNS)
     assert webhook["status"] == audit_event["cause"] == plan.result
@@ -214,10 +267,9 @@ def check_plan(moved: Item, plan: Plan[Any]) -> None:
         webhook["created_at_us"]
         == webhook["processed_at_us"]
         == audit_event["created_at_us"]
-        == moved.updated_at_us
         == state_event["created_at_us"]
     )
-    assert audit_event["object_id"] == webhook["request_id"] == moved.id
-    assert audit_event["tenant_id"] == webhook["tenant_id"] == moved.tenant_id
+    assert audit_event["object_id"] == webhook["request_id"] == state_event["object_id"]
+    assert audit_event["tenant_id"] == webhook["tenant_id"] == state_event["tenant_id"]
     assert audit_event["actor"] == state_event["actor"] == actors.PROCESSOR
     assert state_event["cause"] == CAUSE and audit_event["type"] == f"webhook.{webhook['type']}"

@@ -1,18 +1,22 @@
-"""The SQL of a webhook that settles a refund or moves a payout, on the data plane (ADR 0026 step
-3): the one call on PostgreSQL, the fixed list of statements on SQLite. Each sends a plan
-(`apply_object_plan.py`) as it is. What differs per object is data, a `Writing`
-(`apply_refund.py`, `apply_payout.py`): its move's statements and rules are its settle's
-(`refunds.settle_repository.write_move` / `paycore_refunds_settle`,
+"""The SQL of a webhook that moves a payment, settles a refund or moves a payout, on the data
+plane (ADR 0026 step 3): the one call on PostgreSQL, the fixed list of statements on SQLite. Each
+sends a plan (`apply_object_plan.py`) as it is. What differs per object is data, a `Writing`
+(`apply_payment.py`, `apply_refund.py`, `apply_payout.py`): its move's statements and rules are
+its settle's (`payments.settle_repository.write_move` / `paycore_payments_settle`,
+`refunds.settle_repository.write_move` / `paycore_refunds_settle`,
 `payouts.settle_repository.write_move` / `paycore_payouts_settle`), no copy of them here; its
-calls (`paycore_inbound_apply_refund` and `_confirm_refund` of migration `*_inbound_refunds.py`,
+calls (`paycore_inbound_apply_payment` of migration `*_inbound_apply_payment.py`,
+`paycore_inbound_apply_refund` and `_confirm_refund` of `*_inbound_refunds.py`,
 `paycore_inbound_apply_payout` and `_confirm_payout` of `*_inbound_payouts.py`) and their
-arguments.
+arguments. A payment's creating request must have answered before its webhook moves it
+(`Writing.answered_key`: else the reference path writes the answer with the move, as
+`payments.lifecycle.apply_evidence` does).
 
 The reference path's order: the event stored first (its primary key decides a redelivery,
 `duplicate`, writing nothing), then the object's compare-and-set (its row lock), the hold, the
-state event, then the audit event. An object moved first or a refused write leave nothing
-written (`Unplain` or `Refused`, rolled back; PostgreSQL's SQLSTATE PC013 and PC001-PC004,
-PC009), and the reference path decides.
+state event, then the audit event. An object moved first, a payment's answer not yet recorded
+or a refused write leave nothing written (`Unplain` or `Refused`, rolled back; PostgreSQL's
+SQLSTATE PC013 and PC001-PC004, PC009), and the reference path decides.
 """
 
 from __future__ import annotations
@@ -20,14 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from sqlalchemy import Connection
 
 from paycore.audit.statements import EVENT_COLUMNS
 from paycore.db import driver
-from paycore.inbound.apply_object_plan import Confirmation, Moved, Plan
-from paycore.inbound.apply_plan import APPLIED
+from paycore.inbound.apply_object_plan import APPLIED, Confirmation, Moved, Plan
 from paycore.inbound.receive_plan import STALE, WEBHOOK_COLUMNS
 from paycore.inbound.receive_repository import DUPLICATE, Unplain
 from paycore.ledger import hold_repository
@@ -48,6 +51,9 @@ class Writing(Generic[M]):
     # PostgreSQL: the plain case's function and its arguments; None where there is no plain case.
     confirm_call: driver.Statement | None = None
     confirm_params: Callable[[Confirmation[Any]], Sequence[Any]] | None = None
+    # SQLite: the idempotency key (tenant, key) whose answer must be recorded before the move (a
+    # payment's creating request's); None: none.
+    answered_key: Callable[[M], tuple[str, str]] | None = None
 
 
 # ------------------------------------------------------------------ PostgreSQL: one call
@@ -62,6 +68,9 @@ def placeholders(count: int) -> str:
 
 
 # Each object's calls (its `Writing`'s), by the migration that defines them.
+APPLY_PAYMENT = driver.binary_arrays(  # `*_inbound_apply_payment.py`: it reads the payment itself
+    driver.statement(f"SELECT paycore_inbound_apply_payment({placeholders(14)}, ?::text[], {placeholders(9)})")
+)
 APPLY_REFUND = driver.binary_arrays(  # `*_inbound_refunds.py`
     driver.statement(f"SELECT paycore_inbound_apply_refund({placeholders(20)}, ?::text[], {placeholders(10)})")
 )
@@ -135,11 +144,24 @@ def _call(connection: Connection, call: driver.Statement, params: Sequence[Any],
 # stored `applied` (nothing where it is stored already: a redelivery), the object's move (its
 # `settle_repository.write_move`: the compare-and-set, a refund's ceiling released on a failure,
 # the hold's resolution, the two accounts, the entries when posted, the state event), the audit
-# event: 8 statements (a payout's rejection: 7, no entries), and BEGIN IMMEDIATE and the read.
+# event: 8 statements (a payment's or a payout's decline: 7, no entries), and BEGIN IMMEDIATE and
+# the read.
 WEBHOOK = driver.statement(
     f"INSERT INTO processor_webhooks ({', '.join(WEBHOOK_COLUMNS)}) VALUES ({', '.join('?' for _ in WEBHOOK_COLUMNS)})"
     " ON CONFLICT DO NOTHING RETURNING status"
 )
+# With an `answered_key` (a payment's), the event's INSERT itself reads whether that key's answer
+# is recorded, and stores the event `unmatched` where it is not (then rolled back: `Unplain`).
+_ANSWERED_VALUES = ", ".join(
+    "CASE WHEN answered THEN ? ELSE ? END" if name == "status" else "?" for name in WEBHOOK_COLUMNS
+)
+WEBHOOK_ANSWERED = driver.statement(
+    f"INSERT INTO processor_webhooks ({', '.join(WEBHOOK_COLUMNS)}) SELECT {_ANSWERED_VALUES}"
+    ' FROM (SELECT EXISTS (SELECT 1 FROM idempotency_keys WHERE tenant_id = ? AND "key" = ?'
+    " AND response_status IS NOT NULL) AS answered) WHERE true"
+    " ON CONFLICT DO NOTHING RETURNING status"
+)
+_UNANSWERED: Final = "unmatched"  # a status the CHECK allows, never committed by this list
 EVENT = driver.insert("events", EVENT_COLUMNS)
 
 
@@ -147,7 +169,7 @@ def write_statements(connection: Connection, writing: Writing[M], plan: Plan[M])
     """Write the plan with the fixed list, inside the caller's transaction: (`applied`, the
     hold's two accounts) once written, (`duplicate`, []) for an event stored before (nothing
     written). Raises `Unplain` or `Refused` having written what the caller's rollback undoes."""
-    if not driver.fetch(connection, WEBHOOK, [plan.webhook[name] for name in WEBHOOK_COLUMNS]):
+    if not _stored(connection, writing, plan):
         return DUPLICATE, []
     accounts = writing.write_move(connection, plan.move)
     if accounts is None:
@@ -155,6 +177,21 @@ def write_statements(connection: Connection, writing: Writing[M], plan: Plan[M])
     assert plan.audit_event.keys() <= set(EVENT_COLUMNS)
     driver.execute(connection, EVENT, [plan.audit_event.get(name) for name in EVENT_COLUMNS])
     return APPLIED, accounts
+
+
+def _stored(connection: Connection, writing: Writing[M], plan: Plan[M]) -> bool:
+    """The event stored `applied`; False for an event stored before (nothing written). Raises
+    `Unplain` where the writing's `answered_key` has no answer recorded."""
+    webhook = plan.webhook
+    if writing.answered_key is None:
+        return bool(driver.fetch(connection, WEBHOOK, [webhook[name] for name in WEBHOOK_COLUMNS]))
+    values: list[object] = []
+    for name in WEBHOOK_COLUMNS:  # the status twice: the answered case's, and the other's
+        values += [webhook[name], _UNANSWERED] if name == "status" else [webhook[name]]
+    found = driver.fetch(connection, WEBHOOK_ANSWERED, (*values, *writing.answered_key(plan.move)))
+    if found and found[0][0] != APPLIED:
+        raise Unplain(f"the request of {webhook['request_id']} has not answered: the reference path writes it")
+    return bool(found)
 
 
 def confirm_statements(connection: Connection, confirmation: Confirmation[Any]) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from paycore.inbound import apply_object_repository, service
+from paycore.inbound import apply_object_repository, events
 from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
 from paycore.inbound.apply_object_plan import Confirmation, Plan, Planning
 from paycore.inbound.apply_object_repository import Writing, events_params, stored_event_params
@@ -43,7 +43,7 @@ def is_final(event: ProcessorEvent) -> bool:
 
 def refund_result(event: ProcessorEvent) -> RefundResult:
     """The refund the event describes, as the reference path reads it."""
-    return service.refund_result(event.data)
+    return events.refund_result(event.data)
 
 
 def confirmed_cause(event: ProcessorEvent, refund: Refund) -> str | None:

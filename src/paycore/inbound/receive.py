@@ -1,7 +1,7 @@
 """The processor's webhook on the data plane (ADR 0026 step 3): verify, plan, then one write.
 
 The signature and the event's shape are checked first, by the reference path's own check
-(`service.verified_event`: a bad one is refused and nothing is stored). A plain charge event
+(`events.verified_event`: a bad one is refused and nothing is stored). A plain charge event
 (`receive_plan.py`: `charge.succeeded` or `charge.failed` for a payment already in that
 status, the usual case, the processor's synchronous answer having settled it) is then written
 by one prepared call of `paycore_inbound_receive` on PostgreSQL (the migration
@@ -9,14 +9,14 @@ by one prepared call of `paycore_inbound_receive` on PostgreSQL (the migration
 `receive_repository.py` on SQLite, in one transaction on the writer (ADR 0008's group commit):
 `stale`, or `duplicate` for an event stored before. Where its payment is not in that status,
 the same event may settle it: a payment still `processing` or `in_doubt` is moved by the apply
-phase (`apply.py`: a read, then one call of `paycore_inbound_apply` or the fixed list of
-`apply_repository.py`). A refund event saying `succeeded` or `failed` settles a refund still
-`processing` or `in_doubt` the same way, and a payout event saying `accepted` or `rejected` moves
-a payout still `processing` or `in_doubt` to `sent` or `failed`: one shape for both
-(`apply_object.py`: a read, then one call or a fixed list), its data per object in
-`apply_refund.py` (`paycore_inbound_apply_refund`) and `apply_payout.py`
-(`paycore_inbound_apply_payout`); the bank's `settled` settles a payout `sent` the same way
-(`apply_payout_settlement.py`: `paycore_inbound_settle_payout`).
+phase. A refund event saying `succeeded` or `failed` settles a refund still `processing` or
+`in_doubt` the same way, and a payout event saying `accepted` or `rejected` moves a payout still
+`processing` or `in_doubt` to `sent` or `failed`: one shape for all three (`apply_object.py`: a
+read, then one call or a fixed list; a payment's call reads the payment itself), its data per
+object in `apply_payment.py` (`paycore_inbound_apply_payment`), `apply_refund.py`
+(`paycore_inbound_apply_refund`) and `apply_payout.py` (`paycore_inbound_apply_payout`); the
+bank's `settled` settles a payout `sent` the same way (`apply_payout_settlement.py`:
+`paycore_inbound_settle_payout`).
 
 Everything else goes to the reference path (`service.receive`, unchanged), which verifies again
 and decides as it always has: every other type or object, and a charge event whose payment is
@@ -29,24 +29,24 @@ functions (SQLSTATE 42883).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from types import SimpleNamespace
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
-from paycore.db.engine import Database, is_lock_timeout
-from paycore.idempotency import service as idempotency
+from paycore.db.engine import Database
 from paycore.inbound import (
-    apply,
+    apply_payment,
     apply_payout,
     apply_payout_settlement,
     apply_refund,
+    events,
     receive_plan,
     receive_repository,
     service,
 )
+from paycore.inbound.apply_object import ObjectApply, reference_decides
 from paycore.inbound.receive_plan import Plan
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.inbound.service import Received
@@ -54,21 +54,21 @@ from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.ledger import hold_repository
 from paycore.ledger import service as ledger
-from paycore.payments import settle_repository
 
 # What the call may answer with, having written nothing, for the reference path to decide: the
 # payment not in the planned status (PC013), a deadlock, a serialization failure, and a schema
 # without the function (this code runs from OLDEST_COMPATIBLE_REVISION on). Any other error is
 # raised.
 _DECIDED_BY_REFERENCE: Final = frozenset({"PC013", "40P01", "40001", "42883"})
-# The objects other than a payment that a webhook moves on the data plane, each by the one shape.
-_MOVING: Final = (apply_refund.REFUND, apply_payout.PAYOUT, apply_payout_settlement.SETTLEMENT)
+# The objects a webhook moves on the data plane, each by the one shape (a charge's event only once
+# the plain case did not hold).
+_MOVING: Final = (apply_payment.PAYMENT, apply_refund.REFUND, apply_payout.PAYOUT, apply_payout_settlement.SETTLEMENT)
 
 
 def receive(database: Database, secret: str, signature: str | None, body: bytes) -> Received:
     """What the processor's webhook made, as `service.receive` answers it. Raises
     `InvalidSignature` and `InvalidWebhook` (nothing stored) as it does."""
-    event = service.verified_event(secret, signature, body)
+    event = events.verified_event(secret, signature, body)
     result = _data_plane(database, event, body)
     if result is not None:
         return Received(event.id, result)
@@ -79,25 +79,17 @@ def _data_plane(database: Database, event: ProcessorEvent, body: bytes) -> str |
     """What the data plane wrote for the event; None, having written nothing, for the reference path."""
     if receive_plan.plain_status(event) is not None:
         result = _call(database, event, body) if database.is_postgres else _write_sqlite(database, event, body)
-        if result is None:  # not in the status it proves: still `processing` or in doubt, it moves
-            result = apply.apply(database, event, body)
-        return result
-    for moving in _MOVING:  # a refund's final word, the bank's first: an object waiting on it moves
-        if moving.takes(event):
-            return moving.apply(database, event, body)
-    return None
+        if result is not None:
+            return result  # else not in the status it proves: still `processing` or in doubt, it moves
+    moving = _moving(event)  # a charge's or a refund's final word, the bank's: an object waiting on it moves
+    return None if moving is None else moving.apply(database, event, body)
 
 
-Write = Callable[[Connection, ProcessorEvent, bytes], tuple[str, list[SimpleNamespace]]]
-
-
-def _moving_write(event: ProcessorEvent) -> Write | None:
-    """SQLite: the write of the phase that moves the object the event names, if any."""
-    if receive_plan.plain_status(event) is not None:
-        return apply.write
+def _moving(event: ProcessorEvent) -> ObjectApply[Any, Any] | None:
+    """The apply phase of the object the event may move, if any."""
     for moving in _MOVING:
         if moving.takes(event):
-            return moving.write
+            return moving
     return None
 
 
@@ -115,7 +107,7 @@ async def receive_async(
     on PostgreSQL it runs the whole of `receive`."""
     if database.is_postgres:
         return await in_thread(receive, database, secret, signature, body)
-    event = service.verified_event(secret, signature, body)
+    event = events.verified_event(secret, signature, body)
     if receive_plan.plain_status(event) is not None:
 
         def work(connection: Connection) -> str:
@@ -125,11 +117,12 @@ async def receive_async(
             return Received(event.id, await database.transaction_async(work))
         except receive_repository.Unplain:
             pass
-    write = _moving_write(event)
-    if write is not None:
+    moving = _moving(event)
+    if moving is not None:
+        write = moving.write
         try:
             result, accounts = await database.transaction_async(lambda connection: write(connection, event, body))
-        except (receive_repository.Unplain, settle_repository.Refused, hold_repository.Refused):
+        except (receive_repository.Unplain, hold_repository.Refused):
             pass
         else:
             ledger.remember_accounts(event.data.merchant_id, accounts)
@@ -154,9 +147,7 @@ def _call(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
         try:
             return receive_repository.receive_call(connection, planned)
         except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            if reference_decides(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
 

@@ -86,7 +86,7 @@ def plan_receive(
         "object_type": data.object,
         "request_id": data.request_id,
         "payload": payload,
-        "status": STALE,  # `service._settle`: a stale event is kept, tried once, done
+        "status": STALE,  # `rematch.settle`: a stale event is kept, tried once, done
         "attempts": 1,
         "next_attempt_at_us": None,
         "created_at_us": now_us,

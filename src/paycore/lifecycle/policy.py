@@ -2,7 +2,7 @@
 jitter, and when to give up (after a number of rounds, or once a retry window is over), after
 which a person takes over or the tenant redelivers. Payments, refunds and payouts
 (`in_doubt.resolver`), webhook deliveries and their endpoints (`webhooks.rounds`), the processor's
-events matched again (`inbound.service.rematch_due`) and a worker waiting out the database
+events matched again (`inbound.rematch.rematch_due`) and a worker waiting out the database
 (`workers.retry`) all back off through `delay_ms` and give up through `retry_at_us`."""
 
 from __future__ import annotations

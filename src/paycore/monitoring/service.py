@@ -40,7 +40,7 @@ from sqlalchemy import Connection
 
 from paycore.disputes import in_flight as dispute_answers
 from paycore.idempotency import service as idempotency
-from paycore.inbound import service as inbound
+from paycore.inbound import rematch as inbound
 from paycore.invariants import service as invariants
 from paycore.kit import clock
 from paycore.ledger import service as ledger

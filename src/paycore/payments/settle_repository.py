@@ -29,9 +29,10 @@ ACCOUNT_COLUMNS = hold_repository.ACCOUNT_COLUMNS
 Accounts = list[SimpleNamespace]
 
 
-class Refused(Exception):
+class Refused(hold_repository.Refused):
     """The write would be refused, or could not be made as planned: roll back, and let the
-    reference path decide."""
+    reference path decide (a hold's refusal, as a refund's and a payout's settle raise it: the
+    webhook's apply, `inbound/apply_object.py`, rolls back on either)."""
 
 
 # ------------------------------------------------------------------ PostgreSQL: one call

@@ -13,7 +13,7 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.disputes import in_flight as dispute_answers
 from paycore.idempotency import service as idempotency
-from paycore.inbound import service as processor_inbound
+from paycore.inbound import rematch as processor_inbound
 from paycore.invariants import service as invariants
 from paycore.keyring import Keyring
 from paycore.keyring import load as load_keyring

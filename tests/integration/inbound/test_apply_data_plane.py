@@ -37,7 +37,7 @@ from sqlalchemy import text
 
 from paycore.db.migrate import MIGRATIONS_PATH
 from paycore.http.app import create_app
-from paycore.inbound import apply, receive, service
+from paycore.inbound import apply_payment, receive, service
 from paycore.inbound.service import Received
 from paycore.invariants import service as invariants
 from paycore.kit import signing
@@ -249,12 +249,12 @@ def test_a_plan_is_made_for_the_payment_as_read_only(env: Env) -> None:
     manual = crafted(payment_id, tenant, type="charge.succeeded", data={"capture": "manual"})
     event = service.verified_event(*signed(env, manual))
     with env.database.read() as connection:
-        assert apply.plan_of(connection, event, manual) is None
+        assert apply_payment.PAYMENT.plan_of(connection, event, manual) is None
     moving = event_for(env, payment_id, "succeeded")
     assert receive.receive(env.database, *signed(env, moving)).result == "applied"
     again = crafted(payment_id, tenant)
     with env.database.read() as connection:
-        assert apply.plan_of(connection, service.verified_event(*signed(env, again)), again) is None
+        assert apply_payment.PAYMENT.plan_of(connection, service.verified_event(*signed(env, again)), again) is None
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)

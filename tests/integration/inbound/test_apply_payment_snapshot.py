@@ -11,8 +11,8 @@
   `kit.clock.to_rfc3339` (the 64-bit ends, year 1 and 9999 and past them, random times) and
   `paycore_json_string` against `json.dumps` (random strings over the whole of Unicode).
 - The payments the function refuses (SQLSTATE PC013, nothing written) are those
-  `apply_plan._movable` refuses from a read: none, settled already, manual, a clock not past its
-  last change; the reference path then decides.
+  `apply_payment.settled_status` and the shape's planner refuse from a read: none, settled
+  already, manual, a clock not past its last change; the reference path then decides.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
-from paycore.inbound import apply, apply_plan, apply_repository, receive, service
+from paycore.inbound import apply_object_plan, apply_object_repository, receive, service
+from paycore.inbound.apply_payment import PAYMENT
 from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.clock import to_rfc3339
@@ -131,18 +132,18 @@ def test_the_functions_strings_are_pythons(env: Env) -> None:
 def _refused(env: Env, body: bytes, *, now_us: int | None = None) -> None:
     """The function refuses the plan with PC013, and the event is not stored."""
     event = service.verified_event(*signed(env, body))
-    plan = apply_plan.plan_call(
+    plan = apply_object_plan.plan_call(
+        PAYMENT.planning,
         event,
         body.decode(),
-        service.charge_result(event.data),
         now_us=clock_now_us() if now_us is None else now_us,
-        new_ids=apply._new_ids(),
+        new_ids=PAYMENT.planning.new_ids(),
         audit_event_id=ids.new_id("evt"),
         context=EventContext.current(),
     )
     assert plan is not None
     with env.database.autocommit() as connection, pytest.raises(DBAPIError) as raised:
-        apply_repository.apply_call(connection, plan)
+        apply_object_repository.apply_call(connection, PAYMENT.writing, plan)
     assert getattr(raised.value.orig, "sqlstate", None) == "PC013"
     assert _one(env, "SELECT count(*) FROM processor_webhooks WHERE event_id = :v", event.id) == 0
 

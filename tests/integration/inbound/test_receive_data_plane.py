@@ -248,7 +248,7 @@ def test_a_webhook_for_a_payment_still_processing_settles_it_through_the_apply_p
 ) -> None:
     """`tok_pending`: the processor answers `pending`, the payment stays `processing`, and the
     webhook that settles it later is not the plain case: the data plane's apply phase moves it
-    (`inbound/apply.py`, tests/integration/inbound/test_apply_data_plane.py)."""
+    (`inbound/apply_payment.py`, tests/integration/inbound/test_apply_data_plane.py)."""
     destination = env.account()
     response = env.pay(destination, token="tok_pending", amount_minor=4321)
     payment_id = str(response.json()["id"])

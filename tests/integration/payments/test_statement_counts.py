@@ -48,7 +48,7 @@ PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 # authorization's two phases alone on the data plane: 44 and 29, 6 and 6).
 # A payment the processor answered `pending`, moved by its webhook
 # (`test_one_pending_payment_settled_by_its_webhook`): the webhook's apply phase on the data plane
-# (`inbound/apply.py`): one call on PostgreSQL (the function reads the payment itself, migration
+# (`inbound/apply_payment.py`): one call on PostgreSQL (the function reads the payment itself, migration
 # 0046: a statement less than the read and the call before it, 14), BEGIN IMMEDIATE, the read and
 # 8 on SQLite (before, the reference path's apply: 39 and 26 statements, 4 and 4 commits).
 # Claims tenant by tenant (ADR 0033, for Citus and for fairness between tenants) read first which
@@ -158,7 +158,7 @@ def test_one_authorized_and_captured_payment(env: Env) -> None:
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
 def test_one_pending_payment_settled_by_its_webhook(env: Env) -> None:
     """The processor answers `pending` (`tok_pending`) and settles the charge later: its webhook
-    moves the payment (`inbound/apply.py`)."""
+    moves the payment (`inbound/apply_payment.py`)."""
     destination = env.account()
     with counting(env) as count:
         response = env.pay(destination, token="tok_pending")

@@ -125,7 +125,7 @@ class Flows:
 
     def payment_settled_by_its_webhook(self) -> None:
         """Its answer lost (`in_doubt`), then the processor's webhook settles it: the webhook's
-        apply phase on the data plane (`inbound/apply.py`, `paycore_inbound_apply_payment`)."""
+        apply phase on the data plane (`inbound/apply_payment.py`, `paycore_inbound_apply_payment`)."""
         self.env.faults({"fault": "drop_response", "next_n": 1})
         response = self.env.pay(self.merchant)
         assert response.status_code == 202 and response.json()["status"] == "in_doubt", response.text
