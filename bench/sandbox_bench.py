@@ -3,12 +3,17 @@
     git archive OLD_REV src | tar -x -C /tmp/sandbox-old      # the older code, without a worktree
     .venv/bin/python bench/sandbox_bench.py --old-src /tmp/sandbox-old/src [--rounds 2] [--seconds 10]
 
-Two parts, each run for the old and the new code in turn (old, new, old, new, ...):
+Three parts, each run for the old and the new code in turn (old, new, old, new, ...):
 
 - **alone**: the sandbox in a process of its own (`bench/_sandbox_alone.py`): `--charges`
   charges through `InProcessTransport`, then their webhooks delivered by `deliver_due(http_sink)`
   to a receiver that answers at once (`bench/servers/webhook_receiver.py`, another process):
   CPU per charge and per webhook, and the TCP connections the receiver accepted.
+- **http**: the sandbox as a split deployment runs it, `paycore processor serve` on SQLite in a
+  process of its own (`bench/_sandbox_http.py`), charged by `--clients` threads of paycore's
+  `HttpTransport` for `--seconds`, its webhooks to the same receiver: charges/s and the
+  process's CPU per charge from the load's start to its last webhook delivered (/proc), so the
+  charge's HTTP answer, its write and its webhook are all in it.
 - **serve**: `paycore serve --dev` on SQLite (the sandbox in process, as `payments_bench.py`
   runs it), `--clients` threads posting payments for `--seconds` over keep-alive connections
   (`payments_bench.drive`). Reported: payments/s in the window, and counted to the last webhook
@@ -43,6 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common
+import _sandbox_http as sandbox_http
 import payments_bench as pb
 
 HERE = Path(__file__).resolve().parent
@@ -205,6 +211,8 @@ MEDIANS = [
     ("alone", "charge_cpu_us", "CPU µs / charge, alone", 0),
     ("alone", "deliver_cpu_us", "CPU µs / webhook, alone", 0),
     ("alone", "connections", "TCP connections opened for the webhooks, alone", 0),
+    ("http", "cpu_us_per_charge", "CPU µs / charge and its webhook, processor serve over HTTP", 0),
+    ("http", "charges_per_s", "charges/s, processor serve over HTTP", 0),
     ("serve", "payments_per_s", "payments/s, serve --dev", 0),
     ("serve", "to_last_webhook_per_s", "payments/s to the last webhook", 0),
     ("serve", "cpu_ms_per_payment", "process CPU ms / payment", 2),
@@ -231,7 +239,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--old-src", type=Path, help="the older commit's src/ (omit: this checkout only)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--parts", default="alone,serve")
+    parser.add_argument("--parts", default="alone,http,serve")
     parser.add_argument("--charges", type=int, default=2000, help="alone: charges per run")
     parser.add_argument("--seconds", type=float, default=10, help="serve: measured seconds of load")
     parser.add_argument("--warmup-s", type=float, default=2)
@@ -246,6 +254,7 @@ def main() -> int:
     parts = args.parts.split(",")
     alone_rows: list[list[Any]] = []
     serve_rows: list[list[Any]] = []
+    http_rows: list[list[Any]] = []
     raw: dict[tuple[str, str], list[dict[str, Any]]] = {}
     load_before = common.load_average()
     for round_number in range(1, args.rounds + 1):
@@ -257,6 +266,18 @@ def main() -> int:
                                    common.fmt(alone["deliver_cpu_us"]), common.fmt(alone["deliver_wall_us"]),
                                    alone["delivered"], alone["connections"]])  # fmt: skip
                 print(alone_rows[-1], file=sys.stderr, flush=True)
+            if "http" in parts:
+                receiver, url = start_receiver()
+                try:
+                    served = sandbox_http.run(side_env(src), workdir, f"{name}-r{round_number}", url, args, cpu_s)
+                finally:
+                    receiver.terminate()
+                    receiver.wait(10)
+                raw.setdefault((name, "http"), []).append(served)
+                http_rows.append([name, round_number, common.fmt(served["charges_per_s"]), served["charges"],
+                                  common.fmt(served["cpu_us_per_charge"]), common.fmt(served["drain_s"], 2),
+                                  served["check"]])  # fmt: skip
+                print(http_rows[-1], file=sys.stderr, flush=True)
             if "serve" in parts:
                 found = run_serve(src, workdir, args, f"{name}-r{round_number}")
                 raw.setdefault((name, "serve"), []).append(found)
@@ -281,6 +302,10 @@ def main() -> int:
         headers = ["code", "round", "CPU µs / charge", "CPU µs / webhook", "wall µs / webhook", "webhooks",
                    "TCP connections"]  # fmt: skip
         report += ["### Alone", "", common.markdown_table(headers, alone_rows), ""]
+    if http_rows:
+        headers = ["code", "round", "charges/s", "charges", "CPU µs / charge and its webhook", "s to deliver the rest",
+                   "check"]  # fmt: skip
+        report += ["### processor serve over HTTP, SQLite", "", common.markdown_table(headers, http_rows), ""]
     if serve_rows:
         headers = ["code", "round", "payments/s", "payments/s to the last webhook", "p99 ms",
                    "process CPU ms / payment", "sandbox Python CPU ms / payment", "webhooks queued at stop",
@@ -288,7 +313,7 @@ def main() -> int:
         report += ["### serve --dev, SQLite", "", common.markdown_table(headers, serve_rows), ""]
     report += medians(raw, [name for name, _ in sides])
     print("\n".join(report))
-    return 0 if all(row[-1] == "ok" for row in serve_rows) else 1
+    return 0 if all(row[-1] == "ok" for row in serve_rows + http_rows) else 1
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from paycore.http.routing import JsonRoute, allowed_methods, answer_client_disco
 from paycore.kit.errors import DuplicateJsonKey
 from paycore.processor.port import ProcessorRefused
 from paycore_sandbox.admin import AdminTokenRequired, admin_dependencies
+from paycore_sandbox.charge_edge import ChargeEdge
 from paycore_sandbox.faults import Decision, FaultPlanError
 from paycore_sandbox.limits import BODY_BYTES_MAX
 from paycore_sandbox.schemas import (
@@ -99,6 +100,7 @@ def create_app(
     *,
     admin_token: str | None = None,
     body_bytes_max: int = BODY_BYTES_MAX,
+    charge_edge: bool = True,
 ) -> FastAPI:
     """The sandbox's FastAPI app; `sink` is where `POST /v1/sandbox/webhooks/deliver` sends.
     With `admin_token`, the endpoints that change the sandbox require it (paycore_sandbox.admin).
@@ -106,7 +108,9 @@ def create_app(
     It shares paycore's HTTP edge rather than copying it: the body bound (`BodyLimit`: 413
     `request_too_large`, 415 for a body that is not JSON), bodies read by `strict_json` (a
     repeated key is 400 `duplicate_json_key`), and, served by `paycore processor serve`,
-    paycore's `Server` (431, 408, 503 `server_busy`; ADR 0013)."""
+    paycore's `Server` (431, 408, 503 `server_busy`; ADR 0013). `POST /v1/charges` is served
+    in one pass by `charge_edge.ChargeEdge` (the same answers; `charge_edge=False`: by its
+    FastAPI route alone, as tests compare)."""
     # A trailing slash is a 404, never a redirect built from the Host header (as paycore, ADR 0013).
     app = FastAPI(title="paycore sandbox processor", version="1", redirect_slashes=False)
     app.router.route_class = JsonRoute  # bodies read by paycore's strict reader: a repeated key is refused
@@ -119,6 +123,8 @@ def create_app(
     _add_dispute_routes(app, sandbox, admin)
     _add_sandbox_routes(app, sandbox, sink, admin)
     assert_json_routes(app)
+    if charge_edge:  # inside BodyLimit: what it refuses never reaches the edge
+        app.add_middleware(ChargeEdge, sandbox=sandbox, respond=_respond)
     app.add_middleware(BodyLimit, body_bytes_max=body_bytes_max)
     return app
 
