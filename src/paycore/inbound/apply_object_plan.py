@@ -76,7 +76,9 @@ class Planning(Generic[T, M]):
     takes: Callable[[ProcessorEvent], bool]  # an event the data plane tries for this object
     result_of: Callable[[ProcessorEvent], Any]  # the result the event describes, as the reference path reads it
     settled_status: Callable[[T, Decision], str | None]  # the settle's target, None for the reference path
-    plan_move: Callable[..., M]  # the settle's one home (`settle_plan.plan_move`)
+    # The settle's one home (`settle_plan.plan_move`); None where the move's own facts send it to
+    # the reference path (a return past its window).
+    plan_move: Callable[..., M | None]
     new_ids: Callable[[], Any]  # the move's new ids, made in the reference path's order
     moved: Callable[[M], T]  # the object as the move leaves it
     # The plain case's audit cause for the object as read, or None where it is not plain.
@@ -146,6 +148,8 @@ def plan_apply(
         context=context,
         **planning.move_facts(result),
     )
+    if move is None:
+        return None
     webhook, audit_event = rows(planning, event, payload, (APPLIED, APPLIED), now_us, audit_event_id, context)
     plan = Plan(webhook, move, audit_event)
     check_plan(planning.moved(move), plan)

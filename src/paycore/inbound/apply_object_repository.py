@@ -46,7 +46,9 @@ class Writing(Generic[M]):
     """What differs between the objects a webhook moves, in SQL: the data of the one shape."""
 
     write_move: Callable[[Connection, M], Accounts | None]  # SQLite: the settle's list, None when moved first
-    apply_call: driver.Statement  # PostgreSQL: the apply phase's function
+    # PostgreSQL: the apply phase's function, or the function for a plan (a payout's settlement: one
+    # step or two), and its arguments.
+    apply_call: driver.Statement | Callable[[Plan[M]], driver.Statement]
     apply_params: Callable[[Plan[M]], Sequence[Any]]
     # PostgreSQL: the plain case's function and its arguments; None where there is no plain case.
     confirm_call: driver.Statement | None = None
@@ -87,6 +89,20 @@ SETTLE_PAYOUT = driver.binary_arrays(  # `*_inbound_payout_settlement.py`
         f" ?::text[], ?::text[], ?::bigint[], {placeholders(15)})"
     )
 )
+# A payout's postings and adjustments, as `*_inbound_payout_return.py`'s functions take them.
+_POSTINGS = (
+    "?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?, ?,"
+    " ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[]"
+)
+RETURN_PAYOUT = driver.binary_arrays(  # `*_inbound_payout_return.py`
+    driver.statement(f"SELECT paycore_inbound_return_payout({placeholders(18)}, {_POSTINGS}, {placeholders(10)})")
+)
+SETTLE_WAITING_PAYOUT = driver.binary_arrays(
+    driver.statement(
+        f"SELECT paycore_inbound_settle_waiting_payout({placeholders(15)}, ?::text[], {placeholders(8)},"
+        f" {_POSTINGS}, {placeholders(10)})"
+    )
+)
 
 
 def stored_event_params(webhook: dict[str, Any]) -> tuple[Any, ...]:
@@ -118,7 +134,8 @@ def apply_call(connection: Connection, writing: Writing[M], plan: Plan[M]) -> st
     webhook, audit_event, state_event = plan.webhook, plan.audit_event, plan.move.state_event
     assert (webhook["attempts"], webhook["next_attempt_at_us"]) == (1, None), webhook
     assert audit_event["actor"] == state_event["actor"] and audit_event["cause"] == webhook["status"]
-    return _call(connection, writing.apply_call, writing.apply_params(plan), (APPLIED, DUPLICATE))
+    call = writing.apply_call if isinstance(writing.apply_call, driver.Statement) else writing.apply_call(plan)
+    return _call(connection, call, writing.apply_params(plan), (APPLIED, DUPLICATE))
 
 
 def confirm_call(connection: Connection, writing: Writing[Any], confirmation: Confirmation[Any]) -> str:

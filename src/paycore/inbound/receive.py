@@ -16,7 +16,9 @@ read, then one call or a fixed list; a payment's call reads the payment itself),
 object in `apply_payment.py` (`paycore_inbound_apply_payment`), `apply_refund.py`
 (`paycore_inbound_apply_refund`) and `apply_payout.py` (`paycore_inbound_apply_payout`); the
 bank's `settled` settles a payout `sent` the same way (`apply_payout_settlement.py`:
-`paycore_inbound_settle_payout`).
+`paycore_inbound_settle_payout`), or one still waiting in two steps
+(`paycore_inbound_settle_waiting_payout`), and its `returned` returns a settled payout inside its
+window (`apply_payout_return.py`: `paycore_inbound_return_payout`).
 
 Everything else goes to the reference path (`service.receive`, unchanged), which verifies again
 and decides as it always has: every other type or object, and a charge event whose payment is
@@ -39,6 +41,7 @@ from paycore.db.engine import Database
 from paycore.inbound import (
     apply_payment,
     apply_payout,
+    apply_payout_return,
     apply_payout_settlement,
     apply_refund,
     events,
@@ -62,7 +65,13 @@ from paycore.ledger import service as ledger
 _DECIDED_BY_REFERENCE: Final = frozenset({"PC013", "40P01", "40001", "42883"})
 # The objects a webhook moves on the data plane, each by the one shape (a charge's event only once
 # the plain case did not hold).
-_MOVING: Final = (apply_payment.PAYMENT, apply_refund.REFUND, apply_payout.PAYOUT, apply_payout_settlement.SETTLEMENT)
+_MOVING: Final = (
+    apply_payment.PAYMENT,
+    apply_refund.REFUND,
+    apply_payout.PAYOUT,
+    apply_payout_settlement.SETTLEMENT,
+    apply_payout_return.RETURN,
+)
 
 
 def receive(database: Database, secret: str, signature: str | None, body: bytes) -> Received:

@@ -213,29 +213,39 @@ def _entry_params(resolution: Resolution, accounts: tuple[SimpleNamespace, Simpl
     return params
 
 
-# ------------------------------------------------------------------ a posted entry's account, by its code
-# A system account's totals moved by one posted entry (a payout's settlement: the in-transit
-# account, the bank's cash, the fees account), bounded before adding as `RESOLVED_TOTALS` is.
-_POSTED_BY_CODE = driver.statement(
+# ------------------------------------------------------------------ a posted entry's account, by its code or id
+# A payout's account's totals moved by one posted entry (a settlement: the in-transit account, the
+# bank's cash, the fees account; a return: the losses account, and the source by its id), bounded
+# before adding as `RESOLVED_TOTALS` is.
+_POSTED = (
     "UPDATE ledger_accounts SET debits_posted_minor = debits_posted_minor + ?,"
     " credits_posted_minor = credits_posted_minor + ?, entries_count = entries_count + 1"
-    " WHERE tenant_id = ? AND code = ? AND debits_posted_minor <= ? AND credits_posted_minor <= ?"
+    " WHERE tenant_id = ? AND {account} = ? AND debits_posted_minor <= ? AND credits_posted_minor <= ?"
     f" RETURNING {', '.join(ACCOUNT_COLUMNS)}"
 )
+_POSTED_BY = {column: driver.statement(_POSTED.format(account=column)) for column in ("code", "id")}
 
 
 def post_to_code(
-    connection: Connection, tenant_id: str, code: str, direction: str, amount_minor: int, currency: str
+    connection: Connection,
+    tenant_id: str,
+    code: str,
+    direction: str,
+    amount_minor: int,
+    currency: str,
+    *,
+    by: str = "code",
 ) -> SimpleNamespace:
-    """Add one posted entry of `amount_minor` to the account with `code`, checked as a
-    resolution's account is (`resolution_refusal`): the account as left (`ACCOUNT_COLUMNS`), its
-    `entries_count` the entry's number. Raises `Refused` (no such account, a total's range, the
-    balance limit, an overdraft) having written what the caller's rollback undoes."""
+    """Add one posted entry of `amount_minor` to the account with `code` (or, `by="id"`, that
+    id), checked as a resolution's account is (`resolution_refusal`): the account as left
+    (`ACCOUNT_COLUMNS`), its `entries_count` the entry's number. Raises `Refused` (no such
+    account, a total's range, the balance limit, an overdraft) having written what the caller's
+    rollback undoes."""
     assert direction in ("debit", "credit") and amount_minor > 0, (direction, amount_minor)
     debit = amount_minor if direction == "debit" else 0
     amounts = (debit, amount_minor - debit, 0, 0)
     bounds = tuple(bound_before_adding(amount, TOTAL_MINOR_MAX) for amount in amounts[:2])
-    rows = driver.fetch(connection, _POSTED_BY_CODE, (*amounts[:2], tenant_id, code, *bounds))
+    rows = driver.fetch(connection, _POSTED_BY[by], (*amounts[:2], tenant_id, code, *bounds))
     if not rows:
         raise Refused(f"{code}: no such account, or past the range of a total")
     found = SimpleNamespace(**dict(zip(ACCOUNT_COLUMNS, rows[0], strict=True)))

@@ -87,6 +87,37 @@ def as_read(payout: Payout) -> tuple[Any, ...]:
     )
 
 
+def step(
+    payout: Payout,
+    target: str,
+    decision: Decision,
+    *,
+    cause: str,
+    actor: str,
+    now_us: int,
+    event_id: str,
+    context: EventContext,
+) -> tuple[dict[str, Any], Payout, dict[str, Any]]:
+    """One step of the transition table as `decision` says: the columns it writes
+    (`Machine.changes`), the payout as it leaves it, and its state event with the snapshot. The
+    one home of a payout's step on the data plane (its settle, settlement and return)."""
+    assert MACHINE.allowed(payout.status, target), (payout.status, target)
+    changes = MACHINE.changes(payout, target, now_us, decision.values)
+    moved = replaced(payout, changes)
+    state_event = recording.event_row(
+        MACHINE,
+        moved,
+        payout.status,
+        cause=cause,
+        actor=actor,
+        now_us=moved.updated_at_us,
+        data=decision.data,
+        event_id=event_id,
+        context=context,
+    )
+    return changes, moved, state_event
+
+
 def settled_status(payout: Payout, decision: Decision) -> str | None:
     """The status `decision` moves `payout` to in one step, `sent` or `failed`, or None where
     the reference path decides."""
@@ -113,16 +144,13 @@ def plan_move(
     """The move of `payout` (as read) to `target` as `decision` says: the one home of a payout's
     settle on the data plane."""
     assert settled_status(payout, decision) == target and now_us > payout.updated_at_us, (payout, target)
-    changes = MACHINE.changes(payout, target, now_us, decision.values)
-    moved = replaced(payout, changes)
-    state_event = recording.event_row(
-        MACHINE,
-        moved,
-        payout.status,
+    changes, moved, state_event = step(
+        payout,
+        target,
+        decision,
         cause=cause,
         actor=actor,
-        now_us=moved.updated_at_us,
-        data=decision.data,
+        now_us=now_us,
         event_id=new_ids.state_event_id,
         context=context,
     )

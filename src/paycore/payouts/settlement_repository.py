@@ -9,11 +9,14 @@ post_to_code`: its totals, checked as a hold's resolution checks them, which han
 entries' numbers), the entries (one INSERT), the state event, then the bank's fee: its adjustment
 (none where the payout has one already: nothing written, the reference path decides) and its
 audit event. A payout moved first leaves nothing written (None); whatever else would refuse
-raises `Refused` for the caller's rollback, and the reference path decides.
+raises `Refused` for the caller's rollback, and the reference path decides. A payout still
+waiting moves to `sent` first, by its settle's list. The postings and the bank's adjustments are
+a return's too (`return_repository.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from sqlalchemy import Connection
@@ -21,9 +24,11 @@ from sqlalchemy import Connection
 from paycore.audit.statements import EVENT_COLUMNS
 from paycore.db import driver
 from paycore.ledger.hold_repository import TRANSFER_COLUMNS, Refused, post_to_code
+from paycore.payouts import settle_repository
 from paycore.payouts.settle_plan import as_read
-from paycore.payouts.settle_repository import Accounts, write_state_event
-from paycore.payouts.settlement_plan import WRITTEN_COLUMNS, Move
+from paycore.payouts.settle_repository import Accounts
+from paycore.payouts.settlement_plan import WRITTEN_COLUMNS, Move, PlannedEntry, TwoSteps
+from paycore.payouts.types import Payout
 
 _ENTRY_COLUMNS: Final = (
     "tenant_id",
@@ -57,19 +62,30 @@ _CAS = driver.statement(
     " WHERE tenant_id = ? AND id = ? AND status = ? AND updated_at_us = ? AND attempts = ? AND bank_reference IS ?"
     " AND batch_id IS ? AND failure_code IS ? RETURNING amount_minor, currency"
 )
+# A settlement's one or two transfers, a return's one or two; their 2 to 5 entries.
 _TRANSFERS = {rows: driver.insert("ledger_transfers", TRANSFER_COLUMNS, rows) for rows in (1, 2)}
-_ENTRIES = {rows: driver.insert("ledger_entries", _ENTRY_COLUMNS, rows) for rows in (2, 4)}
-_ADJUSTMENT = driver.statement(
-    f"INSERT INTO payout_adjustments ({', '.join(_ADJUSTMENT_COLUMNS)})"
-    f" VALUES ({', '.join('?' for _ in _ADJUSTMENT_COLUMNS)}) ON CONFLICT DO NOTHING RETURNING id"
-)
-_EVENT = driver.insert("events", EVENT_COLUMNS)
+_ENTRIES = {rows: driver.insert("ledger_entries", _ENTRY_COLUMNS, rows) for rows in (2, 3, 4, 5)}
+_ADJUSTMENTS = {
+    rows: driver.statement(
+        f"{driver.insert('payout_adjustments', _ADJUSTMENT_COLUMNS, rows).sqlite} ON CONFLICT DO NOTHING RETURNING id"
+    )
+    for rows in (1, 2)
+}
+_EVENTS = {rows: driver.insert("events", EVENT_COLUMNS, rows) for rows in (1, 2)}
 
 
-def write_move(connection: Connection, move: Move) -> Accounts | None:
+def write_move(connection: Connection, move: Move | TwoSteps) -> Accounts | None:
     """Write a payout's settlement inside the caller's transaction: its accounts as left once
-    written; None (nothing written) when the compare-and-set found the payout moved. Raises
-    `Refused` having written what the caller's rollback undoes."""
+    written; None (nothing written) when the compare-and-set found the payout moved. A waiting
+    payout's first step is its settle's list (`settle_repository.write_move`). Raises `Refused`
+    having written what the caller's rollback undoes."""
+    if isinstance(move, TwoSteps):
+        first = settle_repository.write_move(connection, move.first)
+        if first is None:
+            return None
+        second = write_move(connection, move.second)
+        assert second is not None, "the payout as the first step left it, under the writer's lock"
+        return list({account.id: account for account in (*first, *second)}.values())
     accepted, changes = move.accepted, move.changes
     expected = as_read(accepted)
     values = [changes[column] for column in WRITTEN_COLUMNS]
@@ -77,21 +93,45 @@ def write_move(connection: Connection, move: Move) -> Accounts | None:
     if not found:
         return None
     assert found[0] == (accepted.amount_minor, accepted.currency), "the payout moved is the payout planned"
-    transfers = [[transfer[name] for name in TRANSFER_COLUMNS] for transfer in move.transfers]
-    driver.execute(connection, _TRANSFERS[len(transfers)], [value for row in transfers for value in row])
-    entries: list[Any] = []
+    accounts = post(connection, accepted, move.transfers, move.entries)
+    settle_repository.write_state_event(connection, move.state_event)
+    if move.adjustment is not None and move.adjustment_event is not None:
+        adjust(connection, accepted, (move.adjustment,), (move.adjustment_event,))
+    return accounts
+
+
+def post(
+    connection: Connection, payout: Payout, transfers: Sequence[dict[str, Any]], entries: Sequence[PlannedEntry]
+) -> Accounts:
+    """The payout's posted transfers (one INSERT), each entry's account by its code or id (in the
+    reference path's order: each transfer's accounts, then the next's), the entries (one INSERT):
+    the accounts as left."""
+    rows = [[transfer[name] for name in TRANSFER_COLUMNS] for transfer in transfers]
+    driver.execute(connection, _TRANSFERS[len(rows)], [value for row in rows for value in row])
+    times = {transfer["id"]: transfer["created_at_us"] for transfer in transfers}
+    values: list[Any] = []
     accounts = {}
-    for entry in move.entries:  # in the reference path's order: each transfer's accounts, then the next's
+    for entry in entries:
+        by, key = ("code", entry.account_code) if entry.account_id is None else ("id", entry.account_id)
+        assert key is not None, entry
         account = post_to_code(
-            connection, accepted.tenant_id, entry.account_code, entry.direction, entry.amount_minor, accepted.currency
+            connection, payout.tenant_id, key, entry.direction, entry.amount_minor, payout.currency, by=by
         )
         accounts[account.id] = account
-        entries += [accepted.tenant_id, entry.id, entry.transfer_id, account.id, entry.direction]
-        entries += [entry.amount_minor, account.currency, account.entries_count, move.payout.updated_at_us]
-    driver.execute(connection, _ENTRIES[len(move.entries)], entries)
-    write_state_event(connection, move.state_event)
-    if move.adjustment is not None and move.adjustment_event is not None:
-        if not driver.fetch(connection, _ADJUSTMENT, [move.adjustment[name] for name in _ADJUSTMENT_COLUMNS]):
-            raise Refused(f"payout {accepted.id} has its bank's fee already")
-        driver.execute(connection, _EVENT, [move.adjustment_event.get(name) for name in EVENT_COLUMNS])
+        values += [payout.tenant_id, entry.id, entry.transfer_id, account.id, entry.direction]
+        values += [entry.amount_minor, account.currency, account.entries_count, times[entry.transfer_id]]
+    driver.execute(connection, _ENTRIES[len(entries)], values)
     return list(accounts.values())
+
+
+def adjust(
+    connection: Connection, payout: Payout, adjustments: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]]
+) -> None:
+    """The bank's adjustments of the payout (one INSERT; none written where the payout has one of
+    the same key already: `Refused`, the reference path decides) and their audit events (one)."""
+    rows = [[adjustment[name] for name in _ADJUSTMENT_COLUMNS] for adjustment in adjustments]
+    added = driver.fetch(connection, _ADJUSTMENTS[len(rows)], [value for row in rows for value in row])
+    if len(added) != len(rows):
+        raise Refused(f"payout {payout.id} has one of these adjustments already")
+    values = [event.get(name) for event in events for name in EVENT_COLUMNS]
+    driver.execute(connection, _EVENTS[len(events)], values)

@@ -103,6 +103,10 @@ def test_every_server_function_is_delegated_by_its_tenant(citus: Database) -> No
         "paycore_credits_create",
         "paycore_payments_accept",
         "paycore_inbound_apply_payment",
+        "paycore_inbound_return_payout",
+        "paycore_inbound_settle_waiting_payout",
+        "paycore_payout_post",
+        "paycore_payout_adjust",
     } <= names
     assert all(function.delegated for function in functions), functions
     assert colocated == len(functions)

@@ -15,7 +15,6 @@ exactly where it won.
 
 from __future__ import annotations
 
-import json
 from typing import Any, cast
 
 import pytest
@@ -35,6 +34,7 @@ from paycore.processor.port import PayoutRequest, PayoutResult, Processor, Proce
 from tests.integration.inbound.racing import race
 from tests.integration.inbound.racing import winners as racing_winners
 from tests.integration.payments.test_settle_across_processes import _database
+from tests.support import payout_webhooks
 from tests.support.payouts import funded_source
 
 TENANT = "race"
@@ -117,40 +117,26 @@ def _check_one(database: Database, payout_id: str) -> str:
             ),
             params,
         ).scalar_one()
-        changes = connection.execute(
-            text(
-                "SELECT to_state, cause, object_sequence FROM events WHERE tenant_id = :t AND object_id = :p"
-                " AND kind = 'state_change' ORDER BY object_sequence"
-            ),
-            params,
-        ).all()
-        stored = connection.execute(
-            text("SELECT count(*) FROM processor_webhooks WHERE tenant_id = :t AND request_id = :p"), params
-        ).scalar_one()
+        changes, stored = payout_webhooks.state_changes(connection, TENANT, payout_id)
     assert kinds == ["pending", "post"] and entries == 4, (payout_id, kinds, entries)
     expected = [("scheduled", 1), ("queued", 2), ("processing", 3), ("in_doubt", 4), ("sent", 5)]
-    assert [(row[0], row[2]) for row in changes] == expected, changes
-    assert changes[4][1] in ("webhook", "bank_answer") and stored == 1, (changes, stored)
-    return "webhook" if changes[4][1] == "webhook" else "resolver"  # the resolver's cause: the bank's answer
+    return payout_webhooks.winner(changes, expected, stored)
 
 
 # ------------------------------------------------------------------ the two processes
 
 
 def _event(payout_id: str) -> bytes:
-    data = {
-        "object": "payout",
-        "request_id": payout_id,
-        "merchant_id": TENANT,
-        "status": "accepted",
-        "amount_minor": AMOUNT_MINOR,
-        "currency": "USD",
-        "rail": "ach",
-        "bank_payout_id": f"bp_{payout_id}",
-        "batch_id": "b1",
-    }
-    event = {"id": f"evt_{payout_id}", "type": "payout.accepted", "created_at": "", "sequence": 1, "data": data}
-    return json.dumps(event).encode()
+    return payout_webhooks.event_body(
+        TENANT,
+        payout_id,
+        "accepted",
+        event_id=f"evt_{payout_id}",
+        sequence=1,
+        created_at="",
+        amount_minor=AMOUNT_MINOR,
+        batch_id="b1",
+    )
 
 
 def resolver_process(url: str, barrier: Any, rounds: Any, bank: Any = None) -> None:

@@ -10,15 +10,14 @@ on both databases.
   sequence and snapshot, the stored event, the accounts' totals), `accepted` and `rejected`, and
   answers the same (and a redelivery the same).
 - That everything else is the reference path's: another amount or rail (a mismatch), a
-  `settled` word (two steps and the bank's fee), a payout sent already, an unknown payout, and a
-  schema without the function.
+  `returned` word (three steps and the return), a payout sent already, an unknown payout, and a
+  schema without the function (a `settled` word is `test_payout_return_data_plane.py`'s).
 
 Before (the reference path, `service.receive` alone, counted the same way): `REFERENCE_COST`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from typing import Any
@@ -27,17 +26,16 @@ import pytest
 from sqlalchemy import text
 
 from paycore.db.engine import Database
-from paycore.db.migrate import MIGRATIONS_PATH
 from paycore.inbound import apply_payout, receive, service
 from paycore.inbound.service import Received
 from paycore.invariants import service as invariants
-from paycore.kit import signing
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
 from tests.integration.inbound.test_apply_refund_data_plane import normal
 from tests.integration.inbound.test_receive_data_plane import references, signed
 from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support
+from tests.support import payout_webhooks
 from tests.support.payouts import funded_source
 from tests.support.statements import counting
 
@@ -75,27 +73,11 @@ def in_doubt(env: Env) -> tuple[str, str]:
 
 def event_for(payout_id: str, word: str, **data: Any) -> bytes:
     """The bank's webhook about the payout: `payout.accepted`, `payout.rejected`, ..."""
-    fields: dict[str, Any] = {
-        "object": "payout",
-        "request_id": payout_id,
-        "merchant_id": support.TENANT,
-        "status": word,
-        "amount_minor": AMOUNT_MINOR,
-        "currency": "USD",
-        "rail": "ach",
-        "bank_payout_id": f"bp_{payout_id}",
-        "batch_id": "batch_1",
-    }
+    fields: dict[str, Any] = {"amount_minor": AMOUNT_MINOR, "batch_id": "batch_1"}
     if word == "rejected":
         fields["failure_code"] = "R03"
-    document = {
-        "id": f"evt_{payout_id}_{word}_{now_us()}",
-        "type": f"payout.{word}",
-        "created_at": "2026-12-06T00:00:00Z",
-        "sequence": 2,
-        "data": {**fields, **data},
-    }
-    return json.dumps(document).encode()
+    event_id = f"evt_{payout_id}_{word}_{now_us()}"
+    return payout_webhooks.event_body(support.TENANT, payout_id, word, event_id=event_id, sequence=2, **fields | data)
 
 
 def dialect(env: Env) -> str:
@@ -257,7 +239,8 @@ def test_a_confirming_webhook_is_the_read_and_one_call_and_writes_what_the_refer
 FALLBACKS: list[tuple[str, str, dict[str, Any]]] = [
     ("another amount: a mismatch", "accepted", {"amount_minor": AMOUNT_MINOR + 1}),
     ("another rail: a mismatch", "rejected", {"rail": "sepa"}),
-    ("a settled word: two steps and the fee", "settled", {}),
+    # A `settled` word moves it two steps on the data plane now (test_payout_return_data_plane.py).
+    ("a returned word: three steps and the return", "returned", {"return_code": "R01"}),
     ("an unknown payout", "accepted", {"request_id": "po_unknown"}),
     ("no rail", "accepted", {"rail": None}),
 ]
@@ -294,20 +277,11 @@ def test_a_schema_without_the_function_moves_it_by_the_reference_path(env: Env, 
     nothing, and the reference path applies the event as before. The function is put back."""
     if not env.database.is_postgres:
         pytest.skip("SQLite's list needs no new schema")
-    [path] = (MIGRATIONS_PATH / "versions").glob("*_inbound_payouts.py")
-    spec = importlib.util.spec_from_file_location("inbound_payouts_migration", path)
-    assert spec is not None and spec.loader is not None
-    migration = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(migration)
+    migration = payout_webhooks.migration("inbound_payouts")
     _, payout_id = in_doubt(env)
     body = event_for(payout_id, "accepted")
-    with env.database.autocommit() as connection:
-        connection.execute(text(f"DROP FUNCTION {migration._APPLY_PAYOUT}"))
-    try:
+    with payout_webhooks.function_dropped(env.database, migration._APPLY_PAYOUT, migration._CREATE_APPLY_PAYOUT):
         received = receive.receive(env.database, *signed(env, body))
-    finally:
-        with env.database.autocommit() as connection:
-            connection.execute(text(migration._CREATE_APPLY_PAYOUT))
     assert received.result == "applied" and references == ["applied"]
     assert support.get(env, payout_id)["status"] == "sent"
 
@@ -318,9 +292,7 @@ def test_the_route_moves_it_on_the_data_plane(env: Env, references: list[str]) -
     from the event loop, on PostgreSQL the whole receive runs on one worker thread)."""
     _, payout_id = in_doubt(env)
     body = event_for(payout_id, "accepted")
-    _, signature, _ = signed(env, body)
-    headers = {signing.SIGNATURE_HEADER: signature, "Content-Type": "application/json"}
-    response = env.client.post("/v1/webhooks/processor", content=body, headers=headers)
+    response = payout_webhooks.post_webhook(env.client, env.settings.processor_webhook_secret, body)
     assert response.status_code == 200 and response.json()["result"] == "applied", response.text
     assert references == [], "the data plane moved it"
     assert support.get(env, payout_id)["status"] == "sent"

@@ -16,7 +16,6 @@ the bank's cash, one fee transfer and one `bank:fee` adjustment, one state chang
 
 from __future__ import annotations
 
-import json
 from typing import cast
 
 import pytest
@@ -41,6 +40,7 @@ from tests.integration.inbound.test_apply_payout_across_processes import (
     _policy,
     resolver_process,
 )
+from tests.support import payout_webhooks
 from tests.support.payouts import funded_source
 
 TENANT = "race_settle"
@@ -112,40 +112,26 @@ def _check_one(database: Database, payout_id: str) -> str:
         adjustments = connection.execute(
             text("SELECT kind, amount_minor FROM payout_adjustments WHERE tenant_id = :t AND payout_id = :p"), params
         ).all()
-        changes = connection.execute(
-            text(
-                "SELECT to_state, cause, object_sequence FROM events WHERE tenant_id = :t AND object_id = :p"
-                " AND kind = 'state_change' ORDER BY object_sequence"
-            ),
-            params,
-        ).all()
-        stored = connection.execute(
-            text("SELECT count(*) FROM processor_webhooks WHERE tenant_id = :t AND request_id = :p"), params
-        ).scalar_one()
+        changes, stored = payout_webhooks.state_changes(connection, TENANT, payout_id)
     expected_transfers = [("pending", "payout"), ("post", "payout"), ("transfer", "adjustment"), ("transfer", "payout")]
     assert [tuple(row) for row in transfers] == expected_transfers, (payout_id, transfers)
     assert [tuple(row) for row in adjustments] == [("fee", FEE_MINOR)], (payout_id, adjustments)
     expected = [("scheduled", 1), ("queued", 2), ("processing", 3), ("sent", 4), ("settled", 5)]
-    assert [(row[0], row[2]) for row in changes] == expected, changes
-    assert changes[4][1] in ("webhook", "bank_answer") and stored == 1, (changes, stored)
-    return "webhook" if changes[4][1] == "webhook" else "resolver"  # the resolver's cause: the bank's answer
+    return payout_webhooks.winner(changes, expected, stored)
 
 
 # ------------------------------------------------------------------ the two processes
 
 
 def _event(payout_id: str) -> bytes:
-    data = {
-        "object": "payout",
-        "request_id": payout_id,
-        "merchant_id": TENANT,
-        "status": "settled",
-        "amount_minor": AMOUNT_MINOR,
-        "currency": "USD",
-        "rail": "ach",
-        "bank_payout_id": f"bp_{payout_id}",
-        "batch_id": "b1",
-        "fee_minor": FEE_MINOR,
-    }
-    event = {"id": f"evt_{payout_id}", "type": "payout.settled", "created_at": "", "sequence": 1, "data": data}
-    return json.dumps(event).encode()
+    return payout_webhooks.event_body(
+        TENANT,
+        payout_id,
+        "settled",
+        event_id=f"evt_{payout_id}",
+        sequence=1,
+        created_at="",
+        amount_minor=AMOUNT_MINOR,
+        batch_id="b1",
+        fee_minor=FEE_MINOR,
+    )

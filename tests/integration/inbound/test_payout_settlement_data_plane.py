@@ -10,16 +10,16 @@ on both databases.
   and payout, row for row (the payout, its transfers and entries, the events with their sequence
   and snapshot, the adjustment, the stored event, the accounts' totals), with and without a fee,
   and answers the same (and a redelivery the same).
-- That everything else is the reference path's: a payout still in doubt (two steps), a
-  `returned` word, another amount (a mismatch), a payout settled already, and a schema without
-  the function.
+- That everything else is the reference path's: a payout failed (a contradiction), a `returned`
+  word for a payout sent (two steps), another amount (a mismatch), a payout settled already, and
+  a schema without the function (a payout still in doubt moves two steps on the data plane:
+  `test_payout_return_data_plane.py`).
 
 Before (the reference path, `service.receive` alone, counted the same way): `REFERENCE_COST`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from typing import Any
@@ -28,11 +28,9 @@ import pytest
 from sqlalchemy import text
 
 from paycore.db.engine import Database
-from paycore.db.migrate import MIGRATIONS_PATH
 from paycore.inbound import receive, service
 from paycore.inbound.service import Received
 from paycore.invariants import service as invariants
-from paycore.kit import signing
 from paycore.ledger import service as ledger
 from tests.integration.inbound.test_apply_payout_data_plane import AMOUNT_MINOR, dialect, event_for, in_doubt
 from tests.integration.inbound.test_apply_refund_data_plane import _names
@@ -40,6 +38,7 @@ from tests.integration.inbound.test_receive_data_plane import references, signed
 from tests.integration.payments.conftest import Env
 from tests.integration.payments.test_settle_data_plane import normal_value
 from tests.integration.payouts import support
+from tests.support import payout_webhooks
 from tests.support.payouts import funded_source
 from tests.support.statements import counting
 
@@ -232,12 +231,16 @@ def _sent(env: Env) -> str:
     return sent(env)[1]
 
 
-def _in_doubt(env: Env) -> str:
-    return in_doubt(env)[1]
+def _failed(env: Env) -> str:
+    """A payout the bank rejected while it was in doubt."""
+    payout_id = in_doubt(env)[1]
+    assert receive.receive(env.database, *signed(env, event_for(payout_id, "rejected"))).result == "applied"
+    return payout_id
 
 
 FALLBACKS: list[tuple[str, Callable[[Env], str], str, dict[str, Any]]] = [
-    ("a payout in doubt: two steps", _in_doubt, "settled", {}),
+    # A payout in doubt moves two steps on the data plane now (test_payout_return_data_plane.py).
+    ("a payout failed: a contradiction", _failed, "settled", {}),
     ("a returned word: its window and adjustments", _sent, "returned", {"return_code": "R01"}),
     ("another amount: a mismatch", _sent, "settled", {"amount_minor": AMOUNT_MINOR + 1}),
     ("a payout settled already", _settled_already, "settled", {}),
@@ -263,20 +266,11 @@ def test_a_schema_without_the_function_settles_it_by_the_reference_path(env: Env
     nothing, and the reference path applies the event as before. The function is put back."""
     if not env.database.is_postgres:
         pytest.skip("SQLite's list needs no new schema")
-    [path] = (MIGRATIONS_PATH / "versions").glob("*_inbound_payout_settlement.py")
-    spec = importlib.util.spec_from_file_location("inbound_payout_settlement_migration", path)
-    assert spec is not None and spec.loader is not None
-    migration = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(migration)
+    migration = payout_webhooks.migration("inbound_payout_settlement")
     _, payout_id = sent(env)
     body = settled_event(payout_id, FEE_MINOR)
-    with env.database.autocommit() as connection:
-        connection.execute(text(f"DROP FUNCTION {migration._SETTLE_PAYOUT}"))
-    try:
+    with payout_webhooks.function_dropped(env.database, migration._SETTLE_PAYOUT, migration._CREATE_SETTLE_PAYOUT):
         received = receive.receive(env.database, *signed(env, body))
-    finally:
-        with env.database.autocommit() as connection:
-            connection.execute(text(migration._CREATE_SETTLE_PAYOUT))
     assert received.result == "applied" and references == ["applied"]
     assert support.get(env, payout_id)["status"] == "settled"
 
@@ -287,9 +281,7 @@ def test_the_route_settles_it_on_the_data_plane(env: Env, references: list[str])
     from the event loop, on PostgreSQL the whole receive runs on one worker thread)."""
     _, payout_id = sent(env)
     body = settled_event(payout_id, FEE_MINOR)
-    _, signature, _ = signed(env, body)
-    headers = {signing.SIGNATURE_HEADER: signature, "Content-Type": "application/json"}
-    response = env.client.post("/v1/webhooks/processor", content=body, headers=headers)
+    response = payout_webhooks.post_webhook(env.client, env.settings.processor_webhook_secret, body)
     assert response.status_code == 200 and response.json()["result"] == "applied", response.text
     assert references == [], "the data plane settled it"
     assert support.get(env, payout_id)["status"] == "settled"

@@ -97,6 +97,7 @@ class Flows:
             "payout canceled": self.payout_canceled,
             "payout on the data plane": self.payout_data_plane,
             "payout sent by its webhook": self.payout_sent_by_its_webhook,
+            "payout returned by its webhook": self.payout_returned_by_its_webhook,
             "credit": self.credit,
             "transfer": self.transfer,
             "transfer reversed": self.transfer_reversed,
@@ -197,6 +198,17 @@ class Flows:
         payouts.bank_finishes(self.env)
         history = payouts.get(self.env, payout["id"])["history"]
         assert [(step["to"], step["cause"]) for step in history[-2:]] == [("sent", "webhook"), ("settled", "webhook")]
+
+    def payout_returned_by_its_webhook(self) -> None:
+        """The bank's answer lost (`in_doubt`), then its webhooks move it, the last one, `returned`,
+        returning the settled payout on the data plane (`inbound/apply_payout_return.py`,
+        `paycore_inbound_return_payout`)."""
+        payout = payouts.schedule(self.env, payouts.ach(self.source, account_number=payouts.RETURNED_R02))
+        self.env.faults({"fault": "drop_response", "next_n": 1, "ops": ["payout"]})
+        assert payouts.queue_and_send(self.env) == 1 and payouts.get(self.env, payout["id"])["status"] == "in_doubt"
+        payouts.bank_finishes(self.env)
+        history = payouts.get(self.env, payout["id"])["history"]
+        assert [step["to"] for step in history[-2:]] == ["settled", "returned"], history
 
     def payout_canceled(self) -> None:
         payout = payouts.schedule(self.env, payouts.ach(self.source))
