@@ -7,7 +7,9 @@ changes it fails this test loudly, naming what changed, instead of breaking payc
   HTTP limits of ADR 0013. httptools is uvicorn's fast parser: the credits benchmark
   (docs/benchmarks.md, `credits_http_bench.py`) runs on it, and the limits are a counter and a timer per
   request on top (ADR 0013, point 6). The subclass overrides or calls the methods below and
-  reads `parser`, `cycle`, `flow`, `connections`, `tasks`, `server_state`, `url`, `headers`.
+  reads `parser`, `cycle`, `flow`, `connections`, `tasks`, `server_state`, `url`, `headers`,
+  and replaces `transport` after `connection_made` (`http/coalesced.py`: a response's head and
+  body in one write), which `on_headers_complete` hands to each `RequestResponseCycle`.
 - `db/driver.py` runs the money path's statements on the driver's own cursor (ADR 0007: a
   PostgreSQL transfer's client CPU 1.9 ms against 3.5 ms through SQLAlchemy Core). To keep
   SQLAlchemy's `before_cursor_execute` listeners seeing those statements (statement logs, the

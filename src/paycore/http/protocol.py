@@ -12,7 +12,8 @@ own refusals (a malformed request, too many connections) in plain text. This sub
 - more than `connections_max` connections (or as many requests in flight) → 503
   `server_busy` with `Retry-After`;
 - a request httptools cannot parse → 400 `invalid_http`;
-each with the standard compact JSON error body, and the connection closed.
+each with the standard compact JSON error body, and the connection closed. And it writes a
+response's head and body in one `send` (`http/coalesced.py`), where uvicorn makes two.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from paycore.config import Settings
+from paycore.http.coalesced import CoalescedWrites
 from paycore.http.middleware import error_bytes, respond
 
 BUSY_RETRY_AFTER_S: Final = 1
@@ -83,6 +85,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # Every write of this protocol and of its request cycles goes through `self.transport`;
+        # flow control (`self.flow`) keeps the socket's transport for pausing reads.
+        self.transport = CoalescedWrites(transport, self.loop)
         self._arm_receive_timer()  # a connection that sends nothing is closed too
 
     def connection_lost(self, exc: Exception | None) -> None:
