@@ -9,9 +9,11 @@ commit, call, commit. No call to another system ever runs inside a database tran
    id every time: the other system dedupes); an ask round asks for the item's status and,
    only when the other system has no record of it, sends the same request again.
 3. Apply (one transaction per item): every call is recorded as an attempt with its round's
-   number; the last call's evidence moves the item through its machine; the next round is
-   scheduled with backoff and jitter. After `attempts_max` asking rounds without an answer an
-   item is left to a person (`in_doubt`, unscheduled), never guessed.
+   number; the last call's evidence moves the item through its machine (a plain final answer
+   through its domain's settle phase on the data plane, where the job has one: `Job.settle`,
+   `in_doubt.plane`); the next round is scheduled with backoff and jitter. After
+   `attempts_max` asking rounds without an answer an item is left to a person (`in_doubt`,
+   unscheduled), never guessed.
 
 A worker killed at any point leaves a lease that lapses; the item is then taken again by an
 ask round, which asks before it re-sends. If a lease lapsed while its holder was calling, the
@@ -75,8 +77,21 @@ class Job(Generic[T, Q]):
     unsendable: Callable[[Connection, T, str, int], None] | None = None
     # Evidence applied by the item's domain (default: the machine's `decide`).
     apply: Callable[..., Applied[T]] | None = None
+    # The data plane's apply (ADR 0026): evidence in its plain case (a final answer for an item
+    # where the domain's settle phase takes it) written by that phase; None, having written
+    # nothing, where `apply` decides. Raises (rolled back, the item's round run again careful,
+    # with `apply`) where the phase refused having written part of the move.
+    settle: Callable[..., Applied[T] | None] | None = None
 
-    def applied(self, connection: Connection, item: T, evidence: Evidence[Any], **kwargs: Any) -> Applied[T]:
+    def applied(
+        self, connection: Connection, item: T, evidence: Evidence[Any], *, plane: bool = False, **kwargs: Any
+    ) -> Applied[T]:
+        """`evidence` applied to `item` (loaded, row-locked): by the settle phase where `plane`
+        and it takes it, else by the reference path (`apply`, or the machine)."""
+        if plane and self.settle is not None:
+            settled = self.settle(connection, item, evidence, **kwargs)
+            if settled is not None:
+                return settled
         if self.apply is not None:
             return self.apply(connection, item, evidence, **kwargs)
         return self.machine.apply_evidence(connection, item, evidence, **kwargs)
@@ -251,7 +266,20 @@ def _finish(
             now_us=now,
         )
     evidence = made[-1].evidence
-    apply = partial(_apply, connection, round_, current, evidence, attempt=attempt, holder=holder, cause=cause, now=now)
+    # The settle phase only in the first run: a careful one (an item's part raised) is the
+    # reference path's, with its own faults.
+    apply = partial(
+        _apply,
+        connection,
+        round_,
+        current,
+        evidence,
+        attempt=attempt,
+        holder=holder,
+        cause=cause,
+        now=now,
+        plane=not isolation.careful,
+    )
     applied = isolation.run(connection, apply, about=_about(job, current))
     if isinstance(applied, Fault):  # the calls stay recorded; the item stays as it was
         _fault(connection, round_, current, applied, now_us=now, schedule=holder)
@@ -267,13 +295,15 @@ def _apply(
     holder: bool,
     cause: str,
     now: int,
+    plane: bool,
 ) -> None:
-    """The round's evidence applied to `current` (loaded, row-locked) and its next round set."""
+    """The round's evidence applied to `current` (loaded, row-locked) and its next round set;
+    with `plane`, a plain answer by the domain's settle phase (`Job.settle`)."""
     job, machine, actor, policy = round_.job, round_.job.machine, round_.actor, round_.policy
     if not holder:
         # Our lease lapsed and another worker holds the item (or evidence settled it): apply
         # what we learned, leave the schedule to the holder.
-        job.applied(connection, current, evidence, cause=cause, actor=actor, now_us=now)
+        job.applied(connection, current, evidence, plane=plane, cause=cause, actor=actor, now_us=now)
         return
     asked = attempt - (1 if job.sends_first else 0)  # rounds that asked; 0: this was the send
     if asked == 0:
@@ -281,7 +311,9 @@ def _apply(
     else:
         due = next_attempt_at_us(asked, policy, round_.rng, now_us=now, give_up=current.status not in job.polled)
     schedule = {ATTEMPTS: attempt, NEXT_ATTEMPT_AT_US: due, CLAIMED_BY: None, CLAIMED_UNTIL_US: None, **NO_FAULT}
-    applied = job.applied(connection, current, evidence, cause=cause, actor=actor, now_us=now, values=schedule)
+    applied = job.applied(
+        connection, current, evidence, plane=plane, cause=cause, actor=actor, now_us=now, values=schedule
+    )
     if applied.changed or applied.item.status not in job.resend_in | job.polled:
         return  # moved (its schedule written with the move), or no longer the worker's
     store.set_values(connection, machine.table, current.tenant_id, current.id, schedule)

@@ -12,6 +12,11 @@ bank they make: `processor_calls`.
   when the bank has no record of it, sends the *same* request again. Never guesses. Sent
   payouts are asked about until they settle (webhooks usually come first), never given up.
 
+The bank's `accepted` or `rejected` (to a send or a status query) for a payout still
+`processing` or `in_doubt` is written by the payout's settle phase on the data plane
+(`settle.ROUND`, ADR 0026), as the bank's webhook writes it; every other answer by the payout's
+machine (`lifecycle.apply_evidence`).
+
 A payout a round cannot move is left as it is on its fault and the round goes on with the
 others (`paycore.lifecycle.faults`).
 """
@@ -31,7 +36,7 @@ from paycore.kit.clock import now_us as clock_now_us
 from paycore.kit.clock import utc_day
 from paycore.lifecycle import faults
 from paycore.lifecycle.policy import Policy
-from paycore.payouts import lifecycle, repository, states
+from paycore.payouts import lifecycle, repository, settle, states
 from paycore.payouts.processor_calls import get, payout_request, send
 from paycore.payouts.types import Payout
 from paycore.processor.port import PayoutRequest, Processor
@@ -51,6 +56,7 @@ def job(processor: Processor) -> resolver.Job[Payout, PayoutRequest]:
         answer_cause="bank_answer",
         ask_cause="bank_answer",
         apply=lifecycle.apply_evidence,
+        settle=settle.ROUND,
     )
 
 

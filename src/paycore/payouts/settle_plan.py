@@ -19,6 +19,8 @@ the return; a payout `sent` already; a mismatch) has no plan: the reference path
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -46,6 +48,7 @@ WRITTEN_COLUMNS: Final = (
     "next_attempt_at_us",
     "claimed_by",
     "claimed_until_us",
+    "attempts",  # a worker round's, written with its move (`in_doubt.plane`)
 )
 _TARGETS: Final = frozenset({states.SENT, states.FAILED})
 
@@ -140,10 +143,14 @@ def plan_move(
     now_us: int,
     new_ids: NewIds,
     context: EventContext,
+    values: Mapping[str, Any] | None = None,
 ) -> Move:
     """The move of `payout` (as read) to `target` as `decision` says: the one home of a payout's
-    settle on the data plane."""
+    settle on the data plane. `values`: further columns written with the move, as
+    `Machine.apply_evidence` writes them (a worker round's schedule: `in_doubt.plane`)."""
     assert settled_status(payout, decision) == target and now_us > payout.updated_at_us, (payout, target)
+    if values:  # written with the move, as `Machine.apply_evidence` writes them
+        decision = dataclasses.replace(decision, values={**decision.values, **values})
     changes, moved, state_event = step(
         payout,
         target,

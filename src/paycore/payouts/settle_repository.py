@@ -71,3 +71,40 @@ def write_state_event(connection: Connection, row: dict[str, object]) -> None:
     driver.execute(
         connection, _STATE_EVENT, (*(row.get(name) for name in _COLUMNS), row["tenant_id"], row["object_id"])
     )
+
+
+# ------------------------------------------------------------------ PostgreSQL: the one call
+# `paycore_payouts_settle` (migration `*_inbound_payouts.py`) on the caller's connection, in its
+# transaction (a worker round's: `in_doubt.plane`): the same move as the list above.
+SETTLE = driver.binary_arrays(
+    driver.statement(f"SELECT paycore_payouts_settle({', '.join(['?'] * 16)}, ?::text[], {', '.join(['?'] * 6)})")
+)
+
+
+def settle_call(connection: Connection, move: Move) -> bool:
+    """Write a payout's move in one call inside the caller's transaction: True once written;
+    False (nothing written) when the compare-and-set found the payout moved. A refused move
+    raises DBAPIError (PC001-PC004, PC009), for the caller's rollback."""
+    accepted, moved, resolution, state_event = move.accepted, move.payout, move.resolution, move.state_event
+    params = (
+        accepted.tenant_id,
+        accepted.id,
+        *as_read(accepted),
+        moved.updated_at_us,
+        moved.status,
+        moved.failure_code,
+        moved.bank_reference,
+        moved.batch_id,
+        accepted.amount_minor,
+        accepted.transfer_id,
+        resolution.resolution_id,
+        list(resolution.entry_ids or ()),
+        state_event["id"],
+        state_event["type"],
+        state_event["cause"],
+        state_event["actor"],
+        state_event["data"],
+        state_event["snapshot"],
+    )
+    [(written,)] = driver.fetch(connection, SETTLE, params)
+    return bool(written)

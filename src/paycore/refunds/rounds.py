@@ -8,6 +8,10 @@ answer: a result or a refusal settles the refund, `pending` leaves it `processin
 resolver, no answer makes it `in_doubt`. A refund of a payment without a processor reference
 cannot be sent at all: nothing was ever sent for it, so it fails (its amount released).
 
+A `succeeded` or `failed` answer (to a send or a status query) for a refund still `processing` or
+`in_doubt` is written by the refund's settle phase on the data plane (`settle.ROUND`, ADR 0026),
+as the processor's webhook writes it; every other answer by the refund's machine.
+
 `resolve_due` claims due `processing` and `in_doubt` refunds, asks `get_refund(request_id)`
 and, when the processor has no record of it, sends the *same* request again (the processor
 dedupes on its id, so nothing is refunded twice). After `attempts_max` asking rounds the
@@ -23,7 +27,7 @@ from paycore.in_doubt import resolver
 from paycore.lifecycle.policy import Policy
 from paycore.payments import service as payments
 from paycore.processor.port import Processor, RefundRequest
-from paycore.refunds import lifecycle, states
+from paycore.refunds import lifecycle, settle, states
 from paycore.refunds.processor_calls import get_refund, refund, refund_request
 from paycore.refunds.types import Refund
 
@@ -38,6 +42,7 @@ def job(processor: Processor) -> resolver.Job[Refund, RefundRequest]:
         ask=lambda item: get_refund(processor, item.processor_request_id),
         sends_first=True,
         unsendable=_unsendable,
+        settle=settle.ROUND,
     )
 
 

@@ -20,6 +20,7 @@ shape of `inbound/apply_object.py`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -45,6 +46,7 @@ WRITTEN_COLUMNS: Final = (
     "next_attempt_at_us",
     "claimed_by",
     "claimed_until_us",
+    "attempts",  # a worker round's, written with its move (`in_doubt.plane`)
 )
 # What a terminal move's decision may carry (`lifecycle.decide`).
 _TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code"})
@@ -110,11 +112,13 @@ def plan_move(
     now_us: int,
     new_ids: NewIds,
     context: EventContext,
+    values: Mapping[str, Any] | None = None,
 ) -> Move:
     """The move of `refund` (as read) to `target` as `decision` says: the one home of a refund's
-    settle on the data plane."""
+    settle on the data plane. `values`: further columns written with the move, as
+    `Machine.apply_evidence` writes them (a worker round's schedule: `in_doubt.plane`)."""
     assert settled_status(refund, decision) == target and now_us > refund.updated_at_us, (refund, target)
-    changes = MACHINE.changes(refund, target, now_us, decision.values)
+    changes = MACHINE.changes(refund, target, now_us, {**decision.values, **(values or {})})
     assert changes.keys() <= set(WRITTEN_COLUMNS), changes.keys() - set(WRITTEN_COLUMNS)
     moved = replaced(refund, changes)
     state_event = recording.event_row(

@@ -109,3 +109,45 @@ def _write_state_event(connection: Connection, row: dict[str, Any]) -> None:
     assert "object_sequence" not in row and row["kind"] == "state_change", row
     values = [row.get(name) for name in EVENT_COLUMNS if name != "object_sequence"]
     driver.execute(connection, _STATE_EVENT, (*values, row["tenant_id"], row["object_id"]))
+
+
+# ------------------------------------------------------------------ PostgreSQL: the one call
+# `paycore_refunds_settle` (migration `*_inbound_refunds.py`) on the caller's connection, in its
+# transaction (a worker round's: `in_doubt.plane`): the same move as the list above.
+SETTLE = driver.binary_arrays(
+    driver.statement(f"SELECT paycore_refunds_settle({', '.join(['?'] * 16)}, ?::text[], {', '.join(['?'] * 6)})")
+)
+
+
+def settle_call(connection: Connection, move: Move) -> bool:
+    """Write a refund's move in one call inside the caller's transaction: True once written;
+    False (nothing written) when the compare-and-set found the refund moved. A refused move
+    raises DBAPIError (PC001-PC004, PC009), for the caller's rollback."""
+    accepted, moved, state_event = move.accepted, move.refund, move.state_event
+    params = (
+        accepted.tenant_id,
+        accepted.id,
+        accepted.status,
+        accepted.updated_at_us,
+        accepted.processor_reference,
+        accepted.failure_code,
+        moved.updated_at_us,
+        moved.status,
+        moved.failure_code,
+        moved.processor_reference,
+        accepted.amount_minor,
+        accepted.payment_id,
+        accepted.transfer_id,
+        move.post,
+        move.released_minor,
+        move.resolution_id,
+        [entry.id for entry in move.entries],
+        state_event["id"],
+        state_event["type"],
+        state_event["cause"],
+        state_event["actor"],
+        state_event["data"],
+        state_event["snapshot"],
+    )
+    [(written,)] = driver.fetch(connection, SETTLE, params)
+    return bool(written)
