@@ -28,7 +28,6 @@ refuse), a payment whose creating request has not answered yet (PC013), a refuse
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic
 
@@ -155,19 +154,3 @@ def reference_decides(error: DBAPIError, sqlstates: frozenset[str]) -> bool:
     if is_lock_timeout(error):
         raise idempotency.waited_too_long(error) from error
     return getattr(error.orig, "sqlstate", None) in sqlstates
-
-
-def hold_resolution_ids(new_ids: Callable[..., Any]) -> Callable[[], Any]:
-    """The new ids of a move that resolves a hold (a refund's, a payout's `settle_plan.NewIds`),
-    in the reference path's order (the resolution, the hold's debited side's entry, its credited
-    side's, the state event; the audit event's after them): ids made in one process increase."""
-
-    def make() -> Any:
-        return new_ids(
-            resolution_id=ids.new_id("txn"),
-            debit_entry_id=ids.new_id("ent"),
-            credit_entry_id=ids.new_id("ent"),
-            state_event_id=ids.new_id("evt"),
-        )
-
-    return make

@@ -32,8 +32,9 @@ from functools import partial
 from typing import Any, Final
 
 from paycore.audit.rows import EventContext, state_change_row
+from paycore.in_doubt.plane import hold_resolution_ids
 from paycore.inbound import apply_object_repository, events, receive_plan
-from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
+from paycore.inbound.apply_object import ObjectApply
 from paycore.inbound.apply_object_plan import Plan, Planning
 from paycore.inbound.apply_object_repository import Writing, stored_event_params
 from paycore.inbound.schemas import ProcessorEvent

@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from paycore.db import driver
+from paycore.in_doubt.plane import hold_resolution_ids
 from paycore.inbound import apply_object_repository
-from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
+from paycore.inbound.apply_object import ObjectApply
 from paycore.inbound.apply_object_plan import Plan, Planning
 from paycore.inbound.apply_object_repository import Writing, events_params, stored_event_params
 from paycore.inbound.apply_payout import payout_result

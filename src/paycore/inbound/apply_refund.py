@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from paycore.in_doubt.plane import hold_resolution_ids
 from paycore.inbound import apply_object_repository, events
-from paycore.inbound.apply_object import ObjectApply, hold_resolution_ids
+from paycore.inbound.apply_object import ObjectApply
 from paycore.inbound.apply_object_plan import Confirmation, Plan, Planning
 from paycore.inbound.apply_object_repository import Writing, events_params, stored_event_params
 from paycore.inbound.receive_plan import STALE
