@@ -34,7 +34,7 @@ STATUS_CREATED = 201
 # An entry's sequence number in the rendered body, planned as 0 (sequences start at 1). The
 # pattern cannot match inside a JSON string, where every quote is escaped; metadata values are
 # strings, so no user value renders as a bare number there.
-_SEQUENCE_SLOT = re.compile(r'(?<="account_sequence":)0(?=[,}])')
+SEQUENCE_SLOT = re.compile(r'(?<="account_sequence":)0(?=[,}])')
 
 Render = Callable[[Transfer], str]
 
@@ -84,10 +84,13 @@ class Plan:
 
     def answer(self, sequences: Sequence[int]) -> Outcome:
         """The answer, the sequence numbers filled in."""
-        parts = self.answer_parts
-        assert len(sequences) == len(parts) - 1 and all(number >= 1 for number in sequences)
-        body = parts[0] + "".join(str(number) + part for number, part in zip(sequences, parts[1:], strict=True))
-        return Outcome(self.answer_status, body)
+        return Outcome(self.answer_status, joined(self.answer_parts, sequences))
+
+
+def joined(parts: Sequence[str], sequences: Sequence[int]) -> str:
+    """A body cut at each entry's sequence number (`SEQUENCE_SLOT`), the numbers filled in."""
+    assert len(sequences) == len(parts) - 1 and all(number >= 1 for number in sequences)
+    return parts[0] + "".join(str(number) + part for number, part in zip(sequences, parts[1:], strict=True))
 
 
 def plan_transfer(
@@ -105,7 +108,7 @@ def plan_transfer(
         entry_row(tenant_id, new_ids.transfer_id, entry, accounts, 0, now_us, entry_id=entry_id)
         for entry, entry_id in zip(spec.entries, new_ids.entry_ids, strict=True)
     )
-    parts = tuple(_SEQUENCE_SLOT.split(render(new_transfer_view(values, entry_rows))))
+    parts = tuple(SEQUENCE_SLOT.split(render(new_transfer_view(values, entry_rows))))
     if len(parts) != len(entry_rows) + 1:
         return None
     deltas, added = entry_totals(spec.entries, pending=spec.pending)
