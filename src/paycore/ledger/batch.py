@@ -15,6 +15,11 @@ same way, refused by the same rules with the same errors, in a fixed number of s
   the rules of `paycore.ledger.limits`, then each account is updated once and the rows are
   inserted by multi-row statements.
 
+A batch under an idempotency key (`POST /v1/transfers/batch`) is written by
+`ledger.batch_keyed`, which uses the same plan: on PostgreSQL with its key in the one call
+(migration 0050), on SQLite by `apply_moves` (each account updated first, then the moves
+checked on the totals before) and the key's claim with its answer before the INSERTs.
+
 A refusal is the reference path's own error, naming the transfer (`transfers[3].entries`).
 The reference path refused transfers in order, so a transfer that fails `check_spec` after
 one that the limits refuse must not hide it: the transfers before it are applied first.
