@@ -9,9 +9,9 @@ with one key, and on one hot account, make each key's batch once
 Counted as `test_transfer_data_plane.py` counts (every statement the driver runs, a SQLite
 group's BEGIN IMMEDIATE included, and every commit), around the write alone, the accounts'
 facts cached. Before the data plane (the reference path, counted the same way): on PostgreSQL
-BEGIN, the key's claim, the call of `paycore_create_batch`, the key's answer and a COMMIT; on
-SQLite BEGIN IMMEDIATE, the key's claim, the accounts' read, one UPDATE per account, the
-INSERTs, the key's answer and a commit.
+the key's claim, the call of `paycore_create_batch` and the key's answer, 3 statements, and a
+COMMIT; on SQLite BEGIN IMMEDIATE and 7 (the key's claim, the accounts' read, one UPDATE per
+account, the INSERTs, the key's answer) and a commit.
 """
 
 from __future__ import annotations
