@@ -6,7 +6,7 @@ the key's claim, the batch (`batch.write_batch`: one call of `paycore_create_bat
 PostgreSQL) and the key's answer, three statements and a commit on PostgreSQL. A batch that
 succeeds is instead written by the data plane (ADR 0026), as a transfer is (`keyed.py`):
 planned by `batch.plan_batch` from the specs, the accounts' facts, the clock and new ids, its
-answer rendered with every sequence number 0 and cut there (`transfer_plan.SEQUENCE_SLOT`),
+answer rendered with every sequence number 0 and cut there (`transfer_plan.cut_at_sequences`),
 then written
 
 - on PostgreSQL by one call, in autocommit, of migration 0050's `paycore_create_batch`, which
@@ -43,7 +43,7 @@ from paycore.kit.errors import DomainError
 from paycore.ledger import batch, batch_repository, repository, service
 from paycore.ledger.accounts import cached_account_facts, load_account_facts
 from paycore.ledger.postings import check_entries
-from paycore.ledger.transfer_plan import SEQUENCE_SLOT, STATUS_CREATED, joined
+from paycore.ledger.transfer_plan import STATUS_CREATED, cut_at_sequences, joined
 from paycore.ledger.transfer_repository import KeyExists
 from paycore.ledger.types import Account, Transfer, TransferSpec, new_transfer_view
 
@@ -208,7 +208,7 @@ def _plan(
     batch_id = ids.new_id("batch")
     plan = batch.plan_batch(scope.tenant_id, specs, 0, accounts, scope.now_us, batch_id)
     views = [new_transfer_view(values, rows) for values, rows in zip(plan.transfers, plan.entries, strict=True)]
-    parts = tuple(SEQUENCE_SLOT.split(render(batch_id, views)))
+    parts = cut_at_sequences(render(batch_id, views))
     if len(parts) != sum(len(rows) for rows in plan.entries) + 1:
         return None
     return KeyedBatch(scope, batch_id, plan, parts)

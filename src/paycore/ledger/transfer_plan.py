@@ -34,7 +34,8 @@ STATUS_CREATED = 201
 # An entry's sequence number in the rendered body, planned as 0 (sequences start at 1). The
 # pattern cannot match inside a JSON string, where every quote is escaped; metadata values are
 # strings, so no user value renders as a bare number there.
-SEQUENCE_SLOT = re.compile(r'(?<="account_sequence":)0(?=[,}])')
+_SEQUENCE_SLOT = re.compile(r'(?<="account_sequence":)0(?=[,}])')
+_SLOT_TEXT = '"account_sequence":0'
 
 Render = Callable[[Transfer], str]
 
@@ -87,8 +88,18 @@ class Plan:
         return Outcome(self.answer_status, joined(self.answer_parts, sequences))
 
 
+def cut_at_sequences(body: str) -> tuple[str, ...]:
+    """`body` cut at each planned sequence number (`_SEQUENCE_SLOT`). The plain text split finds
+    the same places when each is followed by `,` or `}` (a batch's body of 100 transfers: about
+    40 µs against 800 for the pattern); anything else is cut by the pattern itself."""
+    parts = body.split(_SLOT_TEXT)
+    if all(part[:1] in (",", "}") for part in parts[1:]):
+        return tuple(parts)
+    return tuple(_SEQUENCE_SLOT.split(body))
+
+
 def joined(parts: Sequence[str], sequences: Sequence[int]) -> str:
-    """A body cut at each entry's sequence number (`SEQUENCE_SLOT`), the numbers filled in."""
+    """A body cut at each entry's sequence number (`cut_at_sequences`), the numbers filled in."""
     assert len(sequences) == len(parts) - 1 and all(number >= 1 for number in sequences)
     return parts[0] + "".join(str(number) + part for number, part in zip(sequences, parts[1:], strict=True))
 
@@ -108,7 +119,7 @@ def plan_transfer(
         entry_row(tenant_id, new_ids.transfer_id, entry, accounts, 0, now_us, entry_id=entry_id)
         for entry, entry_id in zip(spec.entries, new_ids.entry_ids, strict=True)
     )
-    parts = tuple(SEQUENCE_SLOT.split(render(new_transfer_view(values, entry_rows))))
+    parts = cut_at_sequences(render(new_transfer_view(values, entry_rows)))
     if len(parts) != len(entry_rows) + 1:
         return None
     deltas, added = entry_totals(spec.entries, pending=spec.pending)
