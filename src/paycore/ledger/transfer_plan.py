@@ -35,7 +35,7 @@ STATUS_CREATED = 201
 # pattern cannot match inside a JSON string, where every quote is escaped; metadata values are
 # strings, so no user value renders as a bare number there.
 _SEQUENCE_SLOT = re.compile(r'(?<="account_sequence":)0(?=[,}])')
-_SLOT_TEXT = '"account_sequence":0'
+_SLOT_TEXT = '"account_sequence":'
 
 Render = Callable[[Transfer], str]
 
@@ -92,9 +92,9 @@ def cut_at_sequences(body: str) -> tuple[str, ...]:
     """`body` cut at each planned sequence number (`_SEQUENCE_SLOT`). The plain text split finds
     the same places when each is followed by `,` or `}` (a batch's body of 100 transfers: about
     40 µs against 800 for the pattern); anything else is cut by the pattern itself."""
-    parts = body.split(_SLOT_TEXT)
+    parts = body.split(_SLOT_TEXT + "0")
     if all(part[:1] in (",", "}") for part in parts[1:]):
-        return tuple(parts)
+        return (*(part + _SLOT_TEXT for part in parts[:-1]), parts[-1])
     return tuple(_SEQUENCE_SLOT.split(body))
 
 
