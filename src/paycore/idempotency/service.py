@@ -22,66 +22,59 @@ nothing of HTTP.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
 from paycore.db.engine import Database, DatabaseBusy, is_lock_timeout
 from paycore.idempotency import repository
-from paycore.idempotency.errors import (
-    IdempotencyKeyReused,
-    IdempotencyRequestInProgress,
-    InvalidIdempotencyKey,
+from paycore.idempotency.errors import IdempotencyKeyReused, IdempotencyRequestInProgress
+from paycore.idempotency.keys import KeyScope, Outcome, check_key, fingerprint, key_problem
+from paycore.idempotency.maintenance import (
+    StoredAnswer,
+    count_keys,
+    oldest_expired_us,
+    prune,
+    replace_answer,
+    stored_answers,
 )
 from paycore.kit.errors import DomainError
 
+# The key's values and its upkeep live in `keys` and `maintenance`; re-exported here, the one
+# front door every money-moving POST imports.
+__all__ = [
+    "KeyScope",
+    "Outcome",
+    "RefusalToRecord",
+    "StoredAnswer",
+    "answered",
+    "check_key",
+    "claim_answered",
+    "claim_open",
+    "complete",
+    "count_keys",
+    "execute",
+    "fingerprint",
+    "in_progress_error",
+    "key_problem",
+    "oldest_expired_us",
+    "prune",
+    "record_refusal",
+    "recorded",
+    "replace_answer",
+    "run",
+    "run_async",
+    "stored_answers",
+    "waited_for_the_key",
+    "waited_too_long",
+    "write",
+    "write_async",
+]
+
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    status: int
-    body: str
-
-
-def check_key(key: object, *, param: str = "Idempotency-Key") -> str:
-    """1-255 printable ASCII characters (0x20-0x7E)."""
-    problem = key_problem(key, name=param)
-    if problem is not None:
-        raise InvalidIdempotencyKey(problem, param=param)
-    assert isinstance(key, str)
-    return key
-
-
-def key_problem(key: object, *, name: str = "Idempotency-Key") -> str | None:
-    """What is wrong with `key`, in one sentence that says the rule; None when it is valid.
-    Never echoes the key (it may be huge, or hold control characters)."""
-    rule = f"it must be 1-{IDEMPOTENCY_KEY_LENGTH_MAX} printable ASCII characters"
-    if not isinstance(key, str):
-        return f"{name} must be a string: {rule}"
-    if not key:
-        return f"{name} is empty: {rule}"
-    if len(key) > IDEMPOTENCY_KEY_LENGTH_MAX:
-        return f"{name} is too long ({len(key)} characters): {rule}"
-    for index, char in enumerate(key):
-        if not " " <= char <= "~":
-            return f"{name} has a character that is not printable ASCII at position {index + 1}: {rule}"
-    return None
-
-
-def fingerprint(method: str, path: str, body: Any) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    digest = hashlib.sha256()
-    digest.update(f"{method.upper()}\n{path}\n".encode())
-    digest.update(canonical.encode())
-    return digest.hexdigest()
 
 
 class RefusalToRecord(Exception):
@@ -91,26 +84,6 @@ class RefusalToRecord(Exception):
     def __init__(self, outcome: Outcome) -> None:
         super().__init__(outcome.body)
         self.outcome = outcome
-
-
-@dataclass(frozen=True)
-class KeyScope:
-    tenant_id: str
-    key: str
-    request_fingerprint: str
-    now_us: int
-    expires_at_us: int | None
-
-    def row(self, outcome: Outcome | None) -> dict[str, Any]:
-        return {
-            "tenant_id": self.tenant_id,
-            "key": self.key,
-            "fingerprint": self.request_fingerprint,
-            "response_status": None if outcome is None else outcome.status,
-            "response_body": None if outcome is None else outcome.body,
-            "created_at_us": self.now_us,
-            "expires_at_us": self.expires_at_us,
-        }
 
 
 class _ClaimsInProgress:
@@ -375,43 +348,3 @@ def waited_too_long(error: DBAPIError) -> Exception:
 
 def in_progress_error() -> IdempotencyRequestInProgress:
     return _in_progress()
-
-
-def oldest_expired_us(connection: Connection, *, now_us: int) -> int | None:
-    """When the oldest key past its retention expired (the prune job's lag)."""
-    return repository.oldest_expired_us(connection, now_us)
-
-
-def prune(connection: Connection, *, now_us: int, limit: int) -> int:
-    """Delete up to `limit` keys past their retention (keys kept forever have no expiry)."""
-    return repository.delete_expired(connection, now_us, limit)
-
-
-# ------------------------------------------------------------------ stored answers, rewritten
-# A stored answer may hold a secret sealed at rest (a webhook endpoint's, ADR 0018): `paycore
-# secrets rotate` walks every key in bounded pages and re-seals those it finds.
-
-
-@dataclass(frozen=True)
-class StoredAnswer:
-    tenant_id: str
-    key: str
-    body: str | None  # only when it contains what was asked for
-
-
-def stored_answers(
-    connection: Connection, *, after: tuple[str, str] | None, limit: int, containing: str
-) -> list[StoredAnswer]:
-    """The next `limit` keys after (tenant_id, key), in that order, each with its stored body if
-    the body contains `containing` (read by the database: other bodies never leave it)."""
-    rows = repository.answers_page(connection, after=after, limit=limit, containing=containing)
-    return [StoredAnswer(row.tenant_id, row.key, row.response_body) for row in rows]
-
-
-def replace_answer(connection: Connection, tenant_id: str, key: str, *, was: str, now: str) -> bool:
-    """Rewrite a stored answer if it is still `was` (compare-and-set): its meaning must not change."""
-    return repository.replace_body(connection, tenant_id, key, was, now)
-
-
-def count_keys(connection: Connection) -> int:
-    return repository.count_keys(connection)

@@ -15,6 +15,11 @@ same way, refused by the same rules with the same errors, in a fixed number of s
   the rules of `paycore.ledger.limits`, then each account is updated once and the rows are
   inserted by multi-row statements.
 
+A batch under an idempotency key (`POST /v1/transfers/batch`) is written by
+`ledger.batch_keyed`, which uses the same plan: on PostgreSQL with its key in the one call
+(migration 0050), on SQLite by `apply_moves` (each account updated first, then the moves
+checked on the totals before) and the key's claim with its answer before the INSERTs.
+
 A refusal is the reference path's own error, naming the transfer (`transfers[3].entries`).
 The reference path refused transfers in order, so a transfer that fails `check_spec` after
 one that the limits refuse must not hide it: the transfers before it are applied first.
@@ -73,7 +78,7 @@ class _Move:
 
 
 @dataclass
-class _Plan:
+class BatchPlan:
     """What a part of the batch writes: rows with every entry's sequence number 0 (handed out
     when written), and the moves, in the order they apply."""
 
@@ -108,9 +113,9 @@ def _write_parts(
 ) -> list[Transfer]:
     created: list[Transfer] = []
     for start in range(0, len(specs), TRANSFERS_PER_CALL_MAX):
-        plan = _plan(tenant_id, specs[start : start + TRANSFERS_PER_CALL_MAX], start, accounts, now_us, batch_id)
+        plan = plan_batch(tenant_id, specs[start : start + TRANSFERS_PER_CALL_MAX], start, accounts, now_us, batch_id)
         if connection.dialect.name == "postgresql":
-            _number(plan, _write_on_postgresql(connection, tenant_id, plan, now_us, batch_id))
+            number_entries(plan, _write_on_postgresql(connection, tenant_id, plan, now_us, batch_id))
         else:
             _write_on_sqlite(connection, tenant_id, plan, accounts)
         created.extend(
@@ -119,15 +124,15 @@ def _write_parts(
     return created
 
 
-def _plan(
+def plan_batch(
     tenant_id: str,
     specs: Sequence[TransferSpec],
     offset: int,
     accounts: Mapping[str, Account],
     now_us: int,
     batch_id: str,
-) -> _Plan:
-    plan = _Plan()
+) -> BatchPlan:
+    plan = BatchPlan()
     transfer_ids = iter(ids.new_ids("txn", len(specs)))
     entry_ids = iter(ids.new_ids("ent", sum(len(spec.entries) for spec in specs)))
     for index, spec in enumerate(specs, start=offset):
@@ -149,7 +154,7 @@ def _plan(
     return plan
 
 
-def _number(plan: _Plan, first_sequences: Sequence[int]) -> None:
+def number_entries(plan: BatchPlan, first_sequences: Sequence[int]) -> None:
     """Number the entries from each move's first sequence number, in entry order."""
     next_sequence = list(first_sequences)
     for rows, moves in zip(plan.entries, plan.entry_moves, strict=True):
@@ -158,17 +163,32 @@ def _number(plan: _Plan, first_sequences: Sequence[int]) -> None:
             next_sequence[move] += 1
 
 
-def _write_on_postgresql(connection: Connection, tenant_id: str, plan: _Plan, now_us: int, batch_id: str) -> list[int]:
+def _write_on_postgresql(
+    connection: Connection, tenant_id: str, plan: BatchPlan, now_us: int, batch_id: str
+) -> list[int]:
     """One call; each move's first sequence number."""
+    params = [tenant_id, batch_id, now_us, *call_arrays(plan)]
+    first_sequences, refused, account_id, refusal = batch_repository.create_batch_call(connection, params)
+    if first_sequences is None:
+        raise _refusal(refusal, account_id, first_transfer(plan) + refused)
+    assert len(first_sequences) == len(plan.moves), (len(first_sequences), len(plan.moves))
+    return first_sequences
+
+
+def first_transfer(plan: BatchPlan) -> int:
+    """The batch position of the plan's first transfer (a part of a larger batch starts later)."""
+    return plan.moves[0].transfer if plan.moves else 0
+
+
+def call_arrays(plan: BatchPlan) -> list[Any]:
+    """`paycore_create_batch`'s arrays (migration 0019's order, after the tenant, the batch's id
+    and the clock): the transfers, the accounts in lock order, the moves, the entries."""
     account_ids = sorted({move.account_id for move in plan.moves})
     position = {account_id: number for number, account_id in enumerate(account_ids, start=1)}
-    first_transfer = plan.moves[0].transfer if plan.moves else 0
+    first = first_transfer(plan)
     entries = [row for rows in plan.entries for row in rows]
     entry_moves = [move for moves in plan.entry_moves for move in moves]
-    params = [
-        tenant_id,
-        batch_id,
-        now_us,
+    return [
         [values["id"] for values in plan.transfers],
         [values["kind"] for values in plan.transfers],
         [values["reference_type"] for values in plan.transfers],
@@ -176,7 +196,7 @@ def _write_on_postgresql(connection: Connection, tenant_id: str, plan: _Plan, no
         [values["metadata"] for values in plan.transfers],
         [values["expires_at_us"] for values in plan.transfers],
         account_ids,
-        [move.transfer - first_transfer + 1 for move in plan.moves],
+        [move.transfer - first + 1 for move in plan.moves],
         [position[move.account_id] for move in plan.moves],
         [move.delta.debits_posted_minor for move in plan.moves],
         [move.delta.credits_posted_minor for move in plan.moves],
@@ -189,11 +209,6 @@ def _write_on_postgresql(connection: Connection, tenant_id: str, plan: _Plan, no
         [row["direction"] for row in entries],
         [row["amount_minor"] for row in entries],
     ]
-    first_sequences, refused, account_id, refusal = batch_repository.create_batch_call(connection, params)
-    if first_sequences is None:
-        raise _refusal(refusal, account_id, first_transfer + refused)
-    assert len(first_sequences) == len(plan.moves), (len(first_sequences), len(plan.moves))
-    return first_sequences
 
 
 def _refusal(refusal: str, account_id: str, transfer: int) -> DomainError:
@@ -209,7 +224,7 @@ def _refusal(refusal: str, account_id: str, transfer: int) -> DomainError:
     return limit_refusal(account_id, _FIGURES[int(figure) - 1], prefix)
 
 
-def _write_on_sqlite(connection: Connection, tenant_id: str, plan: _Plan, accounts: Mapping[str, Account]) -> None:
+def _write_on_sqlite(connection: Connection, tenant_id: str, plan: BatchPlan, accounts: Mapping[str, Account]) -> None:
     """Check the moves in order on the totals read under the write lock; then one UPDATE per
     account and multi-row INSERTs."""
     rows = repository.get_accounts(connection, tenant_id, {move.account_id for move in plan.moves})
@@ -234,7 +249,7 @@ def _write_on_sqlite(connection: Connection, tenant_id: str, plan: _Plan, accoun
         added = counts[account_id] - int(rows[account_id].entries_count)
         applied = repository.apply_totals(connection, tenant_id, account_id, delta, added, TOTAL_MINOR_MAX)
         assert applied == (after, counts[account_id]), (account_id, applied)  # the lock was held throughout
-    _number(plan, first)
+    number_entries(plan, first)
     batch_repository.insert_transfers(connection, plan.transfers)
     repository.insert_entries(connection, [row for rows in plan.entries for row in rows])
 
@@ -253,3 +268,43 @@ def _checked(move: _Move, before: Totals, normal_balance: str) -> Totals:
     if move.guard is not None and breaks_no_overdraft(after, move.guard):
         raise overdraft_refusal(move.account_id, prefix)
     return after
+
+
+def apply_moves(
+    connection: Connection, tenant_id: str, plan: BatchPlan, accounts: Mapping[str, Account]
+) -> list[int] | None:
+    """SQLite's data plane (`batch_keyed`), inside the caller's write transaction: each account's
+    totals and entry count updated once by the batch's sums (`apply_totals`: the reference
+    path's UPDATE with RETURNING, in id order), then the moves checked in order on the totals
+    before (after less the sums) with the rules `_checked` applies. Each move's first sequence
+    number; None on a refusal (an account not found, a total past its range, a limit), having
+    written what the caller's rollback undoes: the reference path then decides and words it."""
+    sums: dict[str, tuple[Totals, int]] = {}
+    for move in plan.moves:
+        delta, added = sums.get(move.account_id, (Totals(0, 0, 0, 0), 0))
+        sums[move.account_id] = (_plus(delta, move.delta), added + move.added)
+    before: dict[str, Totals] = {}
+    counts: dict[str, int] = {}
+    for account_id in sorted(sums):  # the lock order of every transfer
+        delta, added = sums[account_id]
+        applied = repository.apply_totals(connection, tenant_id, account_id, delta, added, TOTAL_MINOR_MAX)
+        if applied is None:
+            return None
+        after, count = applied
+        before[account_id] = Totals(*(a - d for a, d in zip(vars(after).values(), vars(delta).values(), strict=True)))
+        counts[account_id] = count - added
+    totals = dict(before)
+    first = []
+    for move in plan.moves:
+        try:
+            totals[move.account_id] = _checked(move, totals[move.account_id], accounts[move.account_id].normal_balance)
+        except DomainError:
+            return None
+        first.append(counts[move.account_id] + 1)
+        counts[move.account_id] += move.added
+    assert all(_plus(before[a], sums[a][0]) == totals[a] for a in sums), "the moves add up to the sums written"
+    return first
+
+
+def _plus(totals: Totals, delta: Totals) -> Totals:
+    return Totals(*(a + b for a, b in zip(vars(totals).values(), vars(delta).values(), strict=True)))

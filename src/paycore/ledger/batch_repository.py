@@ -1,5 +1,6 @@
-"""The SQL of a batch of transfers (`paycore.ledger.batch`): the one call that writes a batch on
-PostgreSQL, and the multi-row insert of transfers SQLite writes it with. No rules here."""
+"""The SQL of a batch of transfers (`paycore.ledger.batch`, `paycore.ledger.batch_keyed`): the one
+call that writes a batch on PostgreSQL (with its key's claim and answer, or inside the key's
+transaction), and the multi-row insert of transfers SQLite writes it with. No rules here."""
 
 from __future__ import annotations
 
@@ -31,6 +32,29 @@ def create_batch_call(connection: Connection, params: Sequence[Any]) -> tuple[li
     if refusal is not None:
         return None, int(refused_transfer), str(refused_account), str(refusal)
     return [int(value) for value in sequences], -1, "", ""
+
+
+# PostgreSQL only (migration 0050): the same call with the key claimed first and the answer
+# stored last, in autocommit: the whole keyed batch in one round trip.
+_CREATE_KEYED_BATCH_CALL = driver.binary_arrays(
+    driver.statement(
+        "SELECT first_sequences, refused_transfer, refused_account, refusal FROM paycore_create_batch(?, ?, ?, ?,"
+        " ?, ?, ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[],"
+        " ?::integer[], ?::integer[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::integer[], ?::text[],"
+        " ?::text[], ?::integer[], ?::text[], ?::bigint[], ?::integer, ?::text[])"
+    )
+)
+
+
+def create_keyed_batch_call(connection: Connection, params: Sequence[Any]) -> list[int] | None:
+    """Each move's first sequence number, the batch and its key's answer committed; None,
+    having written nothing, if the key exists or the batch is refused (the caller's reference
+    path then replays, or refuses and records the refusal): `refusal` is then `key_exists` or
+    the batch's own refusal."""
+    [(sequences, _, _, refusal)] = driver.fetch(connection, _CREATE_KEYED_BATCH_CALL, params)
+    if refusal is not None:
+        return None
+    return [int(value) for value in sequences]
 
 
 _TRANSFER_COLUMNS = tuple(column.name for column in transfers.columns)

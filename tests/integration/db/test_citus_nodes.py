@@ -132,6 +132,31 @@ def test_a_transfer_and_a_credit_run_on_the_tenants_worker_in_one_call(heard: tu
         assert PUSHED_DOWN in lines, lines
 
 
+def test_a_keyed_batch_runs_on_the_tenants_worker_in_one_call(heard: tuple[Database, list[str]]) -> None:
+    """Migration 0050: the batch's key, rows and answer in one call, pushed down whole; its
+    replay and a refusal (the claim taken back on the worker) answered as on one PostgreSQL."""
+    database, lines = heard
+    with TestClient(create_app(database.settings, database)) as client:
+        books = _books(client)
+        assert _move(client, books["cash"], books["wallet"], 500).status_code == 201  # the facts cached
+        move = {"debit_account_id": books["wallet"], "credit_account_id": books["cash"], "currency": "USD"}
+        batch = {"transfers": [{**move, "amount_minor": 100}] * 3}
+        key = {"Idempotency-Key": f"batch-{secrets.token_hex(6)}"}
+        lines.clear()
+        made = client.post("/v1/transfers/batch", headers=key, json=batch)
+        assert made.status_code == 201, made.text
+        assert lines.count(PUSHED_DOWN) == 1, lines  # paycore_create_batch with its key, whole, on the worker
+        replayed = client.post("/v1/transfers/batch", headers=key, json=batch)
+        assert (replayed.status_code, replayed.json()) == (201, made.json())
+        over = {"transfers": [{**move, "amount_minor": 100}] * 3}  # 200 left: the third is refused
+        refused = client.post(
+            "/v1/transfers/batch", headers={"Idempotency-Key": f"over-{secrets.token_hex(6)}"}, json=over
+        )
+        assert refused.status_code == 422, refused.text
+        assert (refused.json()["error"], refused.json()["param"]) == ("insufficient_funds", "transfers[2].entries")
+        assert client.get(f"/v1/accounts/{books['wallet']}/balance").json()["posted_minor"] == 200
+
+
 def test_a_limit_refused_on_the_worker_is_answered_as_on_one_postgresql(citus: Database) -> None:
     with TestClient(create_app(citus.settings, citus)) as client:
         books = _books(client)

@@ -189,22 +189,28 @@ def test_a_refusal_names_its_transfer_at_the_edge(
         assert (error["error"], error["param"]) == ("insufficient_funds", "transfers[2].entries"), error
 
 
-# A batch over HTTP through the edge, from its transaction's first statement to its commit, per
-# database: the key's claim, the accounts' facts, the write (on PostgreSQL one call of
-# `paycore_create_batch`; on SQLite the accounts' totals, one UPDATE per account, one multi-row
-# INSERT per 500 transfers and per 64 entries), the key's answer. The same list whatever the
-# batch's size (two accounts here), but for the INSERTs' count.
-_KEY_CLAIM, _FACTS, _ANSWER = "INSERT INTO idempotency_keys", "SELECT tenant_id, id, code,", "UPDATE idempotency_keys"
+# A batch over HTTP through the edge, from the accounts' facts (read once: this process has not
+# seen these accounts) to its commit, per database (ADR 0026's data plane, `ledger.batch_keyed`):
+# on PostgreSQL the facts and one call of `paycore_create_batch`, which claims the key, writes
+# the batch and stores its answer, committed by itself (autocommit: no COMMIT of the client's);
+# on SQLite the facts read outside the write, then BEGIN IMMEDIATE, the accounts' totals (one
+# UPDATE per account), the key's claim with its answer, one multi-row INSERT per 500 transfers
+# and per 64 entries, and the commit. The same list whatever the batch's size (two accounts
+# here), but for the INSERTs' count. Before the data plane: the key's claim, the facts, the call
+# and the key's answer in a transaction on PostgreSQL (4 statements and a COMMIT); on SQLite
+# BEGIN IMMEDIATE, the claim, the facts, the accounts' read, the UPDATEs, the INSERTs and the
+# answer.
+_KEY_CLAIM, _FACTS = "INSERT INTO idempotency_keys", "SELECT tenant_id, id, code,"
 _UPDATE = "UPDATE ledger_accounts SET"
 
 
 def _expected(dialect: str, size: int) -> list[str]:
     if dialect == "postgresql":
-        return [_KEY_CLAIM, _FACTS, "SELECT first_sequences", _ANSWER, "COMMIT"]
+        return [_FACTS, "SELECT first_sequences, refused_transfer, refused_account, refusal FROM paycore_create_batch("]
     transfers_per_insert, entries_per_insert = TRANSFERS_PER_STATEMENT_MAX, repository._ENTRIES_PER_STATEMENT_MAX
     inserts = ["INSERT INTO ledger_transfers"] * -(-size // transfers_per_insert)
     inserts += ["INSERT INTO ledger_entries"] * -(-2 * size // entries_per_insert)
-    return ["BEGIN IMMEDIATE", _KEY_CLAIM, _FACTS, _FACTS, _UPDATE, _UPDATE, *inserts, _ANSWER, "COMMIT"]
+    return ["BEGIN", _FACTS, "COMMIT", "BEGIN IMMEDIATE", _UPDATE, _UPDATE, _KEY_CLAIM, *inserts, "COMMIT"]
 
 
 @pytest.mark.parametrize("size", [3, 800])
@@ -217,7 +223,7 @@ def test_a_batch_costs_a_fixed_list_of_statements(settings: Settings, database: 
             status, _, answer = edges.post(client, made, PATH, body, f"s{size}", JSON)
         assert status == 201, answer
     expected = _expected(database.engine.dialect.name, size)
-    claim = next(index for index, sql in enumerate(statements) if sql.startswith(_KEY_CLAIM))
-    written = statements[claim - expected.index(_KEY_CLAIM) :]  # before the claim: the caller's auth
+    facts = next(index for index, sql in enumerate(statements) if sql.startswith(_FACTS))
+    written = statements[facts - expected.index(_FACTS) :]  # before the facts: the caller's auth
     assert len(written) == len(expected), written
     assert all(sql.startswith(prefix) for sql, prefix in zip(written, expected, strict=True)), written

@@ -5,8 +5,8 @@ A batch whose body is well formed (a JSON object, read once by `kit.strict_json`
 reads, `transfers.read_transfer_object`) is answered here: authenticated by `http.context` as
 the FastAPI route's dependency does (401 before anything about the body), then
 `routers.ledger.batch_answer`, the one home of the key, the batch's bound, each transfer's
-metadata bounds, the write (`ledger.create_batch`: one call of `paycore_create_batch` on
-PostgreSQL) and the answer both edges share, on a worker thread as the sync FastAPI route runs.
+metadata bounds, the write (`ledger.batch_keyed`: one call of `paycore_create_batch` with its key
+on PostgreSQL) and the answer both edges share, on a worker thread as the sync FastAPI route runs.
 No dependency injection, no pydantic validation of 8,000 models.
 
 Every other body (not JSON, a repeated key, no transfers or an empty list, a transfer that is

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request
@@ -15,7 +16,7 @@ from paycore.http.errors import dumps, json_response, render_refusal
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.http.routing import JsonRoute
 from paycore.kit.errors import InvalidAmount, InvalidRequest
-from paycore.ledger import keyed, schemas
+from paycore.ledger import batch_keyed, keyed, schemas
 from paycore.ledger import service as ledger
 
 # Authentication is a dependency so that it runs before body validation (401 before 400).
@@ -144,30 +145,28 @@ def batch_answer(request: Request, body: schemas.TransferBatch, body_json: Any) 
     thread."""
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
+    assert key is not None  # required=True
     settings = _settings(request)
     if len(body.transfers) > settings.batch_transfers_max:
         raise InvalidRequest(f"a batch holds at most {settings.batch_transfers_max} transfers", param="transfers")
     for index, transfer in enumerate(body.transfers):
         _check_transfer_metadata(transfer, settings, f"transfers[{index}].")
 
-    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        specs = [
-            schemas.to_spec(
-                t,
-                entries_max=settings.transfer_entries_max,
-                now_us=now_us,
-                prefix=f"transfers[{i}].",
-            )
+    def build_specs(now_us: int) -> list[ledger.TransferSpec]:
+        return [
+            schemas.to_spec(t, entries_max=settings.transfer_entries_max, now_us=now_us, prefix=f"transfers[{i}].")
             for i, t in enumerate(body.transfers)
         ]
-        batch_id, created = ledger.create_batch(connection, tenant_id, specs, now_us=now_us, idempotency_key=key)
-        return 201, {
-            "object": "batch",
-            "id": batch_id,
-            "transfers": [schemas.transfer_json(t) for t in created],
-        }
 
-    return idempotent.run(request, tenant_id=tenant_id, key=key, body=body_json, effect=effect, keep_forever=True)
+    scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True)
+    outcome, replayed = batch_keyed.create_batch(
+        request.app.state.database, scope, build_specs, _batch_body, render_refusal
+    )
+    return idempotent.response(outcome, replayed)
+
+
+def _batch_body(batch_id: str, created: Sequence[ledger.Transfer]) -> str:
+    return dumps({"object": "batch", "id": batch_id, "transfers": [schemas.transfer_json(t) for t in created]})
 
 
 @router.get("/transfers/{transfer_id:not_batch}", responses=ERRORS)
