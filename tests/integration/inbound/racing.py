@@ -18,6 +18,7 @@ from tests.integration.payments.test_settle_across_processes import _database
 BARRIER_TIMEOUT_S = 30
 JOIN_TIMEOUT_S = 120
 ON_THE_DATA_PLANE = "webhook on the data plane"
+RACES_MAX = 3  # races of fresh objects until both sides were seen to win
 
 
 def race(
@@ -48,16 +49,27 @@ def winners(
     object_ids: list[str], results: dict[str, tuple[str, bool]], check_one: Callable[[str], str]
 ) -> Counter[str]:
     """Who moved each object (`check_one`: `webhook` or `resolver`, its rows checked), the
-    webhook's answer `applied` exactly where it won; both sides seen to win some, the webhook on
-    the data plane."""
+    webhook's answer `applied` exactly where it won."""
     found: Counter[str] = Counter()
     for object_id in object_ids:
         winner = check_one(object_id)
         result, by_reference = results[object_id]
         assert (result == "applied") == (winner == "webhook"), (object_id, result, winner)
         found[winner if winner == "resolver" or by_reference else ON_THE_DATA_PLANE] += 1
-    assert found["resolver"] >= 1 and found[ON_THE_DATA_PLANE] >= 1, found
     return found
+
+
+def until_both_win(race_once: Callable[[], Counter[str]]) -> tuple[Counter[str], int]:
+    """`race_once()` (fresh objects raced, every one's rows checked: its `winners`) run until both
+    sides were seen to win some, the webhook on the data plane, at most `RACES_MAX` times: on a
+    loaded machine one side's process can be starved through a whole race. The winners summed,
+    and how many races ran."""
+    found: Counter[str] = Counter()
+    for raced in range(1, RACES_MAX + 1):
+        found += race_once()
+        if found["resolver"] >= 1 and found[ON_THE_DATA_PLANE] >= 1:
+            return found, raced
+    raise AssertionError(f"one side never won in {RACES_MAX} races: {dict(found)}")
 
 
 def webhook_process(url: str, object_ids: list[str], barrier: Any, results: Any, event: Callable[[str], bytes]) -> None:
