@@ -63,24 +63,14 @@ def confirmed_cause(event: ProcessorEvent, payout: Payout) -> str | None:
 
 def _apply_params(plan: Plan[Move]) -> tuple[Any, ...]:
     webhook, move = plan.webhook, plan.move
-    accepted, moved, resolution = move.accepted, move.payout, move.resolution
+    moved, resolution = move.payout, move.resolution
     # The function writes what `Machine.changes` writes for each target (`settle_plan.check_move`).
     assert (moved.fault_code, moved.faulted_at_us, moved.in_doubt_since_us) == (None, None, None), moved
     assert resolution.post or (moved.next_attempt_at_us, moved.claimed_by, moved.claimed_until_us) == (None,) * 3
     assert not resolution.post or moved.sent_at_us == moved.updated_at_us
     return (
         *stored_event_params(webhook),
-        accepted.id,
-        *settle_plan.as_read(accepted),
-        moved.updated_at_us,
-        moved.status,
-        moved.failure_code,
-        moved.bank_reference,
-        moved.batch_id,
-        accepted.amount_minor,
-        accepted.transfer_id,
-        resolution.resolution_id,
-        list(resolution.entry_ids or ()),
+        *settle_repository.move_params(move),
         *events_params(plan),
     )
 

@@ -58,27 +58,12 @@ def confirmed_cause(event: ProcessorEvent, refund: Refund) -> str | None:
 
 def _apply_params(plan: Plan[Move]) -> tuple[Any, ...]:
     webhook, move = plan.webhook, plan.move
-    accepted, moved = move.accepted, move.refund
+    moved = move.refund
     assert (moved.fault_code, moved.faulted_at_us, moved.next_attempt_at_us, moved.claimed_by) == (None,) * 4
     assert moved.claimed_until_us is None, "the function clears the schedule, as `Machine.changes` does"
     return (
         *stored_event_params(webhook),
-        accepted.id,
-        accepted.status,
-        accepted.updated_at_us,
-        accepted.processor_reference,
-        accepted.failure_code,
-        moved.updated_at_us,
-        moved.status,
-        moved.failure_code,
-        moved.processor_reference,
-        accepted.amount_minor,
-        accepted.payment_id,
-        accepted.transfer_id,
-        move.post,
-        move.released_minor,
-        move.resolution_id,
-        [entry.id for entry in move.entries],
+        *settle_repository.move_params(move),
         *events_params(plan),
     )
 

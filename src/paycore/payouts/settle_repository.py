@@ -14,6 +14,7 @@ event. A payout moved first leaves nothing written (None); whatever else would r
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -81,13 +82,11 @@ SETTLE = driver.binary_arrays(
 )
 
 
-def settle_call(connection: Connection, move: Move) -> bool:
-    """Write a payout's move in one call inside the caller's transaction: True once written;
-    False (nothing written) when the compare-and-set found the payout moved. A refused move
-    raises DBAPIError (PC001-PC004, PC009), for the caller's rollback."""
-    accepted, moved, resolution, state_event = move.accepted, move.payout, move.resolution, move.state_event
-    params = (
-        accepted.tenant_id,
+def move_params(move: Move) -> tuple[Any, ...]:
+    """The move's arguments as `paycore_payouts_settle` and `paycore_inbound_apply_payout` both
+    take them: the payout as read and as moved, the hold's resolution and its entries."""
+    accepted, moved, resolution = move.accepted, move.payout, move.resolution
+    return (
         accepted.id,
         *as_read(accepted),
         moved.updated_at_us,
@@ -99,6 +98,17 @@ def settle_call(connection: Connection, move: Move) -> bool:
         accepted.transfer_id,
         resolution.resolution_id,
         list(resolution.entry_ids or ()),
+    )
+
+
+def settle_call(connection: Connection, move: Move) -> bool:
+    """Write a payout's move in one call inside the caller's transaction: True once written;
+    False (nothing written) when the compare-and-set found the payout moved. A refused move
+    raises DBAPIError (PC001-PC004, PC009), for the caller's rollback."""
+    state_event = move.state_event
+    params = (
+        move.accepted.tenant_id,
+        *move_params(move),
         state_event["id"],
         state_event["type"],
         state_event["cause"],

@@ -119,13 +119,11 @@ SETTLE = driver.binary_arrays(
 )
 
 
-def settle_call(connection: Connection, move: Move) -> bool:
-    """Write a refund's move in one call inside the caller's transaction: True once written;
-    False (nothing written) when the compare-and-set found the refund moved. A refused move
-    raises DBAPIError (PC001-PC004, PC009), for the caller's rollback."""
-    accepted, moved, state_event = move.accepted, move.refund, move.state_event
-    params = (
-        accepted.tenant_id,
+def move_params(move: Move) -> tuple[Any, ...]:
+    """The move's arguments as `paycore_refunds_settle` and `paycore_inbound_apply_refund` both
+    take them: the refund as read and as moved, the hold's post or release and its entries."""
+    accepted, moved = move.accepted, move.refund
+    return (
         accepted.id,
         accepted.status,
         accepted.updated_at_us,
@@ -142,6 +140,17 @@ def settle_call(connection: Connection, move: Move) -> bool:
         move.released_minor,
         move.resolution_id,
         [entry.id for entry in move.entries],
+    )
+
+
+def settle_call(connection: Connection, move: Move) -> bool:
+    """Write a refund's move in one call inside the caller's transaction: True once written;
+    False (nothing written) when the compare-and-set found the refund moved. A refused move
+    raises DBAPIError (PC001-PC004, PC009), for the caller's rollback."""
+    state_event = move.state_event
+    params = (
+        move.accepted.tenant_id,
+        *move_params(move),
         state_event["id"],
         state_event["type"],
         state_event["cause"],
