@@ -4,6 +4,9 @@ not, e.g. an unpublished event's `object_sequence` and `snapshot`, and is sent w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 EVENT_COLUMNS = (
     "tenant_id",
     "id",
@@ -20,3 +23,8 @@ EVENT_COLUMNS = (
     "snapshot",
     "created_at_us",
 )
+
+
+def state_event_args(state_event: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A state event's arguments as the data plane's server functions take them, in this order."""
+    return tuple(state_event[name] for name in ("id", "type", "cause", "actor", "data", "snapshot"))

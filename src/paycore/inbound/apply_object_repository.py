@@ -28,7 +28,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from sqlalchemy import Connection
 
-from paycore.audit.statements import EVENT_COLUMNS
+from paycore.audit.statements import EVENT_COLUMNS, state_event_args
 from paycore.db import driver
 from paycore.inbound.apply_object_plan import APPLIED, Confirmation, Moved, Plan
 from paycore.inbound.receive_plan import STALE, WEBHOOK_COLUMNS
@@ -114,12 +114,7 @@ def events_params(plan: Plan[Any]) -> tuple[Any, ...]:
     """The state event's, the audit event's and the result's arguments, last in each apply function."""
     state_event, audit_event = plan.move.state_event, plan.audit_event
     return (
-        state_event["id"],
-        state_event["type"],
-        state_event["cause"],
-        state_event["actor"],
-        state_event["data"],
-        state_event["snapshot"],
+        *state_event_args(state_event),
         audit_event["id"],
         audit_event["type"],
         audit_event["data"],

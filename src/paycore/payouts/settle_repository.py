@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from paycore.audit.statements import EVENT_COLUMNS
+from paycore.audit.statements import EVENT_COLUMNS, state_event_args
 from paycore.db import driver
 from paycore.ledger import hold_repository
 from paycore.payouts.settle_plan import WRITTEN_COLUMNS, Move, as_read
@@ -105,16 +105,6 @@ def settle_call(connection: Connection, move: Move) -> bool:
     """Write a payout's move in one call inside the caller's transaction: True once written;
     False (nothing written) when the compare-and-set found the payout moved. A refused move
     raises DBAPIError (PC001-PC004, PC009), for the caller's rollback."""
-    state_event = move.state_event
-    params = (
-        move.accepted.tenant_id,
-        *move_params(move),
-        state_event["id"],
-        state_event["type"],
-        state_event["cause"],
-        state_event["actor"],
-        state_event["data"],
-        state_event["snapshot"],
-    )
+    params = (move.accepted.tenant_id, *move_params(move), *state_event_args(move.state_event))
     [(written,)] = driver.fetch(connection, SETTLE, params)
     return bool(written)
