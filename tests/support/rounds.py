@@ -8,21 +8,45 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import Connection, text
 
 from paycore.db.engine import Database
-from paycore.kit import ids
+from paycore.http.errors import render_refusal
+from paycore.idempotency.service import KeyScope, Outcome, fingerprint
+from paycore.kit import actors, ids
 from paycore.kit.clock import now_us
+from paycore.ledger import service as ledger
 from paycore.lifecycle.policy import Policy
+from paycore.payments.service import PaymentTimings, create_payment
+from paycore.payments.types import NewPayment
+from paycore.processor.port import Processor
 from paycore.webhooks import repository as webhooks
 from tests.support.statements import counting
 
 # Every round's item due again within 2 ms: a test's next round is due at once.
 POLICY = Policy(attempts_max=5, backoff_ms=1, backoff_max_ms=2, lease_ms=30_000, batch_max=10)
 COMMITS = 2  # each round: its claim's transaction and the item's
+
+
+def created_payment(database: Database, tenant_id: str, processor: Processor, amount_minor: int) -> tuple[str, Outcome]:
+    """(a new merchant account, the answer of a payment of `amount_minor` to it, created by the
+    creating request with `processor` answering its call; the resolver's first ask due at once)."""
+    destination = database.transaction(
+        lambda connection: ledger.create_account(
+            connection, tenant_id, code="merchant", currency="USD", normal_balance="credit",
+            no_overdraft=False, metadata={}, now_us=now_us(),
+        ).id
+    )  # fmt: skip
+    body = {"amount_minor": amount_minor, "destination": destination}
+    new = NewPayment(amount_minor, "USD", "card", "tok_ok", destination, None, {}, actors.LOCAL)
+    scope = KeyScope(tenant_id, f"pay-{time.monotonic_ns()}", fingerprint("POST", "/v1/payments", body), now_us(), None)
+    timings = PaymentTimings(processing_stale_ms=60_000, wait_ms=5_000, first_retry_ms=0)
+    outcome, _ = create_payment(database, processor, scope, new, timings=timings, render_refusal=render_refusal)
+    return destination, outcome
 
 
 def counted(database: Database, round_: Callable[[], int]) -> list[str]:

@@ -24,23 +24,19 @@ import pytest
 from sqlalchemy import Connection, text
 
 from paycore.db.engine import Database
-from paycore.http.errors import render_refusal
-from paycore.idempotency.service import KeyScope, fingerprint
 from paycore.kit import actors
-from paycore.kit.clock import now_us
 from paycore.ledger import chart
 from paycore.ledger import service as ledger
 from paycore.payments import rounds, settle
 from paycore.payments import service as payments
-from paycore.payments.service import PaymentTimings, create_payment
 from paycore.payments.settle_plan import Move
-from paycore.payments.types import NewPayment
 from paycore.processor.port import ChargeRequest, ChargeResult, Processor, ProcessorUnreachable
 from tests.support.rounds import (
     COMMITS,
     POLICY,
     by_plane,
     counted,
+    created_payment,
     differences,
     endpoint,
     events,
@@ -117,18 +113,7 @@ def waiting_payment(database: Database, tenant_id: str, waiting: str) -> tuple[s
     """(the merchant's account, a payment whose creating request's call answered `pending` or
     was lost: `processing` or `in_doubt`, due at once). The tenant's events queue deliveries."""
     endpoint(database, tenant_id)
-    destination = database.transaction(
-        lambda connection: ledger.create_account(
-            connection, tenant_id, code="merchant", currency="USD", normal_balance="credit",
-            no_overdraft=False, metadata={}, now_us=now_us(),
-        ).id
-    )  # fmt: skip
-    body = {"amount_minor": AMOUNT_MINOR, "destination": destination}
-    new = NewPayment(AMOUNT_MINOR, "USD", "card", "tok_ok", destination, None, {}, actors.LOCAL)
-    scope = KeyScope(tenant_id, f"pay-{time.monotonic_ns()}", fingerprint("POST", "/v1/payments", body), now_us(), None)
-    timings = PaymentTimings(processing_stale_ms=60_000, wait_ms=5_000, first_retry_ms=0)
-    charging = processor(charged=WAITING[waiting])
-    outcome, _ = create_payment(database, charging, scope, new, timings=timings, render_refusal=render_refusal)
+    destination, outcome = created_payment(database, tenant_id, processor(charged=WAITING[waiting]), AMOUNT_MINOR)
     assert outcome.status == 202, outcome
     payment_id = str(json.loads(outcome.body)["id"])
     assert status(database, tenant_id, payment_id) == waiting

@@ -20,13 +20,9 @@ import pytest
 from sqlalchemy import text
 
 from paycore.db.engine import Database
-from paycore.http.errors import render_refusal
-from paycore.idempotency.service import KeyScope, fingerprint
 from paycore.kit import actors
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
-from paycore.payments.service import PaymentTimings, create_payment
-from paycore.payments.types import NewPayment
 from paycore.processor.port import (
     ChargeRequest,
     ChargeResult,
@@ -37,7 +33,18 @@ from paycore.processor.port import (
 )
 from paycore.refunds import rounds, settle
 from paycore.refunds import service as refunds
-from tests.support.rounds import COMMITS, POLICY, by_plane, counted, differences, events, kept, kept_rows, run
+from tests.support.rounds import (
+    COMMITS,
+    POLICY,
+    by_plane,
+    counted,
+    created_payment,
+    differences,
+    events,
+    kept,
+    kept_rows,
+    run,
+)
 from tests.support.statements import counting
 
 AMOUNT_MINOR = 700
@@ -92,17 +99,7 @@ def processor(answer: str = "succeeded") -> Processor:
 
 def pending_refund(database: Database, tenant_id: str) -> tuple[str, str, str]:
     """(the merchant's account, the payment, a `pending` refund of it)."""
-    destination = database.transaction(
-        lambda connection: ledger.create_account(
-            connection, tenant_id, code="merchant", currency="USD", normal_balance="credit",
-            no_overdraft=False, metadata={}, now_us=now_us(),
-        ).id
-    )  # fmt: skip
-    body = {"amount_minor": 2 * AMOUNT_MINOR, "destination": destination}
-    new = NewPayment(2 * AMOUNT_MINOR, "USD", "card", "tok_ok", destination, None, {}, actors.LOCAL)
-    scope = KeyScope(tenant_id, f"pay-{time.monotonic_ns()}", fingerprint("POST", "/v1/payments", body), now_us(), None)
-    timings = PaymentTimings(processing_stale_ms=60_000, wait_ms=5_000, first_retry_ms=0)
-    outcome, _ = create_payment(database, processor(), scope, new, timings=timings, render_refusal=render_refusal)
+    destination, outcome = created_payment(database, tenant_id, processor(), 2 * AMOUNT_MINOR)
     assert outcome.status == 201, outcome
     payment_id = str(json.loads(outcome.body)["id"])
     refund = database.transaction(
