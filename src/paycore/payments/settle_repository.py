@@ -161,7 +161,10 @@ _CAS_WHERE = (
     " WHERE tenant_id = ? AND id = ? AND status = ? AND updated_at_us < ? AND operation_idempotency_key IS ?"
     " RETURNING idempotency_key, amount_minor, currency, transfer_id, destination_account_id"
 )
-# A worker round's (`write_round_move`): its schedule, `attempts` too, in the same compare-and-set.
+# A worker round's move (`write_round_move`, `in_doubt.plane`) is `write_move` alone, its
+# schedule (`attempts` too) in the same compare-and-set: 6 statements, 5 for a void; the
+# creating request's settle writes `WRITTEN_COLUMNS` only (a round may have counted an attempt
+# since its accept phase read the payment).
 _CAS: dict[tuple[str, ...], driver.Statement] = {
     columns: driver.statement(f"UPDATE payments SET {', '.join(f'{column} = ?' for column in columns)}{_CAS_WHERE}")
     for columns in (WRITTEN_COLUMNS, ROUND_COLUMNS)
