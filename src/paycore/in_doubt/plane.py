@@ -1,14 +1,18 @@
 """A worker round's plain answer applied by the item's settle phase, on the data plane (ADR 0026
-step 3): a refund's (`refunds/settle.py`) and a payout's (`payouts/settle.py`), the same phases
-the processor's and the bank's webhooks use (`refunds/settle_plan.py`, `payouts/settle_plan.py`).
+step 3): a payment's (`payments/settle.py`'s `ROUND`), a refund's (`refunds/settle.py`) and a
+payout's (`payouts/settle.py`), the same phases the processor's and the bank's webhooks use
+(`payments/settle_plan.py`, `refunds/settle_plan.py`, `payouts/settle_plan.py`).
 
 The round (`resolver._finish`) has made its calls with no transaction open, and, in the item's
 one transaction, loaded it row-locked and recorded each call as an attempt. Where the last
-call's answer is a result that settles the item in one step (a refund's `succeeded` or `failed`;
-the bank's `accepted` or `rejected`), of the item's amount and currency, for an item in the state
-the phase expects, this writes the move: on PostgreSQL one call of the phase's function
-(`paycore_refunds_settle`, `paycore_payouts_settle`) on the round's connection, on SQLite the
-phase's fixed list (`settle_repository.write_move`). Where the round holds the item, its schedule
+call's answer is a result that settles the item in one step (a charge's or a refund's
+`succeeded` or `failed`; the bank's `accepted` or `rejected`), of the item's amount and currency,
+for an item in the state the phase expects (and ready for it, where the phase reads something
+first: a payment `processing` must have its creating request answered, `Settle.ready`), this
+writes the move: on PostgreSQL one call of the phase's function (`paycore_payments_settle`
+without a call or an answer, `paycore_refunds_settle`, `paycore_payouts_settle`) on the round's
+connection, on SQLite the phase's fixed list (`settle_repository.write_move`; a payment's
+`write_round_move`). Where the round holds the item, its schedule
 (`attempts`, the next round, the lease cleared) is written with the move, as the reference path
 writes it (`plan_move`'s `values`): on SQLite in the list's compare-and-set; on PostgreSQL, whose
 functions write the move's own columns only, by one UPDATE of the row the round holds, just
@@ -61,6 +65,9 @@ class Settle(Generic[T, M]):
     moved: Callable[[M], T]  # the item as the move leaves it
     write_move: Callable[[Connection, M], list[Any] | None]  # SQLite: the fixed list; None when moved first
     call: Callable[[Connection, M], bool]  # PostgreSQL: the one call; False when moved first
+    # A read the phase needs of the item before it takes it (a payment `processing`: its creating
+    # request answered, which the move does not write); False: the reference path's. None: none.
+    ready: Callable[[Connection, T], bool] | None = None
 
     def __call__(
         self,
@@ -80,7 +87,7 @@ class Settle(Generic[T, M]):
             return None
         decision = self.machine.decide(item.status, evidence)
         target = self.settled_status(item, decision)
-        if target is None:
+        if target is None or (self.ready is not None and not self.ready(connection, item)):
             return None
         postgres = connection.dialect.name == "postgresql"
         if postgres and values:

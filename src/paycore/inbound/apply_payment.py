@@ -13,9 +13,10 @@ payment's read, its creating request's answer checked by the event's INSERT:
 `Writing.answered_key`) and by migration `*_inbound_apply_payment.py`'s
 `paycore_inbound_apply_payment` (around `paycore_payments_settle`) on PostgreSQL.
 
-That function reads the payment itself, under its row lock, checks it as `settled_status` and
-the shape's planner do (the status, an automatic payment, nothing in flight, the amount and
-currency, a clock past its last change: PC013 otherwise; keep the two together), and makes the
+That function reads the payment itself, under its row lock, checks it as
+`settle_plan.terminal_status` and the shape's planner do (the status, an automatic payment,
+nothing in flight, the amount and currency, a clock past its last change: PC013 otherwise; keep
+the two together), and makes the
 state event's `from_state` and snapshot from it: on PostgreSQL the plan is the event's alone
 (`call_move`, a `CallMove`), and the phase is one call with no read before it.
 
@@ -38,15 +39,12 @@ from paycore.inbound.apply_object import ObjectApply
 from paycore.inbound.apply_object_plan import Plan, Planning
 from paycore.inbound.apply_object_repository import Writing, stored_event_params
 from paycore.inbound.schemas import ProcessorEvent
-from paycore.lifecycle.evidence import Decision, Evidence
+from paycore.lifecycle.evidence import Evidence
 from paycore.payments import service as payments
 from paycore.payments import settle_plan, settle_repository, states
-from paycore.payments.settle_plan import Move, NewIds
+from paycore.payments.settle_plan import NewIds
 from paycore.payments.types import Payment
 from paycore.processor.port import ChargeResult
-
-# What a terminal move's decision carries for an automatic payment.
-_TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code"})
 
 
 def is_settling(event: ProcessorEvent) -> bool:
@@ -57,34 +55,6 @@ def is_settling(event: ProcessorEvent) -> bool:
 def charge_result(event: ProcessorEvent) -> ChargeResult:
     """The charge the event describes, as the reference path reads it."""
     return events.charge_result(event.data)
-
-
-def settled_status(payment: Payment, decision: Decision) -> str | None:
-    """The terminal status `decision` (the event's evidence, the same from `processing` and
-    `in_doubt`) moves `payment` to: an automatic payment waiting for the processor's word, nothing
-    else in flight; None for the reference path. The amount, currency and clock are the shape's
-    to check (`apply_object_plan.plan_apply`); the server function checks all of it of the row
-    it locks: keep them together."""
-    if payment.status not in states.UNRESOLVED or payment.is_manual or payment.operation is not None:
-        return None
-    if len(decision.path) != 1 or not decision.values.keys() <= _TERMINAL_VALUES:
-        return None
-    target = decision.path[0]
-    assert target in (states.SUCCEEDED, states.FAILED) and "processor_reference" in decision.values, decision
-    assert ("failure_code" in decision.values) == (target == states.FAILED), decision
-    assert decision.values.get("failure_code", "") is not None, decision
-    return target
-
-
-def plan_move(payment: Payment, target: str, decision: Decision, **given: Any) -> Move:
-    """The settle's move (`settle_plan.plan_move`, its cause, actor, clock, new ids and context
-    as the shape gives them), checked: a terminal move from `processing` or `in_doubt`, the hold
-    posted or voided, nothing left in flight."""
-    move, changed = settle_plan.plan_move(payment, target, decision, **given)
-    settle_plan.check_move(move, changed)
-    assert move.payment.status in states.TERMINAL and move.expected_status in states.UNRESOLVED, move.payment
-    assert move.hold in (settle_plan.POST, settle_plan.VOID) and move.payment.operation is None
-    return move
 
 
 @dataclass(frozen=True)
@@ -122,7 +92,7 @@ def call_move(
     decisions = [payments.MACHINE.decide(status, evidence) for status in sorted(states.UNRESOLVED)]
     assert all(other == decisions[0] for other in decisions), decisions
     decision = decisions[0]
-    if len(decision.path) != 1 or not decision.values.keys() <= _TERMINAL_VALUES:
+    if len(decision.path) != 1 or not decision.values.keys() <= settle_plan.AUTOMATIC_VALUES:
         return None
     target = decision.path[0]
     assert target == receive_plan.plain_status(event) and "processor_reference" in decision.values, decision
@@ -192,8 +162,8 @@ PAYMENT: Final = ObjectApply(
         machine=payments.MACHINE,
         takes=is_settling,
         result_of=charge_result,
-        settled_status=settled_status,
-        plan_move=plan_move,
+        settled_status=settle_plan.terminal_status,
+        plan_move=settle_plan.plan_terminal_move,
         # The resolution, the clearing account's entry, the destination's, the state event (a
         # webhook has no call).
         new_ids=hold_resolution_ids(partial(NewIds, call_event_id="")),

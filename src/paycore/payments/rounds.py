@@ -9,6 +9,14 @@ request lost on the way is retried and a charge is never made twice). After `att
 rounds without an answer the payment stays `in_doubt`, unscheduled, for a person: it shows in
 `GET /v1/payments?status=in_doubt` and in `paycore_in_doubt_oldest_age_seconds`. The calls
 themselves: `processor_calls`.
+
+The processor's `succeeded` or `failed` (to the status query, or to the send again) for an
+automatic payment still `processing` or `in_doubt`, nothing else in flight, is written by the
+payment's settle phase on the data plane (`settle.ROUND`, ADR 0026), as the processor's webhook
+writes it; every other answer by the payment's machine (`lifecycle.apply_evidence`): an
+authorization's, a capture's or a cancel's, `pending`, no answer, a refusal, a mismatch, a
+payment `processing` whose creating request was never answered (the reference path writes the
+answer with the move).
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from sqlalchemy import Connection
 from paycore.db.engine import Database
 from paycore.in_doubt import resolver
 from paycore.lifecycle.policy import Policy
-from paycore.payments import lifecycle, states
+from paycore.payments import lifecycle, settle, states
 from paycore.payments.processor_calls import ask, charge, charge_request
 from paycore.payments.types import Payment
 from paycore.processor.port import ChargeRequest, Processor
@@ -31,6 +39,7 @@ def job(processor: Processor) -> resolver.Job[Payment, ChargeRequest]:
         send=lambda payment, request: charge(processor, payment, request),
         ask=lambda payment: ask(processor, payment),
         apply=lifecycle.apply_evidence,
+        settle=settle.ROUND,
     )
 
 

@@ -1,4 +1,5 @@
-"""A payment's second phase, *settle*, on the data plane (ADR 0026 step 3): plan, then one write.
+"""A payment's second phase, *settle*, on the data plane (ADR 0026 step 3): plan, then one write;
+and the same phase as the resolver's rounds apply it (`ROUND`, below).
 
 After the processor answered the creating request's call, the planner (`settle_plan.py`) makes
 every row of the phase and the answer; the write is one prepared call of
@@ -17,18 +18,23 @@ recorded answer), a refused write, and a PostgreSQL schema without the function 
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Final
+
+from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import Outcome
+from paycore.in_doubt.plane import Settle, hold_resolution_ids
 from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.calls import Call
-from paycore.payments import settle_plan, settle_repository
-from paycore.payments.settle_plan import NewIds, Plan
+from paycore.payments import settle_plan, settle_repository, states
+from paycore.payments.settle_plan import Move, NewIds, Plan
 from paycore.payments.types import Payment
 from paycore.processor.port import ChargeResult
 
@@ -100,3 +106,38 @@ def _write_sqlite(database: Database, plan: Plan) -> settle_repository.Accounts 
         return database.transaction(lambda connection: settle_repository.write_statements(connection, plan))
     except settle_repository.Refused:
         return None
+
+
+# ------------------------------------------------------------------ a worker round's settle
+def _ready(connection: Connection, payment: Payment) -> bool:
+    """A payment `in_doubt` was answered when it left `processing`; one still `processing` needs
+    its creating request's answer recorded, which the round's move does not write (the reference
+    path writes it with the move, `lifecycle.apply_evidence`)."""
+    return payment.status != states.PROCESSING or settle_repository.answered(connection, payment)
+
+
+def _moved(move: Move) -> Payment:
+    return move.payment
+
+
+# The processor's `succeeded` or `failed`, answering the resolver's status query or its send
+# again, for an automatic payment still `processing` or `in_doubt` with nothing in flight
+# (`settle_plan.terminal_status`), written by the phase its webhook writes it with
+# (`settle_plan.plan_terminal_move`; one call of `paycore_payments_settle` without a call or an
+# answer, `settle_repository.move_call`, on PostgreSQL; `settle_repository.write_round_move`, the
+# fixed list, its schedule in the compare-and-set, on SQLite), as `in_doubt.plane` applies it.
+# Every other answer (an authorization's, a capture's or cancel's in flight, pending, no answer, a
+# refusal, a mismatch, a creating request not yet answered) is the reference path's
+# (`lifecycle.apply_evidence`).
+ROUND: Final = Settle(
+    machine=settle_plan.MACHINE,
+    settled_status=settle_plan.terminal_status,
+    plan_move=partial(settle_plan.plan_terminal_move, columns=settle_plan.ROUND_COLUMNS),
+    # The resolution, the clearing account's entry, the destination's, the state event (the
+    # round's calls are its attempts, recorded before).
+    new_ids=hold_resolution_ids(partial(NewIds, call_event_id="")),
+    moved=_moved,
+    write_move=settle_repository.write_round_move,
+    call=settle_repository.move_call,
+    ready=_ready,
+)

@@ -21,6 +21,7 @@ reference path (`service.create_payment`'s `finish`) decides, as it always has.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
@@ -57,9 +58,14 @@ WRITTEN_COLUMNS: Final = (
     "authorization_expires_at_us",
     "cancellation_reason",
 )
+# A worker round's move writes its schedule with it (`in_doubt.plane`): the round's `attempts`
+# too. Not every settle's: the creating request's settle writes the payment as its accept phase
+# wrote it, and a round may have counted an attempt since.
+ROUND_COLUMNS: Final = (*WRITTEN_COLUMNS, "attempts")
 # What a terminal move's decision may carry: an authorization's figures go to `requires_capture`
 # only, but a declined authorization keeps the lifetime the processor's decline names.
 _TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code", "authorization_expires_at_us"})
+AUTOMATIC_VALUES: Final = frozenset({"processor_reference", "failure_code"})  # an automatic payment's
 # The hold at this phase: posted (succeeded), voided (failed), or kept pending (requires_capture).
 POST: Final = "post"
 VOID: Final = "void"
@@ -224,11 +230,14 @@ def plan_move(
     now_us: int,
     new_ids: NewIds,
     context: EventContext,
+    values: Mapping[str, Any] | None = None,
 ) -> tuple[Move, set[str]]:
     """The move of `accepted` to `target` as `decision` (`lifecycle.decide`'s) says, and the
-    columns it changes: the one home of a settle's compare-and-set, hold and state event."""
+    columns it changes: the one home of a settle's compare-and-set, hold and state event.
+    `values`: further columns written with the move, as `Machine.apply_evidence` writes them (a
+    worker round's schedule: `in_doubt.plane`)."""
     assert MACHINE.allowed(accepted.status, target) and now_us > accepted.updated_at_us, (accepted, target)
-    changes = MACHINE.changes(accepted, target, now_us, decision.values)
+    changes = MACHINE.changes(accepted, target, now_us, {**decision.values, **(values or {})})
     moved = replaced(accepted, changes)
     state_event = recording.event_row(
         MACHINE,
@@ -256,6 +265,38 @@ def plan_move(
         entries=entries,
     )
     return move, set(changes)
+
+
+def terminal_status(payment: Payment, decision: Decision) -> str | None:
+    """The terminal status `decision` (a result's, the same from `processing` and `in_doubt`)
+    moves `payment` to where a settle's move takes it without the payment's call or answer (a
+    webhook's, a worker round's): an automatic payment waiting for the processor's word, nothing
+    else in flight, one step to `succeeded` or `failed`; None for the reference path. The amount
+    and currency are the caller's to check (`Machine.matches`)."""
+    if payment.status not in states.UNRESOLVED or payment.is_manual or payment.operation is not None:
+        return None
+    if len(decision.path) != 1 or not decision.values.keys() <= AUTOMATIC_VALUES:
+        return None
+    target = decision.path[0]
+    if target not in (states.SUCCEEDED, states.FAILED):
+        return None
+    assert "processor_reference" in decision.values, decision
+    assert ("failure_code" in decision.values) == (target == states.FAILED), decision
+    return target
+
+
+def plan_terminal_move(
+    payment: Payment, target: str, decision: Decision, *, columns: tuple[str, ...] = WRITTEN_COLUMNS, **given: Any
+) -> Move:
+    """The settle's move (`plan_move`, its cause, actor, clock, new ids, context and values as
+    the caller gives them) to `terminal_status`'s target, checked (`check_move`, against the
+    `columns` its write sends): from `processing` or `in_doubt`, the hold posted or voided,
+    nothing left in flight."""
+    move, changed = plan_move(payment, target, decision, **given)
+    check_move(move, changed, columns=columns)
+    assert move.payment.status in states.TERMINAL and move.expected_status in states.UNRESOLVED, move.payment
+    assert move.hold in (POST, VOID) and move.payment.operation is None
+    return move
 
 
 def clearing_code(currency: str) -> str:
@@ -320,13 +361,13 @@ def check_moves(plan: Plan, changed: set[str]) -> None:
     assert plan.call_event["kind"] == "processor_call" and "snapshot" not in plan.call_event
 
 
-def check_move(plan: Move, changed: set[str]) -> None:
+def check_move(plan: Move, changed: set[str], *, columns: tuple[str, ...] = WRITTEN_COLUMNS) -> None:
     """Pair assertions of a move out of `processing` or `in_doubt`: the compare-and-set writes
     what the machine decided; the hold is resolved whole (posted + returned = held, on each
     side) or kept; the entries sum to zero and are the posted figures; the state event is the
     one history entry this phase adds."""
     accepted, moved = plan.accepted, plan.payment
-    assert changed <= set(WRITTEN_COLUMNS), changed - set(WRITTEN_COLUMNS)
+    assert changed <= set(columns), changed - set(columns)
     assert plan.expected_status in states.UNRESOLVED
     assert plan.post == (moved.status == states.SUCCEEDED)
     assert moved.updated_at_us == plan.state_event["created_at_us"]

@@ -19,10 +19,12 @@ from typing import Any
 from sqlalchemy import Connection
 
 from paycore.db import driver
+from paycore.idempotency.service import Outcome
 from paycore.ledger import hold_repository
 from paycore.ledger.limits import TOTAL_MINOR_MAX, bound_before_adding
 from paycore.payments import states
-from paycore.payments.settle_plan import KEEP, WRITTEN_COLUMNS, AccountMove, Move, Plan
+from paycore.payments.settle_plan import KEEP, ROUND_COLUMNS, WRITTEN_COLUMNS, AccountMove, Move, Plan
+from paycore.payments.types import Payment
 
 # The hold's accounts as the write leaves them (`hold_repository.ACCOUNT_COLUMNS`).
 ACCOUNT_COLUMNS = hold_repository.ACCOUNT_COLUMNS
@@ -50,42 +52,61 @@ def settle_call(connection: Connection, plan: Plan) -> Accounts | None:
     """Write the phase in one call: the hold's two accounts once committed, None (nothing
     written) when the compare-and-set found the payment moved. A refusal comes out as
     DBAPIError with SQLSTATE PC001-PC004 (nothing written)."""
-    accepted, moved, events = plan.accepted, plan.payment, (plan.call_event, plan.state_event)
-    assert plan.answer_key == accepted.idempotency_key, "the function answers the creating request"
+    assert plan.answer_key == plan.accepted.idempotency_key, "the function answers the creating request"
+    assert plan.call_event["actor"] == plan.state_event["actor"]
+    rows = driver.fetch(connection, _CALL, _settle_params(plan, plan.call_event, plan.answer))
+    if not rows:
+        return None
+    assert len(rows) == 2, rows
+    return [SimpleNamespace(**dict(zip(ACCOUNT_COLUMNS, row, strict=True))) for row in rows]
+
+
+def move_call(connection: Connection, move: Move) -> bool:
+    """Write a payment's move alone (no call's event, no answer: a worker round's, whose calls
+    are its attempts and whose payment's request was answered) by the same call, inside the
+    caller's transaction: True once written, False (nothing written) when the compare-and-set
+    found the payment moved. A refusal raises DBAPIError (PC001-PC004, PC009), for the caller's
+    rollback."""
+    assert move.hold != KEEP, "an authorization's settle is `authorize_call`'s"
+    rows = driver.fetch(connection, _CALL, _settle_params(move, None, None))
+    assert len(rows) in (0, 2), rows
+    return bool(rows)
+
+
+def _settle_params(move: Move, call_event: dict[str, Any] | None, answer: Outcome | None) -> tuple[Any, ...]:
+    """`paycore_payments_settle`'s arguments: the move, and the call's event and the key's answer
+    where the phase writes them (NULL: not written, migration `*_inbound_apply.py`)."""
+    accepted, moved, state_event = move.accepted, move.payment, move.state_event
+    events = (call_event or dict.fromkeys(("id", "type", "cause")), state_event)
     params = (
         accepted.tenant_id,
         accepted.id,
         accepted.idempotency_key,
         moved.updated_at_us,
-        plan.expected_status,
+        move.expected_status,
         moved.status,
         moved.failure_code,
         moved.processor_reference,
         accepted.amount_minor,
         accepted.transfer_id,
         accepted.destination_account_id,
-        plan.post,
-        plan.resolution_id,
-        [entry.id for entry in plan.entries],
+        move.post,
+        move.resolution_id,
+        [entry.id for entry in move.entries],
         [event["id"] for event in events],
         [event["type"] for event in events],
         [event["cause"] for event in events],
-        plan.call_event["actor"],
-        plan.call_event["data"],
-        plan.state_event["data"],
-        plan.state_event["snapshot"],
-        plan.answer.status,
-        plan.answer.body,
+        state_event["actor"],
+        call_event["data"] if call_event else None,
+        state_event["data"],
+        state_event["snapshot"],
+        answer.status if answer else None,
+        answer.body if answer else None,
         moved.authorization_expires_at_us,  # a declined authorization's lifetime; None otherwise
     )
     assert len(params) == _CALL.sqlite.count("?")
-    assert plan.call_event["actor"] == plan.state_event["actor"]
     assert moved.authorization_expires_at_us is None or moved.is_manual, moved
-    rows = driver.fetch(connection, _CALL, params)
-    if not rows:
-        return None
-    assert len(rows) == 2, rows
-    return [SimpleNamespace(**dict(zip(ACCOUNT_COLUMNS, row, strict=True))) for row in rows]
+    return params
 
 
 # An authorization's settle, its hold kept pending: the migration `*_payments_authorize.py`.
@@ -136,11 +157,18 @@ def authorize_call(connection: Connection, plan: Plan) -> Accounts | None:
 # `inbound/apply_repository.py`), the call's event, the key's answer: 8 statements, 7 for a
 # void, 4 for an authorization (its hold kept: no ledger row), and BEGIN IMMEDIATE. The
 # reference path's order, so the lock order is its too.
-_CAS = driver.statement(
-    f"UPDATE payments SET {', '.join(f'{column} = ?' for column in WRITTEN_COLUMNS)}"
+_CAS_WHERE = (
     " WHERE tenant_id = ? AND id = ? AND status = ? AND updated_at_us < ? AND operation_idempotency_key IS ?"
     " RETURNING idempotency_key, amount_minor, currency, transfer_id, destination_account_id"
 )
+# A worker round's move (`write_round_move`, `in_doubt.plane`) is `write_move` alone, its
+# schedule (`attempts` too) in the same compare-and-set: 6 statements, 5 for a void; the
+# creating request's settle writes `WRITTEN_COLUMNS` only (a round may have counted an attempt
+# since its accept phase read the payment).
+_CAS: dict[tuple[str, ...], driver.Statement] = {
+    columns: driver.statement(f"UPDATE payments SET {', '.join(f'{column} = ?' for column in columns)}{_CAS_WHERE}")
+    for columns in (WRITTEN_COLUMNS, ROUND_COLUMNS)
+}
 _CALL_EVENT = driver.statement(
     "INSERT INTO events (tenant_id, id, kind, type, object_type, object_id, from_state, to_state, cause, actor,"
     " data, created_at_us) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)"
@@ -179,17 +207,17 @@ def write_statements(connection: Connection, plan: Plan) -> Accounts | None:
     return accounts
 
 
-def write_move(connection: Connection, move: Move) -> Accounts | None:
+def write_move(connection: Connection, move: Move, *, columns: tuple[str, ...] = WRITTEN_COLUMNS) -> Accounts | None:
     """Write a payment's move (`settle_plan.Move`) inside the caller's transaction: the
-    compare-and-set, the hold's resolution and accounts, the state event. The hold's two
-    accounts (none for a hold kept) once written; None (nothing written) when the
+    compare-and-set (of `columns`), the hold's resolution and accounts, the state event. The
+    hold's two accounts (none for a hold kept) once written; None (nothing written) when the
     compare-and-set found the payment moved. Raises `Refused` as `write_statements`."""
     accepted, moved = move.accepted, move.payment
     found = driver.fetch(
         connection,
-        _CAS,
+        _CAS[columns],
         (
-            *(getattr(moved, column) for column in WRITTEN_COLUMNS),
+            *(getattr(moved, column) for column in columns),
             accepted.tenant_id,
             accepted.id,
             move.expected_status,
@@ -209,6 +237,24 @@ def write_move(connection: Connection, move: Move) -> Accounts | None:
     accounts = [] if move.hold == KEEP else _resolve_hold(connection, move)
     write_event(connection, move.state_event)
     return accounts
+
+
+def write_round_move(connection: Connection, move: Move) -> Accounts | None:
+    """A worker round's move (`in_doubt.plane`), its schedule in the compare-and-set: as `write_move`."""
+    return write_move(connection, move, columns=ROUND_COLUMNS)
+
+
+# Whether the creating request's answer is recorded (a worker round's move writes none: the
+# reference path writes it with the move from `processing`, `lifecycle.apply_evidence`).
+_ANSWERED = driver.statement(
+    'SELECT EXISTS (SELECT 1 FROM idempotency_keys WHERE tenant_id = ? AND "key" = ? AND response_status IS NOT NULL)'
+)
+
+
+def answered(connection: Connection, payment: Payment) -> bool:
+    """Whether `payment`'s creating request has its answer recorded."""
+    [(found,)] = driver.fetch(connection, _ANSWERED, (payment.tenant_id, payment.idempotency_key))
+    return bool(found)
 
 
 def _resolve_hold(connection: Connection, plan: Move) -> Accounts:

@@ -22,19 +22,16 @@ from paycore.db.engine import Database
 from paycore.kit import actors
 from paycore.ledger import chart
 from paycore.ledger import service as ledger
-from paycore.lifecycle.policy import Policy
 from paycore.payouts import money, rounds, settle, states
 from paycore.payouts import service as payouts
 from paycore.processor.port import PayoutRequest, PayoutResult, Processor, ProcessorUnreachable
-from tests.integration.refunds.test_rounds_data_plane import by_plane, kept, kept_rows
 from tests.support.payouts import funded_source, schedule
+from tests.support.rounds import COMMITS, POLICY, by_plane, differences, events, kept, kept_rows, run
 from tests.support.statements import counting
 
 AMOUNT_MINOR = 2_500
-POLICY = Policy(attempts_max=5, backoff_ms=1, backoff_max_ms=2, lease_ms=30_000, batch_max=10)
 SEND = actors.worker("send_payouts")
 RESOLVE = actors.worker("resolve_payouts")
-COMMITS = 2  # each round: its claim's transaction and the payout's
 
 # One send round of one queued payout the bank answers `accepted`, on the data plane. Both: the
 # claim's transaction (the due payouts' two reads, the move to `processing` and its state event)
@@ -113,10 +110,6 @@ def parked(database: Database, tenant_id: str) -> None:
     )
 
 
-def run(statements: list[str]) -> list[str]:
-    return [sql for sql in statements if sql != "COMMIT"]
-
-
 _STATUS = {"accepted": "sent", "rejected": "failed"}
 
 
@@ -177,21 +170,15 @@ def facts(database: Database, tenant_id: str, payout_id: str, source: str) -> di
     params = {"t": tenant_id, "p": payout_id}
     with database.read() as connection:
         row = connection.execute(text("SELECT * FROM payouts WHERE tenant_id = :t AND id = :p"), params).one()
-        events = connection.execute(
-            text(
-                "SELECT kind, type, from_state, to_state, cause, actor, object_sequence, data, snapshot"
-                " FROM events WHERE tenant_id = :t AND object_id = :p ORDER BY created_at_us, id"
-            ),
-            params,
-        ).all()
         found = kept_rows(connection, tenant_id, str(row._mapping["transfer_id"]))
         in_transit = ledger.find_account_by_code(connection, tenant_id, _in_transit())
         assert in_transit is not None
         balances = [ledger.get_account(connection, tenant_id, source).balance, in_transit.balance]
         assert ledger.verify(connection).problems == []
+        history = events(connection, tenant_id, payout_id)
     return {
         "payout": kept(dict(row._mapping)),
-        "events": [kept(tuple(event)) for event in events],
+        "events": history,
         **found,
         "balances": [(b.posted_minor, b.pending_minor, b.available_minor) for b in balances],
     }
@@ -215,7 +202,7 @@ def test_a_send_rounds_rows_are_the_reference_paths(
         written[tenant_id] = facts(database, tenant_id, payout_id, source)
         parked(database, tenant_id)
     mine, theirs = written[f"plane-{answer}"], written[f"reference-{answer}"]
-    assert mine == theirs, {key: (value, theirs[key]) for key, value in mine.items() if theirs[key] != value}
+    assert mine == theirs, differences(mine, theirs)
     assert mine["payout"]["status"] == _STATUS[answer] and mine["payout"]["attempts"] == 1
 
 
@@ -229,7 +216,7 @@ def test_an_ask_rounds_rows_are_the_reference_paths(database: Database, monkeypa
         written[tenant_id] = facts(database, tenant_id, payout_id, source)
         parked(database, tenant_id)
     mine, theirs = written["plane-ask"], written["reference-ask"]
-    assert mine == theirs, {key: (value, theirs[key]) for key, value in mine.items() if theirs[key] != value}
+    assert mine == theirs, differences(mine, theirs)
     assert mine["payout"]["attempts"] == 2
 
 

@@ -13,22 +13,16 @@ one refund. `PAYCORE_PRINT_STATEMENTS=1` (pytest -s) prints them.
 from __future__ import annotations
 
 import json
-import re
 import time
 from typing import Any, cast
 
 import pytest
-from sqlalchemy import Connection, text
+from sqlalchemy import text
 
 from paycore.db.engine import Database
-from paycore.http.errors import render_refusal
-from paycore.idempotency.service import KeyScope, fingerprint
 from paycore.kit import actors
 from paycore.kit.clock import now_us
 from paycore.ledger import service as ledger
-from paycore.lifecycle.policy import Policy
-from paycore.payments.service import PaymentTimings, create_payment
-from paycore.payments.types import NewPayment
 from paycore.processor.port import (
     ChargeRequest,
     ChargeResult,
@@ -39,10 +33,21 @@ from paycore.processor.port import (
 )
 from paycore.refunds import rounds, settle
 from paycore.refunds import service as refunds
+from tests.support.rounds import (
+    COMMITS,
+    POLICY,
+    by_plane,
+    counted,
+    created_payment,
+    differences,
+    events,
+    kept,
+    kept_rows,
+    run,
+)
 from tests.support.statements import counting
 
 AMOUNT_MINOR = 700
-POLICY = Policy(attempts_max=5, backoff_ms=1, backoff_max_ms=2, lease_ms=30_000, batch_max=10)
 SEND = actors.worker("send_refunds")
 RESOLVE = actors.worker("resolve_refunds")
 
@@ -67,7 +72,6 @@ RESOLVE_STATEMENTS = {"sqlite": 14, "postgresql": 8}
 REFERENCE_SEND_STATEMENTS = {"sqlite": 16, "postgresql": 14}
 REFERENCE_SEND_FAILED_STATEMENTS = {"sqlite": 16, "postgresql": 14}
 REFERENCE_RESOLVE_STATEMENTS = {"sqlite": 15, "postgresql": 13}
-COMMITS = 2  # each round: its claim's transaction and the refund's
 
 
 class _Processor:
@@ -95,17 +99,7 @@ def processor(answer: str = "succeeded") -> Processor:
 
 def pending_refund(database: Database, tenant_id: str) -> tuple[str, str, str]:
     """(the merchant's account, the payment, a `pending` refund of it)."""
-    destination = database.transaction(
-        lambda connection: ledger.create_account(
-            connection, tenant_id, code="merchant", currency="USD", normal_balance="credit",
-            no_overdraft=False, metadata={}, now_us=now_us(),
-        ).id
-    )  # fmt: skip
-    body = {"amount_minor": 2 * AMOUNT_MINOR, "destination": destination}
-    new = NewPayment(2 * AMOUNT_MINOR, "USD", "card", "tok_ok", destination, None, {}, actors.LOCAL)
-    scope = KeyScope(tenant_id, f"pay-{time.monotonic_ns()}", fingerprint("POST", "/v1/payments", body), now_us(), None)
-    timings = PaymentTimings(processing_stale_ms=60_000, wait_ms=5_000, first_retry_ms=0)
-    outcome, _ = create_payment(database, processor(), scope, new, timings=timings, render_refusal=render_refusal)
+    destination, outcome = created_payment(database, tenant_id, processor(), 2 * AMOUNT_MINOR)
     assert outcome.status == 201, outcome
     payment_id = str(json.loads(outcome.body)["id"])
     refund = database.transaction(
@@ -128,16 +122,6 @@ def in_doubt_refund(database: Database, tenant_id: str) -> tuple[str, str, str]:
 def status(database: Database, tenant_id: str, refund_id: str) -> str:
     with database.read() as connection:
         return refunds.MACHINE.load(connection, tenant_id, refund_id).status
-
-
-def counted(database: Database, round_: Any) -> list[str]:
-    with counting(database) as statements:
-        assert round_() == 1
-    return statements
-
-
-def run(statements: list[str]) -> list[str]:
-    return [sql for sql in statements if sql != "COMMIT"]
 
 
 @pytest.fixture
@@ -197,75 +181,20 @@ def facts(database: Database, tenant_id: str, refund_id: str, payment_id: str, d
     params = {"t": tenant_id, "r": refund_id, "p": payment_id}
     with database.read() as connection:
         row = connection.execute(text("SELECT * FROM refunds WHERE tenant_id = :t AND id = :r"), params).one()
-        events = connection.execute(
-            text(
-                "SELECT kind, type, from_state, to_state, cause, actor, object_sequence, data, snapshot"
-                " FROM events WHERE tenant_id = :t AND object_id = :r ORDER BY created_at_us, id"
-            ),
-            params,
-        ).all()
         refunded = connection.execute(
             text("SELECT refunded_minor FROM payments WHERE tenant_id = :t AND id = :p"), params
         ).scalar_one()
         found = kept_rows(connection, tenant_id, str(row._mapping["transfer_id"]))
         account = ledger.get_account(connection, tenant_id, destination).balance
         assert ledger.verify(connection).problems == []
+        history = events(connection, tenant_id, refund_id)
     return {
         "refund": kept(dict(row._mapping)),
-        "events": [kept(tuple(event)) for event in events],
+        "events": history,
         "refunded": refunded,
         **found,
         "balance": (account.posted_minor, account.pending_minor, account.available_minor),
     }
-
-
-def kept_rows(connection: Connection, tenant_id: str, hold_id: str) -> dict[str, Any]:
-    """A hold's transfers (the hold, its resolution) and their entries, as `kept` keeps them."""
-    hold = {"t": tenant_id, "h": hold_id}
-    transfers = connection.execute(
-        text(
-            "SELECT kind, reference_type, metadata, pending_id IS NOT NULL FROM ledger_transfers"
-            " WHERE tenant_id = :t AND (id = :h OR pending_id = :h) ORDER BY created_at_us, id"
-        ),
-        hold,
-    ).all()
-    entries = connection.execute(
-        text(
-            "SELECT e.direction, e.amount_minor, e.currency, e.account_sequence FROM ledger_entries e"
-            " JOIN ledger_transfers t ON t.tenant_id = e.tenant_id AND t.id = e.transfer_id"
-            " WHERE t.tenant_id = :t AND (t.id = :h OR t.pending_id = :h) ORDER BY e.id"
-        ),
-        hold,
-    ).all()
-    return {"transfers": [kept(tuple(row)) for row in transfers], "entries": [tuple(row) for row in entries]}
-
-
-def _varies(name: str) -> bool:
-    """A column or key that differs between two tenants' identical flows: an id, a reference, a
-    time, a latency."""
-    return name in ("id", "latency_ms", "idempotency_key") or name.endswith(("_id", "_us", "_at", "_reference"))
-
-
-_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")  # an id's ULID, wherever it is quoted
-
-
-def kept(document: Any) -> Any:
-    """`document` (a row, an event's columns, a JSON text in them) with what varies between two
-    tenants' identical flows left out (`_varies`) or masked (an id quoted in a text)."""
-    if isinstance(document, dict):
-        return {k: kept(v) for k, v in document.items() if not _varies(str(k))}
-    if isinstance(document, list | tuple):
-        return [kept(v) for v in document]
-    if isinstance(document, str) and document[:1] in ("{", "["):
-        return kept(json.loads(document))
-    return _ID.sub("ID", document) if isinstance(document, str) else document
-
-
-def by_plane(statements: list[str], table: str) -> bool:
-    """Whether the round's apply was the settle phase's: its one call (PostgreSQL), or its
-    compare-and-set through the driver (SQLite; SQLAlchemy writes `status=?`)."""
-    function = f"SELECT paycore_{table}_settle("
-    return any(sql.startswith((function, f"UPDATE {table} SET status = ")) for sql in statements)
 
 
 @pytest.mark.parametrize("answer", ["succeeded", "failed"])
@@ -281,7 +210,7 @@ def test_a_send_rounds_rows_are_the_reference_paths(
         assert by_plane(statements, "refunds") == (plane is not None), statements
         written[tenant_id] = facts(database, tenant_id, refund_id, payment_id, destination)
     mine, theirs = written[f"plane-{answer}"], written[f"reference-{answer}"]
-    assert mine == theirs, {key: (value, theirs[key]) for key, value in mine.items() if theirs[key] != value}
+    assert mine == theirs, differences(mine, theirs)
     assert mine["refund"]["status"] == answer and mine["refund"]["attempts"] == 1
 
 
@@ -294,7 +223,7 @@ def test_an_ask_rounds_rows_are_the_reference_paths(database: Database, monkeypa
         monkeypatch.undo()
         written[tenant_id] = facts(database, tenant_id, refund_id, payment_id, destination)
     mine, theirs = written["plane-ask"], written["reference-ask"]
-    assert mine == theirs, {key: (value, theirs[key]) for key, value in mine.items() if theirs[key] != value}
+    assert mine == theirs, differences(mine, theirs)
     assert written["plane-ask"]["refund"]["attempts"] == 2
 
 
