@@ -106,7 +106,11 @@ _SWITCHED_OFF = {
     ),
     "system": (
         ("ALTER TABLE ledger_entries DISABLE TRIGGER ledger_entries_system_account",),
-        ("ALTER TABLE ledger_entries ENABLE TRIGGER ledger_entries_system_account",),
+        # The deferred balance checks run first, as at the commit: the table must have none pending.
+        (
+            "SET CONSTRAINTS ledger_entries_balanced IMMEDIATE",
+            "ALTER TABLE ledger_entries ENABLE TRIGGER ledger_entries_system_account",
+        ),
     ),
     "checks": (("SET LOCAL session_replication_role = replica",), ()),
 }
