@@ -5,6 +5,7 @@ as a case says, its answer made comparable across two databases."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -69,6 +70,17 @@ def post(
         sent.append(("Content-Type", content_type))
     response = client.post(path, content=body, headers=sent)
     return response.status_code, dict(response.headers), mask(response.text)
+
+
+def make_accounts(client: TestClient, accounts: Mapping[str, Any], **headers: str) -> dict[bytes, bytes]:
+    """Each of `accounts` made through `POST /v1/accounts`, in order: the new ids by name as a
+    body names them (`@A`), for `post`."""
+    made = {}
+    for name, body in accounts.items():
+        response = client.post("/v1/accounts", json=body, headers=headers)
+        assert response.status_code == 201, response.text
+        made[f"@{name}".encode()] = response.json()["id"].encode()
+    return made
 
 
 def mask(text: str) -> str:

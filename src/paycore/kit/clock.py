@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from typing import Final
 
@@ -13,6 +14,9 @@ def now_us() -> int:
     return time.time_ns() // 1_000
 
 
+# Remembered: an answer renders the same few times again and again (a batch of 100 transfers
+# renders its one clock 300 times: each transfer's and each entry's `created_at`).
+@functools.lru_cache(maxsize=1024)
 def to_rfc3339(timestamp_us: int) -> str:
     """`2026-12-04T09:00:00.000000Z`. A time past year 9999 (the replay entry point accepts
     times up to the 64-bit column's end) has RFC 3339's shape with a longer year, from integer

@@ -257,16 +257,15 @@ def _write_on_sqlite(connection: Connection, tenant_id: str, plan: BatchPlan, ac
 def _checked(move: _Move, before: Totals, normal_balance: str) -> Totals:
     """The account's totals after the move, or the refusal of the first limit it breaks, in
     the order `postings._apply` checks them."""
-    prefix = f"transfers[{move.transfer}]."
     old, delta = vars(before).values(), vars(move.delta).values()
     if any(total > bound_before_adding(change) for total, change in zip(old, delta, strict=True)):
-        raise overflow_refusal(move.account_id, prefix)
-    after = Totals(*(total + change for total, change in zip(old, delta, strict=True)))
+        raise overflow_refusal(move.account_id, f"transfers[{move.transfer}].")
+    after = _plus(before, move.delta)
     figure = grows_past(before, after, normal_balance, BALANCE_LIMIT_MINOR)
     if figure is not None:
-        raise limit_refusal(move.account_id, figure, prefix)
+        raise limit_refusal(move.account_id, figure, f"transfers[{move.transfer}].")
     if move.guard is not None and breaks_no_overdraft(after, move.guard):
-        raise overdraft_refusal(move.account_id, prefix)
+        raise overdraft_refusal(move.account_id, f"transfers[{move.transfer}].")
     return after
 
 
@@ -307,4 +306,9 @@ def apply_moves(
 
 
 def _plus(totals: Totals, delta: Totals) -> Totals:
-    return Totals(*(a + b for a, b in zip(vars(totals).values(), vars(delta).values(), strict=True)))
+    return Totals(
+        totals.debits_posted_minor + delta.debits_posted_minor,
+        totals.credits_posted_minor + delta.credits_posted_minor,
+        totals.debits_pending_minor + delta.debits_pending_minor,
+        totals.credits_pending_minor + delta.credits_pending_minor,
+    )

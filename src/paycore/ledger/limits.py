@@ -112,6 +112,10 @@ def grows_past(before: Totals, after: Totals, normal_balance: str, limit: int = 
 
     A figure that moves toward zero is never refused, so an account already past the limit
     (old data, an operator's hand edit) can always be brought back."""
+    if min(vars(after).values()) >= 0 and max(vars(after).values()) <= limit // 2:
+        # Each figure is one total less another, or two totals less a third (available,
+        # posted plus incoming holds): with every total in [0, limit / 2] none is past `limit`.
+        return None
     old, new = limited_figures(before, normal_balance), limited_figures(after, normal_balance)
     for name, value in new.items():
         if abs(value) > limit and abs(value) > abs(old[name]):

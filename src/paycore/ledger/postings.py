@@ -120,7 +120,7 @@ def transfer_values(
         "reference_type": spec.reference_type,
         "reference_id": spec.reference_id,
         "owner_id": spec.owner_id,
-        "metadata": json.dumps(spec.metadata, sort_keys=True),
+        "metadata": json.dumps(spec.metadata, sort_keys=True) if spec.metadata else "{}",
         "expires_at_us": spec.expires_at_us if spec.pending else None,
         "created_at_us": now_us,
     }
@@ -218,13 +218,15 @@ def entry_totals(specs: Sequence[EntrySpec], *, pending: bool) -> tuple[dict[str
 
 
 def _deltas(specs: Sequence[EntrySpec], *, pending: bool) -> dict[str, Totals]:
-    deltas: dict[str, Totals] = {}
+    sums: dict[str, list[int]] = {}  # per account: [debits, credits], summed before the Totals are made
     for spec in specs:
         debit = spec.amount_minor if spec.direction == "debit" else 0
-        credit = spec.amount_minor - debit
-        delta = Totals(0, 0, debit, credit) if pending else Totals(debit, credit, 0, 0)
-        deltas = _merge(deltas, {spec.account_id: delta})
-    return deltas
+        pair = sums.setdefault(spec.account_id, [0, 0])
+        pair[0] += debit
+        pair[1] += spec.amount_minor - debit
+    if pending:
+        return {account_id: Totals(0, 0, debit, credit) for account_id, (debit, credit) in sums.items()}
+    return {account_id: Totals(debit, credit, 0, 0) for account_id, (debit, credit) in sums.items()}
 
 
 def _release(pending_entries: Sequence[Entry]) -> dict[str, Totals]:

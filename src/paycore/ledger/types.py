@@ -4,8 +4,9 @@ become views. No SQL and no rules here."""
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sqlalchemy import Row
@@ -126,13 +127,13 @@ def new_transfer_view(values: dict[str, Any], entry_rows: Sequence[dict[str, Any
         id=values["id"],
         kind=values["kind"],
         status="pending" if values["kind"] == "pending" else "posted",
-        entries=tuple(Entry(**{name: row[name] for name in ENTRY_FIELDS}) for row in entry_rows),
+        entries=tuple(Entry(*_entry_fields(row)) for row in entry_rows),
         pending_id=values["pending_id"],
         reverses_id=values["reverses_id"],
         batch_id=values["batch_id"],
         reference_type=values["reference_type"],
         reference_id=values["reference_id"],
-        metadata=json.loads(values["metadata"]),
+        metadata=json.loads(values["metadata"]) if values["metadata"] != "{}" else {},
         expires_at_us=values["expires_at_us"],
         created_at_us=values["created_at_us"],
         owner_id=values["owner_id"],
@@ -149,6 +150,8 @@ ENTRY_FIELDS = (
     "account_sequence",
     "created_at_us",
 )
+assert tuple(f.name for f in fields(Entry)) == ENTRY_FIELDS, "in Entry's order"
+_entry_fields = operator.itemgetter(*ENTRY_FIELDS)  # a row's values, as Entry's positional arguments
 
 
 def entry_from_row(row: Row[Any]) -> Entry:

@@ -136,13 +136,8 @@ def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return edges.count_hand_overs(monkeypatch, money_batches._BatchEndpoint)
 
 
-def _accounts(client: TestClient) -> dict[bytes, bytes]:
-    made = {}
-    for name, body in ACCOUNTS.items():
-        response = client.post("/v1/accounts", json=body)
-        assert response.status_code == 201, response.text
-        made[f"@{name}".encode()] = response.json()["id"].encode()
-    return made
+def _accounts(client: TestClient, **headers: str) -> dict[bytes, bytes]:
+    return edges.make_accounts(client, ACCOUNTS, **headers)
 
 
 def test_every_batch_is_answered_as_the_fastapi_route_answers_it(

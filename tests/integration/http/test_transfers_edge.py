@@ -165,12 +165,7 @@ def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _accounts(client: TestClient, **headers: str) -> dict[bytes, bytes]:
-    made = {}
-    for name, body in ACCOUNTS.items():
-        response = client.post("/v1/accounts", json=body, headers=headers)
-        assert response.status_code == 201, response.text
-        made[f"@{name}".encode()] = response.json()["id"].encode()
-    return made
+    return edges.make_accounts(client, ACCOUNTS, **headers)
 
 
 def _answer(

@@ -8,16 +8,20 @@ never below."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 from typing import Any
 
 from sqlalchemy import text
 
 from paycore.config import Settings
 from paycore.db.engine import Database
-from paycore.ledger import service as ledger
 from tests.integration.ledger.test_batch_data_plane import Batch, builder, create, scope
-from tests.integration.ledger.test_transfer_data_plane import NOW_US, open_books
+from tests.support.ledger_books import (
+    NOW_US,
+    assert_shared_key_made_once,
+    assert_wallet_spent,
+    open_books,
+    race,
+)
 
 RACERS = 4
 BATCHES_EACH = 15
@@ -45,28 +49,14 @@ def _race(url: str, books: dict[str, str], index: int, barrier: Any, results: An
 
 def test_processes_racing_with_one_key_and_one_hot_account(database: Database, settings: Settings) -> None:
     books = open_books(database, "hot", wallet_minor=FUNDED_MINOR)
-    context = multiprocessing.get_context("spawn")
-    barrier, results = context.Barrier(RACERS), context.Queue()
-    processes = [
-        context.Process(target=_race, args=(settings.database_url, books, index, barrier, results))
-        for index in range(RACERS)
-    ]
-    for process in processes:
-        process.start()
-    answers = [answer for _ in processes for answer in results.get(timeout=300)]
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0
+    answers = race(settings.database_url, _race, (books,), RACERS)
     made = {key: json.loads(body)["id"] for key, status, body, replayed in answers if status == 201 and not replayed}
     refused = [key for key, status, _, replayed in answers if status == 422 and not replayed]
     assert len(made) == FUNDED_MINOR // (AMOUNT_MINOR * TRANSFERS_PER_BATCH), len(made)
     assert len(made) + len(refused) + RACERS - 1 == len(answers) == RACERS * (BATCHES_EACH + 1)
-    shared = [(status, body) for key, status, body, _ in answers if key == "shared"]
-    assert len(set(shared)) == 1 and shared[0][0] == 201, shared
-    assert sum(not replayed for key, *_, replayed in answers if key == "shared") == 1
+    assert_shared_key_made_once(answers)
+    assert_wallet_spent(database, "hot", books["wallet"])
     with database.read() as connection:
-        wallet = ledger.get_account(connection, "hot", books["wallet"])
-        assert ledger.verify(connection).problems == []
         per_batch = connection.execute(
             text(
                 "SELECT batch_id, count(*) FROM ledger_transfers WHERE tenant_id = 'hot' AND batch_id IS NOT NULL"
@@ -76,7 +66,6 @@ def test_processes_racing_with_one_key_and_one_hot_account(database: Database, s
         stored = connection.execute(
             text("SELECT response_body FROM idempotency_keys WHERE tenant_id = 'hot' AND response_status = 201")
         ).all()
-    assert wallet.balance.available_minor == 0 and wallet.balance.posted_minor == 0  # spent to zero, never below
     assert sorted(batch_id for batch_id, _ in per_batch) == sorted(made.values())  # each key's batch once
     assert {count for _, count in per_batch} == {TRANSFERS_PER_BATCH}
     assert sorted(json.loads(body)["id"] for (body,) in stored) == sorted(made.values())

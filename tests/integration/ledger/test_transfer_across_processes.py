@@ -5,7 +5,6 @@ make each key's transfer once; a key they all send is answered alike everywhere.
 
 from __future__ import annotations
 
-import multiprocessing
 from typing import Any
 
 from sqlalchemy import text
@@ -14,8 +13,14 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.errors import render_refusal
 from paycore.ledger import keyed
-from paycore.ledger import service as ledger
-from tests.integration.ledger.test_transfer_data_plane import NOW_US, body_of, builder, open_books, render, scope
+from tests.integration.ledger.test_transfer_data_plane import body_of, builder, render, scope
+from tests.support.ledger_books import (
+    NOW_US,
+    assert_shared_key_made_once,
+    assert_wallet_spent,
+    open_books,
+    race,
+)
 
 RACERS = 4
 TRANSFERS_EACH = 30
@@ -45,32 +50,18 @@ def _race(url: str, books: dict[str, str], index: int, barrier: Any, results: An
 
 def test_processes_racing_on_one_hot_account_never_overdraw_it(database: Database, settings: Settings) -> None:
     books = open_books(database, "hot", wallet_minor=FUNDED_MINOR)
-    context = multiprocessing.get_context("spawn")
-    barrier, results = context.Barrier(RACERS), context.Queue()
-    processes = [
-        context.Process(target=_race, args=(settings.database_url, books, index, barrier, results))
-        for index in range(RACERS)
-    ]
-    for process in processes:
-        process.start()
-    answers = [answer for _ in processes for answer in results.get(timeout=300)]
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0
+    answers = race(settings.database_url, _race, (books,), RACERS)
     created = [key for key, status, _, replayed in answers if status == 201 and not replayed]
     refused = [key for key, status, _, replayed in answers if status == 422 and not replayed]
     assert len(created) == FUNDED_MINOR // AMOUNT_MINOR and len(created) == len(set(created)), len(created)
     assert len(created) + len(refused) + RACERS - 1 == len(answers) == RACERS * (TRANSFERS_EACH + 1)
-    shared = [(status, body) for key, status, body, _ in answers if key == "shared"]
-    assert len(set(shared)) == 1 and sum(not replayed for key, *_, replayed in answers if key == "shared") == 1
+    assert_shared_key_made_once(answers)
+    assert_wallet_spent(database, "hot", books["wallet"])
     with database.read() as connection:
-        wallet = ledger.get_account(connection, "hot", books["wallet"])
-        assert ledger.verify(connection).problems == []
         per_key = connection.execute(
             text(
                 "SELECT idempotency_key, count(*) FROM ledger_transfers WHERE tenant_id = 'hot'"
                 " AND idempotency_key IS NOT NULL GROUP BY idempotency_key"
             )
         ).all()
-    assert wallet.balance.available_minor == 0 and wallet.balance.posted_minor == 0  # spent to zero, never below
     assert sorted(key for key, _ in per_key) == sorted(created) and {count for _, count in per_key} == {1}

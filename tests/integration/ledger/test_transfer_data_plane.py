@@ -18,75 +18,42 @@ totals, the entries, the key's answer) and 1 commit. PostgreSQL's one call is AD
 from __future__ import annotations
 
 import json
-import re
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from paycore.db.engine import Database
 from paycore.http.errors import dumps, render_refusal
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.errors import IdempotencyKeyReused
-from paycore.kit.money import AMOUNT_MINOR_MAX
 from paycore.ledger import keyed, schemas
 from paycore.ledger import service as ledger
 from paycore.ledger.errors import AccountNotFound, InvalidEntries
 from paycore.ledger.service import EntrySpec, TransferSpec
+from tests.support.ledger_books import (
+    ACCOUNTS,
+    CASES,
+    NOW_US,
+    Leg,
+    assert_same_rows,
+    assert_writes_nothing,
+    normalised,
+    open_books,
+)
 from tests.support.rows import row_counts
 from tests.support.statements import counting
 
-NOW_US = 1_700_000_000_000_000
 # A transfer between two accounts whose facts this process has cached, the write alone.
 # PostgreSQL: the one call (autocommit: no BEGIN, no COMMIT of the client's). SQLite: BEGIN
 # IMMEDIATE, the two accounts' totals, the key's claim with its answer, the transfer, its
 # entries (ADR 0026's fixed list), and the group's commit.
 STATEMENTS = {"sqlite": 6, "postgresql": 1}
 COMMITS = {"sqlite": 1, "postgresql": 0}
-# code: (currency, normal balance, no_overdraft)
-ACCOUNTS = {
-    "cash": ("USD", "debit", False),
-    "wallet": ("USD", "credit", True),
-    "merchant": ("USD", "credit", False),
-    "fees": ("USD", "credit", False),
-    "eur.cash": ("EUR", "debit", False),
-    "eur.wallet": ("EUR", "credit", False),
-    "ceiling": ("USD", "credit", False),  # funded from "source" to 5 below 2^53 - 1
-    "source": ("USD", "debit", False),
-}
-Leg = tuple[str, str, int]  # (account code, direction, amount_minor)
 
 
 def render(transfer: ledger.Transfer) -> str:
     return dumps(schemas.transfer_json(transfer))
-
-
-def open_books(database: Database, tenant: str, wallet_minor: int = 1_000) -> dict[str, str]:
-    """The tenant's accounts by code; the wallet funded from cash (by the reference path)."""
-
-    def work(connection: Any) -> dict[str, str]:
-        found = {}
-        for code, (currency, normal, no_overdraft) in ACCOUNTS.items():
-            account = ledger.create_account(
-                connection,
-                tenant,
-                code=code,
-                currency=currency,
-                normal_balance=normal,
-                no_overdraft=no_overdraft,
-                metadata={},
-                now_us=NOW_US,
-            )
-            found[code] = account.id
-        funding = (EntrySpec(found["cash"], "debit", wallet_minor), EntrySpec(found["wallet"], "credit", wallet_minor))
-        ledger.create_transfer(connection, tenant, TransferSpec(funding), now_us=NOW_US)
-        near = AMOUNT_MINOR_MAX - 5
-        funding = (EntrySpec(found["source"], "debit", near), EntrySpec(found["ceiling"], "credit", near))
-        ledger.create_transfer(connection, tenant, TransferSpec(funding), now_us=NOW_US)
-        return found
-
-    return database.transaction(work)
 
 
 def scope(tenant: str, key: str, body: Any, now_us: int = NOW_US) -> idempotency.KeyScope:
@@ -156,65 +123,6 @@ def test_accounts_this_process_has_not_seen_are_read_outside_the_write(database:
 
 # ------------------------------------------------------------------ the rows are the reference path's
 
-CASES: list[tuple[list[Leg], dict[str, Any]]] = [
-    ([("wallet", "debit", 300), ("merchant", "credit", 300)], {}),
-    ([("wallet", "debit", 10), ("wallet", "debit", 5), ("merchant", "credit", 12), ("fees", "credit", 3)], {}),
-    (
-        [("wallet", "debit", 200), ("merchant", "credit", 200)],
-        {"pending": True, "expires_at_us": 4_102_444_800_000_000, "metadata": {"order": "o-1"}},
-    ),
-    (
-        [("merchant", "debit", 7), ("fees", "credit", 7), ("eur.wallet", "credit", 9), ("eur.cash", "debit", 9)],
-        {"reference_type": "adjustment", "reference_id": "adj_1"},
-    ),
-    ([("cash", "debit", 5), ("ceiling", "credit", 5)], {"currency": "USD"}),
-    ([("wallet", "debit", 1), ("merchant", "credit", 1)], {"metadata": {"x": '","account_sequence":0,"'}}),
-]
-
-
-def rows_of(database: Database, tenant: str) -> dict[str, list[dict[str, Any]]]:
-    """Every row a transfer writes for the tenant, in an order both tenants share, with ids
-    (and the tenant's) replaced by their order of first appearance, accounts first."""
-    queries = {
-        "ledger_accounts": "SELECT * FROM ledger_accounts WHERE tenant_id = :t ORDER BY code",
-        "ledger_transfers": "SELECT * FROM ledger_transfers WHERE tenant_id = :t ORDER BY created_at_us, id",
-        "ledger_entries": (
-            "SELECT e.* FROM ledger_entries e JOIN ledger_accounts a ON a.tenant_id = e.tenant_id"
-            " AND a.id = e.account_id WHERE e.tenant_id = :t ORDER BY e.created_at_us, a.code, e.account_sequence"
-        ),
-        "idempotency_keys": 'SELECT * FROM idempotency_keys WHERE tenant_id = :t ORDER BY "key"',
-    }
-    with database.read() as connection:
-        found = {
-            table: [dict(row._mapping) for row in connection.execute(text(sql), {"t": tenant})]
-            for table, sql in queries.items()
-        }
-    names: dict[str, str] = {}
-    for rows in found.values():
-        for row in rows:
-            assert row.pop("tenant_id") == tenant
-            for column, value in row.items():
-                if (column == "id" or column.endswith("_id")) and isinstance(value, str) and value not in names:
-                    names[value] = f"id{len(names)}"
-
-    def named(value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        for actual, name in names.items():
-            value = value.replace(actual, name)
-        return value
-
-    return {
-        table: [{column: named(value) for column, value in row.items()} for row in rows]
-        for table, rows in found.items()
-    }
-
-
-def normalised(books: dict[str, str], body: str) -> Any:
-    for code, account_id in books.items():
-        body = body.replace(account_id, f"account:{code}")
-    return json.loads(re.sub(r'"(txn|ent)_[0-9A-Za-z]+"', r'"\1_*"', body))
-
 
 def test_the_rows_and_answers_are_the_reference_paths(database: Database) -> None:
     """The same requests, one tenant through the data plane, another through the reference
@@ -232,17 +140,8 @@ def test_the_rows_and_answers_are_the_reference_paths(database: Database) -> Non
         )
         assert written is not None and not replayed and expected.status == 201
         assert normalised(books["plane"], written.body) == normalised(books["reference"], expected.body)
-    mine, theirs = rows_of(database, "plane"), rows_of(database, "reference")
     entries = sum(len(legs) for legs, _ in CASES)
-    assert [len(rows) for rows in mine.values()] == [len(ACCOUNTS), len(CASES) + 2, entries + 4, len(CASES)]
-    for table in theirs:
-        for row, expected_row in zip(mine[table], theirs[table], strict=True):
-            assert row == expected_row, (
-                table,
-                {k: (v, expected_row[k]) for k, v in row.items() if expected_row[k] != v},
-            )
-    with database.read() as connection:
-        assert ledger.verify(connection).problems == []
+    assert_same_rows(database, [len(ACCOUNTS), len(CASES) + 2, entries + 4, len(CASES)])
 
 
 # ------------------------------------------------------------------ everything else: the reference path's
@@ -250,9 +149,7 @@ def test_the_rows_and_answers_are_the_reference_paths(database: Database) -> Non
 
 def falls_back(database: Database, key_scope: idempotency.KeyScope, build: keyed.BuildSpec) -> None:
     """The data plane leaves the request to the reference path, having written nothing."""
-    before = row_counts(database)
-    assert plane(database, key_scope, build) is None
-    assert row_counts(database) == before
+    assert_writes_nothing(database, lambda: plane(database, key_scope, build))
 
 
 def test_a_replayed_key_is_the_reference_paths(database: Database) -> None:
