@@ -83,6 +83,9 @@ APPLY_PAYOUT = driver.binary_arrays(  # `*_inbound_payouts.py`
 CONFIRM_PAYOUT = driver.binary_arrays(
     driver.statement(f"SELECT paycore_inbound_confirm_payout({placeholders(8)}, ?::text[], {placeholders(5)})")
 )
+REFUSE_PAYOUT_RETURN = driver.binary_arrays(  # `*_inbound_payout_return_steps.py`: the confirm's and a note's
+    driver.statement(f"SELECT paycore_inbound_refuse_payout_return({placeholders(8)}, ?::text[], {placeholders(9)})")
+)
 SETTLE_PAYOUT = driver.binary_arrays(  # `*_inbound_payout_settlement.py`
     driver.statement(
         f"SELECT paycore_inbound_settle_payout({placeholders(17)}, ?::text[], ?::text[], ?::text[], ?::text[],"
@@ -209,9 +212,12 @@ def _stored(connection: Connection, writing: Writing[M], plan: Plan[M]) -> bool:
 def confirm_statements(connection: Connection, confirmation: Confirmation[Any]) -> str:
     """The plain case, inside the caller's transaction, after the object's read found it where
     the event says (nothing moves it in between: BEGIN IMMEDIATE): `stale`, or `duplicate`
-    (nothing written) for an event stored before. 2 statements."""
+    (nothing written) for an event stored before. 2 statements, and one per note."""
     if not driver.fetch(connection, WEBHOOK, [confirmation.webhook[name] for name in WEBHOOK_COLUMNS]):
         return DUPLICATE
+    for note in confirmation.notes:
+        assert note.keys() <= set(EVENT_COLUMNS) and "snapshot" not in note, note.keys()
+        driver.execute(connection, EVENT, [note.get(name) for name in EVENT_COLUMNS])
     assert confirmation.audit_event.keys() <= set(EVENT_COLUMNS)
     driver.execute(connection, EVENT, [confirmation.audit_event.get(name) for name in EVENT_COLUMNS])
     return STALE

@@ -35,6 +35,7 @@ from paycore.inbound.schemas import ProcessorEvent
 from paycore.lifecycle.evidence import Evidence
 from paycore.payouts import service as payouts
 from paycore.payouts import settle_plan, settle_repository, states
+from paycore.payouts.return_plan import LATE
 from paycore.payouts.settle_plan import Move
 from paycore.payouts.types import Payout
 from paycore.processor.port import PayoutResult
@@ -46,8 +47,9 @@ ONE_STEP_STATUSES: Final = ("accepted", "rejected")
 CONFIRMED_STATUSES: Final = (states.SENT, states.SETTLED, states.RETURNED)
 NO_CHANGE: Final = "no_change"  # the audit event's cause, as `service._apply_payout` records it
 STALE: Final = "stale"  # ... for a `rejected` that finds the payout `failed` already (`Machine.apply_evidence`)
-# The statuses the confirm function locks the payout in, by the plain case's audit cause.
-_STATUSES_OF: Final = {NO_CHANGE: CONFIRMED_STATUSES, STALE: (states.FAILED,)}
+# The statuses the confirm function locks the payout in, by the plain case's audit cause (`late`:
+# a return past its window, `apply_payout_return.py`'s).
+_STATUSES_OF: Final = {NO_CHANGE: CONFIRMED_STATUSES, STALE: (states.FAILED,), LATE: (states.SETTLED,)}
 
 
 def is_one_step(event: ProcessorEvent) -> bool:
@@ -93,7 +95,9 @@ def _apply_params(plan: Plan[Move]) -> tuple[Any, ...]:
     )
 
 
-def _confirm_params(confirmation: Confirmation[Payout]) -> tuple[Any, ...]:
+def confirm_params(confirmation: Confirmation[Payout]) -> tuple[Any, ...]:
+    """`paycore_inbound_confirm_payout`'s arguments: the payout locked in the statuses its
+    plain case's cause names."""
     webhook, payout, audit_event = confirmation.webhook, confirmation.item, confirmation.audit_event
     return (
         *stored_event_params(webhook),
@@ -125,6 +129,6 @@ PAYOUT: Final = ObjectApply(
         apply_call=apply_object_repository.APPLY_PAYOUT,
         apply_params=_apply_params,
         confirm_call=apply_object_repository.CONFIRM_PAYOUT,
-        confirm_params=_confirm_params,
+        confirm_params=confirm_params,
     ),
 )

@@ -9,24 +9,31 @@ and the return fee's transfers and adjustments with their audit events), written
 `payouts.return_repository.write_move` on SQLite and by migration `*_inbound_payout_return.py`'s
 `paycore_inbound_return_payout` on PostgreSQL.
 
-No plain case: a return past its window (the reference path records the refusal), a payout
-returned already or a redelivery, a payout in any other status (two or three steps) and a
-mismatch are the reference path's.
+Its plain case: a return past its window, for a payout `settled` (of the event's amount, currency
+and rail). The reference path changes nothing, writes the refusal's note
+(`return_plan.plan_refusal`: `payout.return_refused`, `return_window_closed`, the window's close)
+and records the audit event with the cause `late`, the stored event `stale`: by migration
+`*_inbound_payout_return_steps.py`'s `paycore_inbound_refuse_payout_return` (the confirm function
+of `*_inbound_payouts.py`, the payout locked in `settled`, then the note) or the confirm's list
+with the note (3 statements after the read). A payout returned already or a redelivery, a payout
+in any other status (two or three steps) and a mismatch are the reference path's.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from paycore.audit.rows import EventContext
 from paycore.inbound import apply_object_repository
 from paycore.inbound.apply_object import ObjectApply
-from paycore.inbound.apply_object_plan import Plan, Planning
+from paycore.inbound.apply_object_plan import Confirmation, Plan, Planning
 from paycore.inbound.apply_object_repository import Writing, events_params, stored_event_params
-from paycore.inbound.apply_payout import payout_result
+from paycore.inbound.apply_payout import confirm_params, payout_result
 from paycore.inbound.apply_payout_settlement import postings_params
 from paycore.inbound.schemas import ProcessorEvent
-from paycore.kit import ids
-from paycore.payouts import return_plan, return_repository, settle_plan
+from paycore.kit import actors, ids
+from paycore.lifecycle.evidence import Evidence
+from paycore.payouts import return_plan, return_repository, settle_plan, states
 from paycore.payouts import service as payouts
 from paycore.payouts.return_plan import Move, NewIds
 from paycore.payouts.types import Payout
@@ -41,6 +48,34 @@ def is_return(event: ProcessorEvent) -> bool:
 
 def _no_confirmation(event: ProcessorEvent, payout: Payout) -> str | None:
     return None
+
+
+def late_refusal(
+    event: ProcessorEvent, payout: Payout, *, now_us: int, event_id: str, context: EventContext
+) -> tuple[str, dict[str, Any]] | None:
+    """(`late`, the refusal's note) where the bank's return finds `payout` settled, of its amount,
+    currency and rail, past its window (`lifecycle.apply_evidence`: no path, matched, then
+    `record_bank_return`'s check); None for everything else."""
+    result = payout_result(event)
+    if payout.status != states.SETTLED or payout.settled_at_us is None or not payouts.MACHINE.matches(payout, result):
+        return None  # a mismatch is recorded as one: the reference path's
+    assert not payouts.MACHINE.decide(payout.status, Evidence.of_result(result)).path, "the return's own step"
+    note = return_plan.plan_refusal(
+        payout,
+        return_code=result.return_code,
+        returned_at_us=result.returned_at_us,
+        actor=actors.PROCESSOR,
+        now_us=now_us,
+        event_id=event_id,
+        context=context,
+    )
+    return None if note is None else (return_plan.LATE, note)
+
+
+def _refusal_params(confirmation: Confirmation[Payout]) -> tuple[Any, ...]:
+    [note] = confirmation.notes
+    assert confirmation.audit_event["cause"] == return_plan.LATE, confirmation.audit_event
+    return (*confirm_params(confirmation), note["id"], note["type"], note["cause"], note["data"])
 
 
 def _return_facts(result: PayoutResult) -> dict[str, Any]:
@@ -101,10 +136,13 @@ RETURN: Final = ObjectApply(
         moved=lambda move: move.payout,
         confirmed_cause=_no_confirmation,
         move_facts=_return_facts,
+        confirmed_note=late_refusal,
     ),
     Writing(
         write_move=return_repository.write_move,
         apply_call=apply_object_repository.RETURN_PAYOUT,
         apply_params=_apply_params,
+        confirm_call=apply_object_repository.REFUSE_PAYOUT_RETURN,
+        confirm_params=_refusal_params,
     ),
 )

@@ -10,9 +10,9 @@ return code, `returned_at_us`), the state event with its snapshot; then the retu
 from the bank's cash for what came back and from the losses account for what did not) and its
 audit event; then the return fee's (`bank:return_fee`, above zero only: the fees account debited,
 the bank's cash credited) and its audit event. The adjustments are booked on the day the money
-came back (the webhook's time: it carries none). A return past its window (the reference path
-records the refusal), a payout in any other status (two or three steps) and a mismatch have no
-plan: the reference path's.
+came back (the webhook's time: it carries none). A return past its window has its own plan,
+the refusal's note (`plan_refusal`: `record_bank_return`'s `payout.return_refused`, nothing moved).
+A payout in any other status (two or three steps) and a mismatch have no plan here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from paycore.audit.rows import EventContext
+from paycore.audit.rows import EventContext, event_row
 from paycore.kit.clock import utc_day
 from paycore.ledger import chart
 from paycore.lifecycle.evidence import Decision
@@ -44,6 +44,10 @@ WRITTEN_COLUMNS: Final = (
 )
 RETURN_DEDUPE_KEY: Final = "bank:return"  # `lifecycle.record_bank_return`'s
 RETURN_FEE_DEDUPE_KEY: Final = "bank:return_fee"
+# A return past its window: `record_bank_return`'s note, and what `apply_evidence` answers.
+REFUSAL_TYPE: Final = "payout.return_refused"
+REFUSAL_CAUSE: Final = "return_window_closed"
+LATE: Final = "late"
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ def plan_move(
     assert returned_status(payout, decision) == target and now_us > payout.updated_at_us, (payout, target)
     assert payout.settled_at_us is not None and return_fee_minor >= 0
     returned_at = returned_at_us or now_us
-    if returned_at >= windows.closes_at_us(payout.rail, return_code, payout.settled_at_us):
+    if closed_at_us(payout, return_code, returned_at) is not None:
         return None
     received_minor = payout.amount_minor if return_amount_minor is None else return_amount_minor
     assert 0 < received_minor <= payout.amount_minor, "matches refuses any other amount"
@@ -139,6 +143,49 @@ def plan_move(
     move = Move(payout, moved, changes, tuple(transfers), entries, state_event, adjustments, events)
     check_move(move)
     return move
+
+
+def closed_at_us(payout: Payout, return_code: str | None, returned_at_us: int) -> int | None:
+    """When the return window of a settled `payout` closed, for a return with `return_code` at
+    `returned_at_us` that came too late (`record_bank_return`'s check); None inside the window."""
+    assert payout.settled_at_us is not None, payout
+    closes_at_us = windows.closes_at_us(payout.rail, return_code, payout.settled_at_us)
+    return closes_at_us if returned_at_us >= closes_at_us else None
+
+
+def plan_refusal(
+    payout: Payout,
+    *,
+    return_code: str | None,
+    returned_at_us: int | None,
+    actor: str,
+    now_us: int,
+    event_id: str,
+    context: EventContext,
+) -> dict[str, Any] | None:
+    """The note `record_bank_return` writes for a return of the settled `payout` (as read) past
+    its window, at `now_us`: the payout unchanged; None inside the window (`plan_move`'s)."""
+    assert payout.status == states.SETTLED, payout
+    closes_at_us = closed_at_us(payout, return_code, returned_at_us or now_us)
+    if closes_at_us is None:
+        return None
+    note = event_row(
+        payout.tenant_id,
+        event_id=event_id,
+        context=context,
+        kind="note",
+        type=REFUSAL_TYPE,
+        object_type=MACHINE.object_type,
+        object_id=payout.id,
+        from_state=None,
+        to_state=None,
+        cause=REFUSAL_CAUSE,
+        actor=actor,
+        now_us=now_us,
+        data={"return_code": return_code, "window_closed_at_us": closes_at_us},
+    )
+    assert "snapshot" not in note and note["created_at_us"] == now_us
+    return note
 
 
 def _return_entries(payout: Payout, new_ids: NewIds, received_minor: int) -> tuple[PlannedEntry, ...]:

@@ -210,7 +210,7 @@ def _late(env: Env) -> str:
 
 
 FALLBACKS: list[tuple[str, Callable[[Env], str], dict[str, Any], str]] = [
-    ("a return past its window", _late, {"return_code": "R01"}, "stale"),
+    # A return past its window is on the data plane now (test_payout_return_steps_data_plane.py).
     ("a return for a payout in doubt: three steps", lambda env: in_doubt(env)[1], {"return_code": "R01"}, "applied"),
     ("a return for a payout sent: two steps", lambda env: sent(env)[1], {"return_code": "R01"}, "applied"),
     ("another amount: a mismatch", lambda env: settled(env)[1], {"amount_minor": AMOUNT_MINOR + 1}, "mismatch"),
