@@ -9,9 +9,9 @@ on both databases.
   and payout, row for row (the payout, the hold's resolution and entries, the events with their
   sequence and snapshot, the stored event, the accounts' totals), `accepted` and `rejected`, and
   answers the same (and a redelivery the same).
-- That everything else is the reference path's: another amount or rail (a mismatch), a
-  `returned` word (three steps and the return), a payout sent already, an unknown payout, and a
-  schema without the function (a `settled` word is `test_payout_return_data_plane.py`'s).
+- That everything else is the reference path's: another amount or rail (a mismatch), a payout
+  sent already, an unknown payout, and a schema without the function (a `settled` word is
+  `test_payout_return_data_plane.py`'s, a `returned` word `test_payout_return_steps_data_plane.py`'s).
 
 Before (the reference path, `service.receive` alone, counted the same way): `REFERENCE_COST`.
 """
@@ -265,7 +265,7 @@ FALLBACKS: list[tuple[str, str, dict[str, Any]]] = [
     ("another amount: a mismatch", "accepted", {"amount_minor": AMOUNT_MINOR + 1}),
     ("another rail: a mismatch", "rejected", {"rail": "sepa"}),
     # A `settled` word moves it two steps on the data plane now (test_payout_return_data_plane.py).
-    ("a returned word: three steps and the return", "returned", {"return_code": "R01"}),
+    # A `returned` word moves it three steps on the data plane now (test_payout_return_steps_data_plane.py).
     ("an unknown payout", "accepted", {"request_id": "po_unknown"}),
     ("no rail", "accepted", {"rail": None}),
 ]
