@@ -138,7 +138,7 @@ def _steps_params(plan: Plan[ReturnSteps]) -> tuple[Any, ...]:
     """A settlement function's arguments (`apply_payout_settlement.settlement_params`: the event
     stored, the payout settled, the fee, the audit event), then `paycore_payout_return`'s after
     the tenant and the payout."""
-    settlement, returned = plan.move.settlement, plan.move.returned
+    settlement, returned = plan.move.first, plan.move.second
     settled, moved = returned.accepted, returned.payout
     booked_at_us = plan.webhook["created_at_us"]
     assert settled.updated_at_us == settled.settled_at_us and moved.updated_at_us == settled.updated_at_us + 1
@@ -161,7 +161,7 @@ def _return_call(plan: Plan[Move | ReturnSteps]) -> driver.Statement:
     move = plan.move
     if not isinstance(move, ReturnSteps):
         return apply_object_repository.RETURN_PAYOUT
-    if isinstance(move.settlement, TwoSteps):
+    if isinstance(move.first, TwoSteps):
         return apply_object_repository.RETURN_WAITING_PAYOUT
     return apply_object_repository.RETURN_SENT_PAYOUT
 
@@ -175,7 +175,7 @@ def _return_params(plan: Plan[Move | ReturnSteps]) -> tuple[Any, ...]:
 
 def _moved(move: Move | ReturnSteps) -> Payout:
     """The payout as the move's first step leaves it, at the webhook's time (`check_plan`)."""
-    return settlement_moved(move.settlement) if isinstance(move, ReturnSteps) else move.payout
+    return settlement_moved(move.first) if isinstance(move, ReturnSteps) else move.payout
 
 
 RETURN: Final = ObjectApply(

@@ -88,26 +88,10 @@ class Move:
         return self.accepted.status
 
 
-@dataclass(frozen=True)
-class ReturnSteps:
+class ReturnSteps(settle_plan.Steps[settlement_plan.Move | settlement_plan.TwoSteps, Move]):
     """A payout not settled yet returned by the bank's word, as the reference path moves it
-    (`lifecycle.apply_evidence`): settled (from `sent`, or through `sent`), then returned."""
-
-    settlement: settlement_plan.Move | settlement_plan.TwoSteps  # at the webhook's time, the fee with it
-    returned: Move  # settled -> returned, a microsecond after the settlement
-
-    @property
-    def state_event(self) -> dict[str, Any]:
-        """The move's first state event, at the webhook's time (`apply_object_plan.check_plan`)."""
-        return self.settlement.state_event
-
-    @property
-    def payout(self) -> Payout:
-        return self.returned.payout
-
-    @property
-    def expected_status(self) -> str:
-        return self.settlement.expected_status
+    (`lifecycle.apply_evidence`): `first` its settlement (from `sent`, or through `sent`) at the
+    webhook's time, the fee with it; `second` its return a microsecond after the settlement."""
 
 
 def returned_status(payout: Payout, decision: Decision) -> str | None:

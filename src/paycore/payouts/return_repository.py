@@ -20,7 +20,7 @@ from paycore.db import driver
 from paycore.payouts import settlement_repository
 from paycore.payouts.return_plan import WRITTEN_COLUMNS, Move, ReturnSteps
 from paycore.payouts.settle_plan import as_read
-from paycore.payouts.settle_repository import Accounts, write_state_event
+from paycore.payouts.settle_repository import Accounts, write_state_event, write_steps
 from paycore.payouts.settlement_repository import adjust, post
 
 _CAS = driver.statement(
@@ -35,12 +35,7 @@ def write_move(connection: Connection, move: Move | ReturnSteps) -> Accounts | N
     None (nothing written) when the compare-and-set found the payout moved. Raises `Refused`
     having written what the caller's rollback undoes."""
     if isinstance(move, ReturnSteps):
-        first = settlement_repository.write_move(connection, move.settlement)
-        if first is None:
-            return None
-        second = write_move(connection, move.returned)
-        assert second is not None, "the payout as its settlement left it, under the writer's lock"
-        return list({account.id: account for account in (*first, *second)}.values())
+        return write_steps(connection, move, settlement_repository.write_move, write_move)
     accepted, changes = move.accepted, move.changes
     values = [changes[column] for column in WRITTEN_COLUMNS]
     found = driver.fetch(connection, _CAS, (*values, accepted.tenant_id, accepted.id, *as_read(accepted)))
