@@ -27,7 +27,7 @@ reference path where they do not exist yet (SQLSTATE 42883), so OLDEST_COMPATIBL
 not move. Downgrade drops them. SQLite: nothing (its statements are
 `paycore.inbound.apply_object_repository`'s and `paycore.payouts`' repositories').
 
-Revision ID: 0053
+Revision ID: 0051
 Revises: 0050
 Create Date: 2026-12-07 03:00:00
 """
@@ -40,7 +40,7 @@ from types import ModuleType
 
 from alembic import op
 
-revision = "0053"
+revision = "0051"
 down_revision = "0050"
 branch_labels = None
 depends_on = None
