@@ -96,8 +96,16 @@ class ObjectApply(Generic[T, M]):
         if item is None:
             return None
         payload, now, context = body.decode(), clock_now_us(), EventContext.current()
+        note_event_id = None if planning.confirmed_note is None else ids.new_id("evt")  # made first, as referenced
         confirmation = apply_object_plan.plan_confirm(
-            planning, event, payload, item, now_us=now, audit_event_id=ids.new_id("evt"), context=context
+            planning,
+            event,
+            payload,
+            item,
+            now_us=now,
+            audit_event_id=ids.new_id("evt"),
+            context=context,
+            note_event_id=note_event_id,
         )
         if confirmation is not None:
             return confirmation

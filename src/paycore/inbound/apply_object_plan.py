@@ -19,7 +19,9 @@ The plain case has its plan too (`plan_confirm`): the usual one, the other syste
 answer having moved the object first, its webhook only confirms (or a redelivery). The reference
 path finds nothing to do and writes two rows: the stored event `stale`, tried once, done, and
 the audit event, whose cause the object's `Planning.confirmed_cause` names (a refund's `stale`, a
-payout's `no_change`). Everything else has no plan: the reference path's.
+payout's `no_change`). An object may have a plain case that also writes a note before its audit
+event (`Planning.confirmed_note`: a payout's return past its window, the refusal's note, `late`).
+Everything else has no plan: the reference path's.
 
 A payment's PostgreSQL function reads the payment itself, under its row lock (migration
 `*_inbound_apply_payment.py`): there `plan_call` plans from the event alone, no read before the
@@ -83,6 +85,10 @@ class Planning(Generic[T, M]):
     moved: Callable[[M], T]  # the object as the move leaves it
     # The plain case's audit cause for the object as read, or None where it is not plain.
     confirmed_cause: Callable[[ProcessorEvent, T], str | None]
+    # A plain case that writes a note before its audit event (a return past its window): from the
+    # event, the object as read, the clock, the note's id and the context, the audit cause and
+    # the note's row; None where it is not that case. None: no such case.
+    confirmed_note: Callable[..., tuple[str, dict[str, Any]] | None] | None = None
     # Further facts of the result the move needs (a settlement's bank fee), by `plan_move`'s names.
     move_facts: Callable[[Any], dict[str, Any]] = lambda result: {}
     # PostgreSQL: the move as far as the event says it (None for the reference path), where the
@@ -109,6 +115,7 @@ class Confirmation(Generic[T]):
     webhook: dict[str, Any]  # the stored event, `stale`, tried once, done
     item: T  # as read: the write checks it is still so
     audit_event: dict[str, Any]  # the event on the object's audit log, its cause the object's
+    notes: tuple[dict[str, Any], ...] = ()  # written before the audit event (`Planning.confirmed_note`)
 
     @property
     def result(self) -> str:
@@ -198,18 +205,29 @@ def plan_confirm(
     now_us: int,
     audit_event_id: str,
     context: EventContext,
+    note_event_id: str | None = None,
 ) -> Confirmation[T] | None:
-    """The rows the reference path writes when `event` finds `item` already where it says;
-    None for everything else."""
+    """The rows the reference path writes when `event` finds `item` already where it says (or,
+    with `Planning.confirmed_note`, refuses it with a note whose id is `note_event_id`, made
+    before `audit_event_id`); None for everything else."""
     if not planning.takes(event):
         return None
+    notes: tuple[dict[str, Any], ...] = ()
     cause = planning.confirmed_cause(event, item)
+    if cause is None and planning.confirmed_note is not None:
+        assert note_event_id is not None, "a note's id is made before the audit event's"
+        noted = planning.confirmed_note(event, item, now_us=now_us, event_id=note_event_id, context=context)
+        if noted is not None:
+            cause, notes = noted[0], (noted[1],)
     if cause is None:
         return None
     webhook, audit_event = rows(planning, event, payload, (receive_plan.STALE, cause), now_us, audit_event_id, context)
     assert webhook["status"] == receive_plan.STALE and audit_event["cause"] == cause
     assert audit_event["object_id"] == item.id and audit_event["tenant_id"] == item.tenant_id
-    return Confirmation(webhook, item, audit_event)
+    for note in notes:
+        assert (note["object_id"], note["tenant_id"], note["created_at_us"]) == (item.id, item.tenant_id, now_us)
+        assert note["kind"] == "note" and note["actor"] == audit_event["actor"] and note["id"] < audit_event["id"]
+    return Confirmation(webhook, item, audit_event, notes)
 
 
 def rows(

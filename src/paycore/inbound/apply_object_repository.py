@@ -83,11 +83,15 @@ APPLY_PAYOUT = driver.binary_arrays(  # `*_inbound_payouts.py`
 CONFIRM_PAYOUT = driver.binary_arrays(
     driver.statement(f"SELECT paycore_inbound_confirm_payout({placeholders(8)}, ?::text[], {placeholders(5)})")
 )
+REFUSE_PAYOUT_RETURN = driver.binary_arrays(  # `*_inbound_payout_return_steps.py`: the confirm's and a note's
+    driver.statement(f"SELECT paycore_inbound_refuse_payout_return({placeholders(8)}, ?::text[], {placeholders(9)})")
+)
+_SETTLE_PAYOUT_ARGS = (
+    f"{placeholders(17)}, ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[],"
+    f" {placeholders(15)}"
+)
 SETTLE_PAYOUT = driver.binary_arrays(  # `*_inbound_payout_settlement.py`
-    driver.statement(
-        f"SELECT paycore_inbound_settle_payout({placeholders(17)}, ?::text[], ?::text[], ?::text[], ?::text[],"
-        f" ?::text[], ?::text[], ?::bigint[], {placeholders(15)})"
-    )
+    driver.statement(f"SELECT paycore_inbound_settle_payout({_SETTLE_PAYOUT_ARGS})")
 )
 # A payout's postings and adjustments, as `*_inbound_payout_return.py`'s functions take them.
 _POSTINGS = (
@@ -97,10 +101,19 @@ _POSTINGS = (
 RETURN_PAYOUT = driver.binary_arrays(  # `*_inbound_payout_return.py`
     driver.statement(f"SELECT paycore_inbound_return_payout({placeholders(18)}, {_POSTINGS}, {placeholders(10)})")
 )
+_SETTLE_WAITING_PAYOUT_ARGS = f"{placeholders(15)}, ?::text[], {placeholders(8)}, {_POSTINGS}, {placeholders(10)}"
 SETTLE_WAITING_PAYOUT = driver.binary_arrays(
+    driver.statement(f"SELECT paycore_inbound_settle_waiting_payout({_SETTLE_WAITING_PAYOUT_ARGS})")
+)
+# `*_inbound_payout_return_steps.py`: a settlement function's arguments, then the return's step's
+# (`paycore_payout_return`'s after the tenant and the payout).
+_RETURN_STEP_ARGS = f"{placeholders(6)}, {_POSTINGS}, {placeholders(7)}"
+RETURN_SENT_PAYOUT = driver.binary_arrays(
+    driver.statement(f"SELECT paycore_inbound_return_sent_payout({_SETTLE_PAYOUT_ARGS}, {_RETURN_STEP_ARGS})")
+)
+RETURN_WAITING_PAYOUT = driver.binary_arrays(
     driver.statement(
-        f"SELECT paycore_inbound_settle_waiting_payout({placeholders(15)}, ?::text[], {placeholders(8)},"
-        f" {_POSTINGS}, {placeholders(10)})"
+        f"SELECT paycore_inbound_return_waiting_payout({_SETTLE_WAITING_PAYOUT_ARGS}, {_RETURN_STEP_ARGS})"
     )
 )
 
@@ -209,9 +222,12 @@ def _stored(connection: Connection, writing: Writing[M], plan: Plan[M]) -> bool:
 def confirm_statements(connection: Connection, confirmation: Confirmation[Any]) -> str:
     """The plain case, inside the caller's transaction, after the object's read found it where
     the event says (nothing moves it in between: BEGIN IMMEDIATE): `stale`, or `duplicate`
-    (nothing written) for an event stored before. 2 statements."""
+    (nothing written) for an event stored before. 2 statements, and one per note."""
     if not driver.fetch(connection, WEBHOOK, [confirmation.webhook[name] for name in WEBHOOK_COLUMNS]):
         return DUPLICATE
+    for note in confirmation.notes:
+        assert note.keys() <= set(EVENT_COLUMNS) and "snapshot" not in note, note.keys()
+        driver.execute(connection, EVENT, [note.get(name) for name in EVENT_COLUMNS])
     assert confirmation.audit_event.keys() <= set(EVENT_COLUMNS)
     driver.execute(connection, EVENT, [confirmation.audit_event.get(name) for name in EVENT_COLUMNS])
     return STALE

@@ -14,8 +14,12 @@ The plain case: the bank's synchronous answer having moved the payout to `sent` 
 `accepted` webhook only confirms (or comes after the settlement, or is a redelivery). The
 reference path finds nothing to do (`no_change`, no contradiction: an `accepted` contradicts only
 a `failed` payout) and records the audit event with the cause `no_change`
-(`paycore_inbound_confirm_payout`). A `settled` word is `apply_payout_settlement.py`'s; a
-`returned` word, a payout in any other status and a mismatch are the reference path's.
+(`paycore_inbound_confirm_payout`). So for a rejection's redelivery, the bank's `rejected` for a
+payout `failed` already, of its amount, currency and rail: the reference path finds it `stale`
+(a terminal payout; no contradiction: a `rejected` contradicts only a paid payout) and records
+the audit event with the cause `stale`, by the same function. A `settled` word is
+`apply_payout_settlement.py`'s, a `returned` word `apply_payout_return.py`'s; a payout in any
+other status and a mismatch are the reference path's.
 """
 
 from __future__ import annotations
@@ -31,15 +35,21 @@ from paycore.inbound.schemas import ProcessorEvent
 from paycore.lifecycle.evidence import Evidence
 from paycore.payouts import service as payouts
 from paycore.payouts import settle_plan, settle_repository, states
+from paycore.payouts.return_plan import LATE
 from paycore.payouts.settle_plan import Move
 from paycore.payouts.types import Payout
 from paycore.processor.port import PayoutResult
+from paycore.reconciliation.matching import contradicts
 
 # The bank's words the data plane writes: each moves a waiting payout one step.
 ONE_STEP_STATUSES: Final = ("accepted", "rejected")
 # The statuses in which an `accepted` changes nothing (`lifecycle.decide`: `already`).
 CONFIRMED_STATUSES: Final = (states.SENT, states.SETTLED, states.RETURNED)
 NO_CHANGE: Final = "no_change"  # the audit event's cause, as `service._apply_payout` records it
+STALE: Final = "stale"  # ... for a `rejected` that finds the payout `failed` already (`Machine.apply_evidence`)
+# The statuses the confirm function locks the payout in, by the plain case's audit cause (`late`:
+# a return past its window, `apply_payout_return.py`'s).
+_STATUSES_OF: Final = {NO_CHANGE: CONFIRMED_STATUSES, STALE: (states.FAILED,), LATE: (states.SETTLED,)}
 
 
 def is_one_step(event: ProcessorEvent) -> bool:
@@ -54,11 +64,21 @@ def payout_result(event: ProcessorEvent) -> PayoutResult:
 
 
 def confirmed_cause(event: ProcessorEvent, payout: Payout) -> str | None:
-    """`no_change` where the bank's `accepted` finds `payout` sent already; None for everything else."""
-    if event.data.status != "accepted" or payout.status not in CONFIRMED_STATUSES:
-        return None
-    assert not payouts.MACHINE.decide(payout.status, Evidence.of_result(payout_result(event))).path
-    return NO_CHANGE
+    """`no_change` where the bank's `accepted` finds `payout` sent already; `stale` where its
+    `rejected` (of the payout's amount, currency and rail) finds it failed already; None for
+    everything else."""
+    word, result = event.data.status, payout_result(event)
+    if word == "accepted" and payout.status in CONFIRMED_STATUSES:
+        assert not payouts.MACHINE.decide(payout.status, Evidence.of_result(result)).path
+        return NO_CHANGE
+    if word != "rejected" or payout.status != states.FAILED or not payouts.MACHINE.matches(payout, result):
+        return None  # a mismatch is recorded as one: the reference path's
+    # `Machine.apply_evidence`: a move to where the terminal payout is, not allowed: `stale`; and
+    # `service._apply_payout` opens no break, since a rejection contradicts only a paid payout.
+    decision = payouts.MACHINE.decide(payout.status, Evidence.of_result(result))
+    assert decision.path == (states.FAILED,) and not payouts.MACHINE.allowed(payout.status, states.FAILED)
+    assert payout.status in states.TERMINAL and not contradicts("payout", states.FAILED, word)
+    return STALE
 
 
 def _apply_params(plan: Plan[Move]) -> tuple[Any, ...]:
@@ -75,14 +95,16 @@ def _apply_params(plan: Plan[Move]) -> tuple[Any, ...]:
     )
 
 
-def _confirm_params(confirmation: Confirmation[Payout]) -> tuple[Any, ...]:
+def confirm_params(confirmation: Confirmation[Payout]) -> tuple[Any, ...]:
+    """`paycore_inbound_confirm_payout`'s arguments: the payout locked in the statuses its
+    plain case's cause names."""
     webhook, payout, audit_event = confirmation.webhook, confirmation.item, confirmation.audit_event
     return (
         *stored_event_params(webhook),
         webhook["created_at_us"],
         webhook["status"],
         payout.id,
-        list(CONFIRMED_STATUSES),
+        list(_STATUSES_OF[audit_event["cause"]]),
         audit_event["id"],
         audit_event["type"],
         audit_event["actor"],
@@ -107,6 +129,6 @@ PAYOUT: Final = ObjectApply(
         apply_call=apply_object_repository.APPLY_PAYOUT,
         apply_params=_apply_params,
         confirm_call=apply_object_repository.CONFIRM_PAYOUT,
-        confirm_params=_confirm_params,
+        confirm_params=confirm_params,
     ),
 )

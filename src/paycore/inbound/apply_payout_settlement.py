@@ -58,7 +58,7 @@ def _fee(result: PayoutResult) -> dict[str, Any]:
 _FIRST_IDS = hold_resolution_ids(settle_plan.NewIds)  # a waiting payout's first step, to `sent`
 
 
-def _new_ids() -> NewIds:
+def new_ids() -> NewIds:
     # In the reference path's order (a waiting payout's first step's; `money.pay_out`'s transfer
     # and entries, the state event, `adjustments.record`'s adjustment, its transfer and entries, its
     # audit event; the webhook's audit event after them): ids made in one process increase.
@@ -171,20 +171,20 @@ def _two_steps_params(plan: Plan[TwoSteps]) -> tuple[Any, ...]:
     )
 
 
-def _settlement_call(plan: Plan[Move | TwoSteps]) -> driver.Statement:
+def settlement_call(plan: Plan[Move | TwoSteps]) -> driver.Statement:
     if isinstance(plan.move, TwoSteps):
         return apply_object_repository.SETTLE_WAITING_PAYOUT
     return apply_object_repository.SETTLE_PAYOUT
 
 
-def _settlement_params(plan: Plan[Move | TwoSteps]) -> tuple[Any, ...]:
+def settlement_params(plan: Plan[Move | TwoSteps]) -> tuple[Any, ...]:
     move = plan.move
     if isinstance(move, TwoSteps):
         return _two_steps_params(Plan(plan.webhook, move, plan.audit_event))
     return _apply_params(Plan(plan.webhook, move, plan.audit_event))
 
 
-def _moved(move: Move | TwoSteps) -> Payout:
+def moved(move: Move | TwoSteps) -> Payout:
     """The payout as the move's first step leaves it, at the webhook's time (`check_plan`)."""
     return move.first.payout if isinstance(move, TwoSteps) else move.payout
 
@@ -196,14 +196,14 @@ SETTLEMENT: Final = ObjectApply(
         result_of=payout_result,
         settled_status=settlement_plan.settled_status,
         plan_move=settlement_plan.plan_steps,
-        new_ids=_new_ids,
-        moved=_moved,
+        new_ids=new_ids,
+        moved=moved,
         confirmed_cause=_no_confirmation,
         move_facts=_fee,
     ),
     Writing(
         write_move=settlement_repository.write_move,
-        apply_call=_settlement_call,
-        apply_params=_settlement_params,
+        apply_call=settlement_call,
+        apply_params=settlement_params,
     ),
 )

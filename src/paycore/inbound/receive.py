@@ -18,7 +18,11 @@ object in `apply_payment.py` (`paycore_inbound_apply_payment`), `apply_refund.py
 bank's `settled` settles a payout `sent` the same way (`apply_payout_settlement.py`:
 `paycore_inbound_settle_payout`), or one still waiting in two steps
 (`paycore_inbound_settle_waiting_payout`), and its `returned` returns a settled payout inside its
-window (`apply_payout_return.py`: `paycore_inbound_return_payout`).
+window (`apply_payout_return.py`: `paycore_inbound_return_payout`), or one not settled yet after
+settling it (`paycore_inbound_return_sent_payout`, `paycore_inbound_return_waiting_payout`). The
+plain cases after the same read: a payout the bank's `accepted` finds sent, or its `rejected`
+finds failed (`paycore_inbound_confirm_payout`), and a return past its window, refused with a
+note (`paycore_inbound_refuse_payout_return`).
 
 Everything else goes to the reference path (`service.receive`, unchanged), which verifies again
 and decides as it always has: every other type or object, and a charge event whose payment is

@@ -8,7 +8,8 @@ the state event, then the return's postings and the return fee's (`settlement_re
 the transfers, each entry's account by its code or the source by its id, the entries) and their
 adjustments with their audit events (`settlement_repository.adjust`). A payout moved first leaves
 nothing written (None); whatever else would refuse raises `Refused` for the caller's rollback,
-and the reference path decides.
+and the reference path decides. A payout not settled yet (`return_plan.ReturnSteps`) is settled
+first by the settlement's list (`settlement_repository.write_move`), then returned by this one.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from paycore.db import driver
-from paycore.payouts.return_plan import WRITTEN_COLUMNS, Move
+from paycore.payouts import settlement_repository
+from paycore.payouts.return_plan import WRITTEN_COLUMNS, Move, ReturnSteps
 from paycore.payouts.settle_plan import as_read
-from paycore.payouts.settle_repository import Accounts, write_state_event
+from paycore.payouts.settle_repository import Accounts, write_state_event, write_steps
 from paycore.payouts.settlement_repository import adjust, post
 
 _CAS = driver.statement(
@@ -28,10 +30,12 @@ _CAS = driver.statement(
 )
 
 
-def write_move(connection: Connection, move: Move) -> Accounts | None:
+def write_move(connection: Connection, move: Move | ReturnSteps) -> Accounts | None:
     """Write a payout's return inside the caller's transaction: its accounts as left once written;
     None (nothing written) when the compare-and-set found the payout moved. Raises `Refused`
     having written what the caller's rollback undoes."""
+    if isinstance(move, ReturnSteps):
+        return write_steps(connection, move, settlement_repository.write_move, write_move)
     accepted, changes = move.accepted, move.changes
     values = [changes[column] for column in WRITTEN_COLUMNS]
     found = driver.fetch(connection, _CAS, (*values, accepted.tenant_id, accepted.id, *as_read(accepted)))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from paycore.audit.rows import EventContext
 from paycore.ledger import chart
@@ -74,6 +74,44 @@ class Move:
     @property
     def expected_status(self) -> str:
         return self.accepted.status
+
+
+class Step(Protocol):
+    """What a composed move reads of each of its steps (a `Move` here, a settlement's, a return's)."""
+
+    @property
+    def state_event(self) -> dict[str, Any]: ...
+    @property
+    def payout(self) -> Payout: ...
+    @property
+    def expected_status(self) -> str: ...
+
+
+F = TypeVar("F", bound=Step)
+S = TypeVar("S", bound=Step)
+
+
+@dataclass(frozen=True)
+class Steps(Generic[F, S]):
+    """A payout moved further than one step by one word of the bank's, as the reference path moves
+    it (step by step): the first move at the webhook's time, the second after it. The one home of
+    a composed move's shape (`settlement_plan.TwoSteps`, `return_plan.ReturnSteps`)."""
+
+    first: F
+    second: S
+
+    @property
+    def state_event(self) -> dict[str, Any]:
+        """The move's first state event, at the webhook's time (`apply_object_plan.check_plan`)."""
+        return self.first.state_event
+
+    @property
+    def payout(self) -> Payout:
+        return self.second.payout
+
+    @property
+    def expected_status(self) -> str:
+        return self.first.expected_status
 
 
 def as_read(payout: Payout) -> tuple[Any, ...]:

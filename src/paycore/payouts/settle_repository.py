@@ -13,15 +13,16 @@ event. A payout moved first leaves nothing written (None); whatever else would r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 
 from paycore.audit.statements import EVENT_COLUMNS, state_event_args
 from paycore.db import driver
 from paycore.ledger import hold_repository
-from paycore.payouts.settle_plan import WRITTEN_COLUMNS, Move, as_read
+from paycore.payouts.settle_plan import WRITTEN_COLUMNS, Move, Step, Steps, as_read
 
 Accounts = list[SimpleNamespace]
 Refused = hold_repository.Refused  # the write would be refused: roll back, the reference path decides
@@ -108,3 +109,24 @@ def settle_call(connection: Connection, move: Move) -> bool:
     params = (move.accepted.tenant_id, *move_params(move), *state_event_args(move.state_event))
     [(written,)] = driver.fetch(connection, SETTLE, params)
     return bool(written)
+
+
+F = TypeVar("F", bound=Step)
+S = TypeVar("S", bound=Step)
+
+
+def write_steps(
+    connection: Connection,
+    steps: Steps[F, S],
+    write_first: Callable[[Connection, F], Accounts | None],
+    write_second: Callable[[Connection, S], Accounts | None],
+) -> Accounts | None:
+    """Write a composed move's two steps in turn, inside the caller's transaction: the accounts
+    both left, once written; None (nothing written) when the first's compare-and-set found the
+    payout moved (the second's then finds it as the first left it, under the writer's lock)."""
+    first = write_first(connection, steps.first)
+    if first is None:
+        return None
+    second = write_second(connection, steps.second)
+    assert second is not None, "the payout as its first step left it, under the writer's lock"
+    return list({account.id: account for account in (*first, *second)}.values())

@@ -92,26 +92,11 @@ class Move:
         return self.accepted.status
 
 
-@dataclass(frozen=True)
-class TwoSteps:
+class TwoSteps(settle_plan.Steps[settle_plan.Move, Move]):
     """A payout still `processing` or `in_doubt` settled by the bank's word, as the reference path
-    moves it (`Machine.apply_evidence`, step by step): to `sent` (the hold posted), then settled."""
-
-    first: settle_plan.Move  # processing | in_doubt -> sent, at the webhook's time
-    second: Move  # sent -> settled, a microsecond later (`Machine.changes`), the fee at the webhook's time
-
-    @property
-    def state_event(self) -> dict[str, Any]:
-        """The move's first state event, at the webhook's time (`apply_object_plan.check_plan`)."""
-        return self.first.state_event
-
-    @property
-    def payout(self) -> Payout:
-        return self.second.payout
-
-    @property
-    def expected_status(self) -> str:
-        return self.first.accepted.status
+    moves it (`Machine.apply_evidence`, step by step): `first` to `sent` (the hold posted) at the
+    webhook's time, `second` settled a microsecond later (`Machine.changes`), the fee at the
+    webhook's time."""
 
 
 def settled_status(payout: Payout, decision: Decision) -> str | None:

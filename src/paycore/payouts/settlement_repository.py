@@ -80,12 +80,7 @@ def write_move(connection: Connection, move: Move | TwoSteps) -> Accounts | None
     payout's first step is its settle's list (`settle_repository.write_move`). Raises `Refused`
     having written what the caller's rollback undoes."""
     if isinstance(move, TwoSteps):
-        first = settle_repository.write_move(connection, move.first)
-        if first is None:
-            return None
-        second = write_move(connection, move.second)
-        assert second is not None, "the payout as the first step left it, under the writer's lock"
-        return list({account.id: account for account in (*first, *second)}.values())
+        return settle_repository.write_steps(connection, move, settle_repository.write_move, write_move)
     accepted, changes = move.accepted, move.changes
     expected = as_read(accepted)
     values = [changes[column] for column in WRITTEN_COLUMNS]

@@ -105,6 +105,10 @@ def test_every_server_function_is_delegated_by_its_tenant(citus: Database) -> No
         "paycore_inbound_apply_payment",
         "paycore_inbound_return_payout",
         "paycore_inbound_settle_waiting_payout",
+        "paycore_inbound_refuse_payout_return",
+        "paycore_inbound_return_sent_payout",
+        "paycore_inbound_return_waiting_payout",
+        "paycore_payout_return",
         "paycore_payout_post",
         "paycore_payout_adjust",
     } <= names

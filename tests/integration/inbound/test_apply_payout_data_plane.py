@@ -9,9 +9,9 @@ on both databases.
   and payout, row for row (the payout, the hold's resolution and entries, the events with their
   sequence and snapshot, the stored event, the accounts' totals), `accepted` and `rejected`, and
   answers the same (and a redelivery the same).
-- That everything else is the reference path's: another amount or rail (a mismatch), a
-  `returned` word (three steps and the return), a payout sent already, an unknown payout, and a
-  schema without the function (a `settled` word is `test_payout_return_data_plane.py`'s).
+- That everything else is the reference path's: another amount or rail (a mismatch), a payout
+  sent already, an unknown payout, and a schema without the function (a `settled` word is
+  `test_payout_return_data_plane.py`'s, a `returned` word `test_payout_return_steps_data_plane.py`'s).
 
 Before (the reference path, `service.receive` alone, counted the same way): `REFERENCE_COST`.
 """
@@ -161,8 +161,7 @@ def test_a_moving_webhook_is_a_read_and_one_call_on_postgresql_and_the_fixed_lis
         assert run[0] == "BEGIN IMMEDIATE" and run[2].startswith("INSERT INTO processor_webhooks"), run
     assert support.get(env, payout_id)["status"] == TARGETS[word]
     assert receive.receive(env.database, *signed(env, body)).result == "duplicate"
-    # A redelivery: the bank's `accepted` again is the plain case's; a rejection's, the reference path's.
-    assert references == ([] if word == "accepted" else ["duplicate"]), references
+    assert references == [], "a redelivery, `accepted` or `rejected`, is the plain case's"
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
@@ -180,7 +179,7 @@ def test_the_reference_path_costs_what_the_docstring_says(env: Env, word: str) -
 @pytest.mark.parametrize("word", ["accepted", "rejected"])
 def test_the_data_plane_writes_what_the_reference_path_writes(env: Env, word: str, references: list[str]) -> None:
     fast = Moved(env, word, receive.receive)
-    assert references == ([] if word == "accepted" else ["duplicate"]), "the data plane moved it"
+    assert references == [], "the data plane moved it and answered its redelivery"
     reference = Moved(env, word, service.receive)
 
     assert fast.results == reference.results == ["applied", "duplicate"]
@@ -209,29 +208,55 @@ def sent(env: Env) -> tuple[str, bytes]:
     return str(payout["id"]), event_for(str(payout["id"]), "accepted")
 
 
+def failed(env: Env) -> tuple[str, bytes]:
+    """A payout the bank's webhook rejected (`failed`), and the bank's `rejected` again: a new
+    event of the same word (its redelivery under the same id is the `duplicate` below)."""
+    _, payout_id = in_doubt(env)
+    assert receive.receive(env.database, *signed(env, event_for(payout_id, "rejected"))).result == "applied"
+    assert support.get(env, payout_id)["status"] == "failed"
+    return payout_id, event_for(payout_id, "rejected")
+
+
+# The plain cases: how the payout is made, the audit event's cause the reference path records.
+PLAIN: dict[str, tuple[Callable[[Env], tuple[str, bytes]], str]] = {
+    "accepted for a payout sent": (sent, "no_change"),
+    "rejected for a payout failed": (failed, "stale"),
+}
+
+
+def _plain_rows(env: Env, payout_id: str) -> dict[str, Any]:
+    rows = rows_of(env.database, payout_id)
+    rows["payout"]["next_attempt_at_us"] = rows["payout"]["next_attempt_at_us"] is not None  # jittered
+    for row in rows["entries"]:
+        row["account_id"] = "IN_TRANSIT" if row["direction"] == "credit" else "SOURCE"
+    for row in rows["events"]:
+        row["snapshot"] = row["snapshot"] and json.loads(row["snapshot"]) | {"source_account": "SOURCE"}
+    return normal(rows)
+
+
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+@pytest.mark.parametrize("case", list(PLAIN))
 def test_a_confirming_webhook_is_the_read_and_one_call_and_writes_what_the_reference_path_writes(
-    env: Env, references: list[str]
+    env: Env, case: str, references: list[str]
 ) -> None:
-    fast_id, fast_body = sent(env)
-    reference_id, reference_body = sent(env)
+    start, cause = PLAIN[case]
+    fast_id, fast_body = start(env)
+    reference_id, reference_body = start(env)
+    references.clear()
     with counting(env.database) as statements:
         first = receive.receive(env.database, *signed(env, fast_body))
     run = [sql for sql in statements if sql != "COMMIT"]
     assert (len(run), statements.count("COMMIT")) == CONFIRM_COST[dialect(env)], statements
+    if dialect(env) == "postgresql":
+        assert run[1].startswith("SELECT paycore_inbound_confirm_payout("), run
     fast = [first.result, receive.receive(env.database, *signed(env, fast_body)).result]
     assert references == [], "the data plane answered both"
     reference = [service.receive(env.database, *signed(env, reference_body)).result for _ in range(2)]
     assert fast == reference == ["stale", "duplicate"]
-    fast_rows, reference_rows = rows_of(env.database, fast_id), rows_of(env.database, reference_id)
-    for rows in (fast_rows, reference_rows):
-        rows["payout"]["next_attempt_at_us"] = rows["payout"]["next_attempt_at_us"] is not None  # jittered
-        for row in rows["entries"]:
-            row["account_id"] = "IN_TRANSIT" if row["direction"] == "credit" else "SOURCE"
-        for row in rows["events"]:
-            row["snapshot"] = row["snapshot"] and json.loads(row["snapshot"]) | {"source_account": "SOURCE"}
-    assert normal(fast_rows) == normal(reference_rows)
-    assert [row["cause"] for row in fast_rows["events"] if row["kind"] == "webhook"] == ["no_change"]
+    fast_rows, reference_rows = _plain_rows(env, fast_id), _plain_rows(env, reference_id)
+    assert fast_rows == reference_rows
+    assert [row["cause"] for row in fast_rows["events"] if row["kind"] == "webhook"][-1] == cause
+    assert [row["status"] for row in fast_rows["webhooks"]][-1:] == ["stale"]
 
 
 # ------------------------------------------------------------------ everything else: the reference path
@@ -240,7 +265,7 @@ FALLBACKS: list[tuple[str, str, dict[str, Any]]] = [
     ("another amount: a mismatch", "accepted", {"amount_minor": AMOUNT_MINOR + 1}),
     ("another rail: a mismatch", "rejected", {"rail": "sepa"}),
     # A `settled` word moves it two steps on the data plane now (test_payout_return_data_plane.py).
-    ("a returned word: three steps and the return", "returned", {"return_code": "R01"}),
+    # A `returned` word moves it three steps on the data plane now (test_payout_return_steps_data_plane.py).
     ("an unknown payout", "accepted", {"request_id": "po_unknown"}),
     ("no rail", "accepted", {"rail": None}),
 ]
@@ -255,6 +280,17 @@ def test_every_other_event_is_the_reference_paths(
     body = event_for(payout_id, word, **data)
     received = receive.receive(env.database, *signed(env, body))
     assert references == [received.result], name
+
+
+@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+def test_a_rejection_of_another_amount_for_a_payout_failed_is_the_reference_paths(
+    env: Env, references: list[str]
+) -> None:
+    payout_id, _ = failed(env)
+    references.clear()
+    body = event_for(payout_id, "rejected", amount_minor=AMOUNT_MINOR + 1)
+    assert receive.receive(env.database, *signed(env, body)).result == "mismatch"
+    assert references == ["mismatch"]
 
 
 @pytest.mark.parametrize("transport", ["inprocess"], indirect=True)

@@ -11,8 +11,9 @@ payout still in doubt (two steps).
   and snapshot, the adjustments, the stored event, the accounts' totals), and answers the same
   (and a redelivery the same): a return of the whole amount and one short of it, with and
   without a return fee; a settlement from `in_doubt` with and without the bank's fee.
-- That everything else is still the reference path's: a return past its window, a return for a
-  payout not settled yet, another amount, and a schema without the functions.
+- That everything else is still the reference path's: another amount, no rail, and a schema
+  without the functions (a return past its window and a return for a payout not settled yet are
+  `test_payout_return_steps_data_plane.py`'s).
 """
 
 from __future__ import annotations
@@ -210,9 +211,8 @@ def _late(env: Env) -> str:
 
 
 FALLBACKS: list[tuple[str, Callable[[Env], str], dict[str, Any], str]] = [
-    ("a return past its window", _late, {"return_code": "R01"}, "stale"),
-    ("a return for a payout in doubt: three steps", lambda env: in_doubt(env)[1], {"return_code": "R01"}, "applied"),
-    ("a return for a payout sent: two steps", lambda env: sent(env)[1], {"return_code": "R01"}, "applied"),
+    # A return past its window is on the data plane now (test_payout_return_steps_data_plane.py).
+    # So is a return for a payout not settled yet, in two or three steps.
     ("another amount: a mismatch", lambda env: settled(env)[1], {"amount_minor": AMOUNT_MINOR + 1}, "mismatch"),
     ("no rail", lambda env: settled(env)[1], {"rail": None}, "unmatched"),
 ]

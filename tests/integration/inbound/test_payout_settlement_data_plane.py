@@ -10,10 +10,10 @@ on both databases.
   and payout, row for row (the payout, its transfers and entries, the events with their sequence
   and snapshot, the adjustment, the stored event, the accounts' totals), with and without a fee,
   and answers the same (and a redelivery the same).
-- That everything else is the reference path's: a payout failed (a contradiction), a `returned`
-  word for a payout sent (two steps), another amount (a mismatch), a payout settled already, and
-  a schema without the function (a payout still in doubt moves two steps on the data plane:
-  `test_payout_return_data_plane.py`).
+- That everything else is the reference path's: a payout failed (a contradiction), another
+  amount (a mismatch), a payout settled already, and a schema without the function (a payout
+  still in doubt moves two steps on the data plane: `test_payout_return_data_plane.py`; a
+  `returned` word for a payout sent, `test_payout_return_steps_data_plane.py`).
 
 Before (the reference path, `service.receive` alone, counted the same way): `REFERENCE_COST`.
 """
@@ -241,7 +241,7 @@ def _failed(env: Env) -> str:
 FALLBACKS: list[tuple[str, Callable[[Env], str], str, dict[str, Any]]] = [
     # A payout in doubt moves two steps on the data plane now (test_payout_return_data_plane.py).
     ("a payout failed: a contradiction", _failed, "settled", {}),
-    ("a returned word: its window and adjustments", _sent, "returned", {"return_code": "R01"}),
+    # So is a returned word for a payout sent (test_payout_return_steps_data_plane.py).
     ("another amount: a mismatch", _sent, "settled", {"amount_minor": AMOUNT_MINOR + 1}),
     ("a payout settled already", _settled_already, "settled", {}),
     ("no rail", _sent, "settled", {"rail": None}),
