@@ -33,7 +33,8 @@ from typing import Any, Final
 
 import httptools
 
-from paycore.processor.connections import IDLE_CONNECTIONS_MAX, IDLE_MS_MAX, still_open
+from paycore.processor import connections
+from paycore.processor.connections import still_open
 from paycore.processor.port import ProcessorUnreachable
 
 READ_BYTES: Final = 65_536
@@ -59,6 +60,8 @@ class _Reading:
         self.headers_done = False
         self.length_known = False
         self.complete = False
+        self.keep_alive = False
+        self.parser: httptools.HttpResponseParser | None = None
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() in (b"content-length", b"transfer-encoding"):
@@ -73,12 +76,14 @@ class _Reading:
             self.chunks.append(body)
 
     def on_message_complete(self) -> None:
-        self.complete = True
+        # Read here: once the message is done, the parser is reset for the next one.
+        assert self.parser is not None
+        self.complete, self.keep_alive = True, self.parser.should_keep_alive()
 
 
 async def _read_answer(loop: asyncio.AbstractEventLoop, sock: socket.socket, answer_bytes_max: int) -> Answer:
     reading = _Reading(answer_bytes_max)
-    parser = httptools.HttpResponseParser(reading)
+    parser = reading.parser = httptools.HttpResponseParser(reading)
     while not reading.complete:
         data = await loop.sock_recv(sock, READ_BYTES)
         if not data:
@@ -91,7 +96,7 @@ async def _read_answer(loop: asyncio.AbstractEventLoop, sock: socket.socket, ans
         except httptools.HttpParserError as error:
             raise ProcessorUnreachable(f"the answer does not read as HTTP: {error}") from error
     fits = reading.size <= answer_bytes_max
-    keep = fits and parser.should_keep_alive()
+    keep = fits and reading.keep_alive
     return Answer(parser.get_status_code(), b"".join(reading.chunks) if fits else None, keep)
 
 
@@ -135,7 +140,7 @@ class LoopConnections:
         _close_all(idle)
 
     def _take(self) -> socket.socket | None:
-        oldest_s = time.monotonic() - IDLE_MS_MAX / 1000
+        oldest_s = time.monotonic() - connections.IDLE_MS_MAX / 1000
         stale: list[tuple[socket.socket, float]] = []
         taken = None
         with self._lock:
@@ -170,7 +175,7 @@ class LoopConnections:
     def _keep(self, sock: socket.socket, keep_alive: bool) -> None:
         if keep_alive:
             with self._lock:
-                if self._pid == os.getpid() and len(self._idle) < IDLE_CONNECTIONS_MAX:
+                if self._pid == os.getpid() and len(self._idle) < connections.IDLE_CONNECTIONS_MAX:
                     self._idle.append((sock, time.monotonic()))
                     return
         sock.close()
