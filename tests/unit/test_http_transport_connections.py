@@ -4,9 +4,12 @@ that connection."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -22,6 +25,7 @@ class Seen:
     ports: list[int] = field(default_factory=list)  # the client's port of each request received
     close_after: set[int] = field(default_factory=set)  # the request numbers answered and then closed
     lose_answer: set[int] = field(default_factory=set)  # the request numbers read and never answered
+    hold_s: dict[int, float] = field(default_factory=dict)  # the request numbers answered this late
 
 
 @pytest.fixture
@@ -35,6 +39,8 @@ def processor() -> Iterator[tuple[str, Seen]]:
             self.rfile.read(int(self.headers["Content-Length"]))
             seen.ports.append(self.client_address[1])
             number = len(seen.ports)
+            if number in seen.hold_s:
+                time.sleep(seen.hold_s[number])
             if number in seen.lose_answer:
                 self.close_connection = True
                 return
@@ -130,3 +136,79 @@ def test_an_answer_lost_on_a_kept_connection_is_unreachable_and_never_sent_again
     assert transport.charge(charge(3)).status == "succeeded"  # on a new connection
     assert len(seen.ports) == 3 and seen.ports[2] != seen.ports[1], seen.ports
     transport.close()
+
+
+# --- the charge from the event loop (`processor/loop_connections.py`): the same rules ------------
+
+
+def on_loop(transport: HttpTransport, *numbers: int) -> list[str]:
+    """Each charge made from one event loop, in turn: its status, or the error's type name."""
+
+    async def calls() -> list[str]:
+        made: list[str] = []
+        for number in numbers:
+            try:
+                made.append((await transport.charge_on_loop(charge(number))).status)
+            except ProcessorUnreachable as error:
+                made.append(type(error).__name__)
+        return made
+
+    return asyncio.run(calls())
+
+
+def test_charges_from_the_loop_reuse_one_kept_connection_across_loops(processor: tuple[str, Seen]) -> None:
+    url, seen = processor
+    transport = HttpTransport(url, timeout_ms=5_000)
+    assert transport.charges_on_loop
+    assert on_loop(transport, 1, 2, 3) == ["succeeded"] * 3
+    assert on_loop(transport, 4) == ["succeeded"]  # another loop: the socket is no loop's
+    assert len(seen.ports) == 4 and len(set(seen.ports)) == 1, seen.ports
+    transport.close()
+
+
+def test_the_loop_reads_the_answer_as_the_thread_does(processor: tuple[str, Seen]) -> None:
+    url, _ = processor
+    transport = HttpTransport(url, timeout_ms=5_000)
+    by_thread = transport.charge(charge(1))
+    by_loop = asyncio.run(transport.charge_on_loop(charge(2)))
+    assert by_loop == dataclasses.replace(by_thread, request_id="pay_2", processor_charge_id="ch_2")
+    transport.close()
+
+
+def test_an_answer_lost_on_the_loop_is_unreachable_and_never_sent_again(processor: tuple[str, Seen]) -> None:
+    url, seen = processor
+    seen.lose_answer.add(2)
+    transport = HttpTransport(url, timeout_ms=5_000)
+    assert on_loop(transport, 1, 2, 3) == ["succeeded", "ProcessorUnreachable", "succeeded"]
+    assert len(seen.ports) == 3 and seen.ports[0] == seen.ports[1] != seen.ports[2], seen.ports
+    transport.close()
+
+
+def test_an_answer_later_than_the_timeout_is_unreachable_within_it(processor: tuple[str, Seen]) -> None:
+    url, seen = processor
+    seen.hold_s[2] = 1.0
+    transport = HttpTransport(url, timeout_ms=200)
+    started = time.monotonic()
+    assert on_loop(transport, 1, 2) == ["succeeded", "ProcessorUnreachable"]
+    assert time.monotonic() - started < 0.9, "bounded by the timeout, not by the answer"
+    assert len(seen.ports) == 2, "sent once"
+    transport.close()
+
+
+def test_a_connection_idle_too_long_is_not_reused_from_the_loop(
+    processor: tuple[str, Seen], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, seen = processor
+    transport = HttpTransport(url, timeout_ms=5_000)
+    assert on_loop(transport, 1) == ["succeeded"]
+    monkeypatch.setattr(connections, "IDLE_MS_MAX", 0)
+    threading.Event().wait(0.01)
+    assert on_loop(transport, 2) == ["succeeded"]
+    assert len(seen.ports) == 2 and seen.ports[0] != seen.ports[1], seen.ports
+    transport.close()
+
+
+def test_a_processor_that_cannot_be_reached_is_unreachable_from_the_loop() -> None:
+    transport = HttpTransport("http://127.0.0.1:9", timeout_ms=1_000)  # the discard port: nobody listens
+    assert on_loop(transport, 1) == ["ProcessorUnreachable"]
+    assert not HttpTransport("https://127.0.0.1:9").charges_on_loop  # HTTPS stays on a thread

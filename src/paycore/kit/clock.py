@@ -8,6 +8,7 @@ import time
 from typing import Final
 
 DAY_US: Final = 86_400_000_000  # a UTC day in Unix time (which has no leap seconds)
+SECONDS_CACHED_MAX: Final = 256  # the seconds whose text `to_rfc3339` keeps (about 20 kB)
 
 
 def now_us() -> int:
@@ -22,11 +23,21 @@ def to_rfc3339(timestamp_us: int) -> str:
     times up to the 64-bit column's end) has RFC 3339's shape with a longer year, from integer
     arithmetic: rendering a stored time never fails."""
     seconds, micros = divmod(timestamp_us, 1_000_000)
-    try:
-        moment = dt.datetime.fromtimestamp(seconds, tz=dt.UTC).replace(microsecond=micros)
-    except (ValueError, OverflowError, OSError):
+    second = _second_text(seconds)
+    if second is None:
         return _far_rfc3339(seconds, micros)
-    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return f"{second}.{micros:06d}Z"
+
+
+@functools.lru_cache(maxsize=SECONDS_CACHED_MAX)
+def _second_text(seconds: int) -> str | None:
+    """`2026-12-04T09:00:00` of a second, or None past datetime's range. Cached: a payment
+    renders its times a dozen times, nearly all in the same second (1.5% of the API process's
+    samples when each made a datetime)."""
+    try:
+        return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).replace(tzinfo=None).isoformat(timespec="seconds")
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _far_rfc3339(seconds: int, micros: int) -> str:

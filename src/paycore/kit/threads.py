@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Final, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -35,11 +35,21 @@ async def run_blocking(function: Callable[P, T], *arguments: P.args, **keywords:
     caller's context; its result or its exception."""
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, function, *arguments, **keywords)
-    future = loop.run_in_executor(_POOL, call)
+    return await _to_end(loop.run_in_executor(_POOL, call))
+
+
+async def run_to_end(work: Coroutine[Any, Any, T]) -> T:
+    """`work` as a task of its own, which the caller's cancellation never stops half-way (as
+    `run_blocking`'s function): the event loop's own share of a money request (a processor
+    call and the write that records it) is finished as a worker thread's would be."""
+    return await _to_end(asyncio.ensure_future(work))
+
+
+async def _to_end(future: asyncio.Future[T]) -> T:
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
-        # As anyio's run_sync: the caller's cancellation waits for the function to return.
+        # As anyio's run_sync: the caller's cancellation waits for the work to end.
         while not future.done():
             try:
                 await asyncio.wait([future])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -55,30 +55,59 @@ def timed(
     `processor_no_answer` log line with `ids` (e.g. payment_id, tenant_id): never the
     request itself, which may hold a card token or an account number."""
     started = time.monotonic_ns()
-    result: R | None = None
-    refusal_code: str | None = None
     try:
         result = call()
-    except Refused as error:
+    except Exception as error:
+        return _classified(operation, request, started, ids, None, error)
+    return _classified(operation, request, started, ids, result, None)
+
+
+async def timed_on_loop(
+    operation: str,
+    request: dict[str, Any],
+    call: Awaitable[R | None],
+    *,
+    ids: Mapping[str, str] | None = None,
+) -> Call[R]:
+    """`timed` for a call made from the event loop (awaited, no thread)."""
+    started = time.monotonic_ns()
+    try:
+        result = await call
+    except Exception as error:
+        return _classified(operation, request, started, ids, None, error)
+    return _classified(operation, request, started, ids, result, None)
+
+
+def _classified(
+    operation: str,
+    request: dict[str, Any],
+    started_ns: int,
+    ids: Mapping[str, str] | None,
+    result: R | None,
+    error: Exception | None,
+) -> Call[R]:
+    """What came back (`result`, or the `error` raised), as evidence."""
+    refusal_code: str | None = None
+    if isinstance(error, Refused):
         kind: EvidenceKind = "refused"
         refusal_code = error.code
         outcome: dict[str, Any] = {"outcome": "refused", "error": error.code, "message": str(error)}
-    except Exception as error:  # Unreachable, or a transport failure: proves nothing either way
+    elif error is not None:  # Unreachable, or a transport failure: proves nothing either way
         if not isinstance(error, Unreachable):
-            log.exception(
+            log.error(
                 "processor %s failed unexpectedly",
                 operation,
+                exc_info=error,
                 extra={"event": "processor_call_failed", "operation": operation, **(ids or {})},
             )
         kind = "unreachable"
         outcome = {"outcome": "unreachable", "error": type(error).__name__, "message": str(error)[:MESSAGE_LENGTH_MAX]}
+    elif result is None:
+        kind, outcome = "not_found", {"outcome": "not_found"}
     else:
-        if result is None:
-            kind, outcome = "not_found", {"outcome": "not_found"}
-        else:
-            assert dataclasses.is_dataclass(result) and not isinstance(result, type)
-            kind, outcome = "result", {"outcome": "answered", **dataclasses.asdict(result)}
-    latency_ms = (time.monotonic_ns() - started) // 1_000_000
+        assert dataclasses.is_dataclass(result) and not isinstance(result, type)
+        kind, outcome = "result", {"outcome": "answered", **dataclasses.asdict(result)}
+    latency_ms = (time.monotonic_ns() - started_ns) // 1_000_000
     if kind == "unreachable":
         _no_answer(operation, str(outcome["error"]), latency_ms, ids)
     evidence = Evidence(kind, result=result, refusal_code=refusal_code, operation=operation)

@@ -4,9 +4,16 @@ plane's accept): `service.create_payment`'s three steps, in its order.
 1. **Accept** (`accept.accept_on_loop`): planned on the loop, its list handed to the writer
    (`Database.transaction_async`: the group commit's BEGIN IMMEDIATE and COMMIT on the writer
    thread, the statements on the loop, ADR 0012). No worker thread.
-2. **Call** and 3. **settle** (`service.call_and_settle`), on one worker thread (`kit.threads`):
-   the processor's transports block, and the settle phase follows the call on the same thread
-   (its write joins the same group commit queue), as before.
+2. **Call**: from the loop when the transport can (`port.loop_charger`: the HTTP transport to a
+   plain-HTTP processor, `processor/loop_connections.py`), with no transaction open (ADR 0006)
+   and bounded by the transport's timeout as on a thread (no answer: `in_doubt`). Then
+   3. **settle** (`settle.settle_on_loop`): planned on the loop, its list handed to the writer
+   as the accept's is. No worker thread for either; only when the data plane leaves the settle
+   to the reference path (`service.finish`) does that run on a worker thread, as before.
+   Any other transport blocks (the sandbox in process, HTTPS): `service.call_and_settle` on one
+   worker thread (`kit.threads`), the settle following the call on the same thread.
+   Either way the two steps run to their end once begun: a cancelled request (the server
+   shutting down) is cancelled only after its call and settle, as a worker thread's were.
 
 When the accept's data plane writes nothing (a key that exists, a refusal, a limit), the whole
 reference path runs on one worker thread (`service.create_payment_by_reference`), as the sync
@@ -23,15 +30,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from paycore.db.availability import DatabaseUnavailable
 from paycore.db.engine import Database
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit.errors import DomainError
-from paycore.kit.threads import run_blocking
-from paycore.payments import accept
+from paycore.kit.threads import run_blocking, run_to_end
+from paycore.payments import accept, processor_calls, settle
 from paycore.payments import service as payments
 from paycore.payments.service import PaymentTimings
-from paycore.payments.types import NewPayment
-from paycore.processor.port import Processor
+from paycore.payments.types import NewPayment, Payment
+from paycore.processor.port import ChargesOnLoop, Processor, loop_charger
 
 
 async def create_payment(
@@ -55,5 +63,30 @@ async def create_payment(
             timings=timings,
             render_refusal=render_refusal,
         )
-    answer = await run_blocking(payments.call_and_settle, database, processor, scope, started, new.actor, timings)
+    charger = loop_charger(processor)
+    if charger is None:
+        answer = await run_blocking(payments.call_and_settle, database, processor, scope, started, new.actor, timings)
+    else:
+        answer = await run_to_end(_call_and_settle_on_loop(database, charger, scope, started, new.actor, timings))
     return answer, False
+
+
+async def _call_and_settle_on_loop(
+    database: Database, charger: ChargesOnLoop, scope: KeyScope, started: Payment, actor: str, timings: PaymentTimings
+) -> Outcome:
+    """`service.call_and_settle` from the loop: the call, with no transaction open, then its
+    answer settled on the data plane, or by the reference path (`service.finish`) on a thread."""
+    call = await processor_calls.charge_on_loop(charger, started)
+    try:
+        answer = await settle.settle_on_loop(database, started, call, actor=actor)
+        if answer is None:
+            first_retry_ms = timings.first_retry_ms
+            answer = await run_blocking(
+                database.transaction,
+                lambda connection: payments.finish(
+                    connection, scope, started, call, actor=actor, first_retry_ms=first_retry_ms
+                ),
+            )
+        return answer
+    except DatabaseUnavailable as error:
+        raise payments.recorded_outcome_unknown(error) from error

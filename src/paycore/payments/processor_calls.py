@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paycore.lifecycle.calls import Call, timed
+from paycore.lifecycle.calls import Call, timed, timed_on_loop
 from paycore.payments import states
 from paycore.payments.types import Payment
 from paycore.processor.port import (
@@ -16,6 +16,7 @@ from paycore.processor.port import (
     CaptureRequest,
     ChargeRequest,
     ChargeResult,
+    ChargesOnLoop,
     Processor,
     charge_request_fields,
 )
@@ -39,6 +40,15 @@ def charge(processor: Processor, payment: Payment, request: ChargeRequest | None
     fields = charge_request_fields(request)
     fields["token_last4"] = fields.pop("token")[-4:]  # the token itself stays out of the log
     return timed("charge", fields, lambda: processor.charge(request), ids=_ids(payment))
+
+
+async def charge_on_loop(charger: ChargesOnLoop, payment: Payment) -> Call[ChargeResult]:
+    """`charge` from the event loop, without a thread (`port.loop_charger`): the same request,
+    recorded and classified the same."""
+    request = charge_request(payment)
+    fields = charge_request_fields(request)
+    fields["token_last4"] = fields.pop("token")[-4:]  # the token itself stays out of the log
+    return await timed_on_loop("charge", fields, charger.charge_on_loop(request), ids=_ids(payment))
 
 
 def get_charge(processor: Processor, payment: Payment) -> Call[ChargeResult]:

@@ -161,9 +161,14 @@ def call_and_settle(
             )
         return answer
     except DatabaseUnavailable as error:
-        # Step 1 committed and the processor was called: the payment's outcome is not known to
-        # the client, and the resolver settles it once the database is back.
-        raise CommitOutcomeUnknown(f"the payment was created but its answer could not be recorded: {error}") from error
+        raise recorded_outcome_unknown(error) from error
+
+
+def recorded_outcome_unknown(error: DatabaseUnavailable) -> CommitOutcomeUnknown:
+    """Step 1 committed and the processor was called, but step 3 could not be recorded: the
+    payment's outcome is not known to the client, and the resolver settles it once the
+    database is back."""
+    return CommitOutcomeUnknown(f"the payment was created but its answer could not be recorded: {error}")
 
 
 def finish(

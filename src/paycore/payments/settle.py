@@ -51,7 +51,33 @@ def settle(database: Database, accepted: Payment, call: Call[ChargeResult], *, a
     """The creating request's answer once this phase wrote it; None, having written nothing,
     where the reference path must decide. `accepted` is the payment as the accept phase wrote
     it (`processing`), `actor` the request's. Raises DatabaseUnavailable as a transaction does."""
-    plan = settle_plan.plan_settle(
+    plan = _plan(accepted, call, actor)
+    if plan is None:
+        return None
+    accounts = _call(database, plan) if database.is_postgres else _write_sqlite(database, plan)
+    return _written(accepted, plan, accounts)
+
+
+async def settle_on_loop(
+    database: Database, accepted: Payment, call: Call[ChargeResult], *, actor: str
+) -> Outcome | None:
+    """`settle` on SQLite from the event loop: the same plan, its list handed to the writer
+    (`Database.transaction_async`, as the accept's), no worker thread."""
+    assert not database.is_postgres
+    plan = _plan(accepted, call, actor)
+    if plan is None:
+        return None
+    try:
+        accounts = await database.transaction_async(
+            lambda connection: settle_repository.write_statements(connection, plan)
+        )
+    except settle_repository.Refused:
+        return None
+    return _written(accepted, plan, accounts)
+
+
+def _plan(accepted: Payment, call: Call[ChargeResult], actor: str) -> Plan | None:
+    return settle_plan.plan_settle(
         accepted,
         call,
         history=settle_plan.accepted_history(accepted, actor),
@@ -60,9 +86,9 @@ def settle(database: Database, accepted: Payment, call: Call[ChargeResult], *, a
         new_ids=_new_ids(),
         context=EventContext.current(),
     )
-    if plan is None:
-        return None
-    accounts = _call(database, plan) if database.is_postgres else _write_sqlite(database, plan)
+
+
+def _written(accepted: Payment, plan: Plan, accounts: settle_repository.Accounts | None) -> Outcome | None:
     if accounts is None:
         return None
     # The hold's accounts as written: a later flow of this payment (a refund) finds their facts

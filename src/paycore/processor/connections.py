@@ -23,6 +23,7 @@ from __future__ import annotations
 import http.client
 import os
 import select
+import socket
 import threading
 import time
 import weakref
@@ -88,9 +89,12 @@ def _close_all(idle: list[tuple[http.client.HTTPConnection, float]]) -> None:
 
 
 def _still_open(connection: http.client.HTTPConnection) -> bool:
+    return still_open(connection.sock)
+
+
+def still_open(sock: socket.socket | None) -> bool:
     """Nothing is waiting to be read on the connection: an idle HTTP/1.1 connection the
     processor closed (or wrote to unasked) reads as ready."""
-    sock = connection.sock
     if sock is None:
         return False
     poller = select.poll()  # not select(): a descriptor past 1023 is out of its range

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from paycore.kit import logs, strict_json
 from paycore.processor.connections import ConnectionPool
+from paycore.processor.loop_connections import LoopConnections
 from paycore.processor.port import (
     CAPTURE_METHODS,
     CHARGE_STATUSES,
@@ -68,10 +69,25 @@ class HttpTransport:
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")
         self._kept = ConnectionPool()
+        # The charge from the event loop (`charge_on_loop`): plain HTTP only; HTTPS stays on a thread.
+        self.charges_on_loop = not self._https
+        self._on_loop = LoopConnections(self._host, self._port or 80, ANSWER_BYTES_MAX)
+        host = f"[{self._host}]" if ":" in self._host else self._host  # an IPv6 address, as http.client writes it
+        self._host_header = host if self._port in (None, 80) else f"{host}:{self._port}"
 
     def charge(self, request: ChargeRequest) -> ChargeResult:
         status, payload = self._exchange("POST", "/v1/charges", charge_request_fields(request))
         return _charge_result(self._expect_result("charge", status, payload))
+
+    async def charge_on_loop(self, request: ChargeRequest) -> ChargeResult:
+        """`charge`, from the event loop and without a thread: the same request and headers, sent
+        once on a kept-alive connection of the loop (`loop_connections.py`), the answer read and
+        classified as `charge` reads it. Only when `charges_on_loop` (plain HTTP)."""
+        assert self.charges_on_loop
+        body = json.dumps(charge_request_fields(request), separators=(",", ":")).encode()
+        answer = await self._on_loop.exchange(self._request_bytes("POST", "/v1/charges", body), self.timeout_ms)
+        payload = None if answer.body is None else _json_of(answer.body)
+        return _charge_result(self._expect_result("charge", answer.status, payload))
 
     def capture(self, request: CaptureRequest) -> ChargeResult:
         status, payload = self._exchange("POST", "/v1/captures", dataclasses.asdict(request))
@@ -155,6 +171,21 @@ class HttpTransport:
         """Close the kept-alive connections (a later call opens a new one)."""
         self._kept.close()
 
+    def _request_bytes(self, method: str, path: str, body: bytes) -> bytes:
+        """The request as `_send` sends it on a kept-alive connection, written out whole."""
+        lines = [
+            f"{method} {self._prefix}{path} HTTP/1.1",
+            f"Host: {self._host_header}",
+            "Accept-Encoding: identity",
+            "Accept: application/json",
+            "User-Agent: paycore",
+        ]
+        request_id = logs.request_id()
+        if request_id is not None and request_id.isprintable() and request_id.isascii():
+            lines.append(f"{logs.REQUEST_ID_HEADER}: {request_id}")
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}", "", ""]
+        return "\r\n".join(lines).encode("ascii") + body
+
     def _send(
         self, method: str, path: str, body: dict[str, Any] | None, *, kept: bool = False
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
@@ -218,6 +249,11 @@ def _read_json(response: http.client.HTTPResponse) -> Any:
     data = response.read(ANSWER_BYTES_MAX + 1)
     if len(data) > ANSWER_BYTES_MAX:
         return None
+    return _json_of(data)
+
+
+def _json_of(data: bytes) -> Any:
+    """The answer's JSON, or None when it is not JSON (or repeats a key)."""
     try:
         return strict_json.loads(data)
     except (ValueError, RecursionError, strict_json.DuplicateJsonKey):

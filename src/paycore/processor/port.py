@@ -288,3 +288,19 @@ class Processor(Protocol):
         with its line end, as text: UTF-8, a byte that is not UTF-8 kept as a lone surrogate
         (`surrogateescape`) for the report's reader to refuse by its line number."""
         ...
+
+
+class ChargesOnLoop(Protocol):
+    """A processor whose transport can also make the charge from the event loop, without a
+    thread (the HTTP transport to a plain-HTTP processor): the same request, the same rules,
+    the same answers and errors as `Processor.charge`, bounded by the same timeout."""
+
+    async def charge_on_loop(self, request: ChargeRequest) -> ChargeResult: ...
+
+
+def loop_charger(processor: Processor) -> ChargesOnLoop | None:
+    """`processor` if it can charge from the event loop (its `charges_on_loop` is true), else
+    None: the charge is then made on a worker thread."""
+    if getattr(processor, "charges_on_loop", False) is True:
+        return processor  # type: ignore[return-value]
+    return None

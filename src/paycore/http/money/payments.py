@@ -6,9 +6,9 @@ them: an authorization too, ADR 0029) is answered here:
 authenticated by `http.context` as the FastAPI route's dependency does (401 before anything
 about the body), then `routers.payments.payment_answer`, the one home of the key, the currency,
 the metadata's bounds, the write, the processor call and the answer both edges share: on SQLite
-from the event loop (`payment_answer_on_loop`: the accept handed to the writer, one worker thread
-for the processor call and the settle, `payments/create_on_loop.py`), on PostgreSQL on one worker
-thread.
+from the event loop (`payment_answer_on_loop`, `payments/create_on_loop.py`: the accept and the
+settle handed to the writer, the processor called from the loop over HTTP, or on one worker
+thread by any other transport), on PostgreSQL on one worker thread.
 No dependency injection, no pydantic validation.
 
 Every other body (not JSON, a repeated key, a wrong type, a null where the model has a
@@ -93,7 +93,7 @@ class _PaymentsEndpoint(Endpoint):
             # (ADR 0006: never inside a transaction), as the sync FastAPI route runs them.
             response = await answer_on_thread(request, payments_router.payment_answer, *payment)
         else:
-            # The accept handed to the writer from the loop; one thread for the call and settle.
+            # Accept and settle handed to the writer from the loop, the call from the loop over HTTP.
             authenticate(request)  # SQLite's key read is a WAL read of microseconds
             response = await payments_router.payment_answer_on_loop(request, *payment)
         await response(scope, receive, send)
