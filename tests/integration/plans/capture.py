@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, event
 
+from paycore.db import observers
 from paycore.db.engine import Database
 from tests.integration.plans.explain import (
     AUTO_EXPLAIN,
@@ -63,16 +64,13 @@ def reads(database: Database, plan: str = "custom") -> Iterator[list[Read]]:
             found.extend(postgres_reads(explain, tables))
         return
 
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
+    def statement(sql: str, parameters: Any, executemany: bool) -> None:
         if sql.lstrip().lower().startswith(_PLANNED):
             with captured.lock:
                 captured.statements.append((sql, parameters[0] if executemany else parameters))
 
-    event.listen(engine, "before_cursor_execute", statement)
-    try:
+    with observers.observing(engine, statement):
         yield found
-    finally:
-        event.remove(engine, "before_cursor_execute", statement)
     with engine.connect() as connection:
         triggers = _triggers(connection)
         for sql, parameters in captured.statements:
