@@ -43,11 +43,7 @@ PINS = {
     "uvicorn HttpToolsProtocol.on_message_begin": "96d377fdc7c2baef",
     "uvicorn HttpToolsProtocol.on_headers_complete": "1ea8589acfad92d8",
     "uvicorn HttpToolsProtocol.on_message_complete": "1fbad42dc31fc01f",
-    "uvicorn HttpToolsProtocol.send_400_response": "ae5a4a3782b646fd",
     "uvicorn HttpToolsProtocol._unset_keepalive_if_required": "00a6a4e47214e68e",
-    "uvicorn HttpToolsProtocol._should_upgrade": "8fcad1ab8e096739",
-    "uvicorn HttpToolsProtocol.handle_websocket_upgrade": "179c4f769386ab89",
-    "uvicorn HttpToolsProtocol._unsupported_upgrade_warning": "55bbd2762b189d9a",
     "uvicorn RequestResponseCycle.__init__": "4d2f220910c33c12",
 }
 OWNERS: dict[str, Any] = {
