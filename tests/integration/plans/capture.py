@@ -1,7 +1,7 @@
 """The reads of every statement a flow runs on paycore's database, as its planner plans them.
 
-SQLite: every statement the engine's cursors execute (`before_cursor_execute`, which the
-driver's statements of `paycore.db.driver` call too), planned by `EXPLAIN QUERY PLAN` with the
+SQLite: every statement the engine's cursors execute (`paycore.db.observers`: SQLAlchemy's and
+the driver's statements of `paycore.db.driver`), planned by `EXPLAIN QUERY PLAN` with the
 parameters it ran with, and the statements of the triggers it fired (a trigger's plan is not in
 its statement's); not `Database.peek`'s reads, which run on connections of their own (the
 per-request checks of local mode, on configuration tables). PostgreSQL: every plan that ran,
