@@ -35,9 +35,8 @@ CLAIM_BATCH = 50  # PAYCORE_RESOLVER_BATCH_MAX's default
 
 def claims_main(args: argparse.Namespace) -> int:
     """The claim of one batch of due payments, timed (see the module's docstring)."""
-    from sqlalchemy import event
-
     from paycore.config import Settings
+    from paycore.db import observers
     from paycore.db.engine import Database
     from paycore.kit.clock import now_us
     from paycore.lifecycle import store
@@ -49,49 +48,49 @@ def claims_main(args: argparse.Namespace) -> int:
     credits_http_bench._migrate(url)
     database = Database(Settings(database_url=url, db_pool_size=1))
     statements: list[str] = []
-    event.listen(database.engine, "before_cursor_execute", lambda *a, **k: statements.append(a[2]))
     rows = []
     try:
-        for shape, tenants, per_tenant, backlog in CLAIM_SHAPES:
-            _fill_due(database, payments, tenants, per_tenant, backlog)
-            times_us, counts, served = [], [], []
-            with database.engine.connect() as connection:  # the pool's one connection: every round's
-                backend = int(connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
-            backend_before, client_before = cpu_s([backend]).get(backend, 0.0), time.process_time()
-            for _ in range(args.repeats):
-                with database.engine.connect() as connection:
-                    statements.clear()
-                    started = time.perf_counter_ns()
-                    claimed = store.claim_due(
-                        connection,
-                        payments,
-                        statuses=states.UNRESOLVED,
-                        now_us=now_us(),
-                        worker_id="bench",
-                        lease_until_us=now_us() + 60_000_000,
-                        limit=CLAIM_BATCH,
-                    )
-                    times_us.append((time.perf_counter_ns() - started) / 1000)
-                    counts.append(len(statements))
-                    served.append(len({row["tenant_id"] for row in claimed}))
-                    connection.rollback()
-            backend_ms = (cpu_s([backend]).get(backend, 0.0) - backend_before) * 1000 / args.repeats
-            client_ms = (time.process_time() - client_before) * 1000 / args.repeats
-            assert claimed, "the shape's items are due"
-            times_us.sort()
-            rows.append(
-                [
-                    shape,
-                    common.fmt(common.median(times_us)),
-                    common.fmt(common.percentile(times_us, 0.99)),
-                    common.fmt(backend_ms, 2),
-                    common.fmt(client_ms, 2),
-                    common.fmt(common.median(counts)),
-                    str(len(claimed)),
-                    f"{common.fmt(common.median(served))} of {tenants + (1 if backlog else 0)}",
-                ]
-            )
-            print(f"{shape}: {rows[-1][1]} us median", file=sys.stderr, flush=True)
+        with observers.observing(database.engine, lambda sql, *_: statements.append(sql)):
+            for shape, tenants, per_tenant, backlog in CLAIM_SHAPES:
+                _fill_due(database, payments, tenants, per_tenant, backlog)
+                times_us, counts, served = [], [], []
+                with database.engine.connect() as connection:  # the pool's one connection: every round's
+                    backend = int(connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+                backend_before, client_before = cpu_s([backend]).get(backend, 0.0), time.process_time()
+                for _ in range(args.repeats):
+                    with database.engine.connect() as connection:
+                        statements.clear()
+                        started = time.perf_counter_ns()
+                        claimed = store.claim_due(
+                            connection,
+                            payments,
+                            statuses=states.UNRESOLVED,
+                            now_us=now_us(),
+                            worker_id="bench",
+                            lease_until_us=now_us() + 60_000_000,
+                            limit=CLAIM_BATCH,
+                        )
+                        times_us.append((time.perf_counter_ns() - started) / 1000)
+                        counts.append(len(statements))
+                        served.append(len({row["tenant_id"] for row in claimed}))
+                        connection.rollback()
+                backend_ms = (cpu_s([backend]).get(backend, 0.0) - backend_before) * 1000 / args.repeats
+                client_ms = (time.process_time() - client_before) * 1000 / args.repeats
+                assert claimed, "the shape's items are due"
+                times_us.sort()
+                rows.append(
+                    [
+                        shape,
+                        common.fmt(common.median(times_us)),
+                        common.fmt(common.percentile(times_us, 0.99)),
+                        common.fmt(backend_ms, 2),
+                        common.fmt(client_ms, 2),
+                        common.fmt(common.median(counts)),
+                        str(len(claimed)),
+                        f"{common.fmt(common.median(served))} of {tenants + (1 if backlog else 0)}",
+                    ]
+                )
+                print(f"{shape}: {rows[-1][1]} us median", file=sys.stderr, flush=True)
     finally:
         database.dispose()
         if not args.keep:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import event
 
+from paycore.db import observers
 from paycore.db.engine import Database
 
 PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
@@ -20,18 +21,17 @@ PRINT = os.environ.get("PAYCORE_PRINT_STATEMENTS") == "1"
 def counting(database: Database) -> Iterator[list[str]]:
     statements: list[str] = []
 
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
+    def statement(sql: str, parameters: Any, executemany: bool) -> None:
         statements.append(" ".join(sql.split())[:160])
 
     def commit(conn: Any) -> None:
         statements.append("COMMIT")
 
-    event.listen(database.engine, "before_cursor_execute", statement)
     event.listen(database.engine, "commit", commit)
     try:
-        yield statements
+        with observers.observing(database.engine, statement):
+            yield statements
     finally:
-        event.remove(database.engine, "before_cursor_execute", statement)
         event.remove(database.engine, "commit", commit)
     if PRINT:
         print("\n".join(statements))

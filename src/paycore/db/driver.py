@@ -11,12 +11,13 @@ Driver errors are re-raised as SQLAlchemy's `DBAPIError` subclasses (IntegrityEr
 OperationalError, ...), so `Database.transaction` retries deadlocks and bounds lock waits
 exactly as it does for statements run through SQLAlchemy. A lost connection is handled as
 SQLAlchemy handles one: the connection is invalidated (never handed out again) and so is every
-connection the pool made before it, since a server that dropped one dropped them all.
+connection the pool made before it, since a server that dropped one dropped them all
+(`db/lost_connections.py`).
 
 Rows come back as plain tuples in the order of the statement's columns; booleans come back
-as 0/1 from SQLite, so callers convert them. Listeners of SQLAlchemy's
-`before_cursor_execute` event see these statements too (statement logs, the statement
-counts of tests/integration/payments/test_statement_counts.py); with none, it costs one check.
+as 0/1 from SQLite, so callers convert them. SQLAlchemy's events never see these statements:
+the observers of `db/observers.py` do (the statement counts and plan checks of the tests), with
+Core's; with none, it costs one check. Only public APIs of SQLAlchemy are used.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
+
+from paycore.db import lost_connections, observers
 
 Params = Sequence[Any]
 
@@ -78,9 +81,8 @@ def _cursor(connection: Connection, sql: Statement, params: Params) -> Iterator[
     """A driver cursor that has run `sql`; driver errors come out as SQLAlchemy's."""
     text = _text(connection, sql)
     cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    if connection._has_events or connection.engine._has_events:
-        for listener in connection.dispatch.before_cursor_execute:
-            listener(connection, cursor, text, params, None, False)
+    if observers.OBSERVED:
+        observers.notify(connection.engine, text, params)
     try:
         cursor.execute(text, params)
         yield cursor
@@ -107,10 +109,6 @@ def _wrapped(connection: Connection, text: str, params: Any, error: Any, cursor:
         connection_invalidated=disconnect,
     )
     assert isinstance(wrapped, DBAPIError), wrapped
-    if disconnect and not connection.invalidated:
-        # What SQLAlchemy's own error handling does on a disconnect (Connection.
-        # _handle_dbapi_exception): the pool recycles its older connections at their next
-        # checkout, and this one is never returned to it.
-        connection.engine.pool._invalidate(pooled, wrapped)
-        connection.invalidate(wrapped)
+    if disconnect:
+        lost_connections.lost(connection, wrapped)
     return wrapped

@@ -75,6 +75,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
+        # An Upgrade request is answered as plain HTTP (`data_received`): what uvicorn does too
+        # when no WebSocket protocol is configured, as paycore's server configures none.
+        self._upgrades_plain = config.ws == "none"
         self.limit_concurrency = None  # checked here, to answer in JSON (on_headers_complete)
         self.timeout_keep_alive = self.limits.keepalive_idle_ms / 1000  # type: ignore[assignment]
         self._receive_timer: TimerHandle | None = None
@@ -103,11 +106,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:  # as uvicorn does (no WebSocket is served here)
-            if self._should_upgrade():
-                self.handle_websocket_upgrade()
-            else:
-                self._unsupported_upgrade_warning()
+        except httptools.HttpParserUpgrade:
+            # The callbacks answered it as plain HTTP; uvicorn would only add a warning.
+            assert self._upgrades_plain, "built for ws='none' (http/server.py): no WebSocket is served"
             return
         except httptools.HttpParserError:
             status, code, message = self._refusal or (400, "invalid_http", "the request is not valid HTTP/1.1")
@@ -146,13 +147,6 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._cancel_receive_timer()
         super().on_message_complete()
-
-    def _unsupported_upgrade_warning(self) -> None:
-        pass  # no WebSocket is served (ws="none"): the request is answered as plain HTTP, nothing to warn
-
-    def send_400_response(self, msg: str) -> None:
-        del msg  # uvicorn's text names its own internals; ours is the standard body
-        self._refuse(400, "invalid_http", "the request is not valid HTTP/1.1")
 
     # Limits
     def _busy(self) -> bool:

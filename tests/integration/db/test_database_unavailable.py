@@ -8,9 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 from sqlalchemy import Connection, text
+from sqlalchemy.exc import DBAPIError
 
 from paycore.config import Settings
 from paycore.db import driver
@@ -129,3 +131,24 @@ def test_an_outage_is_logged_once_as_it_begins_and_once_as_it_ends(
     lines = [record for record in caplog.records if getattr(record, "event", None) == "database_unavailable"]
     assert [line.state for line in lines] == ["began", "ended"]  # type: ignore[attr-defined]
     assert lines[1].failures == 20  # type: ignore[attr-defined]
+
+
+def test_a_connection_the_driver_finds_lost_takes_every_older_pooled_connection_along(database: Database) -> None:
+    """A server that dropped one connection dropped them all, even those idle in the pool whose
+    end nobody has seen yet: each is replaced as it next leaves the pool, not found dead by the
+    statement after (SQLAlchemy's own handling of a disconnect; the driver's statements too)."""
+    before = _pooled_pids(database)
+    with database.engine.connect() as lost:
+        [(pid,)] = driver.fetch(lost, _PID, ())
+        terminate_backend(pid)
+        with pytest.raises(DBAPIError) as raised:
+            driver.fetch(lost, _ONE, ())
+        assert raised.value.connection_invalidated
+    assert not _pooled_pids(database) & before, "a connection opened before the loss was handed out"
+
+
+def _pooled_pids(database: Database) -> set[int]:
+    """The server processes of the pool's connections, every one checked out at once."""
+    with ExitStack() as stack:
+        connections = [stack.enter_context(database.engine.connect()) for _ in range(_POOL_SIZE)]
+        return {driver.fetch(connection, _PID, ())[0][0] for connection in connections}

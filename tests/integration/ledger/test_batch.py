@@ -11,8 +11,9 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import pytest
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, text
 
+from paycore.db import observers
 from paycore.db.engine import Database
 from paycore.kit.clock import now_us
 from paycore.kit.errors import DomainError
@@ -128,14 +129,11 @@ def test_the_earlier_refusal_is_reported_first(database: Database, wallets: tupl
 def _statements(database: Database) -> Iterator[list[str]]:
     seen: list[str] = []
 
-    def listen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    def listen(statement: str, *_: Any) -> None:
         seen.append(statement)
 
-    event.listen(database.engine, "before_cursor_execute", listen)
-    try:
+    with observers.observing(database.engine, listen):
         yield seen
-    finally:
-        event.remove(database.engine, "before_cursor_execute", listen)
 
 
 # A batch on PostgreSQL: the accounts' facts (none when this process has them), the one call.

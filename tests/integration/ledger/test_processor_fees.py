@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, text
 
+from paycore.db import observers
 from paycore.db.engine import Database
 from paycore.invariants import service as invariants
 from paycore.kit import ids
@@ -128,14 +129,11 @@ def a_client_transfer(connection: Connection, key: str) -> None:
 def statements(database: Database) -> Iterator[list[str]]:
     seen: list[str] = []
 
-    def listener(*args: Any) -> None:
-        seen.append(args[2])
+    def listener(sql: str, *_: Any) -> None:
+        seen.append(sql)
 
-    event.listen(database.engine, "before_cursor_execute", listener)
-    try:
+    with observers.observing(database.engine, listener):
         yield seen
-    finally:
-        event.remove(database.engine, "before_cursor_execute", listener)
 
 
 # ---------------------------------------------------------------------------- booking

@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import BigInteger, Boolean, Connection, Integer, String, Table, event, insert, select
+from sqlalchemy import BigInteger, Boolean, Connection, Integer, String, Table, insert, select
 
+from paycore.db import observers
 from paycore.db.engine import Database
 from paycore.disputes import in_flight
 from paycore.disputes.models import dispute_answers_in_flight
@@ -155,14 +156,11 @@ def _tenant_of(row: Any) -> str:
 def _statements(database: Database) -> Iterator[list[tuple[str, Any]]]:
     seen: list[tuple[str, Any]] = []
 
-    def record(_c: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+    def record(statement: str, parameters: Any, _many: bool) -> None:
         seen.append((statement, parameters))
 
-    event.listen(database.engine, "before_cursor_execute", record)
-    try:
+    with observers.observing(database.engine, record):
         yield seen
-    finally:
-        event.remove(database.engine, "before_cursor_execute", record)
 
 
 def test_every_claim_locks_only_rows_of_one_named_tenant(database: Database) -> None:

@@ -3,7 +3,7 @@ database, so the count can only go down (issue 19) unless a design pays for some
 statement, said beside its bound.
 
 Counted on paycore's own engine (the sandbox keeps its own database): every statement the
-driver executes (`before_cursor_execute`, so a `Database.transaction`'s BEGIN IMMEDIATE on
+driver executes (`paycore.db.observers`, so a `Database.transaction`'s BEGIN IMMEDIATE on
 SQLite counts too) and every commit. Each flow is what a user runs: the HTTP API for the
 requests (authentication, idempotency key, the write, the response), the worker's jobs for the
 calls, the sandbox's webhooks delivered to paycore. `PAYCORE_PRINT_STATEMENTS=1` prints each
@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from paycore.db import observers
 from paycore.kit.clock import now_us
 from tests.integration.payments.conftest import Env
 from tests.integration.payouts import support as payouts
@@ -80,18 +81,17 @@ def counting(env: Env) -> Iterator[Count]:
     count = Count()
     engine = env.database.engine
 
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
+    def statement(sql: str, parameters: Any, executemany: bool) -> None:
         count.statements.append(" ".join(sql.split())[:160])
 
     def commit(conn: Any) -> None:
         count.commits += 1
 
-    event.listen(engine, "before_cursor_execute", statement)
     event.listen(engine, "commit", commit)
     try:
-        yield count
+        with observers.observing(engine, statement):
+            yield count
     finally:
-        event.remove(engine, "before_cursor_execute", statement)
         event.remove(engine, "commit", commit)
     if PRINT:
         print("\n".join(count.statements))

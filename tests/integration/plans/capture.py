@@ -1,7 +1,7 @@
 """The reads of every statement a flow runs on paycore's database, as its planner plans them.
 
-SQLite: every statement the engine's cursors execute (`before_cursor_execute`, which the
-driver's statements of `paycore.db.driver` call too), planned by `EXPLAIN QUERY PLAN` with the
+SQLite: every statement the engine's cursors execute (`paycore.db.observers`: SQLAlchemy's and
+the driver's statements of `paycore.db.driver`), planned by `EXPLAIN QUERY PLAN` with the
 parameters it ran with, and the statements of the triggers it fired (a trigger's plan is not in
 its statement's); not `Database.peek`'s reads, which run on connections of their own (the
 per-request checks of local mode, on configuration tables). PostgreSQL: every plan that ran,
@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, event
 
+from paycore.db import observers
 from paycore.db.engine import Database
 from tests.integration.plans.explain import (
     AUTO_EXPLAIN,
@@ -63,16 +64,13 @@ def reads(database: Database, plan: str = "custom") -> Iterator[list[Read]]:
             found.extend(postgres_reads(explain, tables))
         return
 
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
+    def statement(sql: str, parameters: Any, executemany: bool) -> None:
         if sql.lstrip().lower().startswith(_PLANNED):
             with captured.lock:
                 captured.statements.append((sql, parameters[0] if executemany else parameters))
 
-    event.listen(engine, "before_cursor_execute", statement)
-    try:
+    with observers.observing(engine, statement):
         yield found
-    finally:
-        event.remove(engine, "before_cursor_execute", statement)
     with engine.connect() as connection:
         triggers = _triggers(connection)
         for sql, parameters in captured.statements:

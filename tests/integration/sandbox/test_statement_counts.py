@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import event
 
+from paycore.db import observers
 from paycore.processor.port import CancelRequest, CaptureRequest, ChargeRequest, RefundRequest
 from paycore_sandbox import Sandbox
 from tests.integration.sandbox.bank_support import ach
@@ -58,18 +59,17 @@ def counting(sandbox: Sandbox) -> Iterator[Count]:
     count = Count()
     engine = sandbox.database.engine
 
-    def statement(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, executemany: bool) -> None:
+    def statement(sql: str, parameters: Any, executemany: bool) -> None:
         count.statements.append(" ".join(sql.split())[:120])
 
     def commit(conn: Any) -> None:
         count.commits += 1
 
-    event.listen(engine, "before_cursor_execute", statement)
     event.listen(engine, "commit", commit)
     try:
-        yield count
+        with observers.observing(engine, statement):
+            yield count
     finally:
-        event.remove(engine, "before_cursor_execute", statement)
         event.remove(engine, "commit", commit)
 
 
