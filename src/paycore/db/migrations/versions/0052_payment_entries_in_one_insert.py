@@ -3,7 +3,7 @@ and the accept reads the processor's clearing account before it would make it.
 
 Measured in a PostgreSQL split deploy (docs/benchmarks.md, "The PostgreSQL backends' share"):
 the backends' CPU a payment is spread over the rows' own work (index entries, triggers, the
-commits), with the executor's start and end of each statement about a sixth of it. This
+commits), with the executor's start of each statement about a tenth of it (perf). This
 revision takes out the statements that repeat a step the function already does:
 
 - `paycore_payments_accept` (0036) inserted the hold's two entries one INSERT an account, inside
