@@ -28,7 +28,7 @@ OLDEST_COMPATIBLE_REVISION does not move. Downgrade writes the old passages back
 nothing (its statements are Python's).
 
 Revision ID: 0052
-Revises: 0050
+Revises: 0051
 Create Date: 2026-12-07 03:00:00
 """
 
@@ -40,7 +40,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0052"
-down_revision = "0050"
+down_revision = "0051"
 branch_labels = None
 depends_on = None
 
