@@ -81,22 +81,30 @@ class Due(NamedTuple):
     attempts: int
 
 
-_DUE = (
-    f"SELECT {', '.join(Due._fields)} FROM {webhooks.name}"
-    " WHERE state = 'pending' AND held = ? AND due_at_us <= ?"
+_DUE_FROM = (
+    f" FROM {webhooks.name} WHERE state = 'pending' AND held = ? AND due_at_us <= ?"
     " ORDER BY due_at_us, delivery_id LIMIT ?"
 )
-# PostgreSQL: two deliverers (two sandbox processes on one database) take different rows.
-_CLAIM_DUE = driver.Statement(
-    sqlite=driver.statement(_DUE).sqlite,
-    postgresql=driver.statement(_DUE + " FOR UPDATE SKIP LOCKED").postgresql,
-)
+_DUE = f"SELECT {', '.join(Due._fields)}{_DUE_FROM}"
+_CLAIM_DUE = driver.statement(_DUE)
 _LEASE = _in_list(f"UPDATE {webhooks.name} SET due_at_us = ? WHERE delivery_id {{in_ids}}")
+# PostgreSQL: the read and the lease in one statement (one round trip fewer a round); two
+# deliverers (two sandbox processes on one database) take different rows (SKIP LOCKED). The
+# rows come back with the due time they had, in no set order: `claim_due` sorts them.
+_CLAIM_AND_LEASE = driver.statement(
+    f"WITH due AS (SELECT {', '.join(Due._fields)}, due_at_us{_DUE_FROM} FOR UPDATE SKIP LOCKED)"
+    f" UPDATE {webhooks.name} AS w SET due_at_us = ? FROM due WHERE w.delivery_id = due.delivery_id"
+    f" RETURNING {', '.join(f'due.{name}' for name in Due._fields)}, due.due_at_us"
+)  # its SQLite text is never run: SQLite has no FOR UPDATE
 
 
 def claim_due(connection: Connection, now_us: int, leased_until_us: int, limit: int) -> list[Due]:
     """The deliveries due now, oldest first, pushed to `leased_until_us` so that another
     deliverer does not send them while this one does (if this one dies, they come due again)."""
+    if connection.dialect.name == "postgresql":
+        found = driver.fetch(connection, _CLAIM_AND_LEASE, (False, now_us, limit, leased_until_us))
+        found.sort(key=lambda row: (row[-1], row[0]))  # due_at_us, delivery_id: as _DUE orders them
+        return [Due._make(row[:-1]) for row in found]
     rows = [Due._make(row) for row in driver.fetch(connection, _CLAIM_DUE, (False, now_us, limit))]
     if rows:
         ids = [row.delivery_id for row in rows]
