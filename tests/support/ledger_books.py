@@ -11,13 +11,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import text
-
 from paycore.db.engine import Database
 from paycore.kit.money import AMOUNT_MINOR_MAX
 from paycore.ledger import service as ledger
 from paycore.ledger.service import EntrySpec, TransferSpec
-from tests.support.rows import row_counts
+from tests.support.rows import named_rows, row_counts
 
 NOW_US = 1_700_000_000_000_000
 # code: (currency, normal balance, no_overdraft)
@@ -94,30 +92,7 @@ def rows_of(database: Database, tenant: str) -> dict[str, list[dict[str, Any]]]:
         ),
         "idempotency_keys": 'SELECT * FROM idempotency_keys WHERE tenant_id = :t ORDER BY "key"',
     }
-    with database.read() as connection:
-        found = {
-            table: [dict(row._mapping) for row in connection.execute(text(sql), {"t": tenant})]
-            for table, sql in queries.items()
-        }
-    names: dict[str, str] = {}
-    for rows in found.values():
-        for row in rows:
-            assert row.pop("tenant_id") == tenant
-            for column, value in row.items():
-                if (column == "id" or column.endswith("_id")) and isinstance(value, str) and value not in names:
-                    names[value] = f"id{len(names)}"
-
-    def named(value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        for actual, name in names.items():
-            value = value.replace(actual, name)
-        return value
-
-    return {
-        table: [{column: named(value) for column, value in row.items()} for row in rows]
-        for table, rows in found.items()
-    }
+    return named_rows(database, tenant, queries)
 
 
 def assert_same_rows(database: Database, counts: list[int], mine: str = "plane", theirs: str = "reference") -> None:

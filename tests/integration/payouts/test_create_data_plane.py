@@ -40,7 +40,7 @@ from paycore.ledger.service import EntrySpec, TransferSpec
 from paycore.payouts import create, create_plan, schemas, service
 from paycore.payouts.types import NewPayout
 from paycore.payouts.validation import Beneficiary
-from tests.support.rows import row_counts
+from tests.support.rows import named_rows, row_counts
 from tests.support.statements import counting
 
 NOW_US = 1_700_000_000_000_000  # 2023-11-14 UTC
@@ -197,30 +197,7 @@ def rows_of(database: Database, tenant_id: str) -> dict[str, list[dict[str, Any]
         "events": "SELECT * FROM events WHERE tenant_id = :t ORDER BY created_at_us, kind DESC",
         "idempotency_keys": 'SELECT * FROM idempotency_keys WHERE tenant_id = :t ORDER BY "key"',
     }
-    with database.read() as connection:
-        found = {
-            table: [dict(row._mapping) for row in connection.execute(text(sql), {"t": tenant_id})]
-            for table, sql in queries.items()
-        }
-    names: dict[str, str] = {}
-    for rows in found.values():
-        for row in rows:
-            assert row.pop("tenant_id") == tenant_id
-            for column, value in row.items():
-                if (column == "id" or column.endswith("_id")) and isinstance(value, str) and value not in names:
-                    names[value] = f"id{len(names)}"
-
-    def named(value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        for actual, name in names.items():
-            value = value.replace(actual, name)
-        return value
-
-    return {
-        table: [{column: named(value) for column, value in row.items()} for row in rows]
-        for table, rows in found.items()
-    }
+    return named_rows(database, tenant_id, queries)
 
 
 def test_the_rows_are_the_reference_paths(database: Database) -> None:
