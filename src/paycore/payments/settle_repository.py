@@ -76,8 +76,7 @@ def move_call(connection: Connection, move: Move) -> bool:
 def _settle_params(move: Move, call_event: dict[str, Any] | None, answer: Outcome | None) -> tuple[Any, ...]:
     """`paycore_payments_settle`'s arguments: the move, and the call's event and the key's answer
     where the phase writes them (NULL: not written, migration `*_inbound_apply.py`)."""
-    accepted, moved, state_event = move.accepted, move.payment, move.state_event
-    events = (call_event or dict.fromkeys(("id", "type", "cause")), state_event)
+    accepted, moved = move.accepted, move.payment
     params = (
         accepted.tenant_id,
         accepted.id,
@@ -93,6 +92,22 @@ def _settle_params(move: Move, call_event: dict[str, Any] | None, answer: Outcom
         move.post,
         move.resolution_id,
         [entry.id for entry in move.entries],
+        *_events_and_answer(move, call_event, answer),
+        moved.authorization_expires_at_us,  # a declined authorization's lifetime; None otherwise
+    )
+    assert len(params) == _CALL.sqlite.count("?")
+    assert moved.authorization_expires_at_us is None or moved.is_manual, moved
+    return params
+
+
+def _events_and_answer(move: Move, call_event: dict[str, Any] | None, answer: Outcome | None) -> tuple[Any, ...]:
+    """The events' and the answer's arguments the settle's and the authorization's functions
+    share: the call's event and the state event (ids, types, causes), the actor, their data, the
+    snapshot, the key's answer; the call's event and the answer NULL where not written (0039,
+    0053)."""
+    state_event = move.state_event
+    events = (call_event or dict.fromkeys(("id", "type", "cause")), state_event)
+    return (
         [event["id"] for event in events],
         [event["type"] for event in events],
         [event["cause"] for event in events],
@@ -102,11 +117,7 @@ def _settle_params(move: Move, call_event: dict[str, Any] | None, answer: Outcom
         state_event["snapshot"],
         answer.status if answer else None,
         answer.body if answer else None,
-        moved.authorization_expires_at_us,  # a declined authorization's lifetime; None otherwise
     )
-    assert len(params) == _CALL.sqlite.count("?")
-    assert moved.authorization_expires_at_us is None or moved.is_manual, moved
-    return params
 
 
 # An authorization's settle, its hold kept pending: the migration `*_payments_authorize.py`.
@@ -138,10 +149,9 @@ def authorize_move_call(connection: Connection, move: Move) -> bool:
 def _authorize_params(move: Move, call_event: dict[str, Any] | None, answer: Outcome | None) -> tuple[Any, ...]:
     """`paycore_payments_authorize`'s arguments: the move, and the call's event and the key's
     answer where the phase writes them (NULL: not written)."""
-    accepted, moved, state_event = move.accepted, move.payment, move.state_event
+    accepted, moved = move.accepted, move.payment
     assert move.hold == KEEP and moved.status == states.REQUIRES_CAPTURE and moved.amount_captured_minor == 0
     assert (moved.failure_code, moved.next_attempt_at_us, moved.claimed_by) == (None, None, None)
-    events = (call_event or dict.fromkeys(("id", "type", "cause")), state_event)
     params = (
         accepted.tenant_id,
         accepted.id,
@@ -152,15 +162,7 @@ def _authorize_params(move: Move, call_event: dict[str, Any] | None, answer: Out
         accepted.amount_minor,
         moved.amount_capturable_minor,
         moved.authorization_expires_at_us,
-        [event["id"] for event in events],
-        [event["type"] for event in events],
-        [event["cause"] for event in events],
-        state_event["actor"],
-        call_event["data"] if call_event else None,
-        state_event["data"],
-        state_event["snapshot"],
-        answer.status if answer else None,
-        answer.body if answer else None,
+        *_events_and_answer(move, call_event, answer),
     )
     assert len(params) == _AUTHORIZE_CALL.sqlite.count("?")
     return params
