@@ -32,9 +32,12 @@ POLICY = Policy(attempts_max=5, backoff_ms=1, backoff_max_ms=2, lease_ms=30_000,
 COMMITS = 2  # each round: its claim's transaction and the item's
 
 
-def created_payment(database: Database, tenant_id: str, processor: Processor, amount_minor: int) -> tuple[str, Outcome]:
-    """(a new merchant account, the answer of a payment of `amount_minor` to it, created by the
-    creating request with `processor` answering its call; the resolver's first ask due at once)."""
+def created_payment(
+    database: Database, tenant_id: str, processor: Processor, amount_minor: int, *, capture: str = "automatic"
+) -> tuple[str, Outcome]:
+    """(a new merchant account, the answer of a payment of `amount_minor` to it (`capture`:
+    automatic or manual), created by the creating request with `processor` answering its call;
+    the resolver's first ask due at once)."""
     destination = database.transaction(
         lambda connection: ledger.create_account(
             connection, tenant_id, code="merchant", currency="USD", normal_balance="credit",
@@ -42,7 +45,9 @@ def created_payment(database: Database, tenant_id: str, processor: Processor, am
         ).id
     )  # fmt: skip
     body = {"amount_minor": amount_minor, "destination": destination}
-    new = NewPayment(amount_minor, "USD", "card", "tok_ok", destination, None, {}, actors.LOCAL)
+    if capture != "automatic":
+        body["capture"] = capture
+    new = NewPayment(amount_minor, "USD", "card", "tok_ok", destination, None, {}, actors.LOCAL, capture)
     scope = KeyScope(tenant_id, f"pay-{time.monotonic_ns()}", fingerprint("POST", "/v1/payments", body), now_us(), None)
     timings = PaymentTimings(processing_stale_ms=60_000, wait_ms=5_000, first_retry_ms=0)
     outcome, _ = create_payment(database, processor, scope, new, timings=timings, render_refusal=render_refusal)
@@ -63,11 +68,10 @@ def run(statements: list[str]) -> list[str]:
 def by_plane(statements: list[str], table: str) -> bool:
     """Whether the round's apply was the settle phase's: its one call (PostgreSQL), or its
     compare-and-set through the driver (SQLite; SQLAlchemy writes `status=?`)."""
-    function = f"paycore_{table}_settle("
-    return any(
-        sql.startswith((f"SELECT {function}", f"SELECT * FROM {function}", f"UPDATE {table} SET status = "))
-        for sql in statements
-    )
+    # A payment's authorization (ADR 0029) has its own function, `paycore_payments_authorize`.
+    settle, authorize = f"paycore_{table}_settle(", f"paycore_{table}_authorize("
+    starts = (f"SELECT {settle}", f"SELECT * FROM {settle}", f"SELECT {authorize}", f"UPDATE {table} SET status = ")
+    return any(sql.startswith(starts) for sql in statements)
 
 
 def events(connection: Connection, tenant_id: str, object_id: str) -> list[Any]:

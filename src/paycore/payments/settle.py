@@ -19,7 +19,7 @@ recorded answer), a refused write, and a PostgreSQL schema without the function 
 from __future__ import annotations
 
 from functools import partial
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
@@ -33,6 +33,7 @@ from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.calls import Call
+from paycore.lifecycle.evidence import Decision
 from paycore.payments import settle_plan, settle_repository, states
 from paycore.payments.settle_plan import Move, NewIds, Plan
 from paycore.payments.types import Payment
@@ -146,24 +147,71 @@ def _moved(move: Move) -> Payment:
     return move.payment
 
 
-# The processor's `succeeded` or `failed`, answering the resolver's status query or its send
-# again, for an automatic payment still `processing` or `in_doubt` with nothing in flight
-# (`settle_plan.terminal_status`), written by the phase its webhook writes it with
-# (`settle_plan.plan_terminal_move`; one call of `paycore_payments_settle` without a call or an
-# answer, `settle_repository.move_call`, on PostgreSQL; `settle_repository.write_round_move`, the
-# fixed list, its schedule in the compare-and-set, on SQLite), as `in_doubt.plane` applies it.
-# Every other answer (an authorization's, a capture's or cancel's in flight, pending, no answer, a
-# refusal, a mismatch, a creating request not yet answered) is the reference path's
-# (`lifecycle.apply_evidence`).
+# What an authorization's (ADR 0029) `requires_capture` may carry: its figures and lifetime.
+_AUTHORIZED_VALUES: Final = frozenset(
+    {"processor_reference", "amount_capturable_minor", "amount_captured_minor", "authorization_expires_at_us"}
+)
+
+
+def _round_status(payment: Payment, decision: Decision) -> str | None:
+    """The status a worker round's `decision` moves `payment` to by a settle's move (without the
+    payment's call or answer): `settle_plan.terminal_status`'s for an automatic payment; for an
+    authorization (ADR 0029) waiting for the processor's word, nothing else in flight, one step
+    to `requires_capture` (the hold kept) or `failed` (a declined authorization, the hold
+    voided). None for the reference path. The amount and currency are the caller's to check."""
+    if not payment.is_manual:
+        return settle_plan.terminal_status(payment, decision)
+    if payment.status not in states.UNRESOLVED or payment.operation is not None or len(decision.path) != 1:
+        return None
+    target = decision.path[0]
+    carried = {states.REQUIRES_CAPTURE: _AUTHORIZED_VALUES, states.FAILED: settle_plan.TERMINAL_VALUES}.get(target)
+    if carried is None or not decision.values.keys() <= carried:
+        return None
+    assert "processor_reference" in decision.values, decision
+    assert ("failure_code" in decision.values) == (target == states.FAILED), decision
+    return target
+
+
+def _plan_round_move(payment: Payment, target: str, decision: Decision, **given: Any) -> Move:
+    """A worker round's move to `_round_status`'s target, its schedule among the columns
+    (`ROUND_COLUMNS`): `settle_plan.plan_terminal_move`'s, or an authorization's (the hold kept),
+    checked."""
+    if target != states.REQUIRES_CAPTURE:
+        return settle_plan.plan_terminal_move(payment, target, decision, columns=settle_plan.ROUND_COLUMNS, **given)
+    move, changed = settle_plan.plan_move(payment, target, decision, **given)
+    settle_plan.check_move(move, changed, columns=settle_plan.ROUND_COLUMNS)
+    settle_plan.check_authorized(move)
+    assert move.expected_status in states.UNRESOLVED and move.payment.operation is None, move.payment
+    return move
+
+
+def _round_call(connection: Connection, move: Move) -> bool:
+    """A worker round's move in one call: an authorization's by `paycore_payments_authorize`,
+    any other by `paycore_payments_settle`, each without a call or an answer."""
+    if move.hold == settle_plan.KEEP:
+        return settle_repository.authorize_move_call(connection, move)
+    return settle_repository.move_call(connection, move)
+
+
+# The processor's word answering the resolver's status query or its send again, for a payment
+# still `processing` or `in_doubt` with nothing in flight (`_round_status`): an automatic
+# payment's `succeeded` or `failed`, an authorization's `requires_capture` (ADR 0029: the hold
+# kept pending) or `failed`, written by the phase its webhook or its creating request writes it
+# with (`_plan_round_move`; on PostgreSQL one call without a call or an answer,
+# `settle_repository.move_call` of `paycore_payments_settle` or `authorize_move_call` of
+# `paycore_payments_authorize`; on SQLite `settle_repository.write_round_move`, the fixed list,
+# its schedule in the compare-and-set), as `in_doubt.plane` applies it. Every other answer (a
+# capture's or cancel's in flight, pending, no answer, a refusal, a mismatch, a creating request
+# not yet answered) is the reference path's (`lifecycle.apply_evidence`).
 ROUND: Final = Settle(
     machine=settle_plan.MACHINE,
-    settled_status=settle_plan.terminal_status,
-    plan_move=partial(settle_plan.plan_terminal_move, columns=settle_plan.ROUND_COLUMNS),
+    settled_status=_round_status,
+    plan_move=_plan_round_move,
     # The resolution, the clearing account's entry, the destination's, the state event (the
-    # round's calls are its attempts, recorded before).
+    # round's calls are its attempts, recorded before; an authorization uses the state event's).
     new_ids=hold_resolution_ids(partial(NewIds, call_event_id="")),
     moved=_moved,
     write_move=settle_repository.write_round_move,
-    call=settle_repository.move_call,
+    call=_round_call,
     ready=_ready,
 )

@@ -64,7 +64,7 @@ WRITTEN_COLUMNS: Final = (
 ROUND_COLUMNS: Final = (*WRITTEN_COLUMNS, "attempts")
 # What a terminal move's decision may carry: an authorization's figures go to `requires_capture`
 # only, but a declined authorization keeps the lifetime the processor's decline names.
-_TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code", "authorization_expires_at_us"})
+TERMINAL_VALUES: Final = frozenset({"processor_reference", "failure_code", "authorization_expires_at_us"})
 AUTOMATIC_VALUES: Final = frozenset({"processor_reference", "failure_code"})  # an automatic payment's
 # The hold at this phase: posted (succeeded), voided (failed), or kept pending (requires_capture).
 POST: Final = "post"
@@ -173,7 +173,7 @@ def settled_status(accepted: Payment, call: Call[ChargeResult]) -> str | None:
     target = decision.path[0]
     # An authorization (ADR 0029) is authorized or failed; an automatic payment ends.
     targets = (states.REQUIRES_CAPTURE, states.FAILED) if accepted.is_manual else states.TERMINAL
-    if target not in targets or (target in states.TERMINAL and not decision.values.keys() <= _TERMINAL_VALUES):
+    if target not in targets or (target in states.TERMINAL and not decision.values.keys() <= TERMINAL_VALUES):
         return None
     if not MACHINE.matches(accepted, evidence.result):
         return None  # never applied: the reference path records the call and changes nothing
@@ -339,17 +339,25 @@ def hold_moved(
 def _check_plan(plan: Plan, changed: set[str]) -> None:
     """Pair assertions: the settle's own (from `processing` to what the call proved, the hold
     kept only by an authorization, posted whole or not at all), then `check_moves`."""
-    moved, clearing, destination = plan.payment, plan.clearing.delta, plan.destination.delta
+    moved = plan.payment
     assert (plan.hold == KEEP) == (moved.status == states.REQUIRES_CAPTURE) and moved.status not in states.UNRESOLVED
     if plan.hold == KEEP:
-        assert moved.is_manual and moved.amount_captured_minor == 0, moved
-        assert moved.amount_capturable_minor is not None and 0 < moved.amount_capturable_minor <= moved.amount_minor
-        assert moved.authorization_expires_at_us is not None and moved.next_attempt_at_us is None
-        assert clearing == destination == Totals(0, 0, 0, 0) and not plan.entries, "the hold stays pending"
+        check_authorized(plan)
     else:
-        assert clearing.debits_posted_minor in (0, plan.accepted.amount_minor), "posted whole or voided"
+        assert plan.clearing.delta.debits_posted_minor in (0, plan.accepted.amount_minor), "posted whole or voided"
     assert plan.answer_key == plan.accepted.idempotency_key, "the creating request's answer"
     check_moves(plan, changed)
+
+
+def check_authorized(move: Move) -> None:
+    """Pair assertions of an authorization's move: its figures and lifetime written, nothing
+    due, the hold kept pending (no ledger row)."""
+    moved = move.payment
+    assert move.hold == KEEP and moved.status == states.REQUIRES_CAPTURE
+    assert moved.is_manual and moved.amount_captured_minor == 0, moved
+    assert moved.amount_capturable_minor is not None and 0 < moved.amount_capturable_minor <= moved.amount_minor
+    assert moved.authorization_expires_at_us is not None and moved.next_attempt_at_us is None
+    assert move.clearing.delta == move.destination.delta == Totals(0, 0, 0, 0) and not move.entries, "kept"
 
 
 def check_moves(plan: Plan, changed: set[str]) -> None:

@@ -67,7 +67,7 @@ def move_call(connection: Connection, move: Move) -> bool:
     caller's transaction: True once written, False (nothing written) when the compare-and-set
     found the payment moved. A refusal raises DBAPIError (PC001-PC004, PC009), for the caller's
     rollback."""
-    assert move.hold != KEEP, "an authorization's settle is `authorize_call`'s"
+    assert move.hold != KEEP, "an authorization's move is `authorize_move_call`'s"
     rows = driver.fetch(connection, _CALL, _settle_params(move, None, None))
     assert len(rows) in (0, 2), rows
     return bool(rows)
@@ -76,8 +76,7 @@ def move_call(connection: Connection, move: Move) -> bool:
 def _settle_params(move: Move, call_event: dict[str, Any] | None, answer: Outcome | None) -> tuple[Any, ...]:
     """`paycore_payments_settle`'s arguments: the move, and the call's event and the key's answer
     where the phase writes them (NULL: not written, migration `*_inbound_apply.py`)."""
-    accepted, moved, state_event = move.accepted, move.payment, move.state_event
-    events = (call_event or dict.fromkeys(("id", "type", "cause")), state_event)
+    accepted, moved = move.accepted, move.payment
     params = (
         accepted.tenant_id,
         accepted.id,
@@ -93,6 +92,22 @@ def _settle_params(move: Move, call_event: dict[str, Any] | None, answer: Outcom
         move.post,
         move.resolution_id,
         [entry.id for entry in move.entries],
+        *_events_and_answer(move, call_event, answer),
+        moved.authorization_expires_at_us,  # a declined authorization's lifetime; None otherwise
+    )
+    assert len(params) == _CALL.sqlite.count("?")
+    assert moved.authorization_expires_at_us is None or moved.is_manual, moved
+    return params
+
+
+def _events_and_answer(move: Move, call_event: dict[str, Any] | None, answer: Outcome | None) -> tuple[Any, ...]:
+    """The events' and the answer's arguments the settle's and the authorization's functions
+    share: the call's event and the state event (ids, types, causes), the actor, their data, the
+    snapshot, the key's answer; the call's event and the answer NULL where not written (0039,
+    0053)."""
+    state_event = move.state_event
+    events = (call_event or dict.fromkeys(("id", "type", "cause")), state_event)
+    return (
         [event["id"] for event in events],
         [event["type"] for event in events],
         [event["cause"] for event in events],
@@ -102,11 +117,7 @@ def _settle_params(move: Move, call_event: dict[str, Any] | None, answer: Outcom
         state_event["snapshot"],
         answer.status if answer else None,
         answer.body if answer else None,
-        moved.authorization_expires_at_us,  # a declined authorization's lifetime; None otherwise
     )
-    assert len(params) == _CALL.sqlite.count("?")
-    assert moved.authorization_expires_at_us is None or moved.is_manual, moved
-    return params
 
 
 # An authorization's settle, its hold kept pending: the migration `*_payments_authorize.py`.
@@ -122,32 +133,39 @@ def authorize_call(connection: Connection, plan: Plan) -> Accounts | None:
     """Write an authorization's settle (to `requires_capture`, the hold kept) in one call: no
     account moved ([]) once committed, None (nothing written) when the compare-and-set found
     the payment moved. PC004 (nothing written): the key was answered already."""
-    accepted, moved, events = plan.accepted, plan.payment, (plan.call_event, plan.state_event)
-    assert plan.hold == KEEP and moved.status == states.REQUIRES_CAPTURE and moved.amount_captured_minor == 0
+    assert plan.call_event["actor"] == plan.state_event["actor"]
+    params = _authorize_params(plan, plan.call_event, plan.answer)
+    return [] if driver.fetch(connection, _AUTHORIZE_CALL, params)[0][0] else None
+
+
+def authorize_move_call(connection: Connection, move: Move) -> bool:
+    """Write an authorization's move alone (no call's event, no answer: a worker round's, as
+    `move_call`; migration `*_authorize_without_call.py`) by the same call, inside the caller's
+    transaction: True once written, False (nothing written) when the compare-and-set found the
+    payment moved. A refusal raises DBAPIError, for the caller's rollback."""
+    return bool(driver.fetch(connection, _AUTHORIZE_CALL, _authorize_params(move, None, None))[0][0])
+
+
+def _authorize_params(move: Move, call_event: dict[str, Any] | None, answer: Outcome | None) -> tuple[Any, ...]:
+    """`paycore_payments_authorize`'s arguments: the move, and the call's event and the key's
+    answer where the phase writes them (NULL: not written)."""
+    accepted, moved = move.accepted, move.payment
+    assert move.hold == KEEP and moved.status == states.REQUIRES_CAPTURE and moved.amount_captured_minor == 0
     assert (moved.failure_code, moved.next_attempt_at_us, moved.claimed_by) == (None, None, None)
     params = (
         accepted.tenant_id,
         accepted.id,
         accepted.idempotency_key,
         moved.updated_at_us,
-        plan.expected_status,
+        move.expected_status,
         moved.processor_reference,
         accepted.amount_minor,
         moved.amount_capturable_minor,
         moved.authorization_expires_at_us,
-        [event["id"] for event in events],
-        [event["type"] for event in events],
-        [event["cause"] for event in events],
-        plan.call_event["actor"],
-        plan.call_event["data"],
-        plan.state_event["data"],
-        plan.state_event["snapshot"],
-        plan.answer.status,
-        plan.answer.body,
+        *_events_and_answer(move, call_event, answer),
     )
     assert len(params) == _AUTHORIZE_CALL.sqlite.count("?")
-    assert plan.call_event["actor"] == plan.state_event["actor"]
-    return [] if driver.fetch(connection, _AUTHORIZE_CALL, params)[0][0] else None
+    return params
 
 
 # ------------------------------------------------------------------ SQLite: the fixed list
@@ -162,9 +180,10 @@ _CAS_WHERE = (
     " RETURNING idempotency_key, amount_minor, currency, transfer_id, destination_account_id"
 )
 # A worker round's move (`write_round_move`, `in_doubt.plane`) is `write_move` alone, its
-# schedule (`attempts` too) in the same compare-and-set: 6 statements, 5 for a void; the
-# creating request's settle writes `WRITTEN_COLUMNS` only (a round may have counted an attempt
-# since its accept phase read the payment).
+# schedule (`attempts` too) in the same compare-and-set: 6 statements, 5 for a void, 2 for an
+# authorization (the compare-and-set and the state event); the creating request's settle writes
+# `WRITTEN_COLUMNS` only (a round may have counted an attempt since its accept phase read the
+# payment).
 _CAS: dict[tuple[str, ...], driver.Statement] = {
     columns: driver.statement(f"UPDATE payments SET {', '.join(f'{column} = ?' for column in columns)}{_CAS_WHERE}")
     for columns in (WRITTEN_COLUMNS, ROUND_COLUMNS)

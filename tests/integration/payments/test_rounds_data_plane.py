@@ -84,12 +84,23 @@ REFERENCE_ASK_STATEMENTS = {
 REFERENCE_RESEND_STATEMENTS = {"sqlite": 16, "postgresql": 14}
 
 
+# An authorization's lifetime, as the processor names it for a manual charge (ADR 0029).
+EXPIRES_AT_US = 4_000_000_000_000_000
+
+
 class _Processor:
     """A charge (the creating request's, or a round's send again) is answered `charged`; a status
-    query `asked` (`unknown`: no record); `lost`: no answer. Every answer is of `amount_minor`."""
+    query `asked` (`unknown`: no record); `lost`: no answer. Every answer is of `amount_minor`;
+    a manual charge's (`capture`) with its amounts and `EXPIRES_AT_US`, as the sandbox's."""
 
-    def __init__(self, charged: str = "pending", asked: str = "succeeded", amount_minor: int = AMOUNT_MINOR) -> None:
-        self.charged, self.asked, self.amount_minor = charged, asked, amount_minor
+    def __init__(
+        self,
+        charged: str = "pending",
+        asked: str = "succeeded",
+        amount_minor: int = AMOUNT_MINOR,
+        capture: str = "automatic",
+    ) -> None:
+        self.charged, self.asked, self.amount_minor, self.capture = charged, asked, amount_minor, capture
 
     def charge(self, request: ChargeRequest) -> ChargeResult:
         return self._result(request.request_id, self.charged)
@@ -102,18 +113,31 @@ class _Processor:
             raise ProcessorUnreachable("the answer was lost")
         failure = "card_declined" if answer == "failed" else None
         status = cast(Any, answer)
-        return ChargeResult(request_id, status, f"ch_{request_id}", self.amount_minor, "USD", failure)
+        result = ChargeResult(request_id, status, f"ch_{request_id}", self.amount_minor, "USD", failure)
+        if self.capture != "manual":
+            return result
+        capturable = self.amount_minor if answer == "requires_capture" else 0
+        return dataclasses.replace(
+            result,
+            capture="manual",
+            amount_capturable_minor=capturable,
+            amount_captured_minor=0,
+            amount_released_minor=0,
+            authorization_expires_at_us=EXPIRES_AT_US,
+        )
 
 
 def processor(**answers: Any) -> Processor:
     return cast(Processor, _Processor(**answers))
 
 
-def waiting_payment(database: Database, tenant_id: str, waiting: str) -> tuple[str, str]:
-    """(the merchant's account, a payment whose creating request's call answered `pending` or
-    was lost: `processing` or `in_doubt`, due at once). The tenant's events queue deliveries."""
+def waiting_payment(database: Database, tenant_id: str, waiting: str, capture: str = "automatic") -> tuple[str, str]:
+    """(the merchant's account, a payment (`capture`: automatic or manual) whose creating
+    request's call answered `pending` or was lost: `processing` or `in_doubt`, due at once). The
+    tenant's events queue deliveries."""
     endpoint(database, tenant_id)
-    destination, outcome = created_payment(database, tenant_id, processor(charged=WAITING[waiting]), AMOUNT_MINOR)
+    charging = processor(charged=WAITING[waiting], capture=capture)
+    destination, outcome = created_payment(database, tenant_id, charging, AMOUNT_MINOR, capture=capture)
     assert outcome.status == 202, outcome
     payment_id = str(json.loads(outcome.body)["id"])
     assert status(database, tenant_id, payment_id) == waiting
@@ -219,15 +243,23 @@ payments_row = text("SELECT * FROM payments WHERE tenant_id = :t AND id = :p")
 
 
 def compared(
-    database: Database, monkeypatch: pytest.MonkeyPatch, name: str, waiting: str, *, plane: bool = True, **answers: Any
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    waiting: str,
+    *,
+    plane: bool = True,
+    capture: str = "automatic",
+    **answers: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The facts of one round over a payment `waiting`, with the rounds' settle phase as it is
-    (`plane`: it must have written the move; else it must not have) and off: (its, the reference path's)."""
+    """The facts of one round over a payment `waiting` (`capture`), with the rounds' settle phase
+    as it is (`plane`: it must have written the move; else it must not have) and off: (its, the
+    reference path's)."""
     written = {}
     for tenant_id, phase in ((f"plane-{name}", settle.ROUND), (f"reference-{name}", None)):
-        destination, payment_id = waiting_payment(database, tenant_id, waiting)
+        destination, payment_id = waiting_payment(database, tenant_id, waiting, capture)
         monkeypatch.setattr(settle, "ROUND", phase)
-        statements = resolve(database, tenant_id, **answers)
+        statements = resolve(database, tenant_id, capture=capture, **answers)
         monkeypatch.undo()
         assert by_plane(statements, "payments") == (plane and phase is not None), statements
         written[tenant_id] = facts(database, tenant_id, payment_id, destination)
@@ -297,8 +329,9 @@ def test_a_payment_whose_creating_request_was_never_answered_is_the_reference_pa
     assert mine["answer"][0] == 201 and mine["payment"]["status"] == "succeeded"
 
 
+@pytest.mark.parametrize(("capture", "answer"), [("automatic", "failed"), ("manual", "requires_capture")])
 def test_a_payment_changed_under_the_round_is_rolled_back_and_moved_by_the_reference_path(
-    database: Database, monkeypatch: pytest.MonkeyPatch
+    database: Database, monkeypatch: pytest.MonkeyPatch, capture: str, answer: str
 ) -> None:
     """The phase's compare-and-set finds the payment changed (settled first, as by a webhook: here
     in the round's own transaction, just before the phase's write, since nothing else can change
@@ -322,13 +355,13 @@ def test_a_payment_changed_under_the_round_is_rolled_back_and_moved_by_the_refer
         call=lambda connection, move: phase.call(connection, moved_first(connection, move)),
     )
     written = {}
-    for tenant_id, raced in (("plane-raced", racing), ("reference-raced", None)):
-        destination, payment_id = waiting_payment(database, tenant_id, IN_DOUBT)
+    for tenant_id, raced in ((f"plane-raced-{capture}", racing), (f"reference-raced-{capture}", None)):
+        destination, payment_id = waiting_payment(database, tenant_id, IN_DOUBT, capture)
         monkeypatch.setattr(settle, "ROUND", raced)
-        resolve(database, tenant_id, asked="failed")
+        resolve(database, tenant_id, asked=answer, capture=capture)
         monkeypatch.undo()
         written[tenant_id] = facts(database, tenant_id, payment_id, destination)
     assert len(tries) == 1, "the careful run is the reference path's"
-    mine, theirs = written["plane-raced"], written["reference-raced"]
+    mine, theirs = written[f"plane-raced-{capture}"], written[f"reference-raced-{capture}"]
     assert mine == theirs, differences(mine, theirs)
-    assert mine["payment"]["status"] == "failed" and mine["payment"]["attempts"] == 1
+    assert mine["payment"]["status"] == answer and mine["payment"]["attempts"] == 1
