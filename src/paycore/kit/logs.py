@@ -37,6 +37,9 @@ _RECORD_ATTRIBUTES: Final = frozenset(
 )
 _OURS: Final = "paycore_handler"
 _STABLE_KEYS: Final = ("ts", "level", "logger", "event", "message", "request_id")
+# `json.dumps(value, default=str, separators=(",", ":"))` without making its encoder for each
+# line (the access line is on the path of every request); `encode` keeps no state between calls.
+_ENCODER: Final = json.JSONEncoder(default=str, separators=(",", ":"))
 
 
 def request_id() -> str | None:
@@ -117,7 +120,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         # ASCII only (\u escapes): a line can be written whatever the encoding of standard error.
-        return json.dumps(fields(record), default=str, separators=(",", ":"))
+        return _ENCODER.encode(fields(record))
 
 
 class TextFormatter(logging.Formatter):
@@ -138,7 +141,7 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, default=str, separators=(",", ":"))
+        return _ENCODER.encode(value)
     except ValueError:  # a circular container
         return str(value)
 
