@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -186,3 +187,79 @@ def test_a_closed_stand_in_for_stderr_does_not_break_later_lines(capsys: pytest.
             if handler not in before:
                 root.removeHandler(handler)
         root.setLevel(level)
+
+
+@pytest.fixture
+def configured_alone(tmp_path: Path) -> Iterator[tuple[logging.Logger, logging.Handler, Path]]:
+    """`configure`'s JSON handler (to a file), as the only handler of a logger of its own."""
+    root = logging.getLogger()
+    level = root.level
+    path = tmp_path / "lines.log"
+    handler = logs.configure("json", "INFO", path=str(path))
+    root.removeHandler(handler)
+    root.setLevel(level)
+    logger = logging.getLogger("paycore.test.direct")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    yield logger, handler, path
+    logger.removeHandler(handler)
+    logger.propagate = True
+    handler.close()
+
+
+def _only(logger: logging.Logger, handler: logging.Handler) -> list[logging.Handler]:
+    """Take off the logger the handlers other than `handler` (pytest's capture puts its own on
+    it for the test's call); they are returned, to be put back."""
+    others = [other for other in logger.handlers if other is not handler]
+    for other in others:
+        logger.removeHandler(other)
+    return others
+
+
+def test_a_direct_line_is_the_line_the_record_makes(
+    configured_alone: tuple[logging.Logger, logging.Handler, Path],
+) -> None:
+    logger, handler, path = configured_alone
+    others = _only(logger, handler)
+    extra = {"event": "http_request", "request_id": "req_1", "tenant_id": None, "status": 201, "odd": Decimal("1.5")}
+    token = logs.set_request_id("req_context")
+    try:
+        assert logs.write_direct(logger, "POST /v1/payments 201", extra)
+        logger.info("%s %s %d", "POST", "/v1/payments", 201, extra=extra)
+        assert logs.write_direct(logger, "no id", {"event": ""})
+        logger.info("no id", extra={"event": ""})
+    finally:
+        logs.reset_request_id(token)
+        for other in others:
+            logger.addHandler(other)
+    lines = path.read_text().splitlines()
+    direct, standard, bare_direct, bare_standard = (json.loads(line) for line in lines)
+    for line in (direct, bare_direct):
+        assert RFC3339_UTC.fullmatch(str(line["ts"]))
+    for one, other in ((direct, standard), (bare_direct, bare_standard)):
+        assert list(one) == list(other)  # the same keys in the same order
+        assert {**one, "ts": None} == {**other, "ts": None}
+    assert bare_direct["request_id"] == "req_context" and bare_direct["event"] == "log"
+
+
+def test_no_direct_line_when_the_standard_call_would_do_more(
+    configured_alone: tuple[logging.Logger, logging.Handler, Path],
+) -> None:
+    logger, handler, path = configured_alone
+    others = _only(logger, handler)
+    other = logging.StreamHandler(io.StringIO())
+    logger.addHandler(other)  # a second handler (a test's capture)
+    assert not logs.write_direct(logger, "m", {"event": "e"})
+    logger.removeHandler(other)
+    logger.addFilter(lambda record: False)
+    assert not logs.write_direct(logger, "m", {"event": "e"})
+    logger.filters.clear()
+    handler.setFormatter(logs.TextFormatter())
+    assert not logs.write_direct(logger, "m", {"event": "e"})
+    handler.setFormatter(logs.JsonFormatter())
+    handler.setLevel(logging.WARNING)
+    assert not logs.write_direct(logger, "m", {"event": "e"})
+    assert path.read_text() == ""
+    for kept in others:
+        logger.addHandler(kept)

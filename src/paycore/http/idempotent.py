@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -20,6 +21,16 @@ Effect = Callable[[Connection, int], tuple[int, Any]]
 # the answer is stored as the effect made it (e.g. with a secret sealed at rest, ADR 0018).
 Shown = Callable[[str], str]
 _US_PER_DAY = 86_400 * 1_000_000
+# A path that `request.url.path` gives back unchanged: no "?", "#" or "\\" (which the URL
+# escapes), no control character or space (which `urlsplit` strips), no leading "//".
+_PLAIN_PATH: Final = re.compile(r"/(?!/)[^?#\\\x00-\x20\x7f]*")
+
+
+def request_path(request: Request) -> str:
+    """`request.url.path`, the path a key's fingerprint names, without building the whole URL
+    (its host, port and query) for a path it would give back as it is."""
+    path: str = request.scope["path"]
+    return path if _PLAIN_PATH.fullmatch(path) else request.url.path
 
 
 def header_key(request: Request, *, required: bool) -> str | None:
@@ -67,7 +78,7 @@ def _guarded(effect: Effect, key_scope: idempotency.KeyScope) -> Callable[[Conne
 
 def scope(request: Request, *, tenant_id: str, key: str, body: Any, keep_forever: bool) -> idempotency.KeyScope:
     """The key's scope for this request: its tenant, the request's fingerprint, its clock."""
-    fingerprint = idempotency.fingerprint(request.method, request.url.path, body)
+    fingerprint = idempotency.fingerprint(request.method, request_path(request), body)
     retention_us = request.app.state.settings.idempotency_retention_days * _US_PER_DAY
     started_us = now_us()
     return idempotency.KeyScope(

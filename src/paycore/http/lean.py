@@ -69,6 +69,21 @@ def edges_of(routes: Iterable[BaseRoute]) -> tuple[Edge, ...]:
     return tuple(edges)
 
 
+def by_literal_path(served: tuple[tuple[Edge, ASGIApp], ...]) -> dict[str, tuple[tuple[Edge, ASGIApp], ...]]:
+    """The edge (with its app) to try first for each edge path without parameters, when no edge
+    ahead of it in the router's order matches that path: one match instead of one per edge, for
+    the same route the loop over all of them picks (a path not in this dictionary goes to that
+    loop)."""
+    found: dict[str, tuple[tuple[Edge, ASGIApp], ...]] = {}
+    for index, (edge, app) in enumerate(served):
+        if edge.param_convertors:
+            continue
+        probe: Scope = {"type": "http", "method": "POST", "path": edge.path, "root_path": ""}
+        if all(ahead.matches(probe)[0] is Match.NONE for ahead, _ in served[:index]):
+            found[edge.path] = ((edge, app),)
+    return found
+
+
 class LeanDispatch:
     def __init__(
         self,
@@ -97,6 +112,7 @@ class LeanDispatch:
         self.served: tuple[tuple[Edge, ASGIApp], ...] = tuple(
             (edge, ExceptionMiddleware(AsyncExitStackMiddleware(edge.app), handlers=handlers)) for edge in self.edges
         )
+        self.by_path = by_literal_path(self.served)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
@@ -109,7 +125,10 @@ class LeanDispatch:
     def _edge_of(self, scope: Scope) -> tuple[ASGIApp, Scope] | None:
         if not self.guard.serves(scope):
             return None  # the full stack's ExposureGuard refuses it, or asks the database first
-        for edge, served in self.served:  # bounded: one per money endpoint
+        candidates = self.served
+        if not scope.get("root_path"):  # the edge of this exact path, else all of them
+            candidates = self.by_path.get(scope["path"], candidates)
+        for edge, served in candidates:  # bounded: one per money endpoint
             match, child_scope = edge.matches(scope)
             if match is Match.FULL:
                 return served, child_scope

@@ -97,8 +97,11 @@ def _access_line(scope: Scope, request_id: str, route: str, status: int, elapsed
         "status": status,
         "latency_ms": int(elapsed_s * 1000),
     }
-    # makeRecord + handle is `log.info` without its walk up the stack for the caller's file
-    # and line (the same for every access line): this runs once per request.
+    # This runs once per request: written directly when that is what `log.info` would end in,
+    # else makeRecord + handle, `log.info` without its walk up the stack for the caller's file
+    # and line (the same for every access line).
+    if logs.write_direct(log, f"{method} {route} {status:d}", fields):
+        return
     record = log.makeRecord(
         log.name, logging.INFO, __file__, 0, "%s %s %d", (method, route, status), None, extra=fields
     )

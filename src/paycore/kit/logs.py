@@ -37,6 +37,9 @@ _RECORD_ATTRIBUTES: Final = frozenset(
 )
 _OURS: Final = "paycore_handler"
 _STABLE_KEYS: Final = ("ts", "level", "logger", "event", "message", "request_id")
+# `json.dumps(value, default=str, separators=(",", ":"))` without making its encoder for each
+# line (the access line is on the path of every request); `encode` keeps no state between calls.
+_ENCODER: Final = json.JSONEncoder(default=str, separators=(",", ":"))
 
 
 def request_id() -> str | None:
@@ -117,7 +120,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         # ASCII only (\u escapes): a line can be written whatever the encoding of standard error.
-        return json.dumps(fields(record), default=str, separators=(",", ":"))
+        return _ENCODER.encode(fields(record))
 
 
 class TextFormatter(logging.Formatter):
@@ -138,7 +141,7 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, default=str, separators=(",", ":"))
+        return _ENCODER.encode(value)
     except ValueError:  # a circular container
         return str(value)
 
@@ -198,3 +201,65 @@ def configure_unless_configured(format: str = "json", level: str = "INFO") -> bo
         return False
     configure(format, level)
     return True
+
+
+def write_direct(logger: logging.Logger, message: str, extra: dict[str, Any]) -> bool:
+    """Write an INFO line as `logger.info(message, extra=extra)` would, without a LogRecord,
+    when that call would end in one write of `configure`'s JSON handler and nothing else: no
+    filter, no other handler on the way (a test's capture, an embedding application's), the
+    line exactly what `JsonFormatter` makes of the record. False, with nothing written,
+    otherwise: the caller logs it the standard way. For a line on the path of every request
+    (the access line): the record, the handler's chain and the formatter's general case are
+    most of its cost. The caller has checked `logger.isEnabledFor(logging.INFO)`."""
+    handler = _only_json_handler(logger)
+    if handler is None:
+        return False
+    created = time.time()
+    line: dict[str, Any] = {
+        "ts": _timestamp(created),
+        "level": logging.getLevelName(logging.INFO).lower(),
+        "logger": logger.name,
+        "event": extra.get("event") or "log",
+        "message": message,
+    }
+    found = extra.get("request_id") or _request_id.get()
+    if found is not None:
+        line["request_id"] = found
+    for key, value in extra.items():
+        if key not in _STABLE_KEYS:
+            line[key] = value
+    text = _ENCODER.encode(line) + handler.terminator
+    with handler.lock:  # type: ignore[union-attr]  # made by every Handler's __init__
+        try:
+            handler.stream.write(text)
+            handler.flush()
+        except Exception:  # as `StreamHandler.emit`: reported, never raised to the caller
+            handler.handleError(logger.makeRecord(logger.name, logging.INFO, "", 0, message, (), None, extra=extra))
+    return True
+
+
+def _only_json_handler(logger: logging.Logger) -> logging.StreamHandler | None:  # type: ignore[type-arg]
+    """`configure`'s handler when it is the only one `logger.handle` would call for an INFO
+    line, with no filter on the way; else None."""
+    if logger.filters:  # `Logger.handle` runs the logger's own filters, not its parents'
+        return None
+    found: list[logging.Handler] = []
+    current: logging.Logger | None = logger
+    while current is not None:  # `Logger.callHandlers`' walk
+        found.extend(current.handlers)
+        if not current.propagate:
+            break
+        current = current.parent
+    if len(found) != 1:
+        return None
+    handler = found[0]
+    if (
+        type(handler) not in (StderrHandler, logging.FileHandler)
+        or not getattr(handler, _OURS, False)
+        or type(handler.formatter) is not JsonFormatter
+        or handler.filters
+        or handler.level > logging.INFO
+        or handler.stream is None  # type: ignore[attr-defined]
+    ):
+        return None
+    return handler  # type: ignore[return-value]

@@ -100,7 +100,7 @@ def payment_request(
     scope = idempotency.KeyScope(
         tenant_id=tenant_id,
         key=key,
-        request_fingerprint=idempotency.fingerprint(request.method, request.url.path, body_json),
+        request_fingerprint=idempotency.fingerprint(request.method, idempotent.request_path(request), body_json),
         now_us=started_us,
         expires_at_us=None,  # a payment moves money: its key is kept forever, like a transfer's
     )
