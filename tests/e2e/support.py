@@ -30,6 +30,7 @@ REQUEST_TIMEOUT_S = 30
 START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 10
 CLI_TIMEOUT_S = 60
+LOG_TAIL_CHARS = 4_000  # of a server's log, in a failure's message
 # A few connections per server process, so that 4 servers stay well inside PostgreSQL's
 # max_connections even when other test runs share the server.
 SERVER_POOL_SIZE = 8
@@ -222,7 +223,7 @@ class ServerProcess:
             except OSError:
                 pass
             time.sleep(0.05)
-        raise AssertionError(f"paycore serve not ready within {START_TIMEOUT_S} s:\n{self.log()}")
+        raise AssertionError(f"paycore serve not ready within {START_TIMEOUT_S} s:\n{self.log_tail()}")
 
     def kill9(self) -> None:
         assert self.process is not None
@@ -240,9 +241,15 @@ class ServerProcess:
         self._close_log()
 
     def log(self) -> str:
+        """The server's whole log so far: a line looked for is never cut off by the lines written
+        after it (a loaded machine's health checks pushed one out of a 4,000-character tail)."""
         if self._log is not None:
             self._log.flush()
-        return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
+        """The log's end, for a failure's message."""
+        return self.log()[-chars:]
 
     def _close_log(self) -> None:
         if self._log is not None:
@@ -267,7 +274,7 @@ def start_all(servers: Sequence[ServerProcess], *, attempts: int = 3) -> None:
         for server in failed:
             server.launch()
         pending = failed
-    raise AssertionError("paycore serve exited before it was ready:\n" + "\n".join(s.log() for s in pending))
+    raise AssertionError("paycore serve exited before it was ready:\n" + "\n".join(s.log_tail() for s in pending))
 
 
 def ledger_verify(database_url: str) -> subprocess.CompletedProcess[str]:

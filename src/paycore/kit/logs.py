@@ -91,20 +91,7 @@ def _extras(record: logging.LogRecord) -> dict[str, Any]:
 
 def fields(record: logging.LogRecord) -> dict[str, Any]:
     """The record as the flat mapping both formatters write: stable keys first."""
-    extras = _extras(record)
-    line: dict[str, Any] = {
-        "ts": _timestamp(record.created),
-        "level": record.levelname.lower(),
-        "logger": record.name,
-        "event": extras.pop("event", None) or "log",
-        "message": record.getMessage(),
-    }
-    found = extras.pop("request_id", None) or _request_id.get()
-    if found is not None:
-        line["request_id"] = found
-    for key, value in extras.items():
-        if key not in _STABLE_KEYS:  # an extra never overwrites a stable key
-            line[key] = value
+    line = _line(record.created, record.levelname, record.name, record.getMessage(), _extras(record))
     if record.exc_info and record.exc_info[0] is not None:
         line["exc_type"] = record.exc_info[0].__name__
         line["exc"] = logging.Formatter().formatException(record.exc_info)
@@ -112,6 +99,25 @@ def fields(record: logging.LogRecord) -> dict[str, Any]:
         line["exc"] = record.exc_text
     if record.stack_info:
         line["stack"] = record.stack_info
+    return line
+
+
+def _line(created: float, level_name: str, logger_name: str, message: str, extras: dict[str, Any]) -> dict[str, Any]:
+    """A line's stable keys, then its extras (never overwriting a stable key): the one shape of
+    `fields` and of `write_direct`."""
+    line: dict[str, Any] = {
+        "ts": _timestamp(created),
+        "level": level_name.lower(),
+        "logger": logger_name,
+        "event": extras.get("event") or "log",
+        "message": message,
+    }
+    found = extras.get("request_id") or _request_id.get()
+    if found is not None:
+        line["request_id"] = found
+    for key, value in extras.items():
+        if key not in _STABLE_KEYS:  # an extra never overwrites a stable key
+            line[key] = value
     return line
 
 
@@ -214,20 +220,7 @@ def write_direct(logger: logging.Logger, message: str, extra: dict[str, Any]) ->
     handler = _only_json_handler(logger)
     if handler is None:
         return False
-    created = time.time()
-    line: dict[str, Any] = {
-        "ts": _timestamp(created),
-        "level": logging.getLevelName(logging.INFO).lower(),
-        "logger": logger.name,
-        "event": extra.get("event") or "log",
-        "message": message,
-    }
-    found = extra.get("request_id") or _request_id.get()
-    if found is not None:
-        line["request_id"] = found
-    for key, value in extra.items():
-        if key not in _STABLE_KEYS:
-            line[key] = value
+    line = _line(time.time(), logging.getLevelName(logging.INFO), logger.name, message, extra)
     text = _ENCODER.encode(line) + handler.terminator
     with handler.lock:  # type: ignore[union-attr]  # made by every Handler's __init__
         try:
