@@ -21,7 +21,8 @@ used (/proc/PID/stat, every thread), and on PostgreSQL the CPU of its database's
 Two phases (`--phases`), each of `--rounds` rounds per database: `as-left`, the statistics as
 the system leaves them (docs/operations.md, "Planner statistics": the migrations' ANALYZE found
 empty tables; SQLite's connections run PRAGMA optimize every ten minutes and when they close,
-the bulk writer's included; PostgreSQL has what autovacuum does on this server), then
+the bulk writer's included; PostgreSQL has what autovacuum does on this server, and with autovacuum off the
+worker's `keep_statistics` job, at most once a minute), then
 `analyzed`, after ANALYZE of both databases, as an operator runs it after a bulk load. The
 report says what statistics `payments` had in each.
 

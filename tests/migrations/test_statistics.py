@@ -123,3 +123,48 @@ def test_sqlite_optimize_does_not_wait_on_a_busy_writer(tmp_path: Path, monkeypa
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == database.settings.idempotency_wait_ms
         connection.rollback()
     database.dispose()
+
+
+def _tenants(connection: Connection, first: int, count: int) -> None:
+    for n in range(first, first + count):
+        connection.exec_driver_sql(f"INSERT INTO tenants (tenant_id, name, created_at_us) VALUES ('t{n}', 'T', 1)")
+    connection.commit()
+    if connection.dialect.name == "postgresql":  # the counters a backend reports when idle, reported now
+        connection.exec_driver_sql("SELECT pg_stat_force_next_flush()")
+        connection.commit()
+
+
+def test_the_worker_analyzes_what_grew_while_autovacuum_is_off(empty_database: Database) -> None:
+    """Without autovacuum nothing replaces a plan a connection made while the tables were small;
+    the worker's `analyze_grown` gathers the statistics of each table changed by more than
+    autovacuum's threshold since its last analysis (PostgreSQL; SQLite keeps its own)."""
+    migrate.upgrade(empty_database)
+    with empty_database.engine.connect() as connection:
+        if not statistics.autovacuum_is_off(connection):
+            assert statistics.analyze_grown(connection) == []  # autovacuum's to do, or SQLite's
+            return
+        _tenants(connection, 0, statistics.POSTGRES_ANALYZE_ROWS_MIN + 1)
+        connection.execute(text(_EVENT))  # one row: under the threshold
+        connection.commit()
+        _tenants(connection, 1000, 0)
+        assert statistics.analyze_grown(connection) == ["tenants"]
+        assert statistics.analyze_grown(connection) == []  # not grown since
+        _tenants(connection, 100, statistics.POSTGRES_ANALYZE_ROWS_MIN)  # 50 + a tenth of 51: not yet
+        assert statistics.analyze_grown(connection) == []
+        _tenants(connection, 200, 10)
+        assert statistics.analyze_grown(connection) == ["tenants"]
+        assert "events" not in analyzed_tables(connection)
+
+
+def test_one_worker_at_a_time_gathers_the_statistics(empty_database: Database) -> None:
+    if not empty_database.is_postgres:
+        pytest.skip("PostgreSQL's advisory lock; SQLite's connections optimize themselves")
+    migrate.upgrade(empty_database)
+    with empty_database.engine.connect() as connection, empty_database.engine.connect() as other:
+        if not statistics.autovacuum_is_off(connection):
+            pytest.skip("autovacuum is on: nothing for a worker to gather")
+        _tenants(connection, 0, statistics.POSTGRES_ANALYZE_ROWS_MIN + 1)
+        other.exec_driver_sql(f"SELECT pg_advisory_lock({statistics._ANALYZE_LOCK})")
+        assert statistics.analyze_grown(connection) == []  # another worker is at it
+        other.exec_driver_sql(f"SELECT pg_advisory_unlock({statistics._ANALYZE_LOCK})")
+        assert statistics.analyze_grown(connection) == ["tenants"]

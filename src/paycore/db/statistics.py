@@ -23,7 +23,12 @@ still plans better with them, and so does any statement added later. So:
   (the statistics are a table): a busy writer makes it try again at the next interval.
 - **PostgreSQL while running**: autovacuum's ANALYZE (on by default), which also replaces the
   plans every connection keeps for a table. `paycore db upgrade` warns when it is off
-  (docs/operations.md).
+  (docs/operations.md); and while it is off, the worker does its part itself
+  (`analyze_grown`, at most every `POSTGRES_ANALYZE_INTERVAL_SECONDS`): ANALYZE of each table
+  changed since its last analysis by more than autovacuum's default threshold (50 rows and a
+  tenth of the table), so that no connection keeps for ever a plan it made while the tables
+  were small (a PL/pgSQL statement's generic plan is made again only when its tables'
+  statistics change).
 """
 
 from __future__ import annotations
@@ -40,6 +45,13 @@ log = logging.getLogger(__name__)
 SQLITE_ANALYSIS_ROWS_MAX: Final = 1000  # PRAGMA analysis_limit: rows read per index by an ANALYZE
 SQLITE_OPTIMIZE_INTERVAL_SECONDS: Final = 600
 SQLITE_OPTIMIZE_WAIT_MS: Final = 100
+POSTGRES_ANALYZE_INTERVAL_SECONDS: Final = 60  # autovacuum_naptime's default
+# autovacuum_analyze_threshold and autovacuum_analyze_scale_factor's defaults: a table is analyzed
+# once more rows than this changed since its last analysis.
+POSTGRES_ANALYZE_ROWS_MIN: Final = 50
+POSTGRES_ANALYZE_SHARE: Final = "0.1"  # of the table's rows; a SQL literal, never a Python float
+# Tables whose statistics one worker gathers at a time: the others find the lock taken and go on.
+_ANALYZE_LOCK: Final = 0x7061_7963_6F72_6531  # "paycore1"
 _OPTIMIZED_AT = "paycore_optimized_at"  # a pooled connection's last PRAGMA optimize (monotonic s)
 
 
@@ -64,6 +76,41 @@ def analyze(connection: Connection) -> list[str]:
 def autovacuum_is_off(connection: Connection) -> bool:
     """PostgreSQL: whether the server's autovacuum (and so its ANALYZE) is off."""
     return connection.dialect.name == "postgresql" and connection.exec_driver_sql("SHOW autovacuum").scalar() == "off"
+
+
+# The tables of paycore's schema changed since their last analysis by more than autovacuum's
+# default threshold (a table never analyzed: reltuples is -1).
+_GROWN: Final = f"""
+    SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+    WHERE s.schemaname = current_schema()
+      AND s.n_mod_since_analyze > {POSTGRES_ANALYZE_ROWS_MIN} + {POSTGRES_ANALYZE_SHARE} * greatest(c.reltuples, 0)
+    ORDER BY s.relname
+"""
+
+
+def analyze_grown(connection: Connection) -> list[str]:
+    """PostgreSQL with autovacuum off: ANALYZE of each table of the schema grown past autovacuum's
+    threshold since its last analysis and holding a row, each in a transaction of its own;
+    the tables analyzed. Nothing with autovacuum on (it does this), on SQLite (`PRAGMA
+    optimize`), or while another worker holds the lock."""
+    if not autovacuum_is_off(connection):
+        connection.rollback()
+        return []
+    connection.exec_driver_sql("SELECT pg_stat_clear_snapshot()")  # the counters as they are now
+    names = list(connection.exec_driver_sql(_GROWN).scalars())
+    connection.rollback()
+    quote = connection.dialect.identifier_preparer.quote
+    analyzed = []
+    for name in names:
+        if not connection.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({_ANALYZE_LOCK})").scalar():
+            connection.rollback()
+            break
+        table = quote(name)
+        if connection.exec_driver_sql(f"SELECT 1 FROM {table} LIMIT 1").first() is not None:
+            connection.exec_driver_sql(f"ANALYZE {table}")
+            analyzed.append(name)
+        connection.commit()
+    return analyzed
 
 
 def keep_sqlite_statistics(engine: Engine, busy_timeout_ms: int) -> None:

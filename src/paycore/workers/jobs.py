@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from paycore.config import Settings
+from paycore.db import statistics
 from paycore.db.engine import Database
 from paycore.disputes import in_flight as dispute_answers
 from paycore.idempotency import service as idempotency
@@ -147,6 +148,22 @@ def check_invariants(context: WorkerContext) -> int:
 
 
 RECONCILE_DAYS = "reconcile_days"
+KEEP_STATISTICS = "keep_statistics"
+
+
+def keep_statistics(context: WorkerContext) -> int:
+    """PostgreSQL with autovacuum off: the planner's statistics of the tables that grew
+    (`db.statistics.analyze_grown`), looked at most every
+    `statistics.POSTGRES_ANALYZE_INTERVAL_SECONDS`; the tables analyzed. SQLite keeps its own
+    (`PRAGMA optimize` on the pooled connections)."""
+    if not context.database.is_postgres:
+        return 0
+    now = now_us()
+    if context.next_look_us.get(KEEP_STATISTICS, 0) > now:
+        return 0
+    context.next_look_us[KEEP_STATISTICS] = now + statistics.POSTGRES_ANALYZE_INTERVAL_SECONDS * 1_000_000
+    with context.database.engine.connect() as connection:
+        return len(statistics.analyze_grown(connection))
 
 
 def reconcile_days(context: WorkerContext) -> int:
@@ -217,4 +234,5 @@ JOBS: tuple[tuple[str, Job, Callable[[Settings], int]], ...] = (
     ("check_invariants", check_invariants, lambda s: s.invariants_rows_max),
     (RECONCILE_DAYS, reconcile_days, lambda s: reconciliation_rounds.DAYS_PER_RUN_MAX),
     (DELIVER_WEBHOOKS, deliver_webhooks, lambda s: s.webhook_concurrency_max * s.webhook_batch_max),
+    (KEEP_STATISTICS, keep_statistics, lambda s: 1),  # by time: a second call within the interval returns 0
 )

@@ -95,3 +95,30 @@ def test_the_money_path_finds_accounts_by_a_whole_key(postgres: Database, name: 
     with postgres.engine.connect() as connection:
         plan = generic_plan(connection, sql, parameters_count)
     assert_key_index(plan, index, columns)
+
+
+# The server functions that read a hold's entries in their accounts' order (the order every
+# transfer locks its accounts in), and what they run to read them (migration 0054).
+HOLD_READERS = (
+    "paycore_payments_settle",
+    "paycore_payments_capture_finish",
+    "paycore_payments_cancel_finish",
+    "paycore_hold_resolve",
+    "paycore_payouts_cancel",
+)
+_HOLD_READ = re.compile(r"FOR \w+ IN\s+(SELECT \w\.account_id, [^;]*?ORDER BY \w\.account_id)\s+LOOP", re.DOTALL)
+
+
+@pytest.mark.parametrize("function", HOLD_READERS)
+def test_a_hold_s_entries_are_read_by_their_transfer_s_index(postgres: Database, function: str) -> None:
+    """A PL/pgSQL statement keeps the generic plan its connection made first: made while the
+    tables were small, an `ORDER BY account_id` was delivered by the entries' (tenant, account,
+    sequence) index searched by the tenant alone, every entry of the tenant read for each
+    payment settled (bench/history_bench.py: 5.27x the CPU a payment after 100,000 payments)."""
+    with postgres.engine.connect() as connection:
+        body = connection.exec_driver_sql(f"SELECT prosrc FROM pg_proc WHERE proname = '{function}'").scalars().all()
+        reads = [match.group(1) for source in body for match in _HOLD_READ.finditer(source)]
+        assert len(reads) == 1, (function, len(reads))
+        sql = reads[0].replace("p_tenant_id", "$1").replace("p_transfer_id", "$2")
+        plan = generic_plan(connection, sql, 2)
+    assert_key_index(plan, "ix_ledger_entries_transfer", ["tenant_id", "transfer_id"])

@@ -34,27 +34,14 @@ Create Date: 2026-12-07 03:00:00
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-import sqlalchemy as sa
 from alembic import op
+
+from paycore.db.function_passages import Passage, replace_passages
 
 revision = "0052"
 down_revision = "0051"
 branch_labels = None
 depends_on = None
-
-
-class Passage(NamedTuple):
-    """`old`, found exactly once in the body of the PL/pgSQL function `function` (name, count
-    of arguments), replaced by `new`."""
-
-    function: tuple[str, int]
-    old: str
-    new: str
-
-    def reversed(self) -> Passage:
-        return Passage(self.function, self.new, self.old)
 
 
 ACCEPT = ("paycore_payments_accept", 26)  # 0036's signature, with the capture method
@@ -174,33 +161,6 @@ PASSAGES = (
     Passage(SETTLE, _SETTLE_ENTRY_OLD, _SETTLE_ENTRY_NEW),
     Passage(SETTLE, _SETTLE_ENTRIES_OLD, _SETTLE_ENTRIES_NEW),
 )
-
-
-def replace_passages(bind: sa.Connection, passages: tuple[Passage, ...]) -> None:
-    """Each function named by `passages` read from the database, its passages replaced, then
-    created again; a passage not found exactly once stops the migration."""
-    for function in dict.fromkeys(passage.function for passage in passages):
-        name, arguments = function
-        definitions = (
-            bind.execute(
-                sa.text(
-                    "SELECT pg_get_functiondef(p.oid) FROM pg_proc p WHERE p.proname = :name AND p.pronargs = :arguments"
-                    " AND p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'plpgsql')"
-                ),
-                {"name": name, "arguments": arguments},
-            )
-            .scalars()
-            .all()
-        )
-        assert len(definitions) == 1, (name, arguments, len(definitions))
-        definition = definitions[0]
-        for passage in passages:
-            if passage.function == function:
-                assert definition.count(passage.old) == 1, (name, passage.old)
-                definition = definition.replace(passage.old, passage.new)
-        # On the driver's connection, without parameters: the body's `%` and `:` are not the
-        # driver's or SQLAlchemy's (as 0048 does).
-        bind.connection.driver_connection.execute(definition)  # type: ignore[union-attr]
 
 
 def upgrade() -> None:
