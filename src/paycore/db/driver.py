@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
 
 from paycore.db import lost_connections, observers
@@ -100,15 +100,17 @@ def _wrapped(connection: Connection, text: str, params: Any, error: Any, cursor:
     assert not connection.invalidated, "a statement just ran on it"
     pooled = connection.connection
     disconnect = connection.dialect.is_disconnect(error, pooled.dbapi_connection, cursor)
-    wrapped = DBAPIError.instance(
-        text,
-        params,
-        error,
-        connection.dialect.loaded_dbapi.Error,
-        dialect=connection.dialect,
-        connection_invalidated=disconnect,
-    )
-    assert isinstance(wrapped, DBAPIError), wrapped
+    wrapped = wrapped_error(connection.dialect, text, params, error, disconnect=disconnect)
     if disconnect:
         lost_connections.lost(connection, wrapped)
+    return wrapped
+
+
+def wrapped_error(dialect: Dialect, text: str, params: Any, error: Any, *, disconnect: bool) -> DBAPIError:
+    """A driver's `error` as SQLAlchemy raises it (IntegrityError, OperationalError, ...; the
+    one home of that for the engine's connections and the event loop's, `db/loop_calls.py`)."""
+    wrapped = DBAPIError.instance(
+        text, params, error, dialect.loaded_dbapi.Error, dialect=dialect, connection_invalidated=disconnect
+    )
+    assert isinstance(wrapped, DBAPIError), wrapped
     return wrapped

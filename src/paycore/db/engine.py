@@ -123,6 +123,8 @@ class Database:
         # Whether the server is known to be unreachable: one log line as an outage begins and
         # one as it ends, and a pool timeout during one is an outage, not a busy database.
         self.outage = Outage()
+        # What else holds connections of this database and closes them with it.
+        self.on_dispose: list[Callable[[], None]] = []
         url = settings.database_url
         # An in-memory database lives in its one connection: a peek there goes through it.
         self._peeks_on_driver = url.startswith("sqlite") and not is_sqlite_memory(url)
@@ -149,7 +151,7 @@ class Database:
         the loop's thread: a leader may be waiting for the loop.
 
         On PostgreSQL `transaction` runs on a worker thread, as FastAPI runs a sync endpoint,
-        with the same retries."""
+        with the same retries (a data-plane phase's one call needs none: `db/loop_calls.py`)."""
         if self.dialect != "sqlite":
             return await run_blocking(self.transaction, work)
         loop = asyncio.get_running_loop()
@@ -307,12 +309,11 @@ class Database:
         try:
             return self.engine.connect()
         except PoolTimeout as error:
-            unavailable = classify(error, outage=self.outage)
-            if unavailable is not None:
-                raise unavailable from error
-            raise DatabaseBusy("no database connection became free in time") from error
+            raise no_connection_in_time(error, self.outage) from error
 
     def dispose(self) -> None:
+        for close in self.on_dispose:  # the event loops' connections (`db/loop_calls.py`)
+            close()
         self.write_groups.close()
         with self._peekers_lock:
             peekers, self._all_peekers = self._all_peekers, []
@@ -320,6 +321,13 @@ class Database:
         for peeker in peekers:
             peeker.close()
         self.engine.dispose()
+
+
+def no_connection_in_time(error: PoolTimeout, outage: Outage) -> DatabaseUnavailable | DatabaseBusy:
+    """What a wait for a pooled connection past its bound is answered with (the engine's pool
+    and the event loop's, `db/loop_calls.py`): an outage while one is known, else a busy database."""
+    unavailable = classify(error, outage=outage)
+    return unavailable if unavailable is not None else DatabaseBusy("no database connection became free in time")
 
 
 class _StaleConnection(Exception):

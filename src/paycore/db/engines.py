@@ -19,9 +19,10 @@ _BEGIN_DEFERRED = driver.statement("BEGIN")
 _BEGIN_IMMEDIATE = driver.statement("BEGIN IMMEDIATE")
 
 
-def _pool_timeout_s(settings: Settings) -> float:
-    # Waiting for a pooled connection is waiting too: bounded like every other lock wait,
-    # so a burst of duplicates behind a slow request is answered within the same bound.
+def pool_timeout_s(settings: Settings) -> float:
+    # Waiting for a pooled connection is waiting too: bounded like every other lock wait, so a
+    # burst of duplicates behind a slow request is answered within the same bound. The engine's
+    # pool and the event loop's (`paycore.db.loop_calls`).
     return settings.idempotency_wait_ms / 1000
 
 
@@ -38,7 +39,7 @@ def make_sqlite_engine(settings: Settings) -> Engine:
         engine = create_engine(settings.database_url, poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
         engine = create_engine(
-            settings.database_url, pool_size=settings.db_pool_size, pool_timeout=_pool_timeout_s(settings)
+            settings.database_url, pool_size=settings.db_pool_size, pool_timeout=pool_timeout_s(settings)
         )
     busy_timeout_ms = settings.idempotency_wait_ms
 
@@ -74,7 +75,14 @@ def make_sqlite_engine(settings: Settings) -> Engine:
 CITUS_EXECUTOR_POOL_SIZE = 1
 
 
-def make_postgres_engine(settings: Settings) -> Engine:
+POOL_RECYCLE_S = 3600  # a pooled connection is replaced once this old (the engine's and the loop's)
+
+
+def postgres_connect_args(settings: Settings) -> dict[str, Any]:
+    """What every PostgreSQL connection of a process is opened with beyond its URL: the
+    server-side timeouts, the Citus executor's bound, the application's name and the connect
+    timeout. The one home of them for the engine's pool and the event loop's
+    (`paycore.db.loop_calls`)."""
     options = " ".join(
         [
             f"-c lock_timeout={settings.idempotency_wait_ms}",
@@ -83,25 +91,29 @@ def make_postgres_engine(settings: Settings) -> Engine:
             f"-c citus.max_adaptive_executor_pool_size={CITUS_EXECUTOR_POOL_SIZE}",
         ]
     )
+    return {
+        "options": options,
+        "application_name": "paycore",
+        # A server that does not answer at all (a dead host) is an outage after this bound,
+        # not a request hanging for the kernel's TCP timeouts. libpq counts whole seconds.
+        "connect_timeout": max(2, -(-settings.idempotency_wait_ms // 1000)),
+    }
+
+
+def make_postgres_engine(settings: Settings) -> Engine:
     engine = create_engine(
         settings.database_url,
         pool_size=settings.db_pool_size,
         max_overflow=0,
-        pool_timeout=_pool_timeout_s(settings),
+        pool_timeout=pool_timeout_s(settings),
         # No pre-ping: it costs a round trip on every checkout. A connection the server closed
         # is replaced at checkout (`_refuse_if_closed_by_server`); one that died silently fails
         # its first statement, and it and every older connection of the pool are discarded
         # (SQLAlchemy's disconnect handling, and paycore.db.driver's); a transaction is then run
         # again once on a new connection, anything else is answered 503 `database_unavailable`
         # (paycore.db.availability): nothing was committed.
-        pool_recycle=3600,
-        connect_args={
-            "options": options,
-            "application_name": "paycore",
-            # A server that does not answer at all (a dead host) is an outage after this bound,
-            # not a request hanging for the kernel's TCP timeouts. libpq counts whole seconds.
-            "connect_timeout": max(2, -(-settings.idempotency_wait_ms // 1000)),
-        },
+        pool_recycle=POOL_RECYCLE_S,
+        connect_args=postgres_connect_args(settings),
     )
     event.listen(engine, "checkout", _refuse_if_closed_by_server)
     commit_errors.install(engine)  # a Citus worker's error at COMMIT raised as its own
@@ -114,10 +126,14 @@ def _refuse_if_closed_by_server(dbapi_connection: Any, _record: Any, _proxy: Any
     `DisconnectionError` raised here). An idle connection has nothing to read unless the server
     said goodbye, so this costs one poll of its socket, not a round trip like a pre-ping.
     A server that vanished without a word (a dead host) is found by the first statement."""
-    if dbapi_connection.closed:
-        raise DisconnectionError("the connection is closed")
-    if _has_input(dbapi_connection.fileno()):
-        raise DisconnectionError("the server closed this connection while it was idle in the pool")
+    if closed_by_server(dbapi_connection):
+        raise DisconnectionError("the connection is closed, or the server closed it while it was idle in the pool")
+
+
+def closed_by_server(dbapi_connection: Any) -> bool:
+    """Whether an idle connection was closed, or said goodbye (`_refuse_if_closed_by_server`'s
+    rule, for the loop's pool too)."""
+    return bool(dbapi_connection.closed) or _has_input(dbapi_connection.fileno())
 
 
 def _has_input(fd: int) -> bool:

@@ -57,10 +57,23 @@ def lost(connection: Connection, error: BaseException) -> None:
     """`connection` was found lost while it ran a statement: it is closed and never handed out
     again, and neither is any connection its pool opened before this moment."""
     assert not connection.invalidated, "found lost by a statement just run on it"
-    opened_at_s = connection.info.get(_OPENED_AT)
-    with _lock:
-        losses = _losses.get(connection.engine)
-        if losses is None:
-            losses = _losses[connection.engine] = _Losses(connection.engine)
-        losses.lost(opened_at_s)
+    lost_beside(connection.engine, connection.info.get(_OPENED_AT))
     connection.invalidate(error)
+
+
+def lost_beside(engine: Engine, opened_at_s: float | None) -> None:
+    """A connection to `engine`'s server opened at `opened_at_s` (`time.monotonic()`; None:
+    before the first loss) was found lost, by `engine`'s pool or beside it (the event loop's,
+    `db/loop_calls.py`): every connection either opened before it goes too."""
+    with _lock:
+        losses = _losses.get(engine)
+        if losses is None:
+            losses = _losses[engine] = _Losses(engine)
+        losses.lost(opened_at_s)
+
+
+def lost_at_s(engine: Engine) -> float | None:
+    """The `time.monotonic()` of `engine`'s last loss (`lost`, `lost_beside`); None: none yet.
+    A connection opened before it is not handed out again."""
+    losses = _losses.get(engine)
+    return None if losses is None else losses.lost_at_s
