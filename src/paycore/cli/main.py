@@ -195,20 +195,25 @@ def _serve_processes(count: int, host: str, port: int, local_mode: bool, databas
         return supervise(listening, count, host, bound_port)
 
 
+API_POOLS = 2  # an API process's pools of PAYCORE_DB_POOL_SIZE connections: the engine's, the loop's
+
+
 def _warn_connections_over(count: int, database: Database, settings: Settings) -> None:
-    """PAYCORE_DB_POOL_SIZE is per process: say so when the processes together may ask
-    PostgreSQL for more connections than it takes (then some requests wait or fail at peak)."""
+    """PAYCORE_DB_POOL_SIZE is per pool: say so when the processes together may ask PostgreSQL
+    for more connections than it takes (then some requests wait or fail at peak). An API
+    process has two pools of that size: the engine's, and its event loop's for the money
+    path's one-call phases (`db/loop_calls.py`)."""
     if not database.is_postgres:
         return
     from paycore.db.engines import connections_max as postgres_connections_max
 
     with database.read() as connection:
         connections_max = postgres_connections_max(connection)
-    wanted = count * settings.db_pool_size
+    wanted = count * settings.db_pool_size * API_POOLS
     if wanted > connections_max:
         log.warning(
-            "%d API processes with PAYCORE_DB_POOL_SIZE=%d may open %d connections; PostgreSQL takes %d "
-            "(max_connections): lower one, or raise max_connections",
+            "%d API processes with PAYCORE_DB_POOL_SIZE=%d (two pools each) may open %d connections; "
+            "PostgreSQL takes %d (max_connections): lower one, or raise max_connections",
             count,
             settings.db_pool_size,
             wanted,

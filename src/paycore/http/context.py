@@ -44,6 +44,12 @@ class AuthState:
             self.auth_required = not operators.local_mode_now(self.database)
         return self.auth_required
 
+    async def is_auth_required_on_loop(self) -> bool:
+        """`is_auth_required` from the event loop, on PostgreSQL: no worker thread."""
+        if not self.auth_required:
+            self.auth_required = not await operators.local_mode_on_loop(self.database)
+        return self.auth_required
+
     def owner_of_key(self, api_key: str) -> KeyOwner | None:
         now = time.monotonic()
         cached = self._keys.get(api_key)
@@ -52,6 +58,21 @@ class AuthState:
         forgotten = self._forgotten
         with self.database.read() as connection:
             owner = tenants.owner_of_key(connection, api_key)
+        return self._kept(api_key, owner, now, forgotten)
+
+    async def owner_of_key_on_loop(self, api_key: str) -> KeyOwner | None:
+        """`owner_of_key` from the event loop, on PostgreSQL: the same cache, the read on the
+        loop's connections (`db/loop_calls.py`), no worker thread."""
+        now = time.monotonic()
+        cached = self._keys.get(api_key)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        forgotten = self._forgotten
+        owner = await tenants.owner_of_key_on_loop(self.database, api_key)
+        return self._kept(api_key, owner, now, forgotten)
+
+    def _kept(self, api_key: str, owner: KeyOwner | None, now: float, forgotten: int) -> KeyOwner | None:
+        """`owner`, read at `now`, cached unless a key was revoked since the read began."""
         with self._lock:
             if self._forgotten != forgotten:  # a key was revoked meanwhile: this read may predate it
                 return owner
@@ -102,6 +123,24 @@ def authenticate(request: Request) -> Caller:
     return found
 
 
+async def authenticate_on_loop(request: Request) -> Caller:
+    """`authenticate` from the event loop with no worker thread (the payments' thin edge): on
+    PostgreSQL its reads (is there any API key yet, while there is none; a key's owner, once per
+    cache period) awaited on the loop's connections (`db/loop_calls.py`); on SQLite
+    `authenticate` itself, whose reads are WAL reads of microseconds."""
+    auth: AuthState = request.app.state.auth
+    if not auth.database.is_postgres:
+        return authenticate(request)
+    found: Caller | None = request.scope.get("state", {}).get("caller")
+    if found is None:
+        if await auth.is_auth_required_on_loop():
+            found = _key_caller(await auth.owner_of_key_on_loop(_bearer_key(request)))
+        else:
+            found = _local_caller(request)
+    request.state.caller = found
+    return found
+
+
 async def authenticate_async(request: Request) -> Caller:
     """`authenticate` for the routers of `async` endpoints (ADR 0012). On SQLite its one
     read (is there any API key yet; a key's tenant once per cache period) is a WAL read of
@@ -121,14 +160,25 @@ def caller(request: Request) -> Caller:
         return known
     auth: AuthState = request.app.state.auth
     if auth.is_auth_required():
-        header = request.headers.get("authorization", "")
-        scheme, _, api_key = header.partition(" ")
-        if scheme.lower() != "bearer" or not api_key:
-            raise Unauthorized("send 'Authorization: Bearer <api key>'")
-        owner = auth.owner_of_key(api_key.strip())
-        if owner is None:
-            raise Unauthorized("the API key is not valid")
-        return Caller(tenant_id=owner.tenant_id, authenticated=True, actor=actors.api_key(owner.key_id))
+        return _key_caller(auth.owner_of_key(_bearer_key(request)))
+    return _local_caller(request)
+
+
+def _bearer_key(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, api_key = header.partition(" ")
+    if scheme.lower() != "bearer" or not api_key:
+        raise Unauthorized("send 'Authorization: Bearer <api key>'")
+    return api_key.strip()
+
+
+def _key_caller(owner: KeyOwner | None) -> Caller:
+    if owner is None:
+        raise Unauthorized("the API key is not valid")
+    return Caller(tenant_id=owner.tenant_id, authenticated=True, actor=actors.api_key(owner.key_id))
+
+
+def _local_caller(request: Request) -> Caller:
     named = request.headers.get("paycore-tenant", tenants.DEFAULT_TENANT)
     tenant_id = tenants.check_tenant_id(named, param="Paycore-Tenant")
     return Caller(tenant_id=tenant_id, authenticated=False, actor=actors.LOCAL)

@@ -20,7 +20,6 @@ import logging
 import time
 from typing import Final
 
-import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from paycore.config import DEV_WEBHOOK_SECRET
@@ -187,7 +186,7 @@ class ExposureGuard:
         if self.auth.auth_required:  # cached for good once a key exists
             return True
         if self.auth.database.is_postgres:
-            return await anyio.to_thread.run_sync(self.auth.is_auth_required)
+            return await self.auth.is_auth_required_on_loop()  # the loop's connection, no thread
         return self.auth.is_auth_required()  # a SQLite WAL read of microseconds
 
     def _log(self, reason: str, address: str, path: str) -> None:

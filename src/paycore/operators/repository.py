@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, delete, or_, select, tuple_, update
 
-from paycore.db import driver
+from paycore.db import driver, loop_calls
 from paycore.db.engine import Database
 from paycore.db.metadata import ALL_TENANTS
 from paycore.db.sql import insert_or_ignore
@@ -33,6 +33,11 @@ def any_operator(connection: Connection) -> bool:
 
 def any_key_or_operator_now(database: Database) -> bool:
     return bool(database.peek(_ANY_KEY_OR_OPERATOR, ()))
+
+
+async def any_key_or_operator_on_loop(database: Database) -> bool:
+    """`any_key_or_operator_now` from the event loop, on PostgreSQL (`db/loop_calls.py`)."""
+    return bool(await loop_calls.fetch(database, _ANY_KEY_OR_OPERATOR, (), commits=False))
 
 
 def by_name(connection: Connection, name: str) -> Row[Any] | None:

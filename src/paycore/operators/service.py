@@ -157,6 +157,11 @@ def local_mode_now(database: Database) -> bool:
     return not repository.any_key_or_operator_now(database)
 
 
+async def local_mode_on_loop(database: Database) -> bool:
+    """`local_mode_now` from the event loop, on PostgreSQL: no worker thread."""
+    return not await repository.any_key_or_operator_on_loop(database)
+
+
 def any_operator(connection: Connection) -> bool:
     return repository.any_operator(connection)
 

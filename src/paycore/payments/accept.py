@@ -17,13 +17,11 @@ fallback safe: a fast write that committed is found by the reference path's clai
 written twice. A lock wait past its bound is answered at once, as the reference path answers
 it (`idempotency.waited_too_long`), without waiting a second time.
 
-Sync, on the caller's thread, because `create_payment` is: its route is a sync FastAPI route
-run on a worker thread, and its two other steps (the processor's call, the settle phase) block
-that thread anyway. On SQLite `Database.transaction` joins the same group commit queue as
-`transaction_async` (a request's thread may lead a group), so an async hop would buy no
-batching and cost two thread handoffs; on PostgreSQL the call is one blocking statement on a
-pooled connection, as credits' `_call` runs it on a worker thread. An async accept belongs with
-the payments' thin edge (ADR 0026 decision 4), which does not exist yet.
+`accept` is sync, on the caller's thread (the FastAPI route's worker thread, or a transport
+that blocks: `service.create_payment`). The payments' thin edge accepts from the event loop
+(`accept_on_loop`, ADR 0026 decision 4): on SQLite the list handed to the writer's group
+commit, on PostgreSQL the same call on a connection of the loop's own (`db/loop_calls.py`),
+its errors read by the same rule (`_left_to_reference`).
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ from typing import TypeVar
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
+from paycore.db import loop_calls
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope
@@ -73,13 +72,15 @@ def accept(
 async def accept_on_loop(
     database: Database, scope: KeyScope, new: NewPayment, *, processing_stale_ms: int
 ) -> Payment | None:
-    """SQLite, from the event loop (`create_on_loop`): the payment accepted, its list handed to
-    the writer (`Database.transaction_async`: no worker thread, the statements on the loop), or
-    None, having written nothing, when the reference path must decide."""
-    assert not database.is_postgres
+    """From the event loop (`create_on_loop`), no worker thread: the payment accepted, or None,
+    having written nothing, when the reference path must decide. On PostgreSQL the one call
+    awaited on a connection of the loop (`db/loop_calls.py`); on SQLite the list handed to the
+    writer (`Database.transaction_async`, the statements on the loop)."""
     plan = _plan(database, scope, new, processing_stale_ms)
     if plan is None:
         return None
+    if database.is_postgres:
+        return plan.payment if await _call_on_loop(database, plan) else None
     try:
         clearing_id = await database.transaction_async(
             lambda connection: accept_repository.write_statements(connection, plan)
@@ -118,11 +119,30 @@ def _call(database: Database, plan: Plan) -> bool:
         try:
             return accept_repository.accept_call(connection, plan)
         except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            if _left_to_reference(error):
                 return False
             raise
+
+
+async def _call_on_loop(database: Database, plan: Plan) -> bool:
+    """`_call` from the event loop: the same call, its errors read alike."""
+    try:
+        rows = await loop_calls.fetch(
+            database, accept_repository.CALL, accept_repository.call_params(plan), commits=True
+        )
+    except DBAPIError as error:
+        if _left_to_reference(error):
+            return False
+        raise
+    return accept_repository.accepted(rows)
+
+
+def _left_to_reference(error: DBAPIError) -> bool:
+    """Whether the call's `error` left nothing written for the reference path to decide; a lock
+    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
+    if is_lock_timeout(error):
+        raise idempotency.waited_too_long(error) from error
+    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _write_sqlite(database: Database, plan: Plan) -> bool:

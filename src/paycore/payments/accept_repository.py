@@ -36,8 +36,9 @@ class Refused(Exception):
 
 # ------------------------------------------------------------------ PostgreSQL: one call
 # Migration 0036's signature (0027's and the capture method); in autocommit, the call commits
-# itself (ADR 0011).
-_CALL = driver.binary_arrays(
+# itself (ADR 0011). Sent with `call_params` and read by `accepted`, on a worker thread's
+# pooled connection (`accept_call`) or the event loop's (`accept.accept_on_loop`).
+CALL = driver.binary_arrays(
     driver.statement(
         "SELECT paycore_payments_accept(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
         " ?, ?)"
@@ -83,7 +84,13 @@ def accept_call(connection: Connection, plan: Plan) -> bool:
     """Write the accept in one call: True once committed, False (nothing written) if the key
     exists. A refusal comes out as DBAPIError with SQLSTATE PC001-PC003 or PC010 (migrations
     0027, 0036), having written nothing."""
-    return bool(driver.fetch(connection, _CALL, call_params(plan))[0][0])
+    return accepted(driver.fetch(connection, CALL, call_params(plan)))
+
+
+def accepted(rows: list[tuple[Any, ...]]) -> bool:
+    """What the call's rows say: True once it committed the accept, False if the key exists."""
+    assert len(rows) == 1, rows
+    return bool(rows[0][0])
 
 
 def call_params(plan: Plan) -> tuple[Any, ...]:

@@ -1,17 +1,21 @@
-"""A payment from the event loop, on SQLite (ADR 0026 decision 4: no thread hop for the data
-plane's accept): `service.create_payment`'s three steps, in its order.
+"""A payment from the event loop (ADR 0026 decision 4: no thread hop for the data plane's
+phases): `service.create_payment`'s three steps, in its order.
 
-1. **Accept** (`accept.accept_on_loop`): planned on the loop, its list handed to the writer
-   (`Database.transaction_async`: the group commit's BEGIN IMMEDIATE and COMMIT on the writer
-   thread, the statements on the loop, ADR 0012). No worker thread.
+1. **Accept** (`accept.accept_on_loop`): planned on the loop; on SQLite its list handed to the
+   writer (`Database.transaction_async`: the group commit's BEGIN IMMEDIATE and COMMIT on the
+   writer thread, the statements on the loop, ADR 0012), on PostgreSQL its one call awaited on
+   a connection of the loop (`db/loop_calls.py`: psycopg's `AsyncConnection`, opened as the
+   engine's, its errors answered as `Database.autocommit()` answers them). No worker thread.
 2. **Call**: from the loop when the transport can (`port.loop_charger`: the HTTP transport to a
    plain-HTTP processor, `processor/loop_connections.py`), with no transaction open (ADR 0006)
    and bounded by the transport's timeout as on a thread (no answer: `in_doubt`). Then
-   3. **settle** (`settle.settle_on_loop`): planned on the loop, its list handed to the writer
-   as the accept's is. No worker thread for either; only when the data plane leaves the settle
-   to the reference path (`service.finish`) does that run on a worker thread, as before.
-   Any other transport blocks (the sandbox in process, HTTPS): `service.call_and_settle` on one
-   worker thread (`kit.threads`), the settle following the call on the same thread.
+   3. **settle** (`settle.settle_on_loop`): planned on the loop, written as the accept is (the
+   writer's list, or PostgreSQL's one call on the loop). No worker thread for either; only
+   when the data plane leaves the settle to the reference path (`service.finish`) does that
+   run on a worker thread, as before. Any other transport blocks (the sandbox in process,
+   HTTPS): on SQLite `service.call_and_settle` on one worker thread (`kit.threads`), the settle
+   following the call on the same thread; on PostgreSQL the thin edge does not come here then
+   (`http/money/payments.py`: the whole payment on one worker thread, as before).
    Either way the two steps run to their end once begun: a cancelled request (the server
    shutting down) is cancelled only after its call and settle, as a worker thread's were.
 
@@ -21,9 +25,9 @@ route runs it. The transactions, their statements, their order and the answers a
 `service.create_payment`; only the thread that waits for the accept differs. Measured by hand (a
 row written by 8 callers at once, 5 alternated rounds, docs/benchmarks.md): a write handed to the
 writer from the loop cost 131 µs of CPU against 237 µs for the same write on a worker thread.
-
-PostgreSQL keeps `service.create_payment` on one worker thread: its phases are one blocking call
-each on a pooled connection.
+A connection lost during a phase's call on PostgreSQL is answered as on the thread: the accept's
+`CommitOutcomeUnknown`, the settle's `service.recorded_outcome_unknown` (the payment left to the
+resolver, ADR 0006 and 0007).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ async def create_payment(
     timings: PaymentTimings,
     render_refusal: Callable[[DomainError], Outcome],
 ) -> tuple[Outcome, bool]:
-    """`service.create_payment` from the loop, on SQLite: (response, replayed)."""
+    """`service.create_payment` from the loop: (response, replayed)."""
     started = await accept.accept_on_loop(database, scope, new, processing_stale_ms=timings.processing_stale_ms)
     if started is None:
         return await run_blocking(

@@ -25,6 +25,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
+from paycore.db import loop_calls
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import Outcome
@@ -62,12 +63,14 @@ def settle(database: Database, accepted: Payment, call: Call[ChargeResult], *, a
 async def settle_on_loop(
     database: Database, accepted: Payment, call: Call[ChargeResult], *, actor: str
 ) -> Outcome | None:
-    """`settle` on SQLite from the event loop: the same plan, its list handed to the writer
-    (`Database.transaction_async`, as the accept's), no worker thread."""
-    assert not database.is_postgres
+    """`settle` from the event loop, no worker thread: the same plan, written on PostgreSQL by
+    the same call on a connection of the loop (`db/loop_calls.py`), on SQLite by its list
+    handed to the writer (`Database.transaction_async`, as the accept's)."""
     plan = _plan(accepted, call, actor)
     if plan is None:
         return None
+    if database.is_postgres:
+        return _written(accepted, plan, await _call_on_loop(database, plan))
     try:
         accounts = await database.transaction_async(
             lambda connection: settle_repository.write_statements(connection, plan)
@@ -115,15 +118,31 @@ def _call(database: Database, plan: Plan) -> settle_repository.Accounts | None:
     when the reference path must decide."""
     with database.autocommit() as connection:
         try:
-            if plan.hold == settle_plan.KEEP:
-                return settle_repository.authorize_call(connection, plan)
-            return settle_repository.settle_call(connection, plan)
+            return settle_repository.phase_call(connection, plan)
         except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            if _left_to_reference(error):
                 return None
             raise
+
+
+async def _call_on_loop(database: Database, plan: Plan) -> settle_repository.Accounts | None:
+    """`_call` from the event loop: the same call, its errors read alike."""
+    sql, params = settle_repository.phase_statement(plan)
+    try:
+        rows = await loop_calls.fetch(database, sql, params, commits=True)
+    except DBAPIError as error:
+        if _left_to_reference(error):
+            return None
+        raise
+    return settle_repository.phase_accounts(plan, rows)
+
+
+def _left_to_reference(error: DBAPIError) -> bool:
+    """Whether the call's `error` left nothing written for the reference path to decide; a lock
+    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
+    if is_lock_timeout(error):
+        raise idempotency.waited_too_long(error) from error
+    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _write_sqlite(database: Database, plan: Plan) -> settle_repository.Accounts | None:

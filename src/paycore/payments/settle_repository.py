@@ -48,13 +48,32 @@ _CALL = driver.binary_arrays(
 )
 
 
-def settle_call(connection: Connection, plan: Plan) -> Accounts | None:
-    """Write the phase in one call: the hold's two accounts once committed, None (nothing
-    written) when the compare-and-set found the payment moved. A refusal comes out as
-    DBAPIError with SQLSTATE PC001-PC004 (nothing written)."""
-    assert plan.answer_key == plan.accepted.idempotency_key, "the function answers the creating request"
+def phase_call(connection: Connection, plan: Plan) -> Accounts | None:
+    """Write the phase in one call (`phase_statement`, read by `phase_accounts`) on a worker
+    thread's pooled connection; `settle.settle_on_loop` sends the same from the event loop."""
+    sql, params = phase_statement(plan)
+    return phase_accounts(plan, driver.fetch(connection, sql, params))
+
+
+def phase_statement(plan: Plan) -> tuple[driver.Statement, tuple[Any, ...]]:
+    """The creating request's settle in one call, with the call's event and the answer: an
+    authorization's (to `requires_capture`, its hold kept) by `paycore_payments_authorize`, any
+    other by `paycore_payments_settle`. A refusal comes out as DBAPIError with SQLSTATE
+    PC001-PC004 (nothing written; PC004 for an authorization: the key answered already)."""
     assert plan.call_event["actor"] == plan.state_event["actor"]
-    rows = driver.fetch(connection, _CALL, _settle_params(plan, plan.call_event, plan.answer))
+    if plan.hold == KEEP:
+        return _AUTHORIZE_CALL, _authorize_params(plan, plan.call_event, plan.answer)
+    assert plan.answer_key == plan.accepted.idempotency_key, "the function answers the creating request"
+    return _CALL, _settle_params(plan, plan.call_event, plan.answer)
+
+
+def phase_accounts(plan: Plan, rows: list[tuple[Any, ...]]) -> Accounts | None:
+    """What `phase_statement`'s rows say: the hold's two accounts once committed (none, [], for
+    an authorization: no account moved), None (nothing written) when the compare-and-set found
+    the payment moved."""
+    if plan.hold == KEEP:
+        assert len(rows) == 1, rows
+        return [] if rows[0][0] else None
     if not rows:
         return None
     assert len(rows) == 2, rows
@@ -127,15 +146,6 @@ _AUTHORIZE_CALL = driver.binary_arrays(
         " ?, ?)"
     )
 )
-
-
-def authorize_call(connection: Connection, plan: Plan) -> Accounts | None:
-    """Write an authorization's settle (to `requires_capture`, the hold kept) in one call: no
-    account moved ([]) once committed, None (nothing written) when the compare-and-set found
-    the payment moved. PC004 (nothing written): the key was answered already."""
-    assert plan.call_event["actor"] == plan.state_event["actor"]
-    params = _authorize_params(plan, plan.call_event, plan.answer)
-    return [] if driver.fetch(connection, _AUTHORIZE_CALL, params)[0][0] else None
 
 
 def authorize_move_call(connection: Connection, move: Move) -> bool:

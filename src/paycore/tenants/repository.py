@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, func, select, update
 
-from paycore.db import driver
+from paycore.db import driver, loop_calls
 from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore
 from paycore.tenants.models import api_keys, tenant_settings, tenants
@@ -31,9 +31,27 @@ def any_api_key_now(database: Database) -> bool:
     return bool(database.peek(_ANY_API_KEY, ()))
 
 
-def find_key(connection: Connection, key_hash: str) -> Row[Any] | None:
-    query = select(api_keys).where(api_keys.c.key_hash == key_hash)
-    return connection.execute(query).first()
+# An API key's owner, read once per cache period (`http.context.AuthState`): on the driver, from
+# a worker thread's connection (`find_key`) or the event loop's (`find_key_on_loop`).
+_FIND_KEY = driver.statement("SELECT tenant_id, id, revoked_at_us FROM api_keys WHERE key_hash = ?")
+KeyRow = tuple[str, str, int | None]  # (tenant_id, id, revoked_at_us)
+
+
+def find_key(connection: Connection, key_hash: str) -> KeyRow | None:
+    return _key_row(driver.fetch(connection, _FIND_KEY, (key_hash,)))
+
+
+async def find_key_on_loop(database: Database, key_hash: str) -> KeyRow | None:
+    """`find_key` from the event loop, on PostgreSQL (`db/loop_calls.py`): no worker thread."""
+    return _key_row(await loop_calls.fetch(database, _FIND_KEY, (key_hash,), commits=False))
+
+
+def _key_row(rows: list[tuple[Any, ...]]) -> KeyRow | None:
+    assert len(rows) <= 1, "key_hash is unique"
+    if not rows:
+        return None
+    tenant_id, key_id, revoked_at_us = rows[0]
+    return str(tenant_id), str(key_id), revoked_at_us
 
 
 def revoke_api_key(connection: Connection, tenant_id: str, key_id: str, now_us: int) -> bool:

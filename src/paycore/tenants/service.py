@@ -171,7 +171,16 @@ class KeyOwner:
 
 
 def owner_of_key(connection: Connection, api_key: str) -> KeyOwner | None:
-    row = repository.find_key(connection, hash_key(api_key))
-    if row is None or row.revoked_at_us is not None:
+    return _owner(repository.find_key(connection, hash_key(api_key)))
+
+
+async def owner_of_key_on_loop(database: Database, api_key: str) -> KeyOwner | None:
+    """`owner_of_key` from the event loop, on PostgreSQL: no worker thread."""
+    return _owner(await repository.find_key_on_loop(database, hash_key(api_key)))
+
+
+def _owner(row: repository.KeyRow | None) -> KeyOwner | None:
+    if row is None:
         return None
-    return KeyOwner(tenant_id=str(row.tenant_id), key_id=str(row.id))
+    tenant_id, key_id, revoked_at_us = row
+    return None if revoked_at_us is not None else KeyOwner(tenant_id=tenant_id, key_id=key_id)

@@ -106,7 +106,10 @@ def check(env: Env, flow: str, count: Count) -> None:
     assert len(count.statements) <= statements_max and count.commits <= commits_max, measured
 
 
-@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+# `http`: the processor over plain HTTP, so the payments' thin edge runs the payment from the
+# event loop with no worker thread (`payments/create_on_loop.py`; on PostgreSQL the loop's own
+# connections, `db/loop_calls.py`): the same statements, within the same bounds.
+@pytest.mark.parametrize("transport", ["inprocess", "http"], indirect=True)
 def test_one_succeeded_payment(env: Env) -> None:
     destination = env.account()
     with counting(env) as count:
@@ -138,7 +141,7 @@ def test_one_settled_payout(env: Env) -> None:
     check(env, "payout", count)
 
 
-@pytest.mark.parametrize("transport", ["inprocess"], indirect=True)
+@pytest.mark.parametrize("transport", ["inprocess", "http"], indirect=True)
 def test_one_authorized_and_captured_payment(env: Env) -> None:
     """A manual payment (ADR 0029): authorized, its webhook, a partial capture, its webhook."""
     destination = env.account()

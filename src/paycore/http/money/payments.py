@@ -5,10 +5,12 @@ A payment whose body is well formed (JSON, read once by `kit.strict_json`, of ex
 them: an authorization too, ADR 0029) is answered here:
 authenticated by `http.context` as the FastAPI route's dependency does (401 before anything
 about the body), then `routers.payments.payment_answer`, the one home of the key, the currency,
-the metadata's bounds, the write, the processor call and the answer both edges share: on SQLite
-from the event loop (`payment_answer_on_loop`, `payments/create_on_loop.py`: the accept and the
-settle handed to the writer, the processor called from the loop over HTTP, or on one worker
-thread by any other transport), on PostgreSQL on one worker thread.
+the metadata's bounds, the write, the processor call and the answer both edges share: from the
+event loop with no worker thread (`payment_answer_on_loop`, `payments/create_on_loop.py`: the
+key's reads, the accept and the settle handed to SQLite's writer or awaited on PostgreSQL's
+connections of the loop, `db/loop_calls.py`; the processor called from the loop over plain HTTP).
+On PostgreSQL with a transport that blocks (in process, HTTPS) the whole answer runs on one
+worker thread, as the FastAPI route runs it (on SQLite, the call and the settle do).
 No dependency injection, no pydantic validation.
 
 Every other body (not JSON, a repeated key, a wrong type, a null where the model has a
@@ -26,11 +28,12 @@ from typing import Any, Final, get_args
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from paycore.http.context import authenticate
+from paycore.http.context import authenticate_on_loop
 from paycore.http.money import edge
 from paycore.http.money.edge import Edge, Endpoint, answer_on_thread, fastapi_route, plain_text, read_object
 from paycore.http.routers import payments as payments_router
 from paycore.payments.schemas import DESCRIPTION_LENGTH_MAX, TOKEN_LENGTH_MAX, PaymentCreate, Source
+from paycore.processor.port import loop_charger
 from paycore.schemas import CURRENCY_LENGTH, ID_LENGTH_MAX
 
 _FIELDS: Final = frozenset(PaymentCreate.model_fields)
@@ -88,13 +91,14 @@ class _PaymentsEndpoint(Endpoint):
         if payment is None:
             await self.hand_over(scope, body, receive, send)
             return
-        if request.app.state.database.is_postgres:
-            # One worker thread for the key's calls and the processor call between them
-            # (ADR 0006: never inside a transaction), as the sync FastAPI route runs them.
+        state = request.app.state
+        if state.database.is_postgres and loop_charger(state.processor) is None:
+            # A transport that blocks: one worker thread for the key's calls and the processor
+            # call between them (ADR 0006: never inside a transaction), as the FastAPI route.
             response = await answer_on_thread(request, payments_router.payment_answer, *payment)
         else:
-            # Accept and settle handed to the writer from the loop, the call from the loop over HTTP.
-            authenticate(request)  # SQLite's key read is a WAL read of microseconds
+            # The key's reads, the accept and the settle from the loop, the call over plain HTTP.
+            await authenticate_on_loop(request)
             response = await payments_router.payment_answer_on_loop(request, *payment)
         await response(scope, receive, send)
 

@@ -69,8 +69,8 @@ def payment_answer(request: Request, body: schemas.PaymentCreate, body_json: Any
 
 
 async def payment_answer_on_loop(request: Request, body: schemas.PaymentCreate, body_json: Any) -> Response:
-    """`payment_answer` from the event loop, on SQLite (the thin edge's): the same request
-    rules, then `payments.create_on_loop`, whose writes need no worker thread."""
+    """`payment_answer` from the event loop (the thin edge's): the same request rules, then
+    `payments.create_on_loop`, whose writes need no worker thread."""
     scope, new = payment_request(request, body, body_json)
     outcome, replayed = await create_on_loop.create_payment(
         request.app.state.database,
