@@ -218,7 +218,8 @@ def body(destination: str) -> dict[str, Any]:
 class Blocker:
     """Holds a lock on the destination's account row from a connection of its own, so that a
     phase's call waits on it, then ends that call's backend (`pg_terminate_backend`) as a
-    failover or an administrator would: the call's connection is lost mid-call."""
+    failover or an administrator would: the call's connection is lost mid-call. On Citus the
+    call's rows are a worker's: the coordinator's backend of the call is ended."""
 
     def __init__(self, database: Database, destination: str) -> None:
         url = database.settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
@@ -229,21 +230,33 @@ class Blocker:
 
     def hold(self) -> None:
         assert self._holder is None
-        self._holder = psycopg.connect(self.url)
-        self._holder.execute("SELECT 1 FROM ledger_accounts WHERE id = %s FOR UPDATE", (self.destination,))
-        self._watcher = threading.Thread(target=self._end_the_waiter, daemon=True)
+        holder = psycopg.connect(self.url)
+        try:
+            [(tenant_id,)] = holder.execute("SELECT tenant_id FROM ledger_accounts WHERE id = %s", (self.destination,))
+            holder.execute(
+                "SELECT 1 FROM ledger_accounts WHERE tenant_id = %s AND id = %s FOR UPDATE",
+                (tenant_id, self.destination),
+            )
+        except BaseException:
+            holder.close()
+            raise
+        self._holder = holder
+        self._watcher = threading.Thread(target=self._end_the_call, daemon=True)
         self._watcher.start()
 
-    def _end_the_waiter(self) -> None:
+    def _end_the_call(self) -> None:
+        """Ends the backend running a phase's call (`paycore_payments_*`), which the lock holds."""
         with psycopg.connect(self.url, autocommit=True) as admin:
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and not self.ended:
                 row = admin.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-                    " AND application_name = 'paycore' AND wait_event_type = 'Lock'"
+                    " AND application_name = 'paycore' AND state = 'active'"
+                    " AND query LIKE 'SELECT %%paycore_payments_%%' AND pid <> pg_backend_pid()"
                 ).fetchone()
                 if row is not None:
-                    admin.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+                    time.sleep(0.05)  # well inside the call, waiting on the lock
+                    admin.execute("SELECT pg_terminate_backend(%s::integer)", (row[0],))
                     self.ended.append(int(row[0]))
                 time.sleep(0.01)
 
