@@ -42,6 +42,7 @@ def read_one(stream: io.BufferedReader) -> tuple[int, dict[str, str], bytes]:
     status_line = stream.readline()
     if not status_line:
         raise ConnectionError("closed before a response")
+    assert status_line.startswith(b"HTTP/1.1 "), status_line  # nothing before it: no stray body
     status = int(status_line.split()[1])
     headers: dict[str, str] = {}
     while (line := stream.readline()) not in (b"\r\n", b""):
