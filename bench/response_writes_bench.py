@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What paycore's HTTP server costs a response, two commits side by side (`http/protocol.py`,
-`http/coalesced.py`).
+`http/cycle.py`; `http/coalesced.py` before paycore had its own protocol).
 
     .venv/bin/python bench/response_writes_bench.py --before main --after HEAD --rounds 6
 

@@ -1,5 +1,5 @@
-"""A response's head and body go to the socket in one write (`http/coalesced.py`), in order,
-before a close, and never held past the loop pass that wrote them."""
+"""A response's head and body go to the socket in one write (`http/cycle.py`), in order, before
+a close, and nothing is held past the `send` that made it but a head waiting for its body."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from typing import Any
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from paycore.http.coalesced import CoalescedWrites
-from paycore.http.protocol import LimitedHttpToolsProtocol
+from paycore.http.protocol import HttpProtocol
 
 
 class RecordingTransport(asyncio.Transport):
@@ -55,10 +54,10 @@ async def hello(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def served(raw: bytes) -> RecordingTransport:
-    config = Config(app=hello, lifespan="off", log_config=None, access_log=False)
+async def served(raw: bytes, app: Any = hello) -> RecordingTransport:
+    config = Config(app=app, lifespan="off", log_config=None, access_log=False)
     config.load()
-    protocol = LimitedHttpToolsProtocol(config, ServerState(), {}, asyncio.get_running_loop())
+    protocol = HttpProtocol(config, ServerState(), {}, asyncio.get_running_loop())
     transport = RecordingTransport()
     protocol.connection_made(transport)
     protocol.data_received(raw)
@@ -84,34 +83,42 @@ def test_pipelined_responses_keep_their_order() -> None:
 
 
 def test_a_close_sends_what_is_kept_first() -> None:
-    async def written_then_closed() -> RecordingTransport:
-        inner = RecordingTransport()
-        outer = CoalescedWrites(inner, asyncio.get_running_loop())
-        outer.write(b"head ")
-        outer.write(b"body")
-        assert inner.writes == []  # kept until the pass ends
-        outer.close()
-        await asyncio.sleep(0)
-        return inner
-
-    inner = asyncio.run(written_then_closed())
-    assert inner.writes == [b"head body"]
-    assert inner.events == ["write", "close"]
+    """A response that ends the connection is written whole, then the connection closed."""
+    transport = asyncio.run(served(b"GET /last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"))
+    assert transport.events[:2] == ["write", "close"], transport.events
+    assert transport.writes[0].endswith(b"\r\n\r\n/last")
+    assert b"connection: close\r\n" in transport.writes[0]
 
 
-def test_writes_are_sent_at_the_end_of_the_pass_that_made_them() -> None:
-    async def two_passes() -> list[list[bytes]]:
-        inner = RecordingTransport()
-        outer = CoalescedWrites(inner, asyncio.get_running_loop())
-        outer.write(b"a")
-        outer.write(bytearray(b"b"))
-        assert outer.get_write_buffer_size() == 2
-        await asyncio.sleep(0)
-        after_first = list(inner.writes)
-        outer.write(memoryview(b"c"))
-        await asyncio.sleep(0)
-        return [after_first, inner.writes]
+def test_writes_are_sent_by_the_send_that_made_them() -> None:
+    """A streamed response: the head goes with the first chunk, each chunk is written by its
+    own `send` (never held for a later one), and the last chunk ends the chunked body."""
+    seen: list[int] = []
+    transport = RecordingTransport()
 
-    after_first, after_second = asyncio.run(two_passes())
-    assert after_first == [b"ab"]
-    assert after_second == [b"ab", b"c"]
+    async def streamed(scope: Any, receive: Any, send: Any) -> None:
+        del scope, receive
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        seen.append(len(transport.writes))
+        for piece in (b"a", b"bc"):
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+            seen.append(len(transport.writes))
+            await asyncio.sleep(0)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def run() -> None:
+        config = Config(app=streamed, lifespan="off", log_config=None, access_log=False)
+        config.load()
+        protocol = HttpProtocol(config, ServerState(), {}, asyncio.get_running_loop())
+        protocol.connection_made(transport)
+        protocol.data_received(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        for _ in range(20):
+            await asyncio.sleep(0)
+        protocol.connection_lost(None)
+
+    asyncio.run(run())
+    assert seen == [0, 1, 2]  # the head kept for its body, then each chunk written at once
+    assert transport.writes[0].startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"transfer-encoding: chunked\r\n" in transport.writes[0]
+    assert transport.writes[0].endswith(b"\r\n\r\n1\r\na\r\n")
+    assert transport.writes[1:] == [b"2\r\nbc\r\n", b"0\r\n\r\n"]

@@ -1,86 +1,117 @@
-"""The private internals paycore leans on, pinned (issue 30, point 4).
+"""What paycore leans on of the frameworks beyond their documented API, held (issue 30, point 4;
+issue 39, ADR 0026 step 4).
 
-Each is kept for a measured gain, and each is pinned here so that the first upgrade that
-changes it fails this test loudly, naming what changed, instead of breaking paycore silently:
-
-- `http/protocol.py` subclasses uvicorn's httptools protocol (`HttpToolsProtocol`) to add the
-  HTTP limits of ADR 0013. httptools is uvicorn's fast parser: the credits benchmark
-  (docs/benchmarks.md, `credits_http_bench.py`) runs on it, and the limits are a counter and a timer per
-  request on top (ADR 0013, point 6). The subclass overrides or calls the methods below and
-  reads `parser`, `cycle`, `flow`, `connections`, `tasks`, `server_state`, `url`, `headers`,
-  and replaces `transport` after `connection_made` (`http/coalesced.py`: a response's head and
-  body in one write), which `on_headers_complete` hands to each `RequestResponseCycle`.
+uvicorn: paycore serves HTTP/1.1 with its own protocol (`http/protocol.py`, `http/cycle.py`) on
+httptools' public parser; nothing private of uvicorn's is subclassed, imported or called (the
+test below reads paycore's sources for it). uvicorn's public `Config(http=<class>)` and `Server`
+run that protocol, and what they hand it is not in uvicorn's documentation, so it is held here,
+by behaviour, through a real server and socket: the keyword arguments `Server` builds a protocol
+with, the `Config` attributes the protocol reads, the `ServerState` it shares
+(`connections`, `tasks`, `default_headers`, `total_requests`), and `shutdown()` called on every
+connection when the server stops. An upgrade that changes one fails here, naming it.
 
 `db/driver.py` runs the money path's statements on the driver's own cursor (ADR 0007) with
 SQLAlchemy's public API alone: its statements reach their observers through `db/observers.py`,
 not SQLAlchemy's events, and a lost connection takes the pool's older ones along through public
 pool events (`db/lost_connections.py`), not `Pool._invalidate`. The last test below keeps it so.
 
-uvicorn is pinned exactly in pyproject.toml. On an upgrade that fails here: read the named
-function's new source against the paycore module that leans on it, fix that module if needed
-(its behaviour tests run through real sockets), then record the new fingerprint below.
+uvicorn is pinned exactly in pyproject.toml.
 """
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import re
-from typing import Any
+import socket
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
-from uvicorn.protocols.http import httptools_impl
+import uvicorn
+from uvicorn.server import ServerState
 
 from paycore.db import driver, lost_connections, observers
 from paycore.http import protocol
+from paycore.http.server import listening_socket
 
-# sha256 (first 16 hex digits) of each function's source: uvicorn 0.54.0.
-PINS = {
-    "uvicorn HttpToolsProtocol.__init__": "4f08999410347141",
-    "uvicorn HttpToolsProtocol.connection_made": "6efb565ff3d36b91",
-    "uvicorn HttpToolsProtocol.connection_lost": "c91a4c9bf2e29c55",
-    "uvicorn HttpToolsProtocol.data_received": "010a7ae59a5d3b1a",
-    "uvicorn HttpToolsProtocol.on_message_begin": "96d377fdc7c2baef",
-    "uvicorn HttpToolsProtocol.on_headers_complete": "1ea8589acfad92d8",
-    "uvicorn HttpToolsProtocol.on_message_complete": "1fbad42dc31fc01f",
-    "uvicorn HttpToolsProtocol._unset_keepalive_if_required": "00a6a4e47214e68e",
-    "uvicorn RequestResponseCycle.__init__": "4d2f220910c33c12",
-}
-OWNERS: dict[str, Any] = {
-    "uvicorn HttpToolsProtocol": httptools_impl.HttpToolsProtocol,
-    "uvicorn RequestResponseCycle": httptools_impl.RequestResponseCycle,
-}
+SOURCES = Path(protocol.__file__).parents[2]  # src/: paycore and paycore_sandbox
+PUBLIC_UVICORN = {"uvicorn", "uvicorn.config", "uvicorn.server"}
 
 
-def fingerprint(name: str) -> str:
-    owner, function = name.rsplit(".", 1)
-    source = inspect.getsource(getattr(OWNERS[owner], function))
-    return hashlib.sha256(source.encode()).hexdigest()[:16]
+class Recorded(protocol.HttpProtocol):
+    """paycore's protocol, noting what uvicorn's server hands it."""
+
+    made: ClassVar[list[dict[str, Any]]] = []
+    shutdowns: ClassVar[list[object]] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        assert not args, "uvicorn passes keyword arguments"
+        Recorded.made.append(kwargs)
+        super().__init__(**kwargs)
+
+    def shutdown(self) -> None:
+        Recorded.shutdowns.append(self)
+        super().shutdown()
 
 
-@pytest.mark.parametrize("name", sorted(PINS))
-def test_each_internal_paycore_leans_on_is_the_one_it_was_written_against(name: str) -> None:
-    found = fingerprint(name)
-    assert found == PINS[name], (
-        f"{name} changed in this version (fingerprint {found}, pinned {PINS[name]}): "
-        "re-read it against paycore/http/protocol.py, then update PINS in this file"
-    )
+async def _hello(scope: Any, receive: Any, send: Any) -> None:
+    del receive
+    assert scope["asgi"]["version"] == "3.0" and scope["root_path"] == ""
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
 
 
-def test_the_pins_cover_every_method_the_protocol_overrides_of_uvicorn() -> None:
-    overridden = {
-        name
-        for name, value in vars(protocol.LimitedHttpToolsProtocol).items()
-        if callable(value) and hasattr(httptools_impl.HttpToolsProtocol, name)
-    }
-    pinned = {name.rsplit(".", 1)[1] for name in PINS if name.startswith("uvicorn HttpToolsProtocol")}
-    assert overridden <= pinned, overridden - pinned
+def test_uvicorns_server_builds_and_stops_the_protocol_as_it_expects() -> None:
+    listening = listening_socket("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(_hello, http=Recorded, lifespan="off", log_config=None, proxy_headers=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(listening.getsockname(), timeout=10) as client:
+            client.sendall(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            answer = b""
+            while not answer.endswith(b"ok") and (received := client.recv(4096)):
+                answer += received
+            [made] = Recorded.made
+            state = made["server_state"]
+            [connection] = state.connections
+            assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer
+            server.should_exit = True
+            thread.join(10)
+    finally:
+        listening.close()
+    assert set(made) == {"config", "server_state", "app_state", "_loop"}
+    inspect.signature(protocol.HttpProtocol).bind(**made)
+    config = made["config"]
+    assert config.loaded and config.loaded_app is _hello and config.root_path == ""
+    assert isinstance(state, ServerState) and isinstance(made["app_state"], dict)
+    assert isinstance(state.tasks, set) and state.total_requests == 1
+    assert [name for name, _ in state.default_headers] == [b"date", b"server"]
+    assert Recorded.shutdowns == [connection] and not state.connections
+
+
+def test_the_protocol_subclasses_nothing_of_uvicorns() -> None:
+    assert [c for c in protocol.HttpProtocol.__mro__ if c.__module__.startswith("uvicorn")] == []
+
+
+def test_paycore_imports_only_uvicorns_public_modules_and_names() -> None:
+    found = []
+    for path in sorted(SOURCES.rglob("*.py")):
+        source = path.read_text()
+        for module, names in re.findall(r"^\s*from (uvicorn[\w.]*) import ([^\n]+)", source, re.MULTILINE):
+            if module not in PUBLIC_UVICORN or any(name.strip().startswith("_") for name in names.split(",")):
+                found.append(f"{path.name}: from {module} import {names}")
+        imported = re.findall(r"^\s*import (uvicorn[\w.]*)", source, re.MULTILINE)
+        found += [f"{path.name}: import {module}" for module in imported if module not in PUBLIC_UVICORN]
+        found += [f"{path.name}: {m}" for m in re.findall(r"\buvicorn\.(?:\w+\.)*_\w+", source)]
+    assert found == [], found
 
 
 @pytest.mark.parametrize("module", [driver, observers, lost_connections], ids=lambda module: module.__name__)
 def test_the_drivers_statements_read_no_private_internal_of_sqlalchemy(module: Any) -> None:
     """Nothing of SQLAlchemy's read by a leading underscore (`connection._has_events`,
-    `pool._invalidate`, ...): what is not pinned above must not be leaned on."""
+    `pool._invalidate`, ...): what is not held above must not be leaned on."""
     source = inspect.getsource(module)
     found = set(re.findall(r"\b(?!self\.)\w+\._\w+", source))
     assert not found, found
