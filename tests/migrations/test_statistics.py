@@ -147,12 +147,14 @@ def test_the_worker_analyzes_what_grew_while_autovacuum_is_off(empty_database: D
         connection.execute(text(_EVENT))  # one row: under the threshold
         connection.commit()
         _tenants(connection, 1000, 0)
-        assert statistics.analyze_grown(connection) == ["tenants"]
-        assert statistics.analyze_grown(connection) == []  # not grown since
+        # The migrations' own counts (alembic_version's 50-odd updates) may be reported by then.
+        first = statistics.analyze_grown(connection)
+        assert "tenants" in first and set(first) <= {"tenants", "alembic_version"}, first
+        assert "tenants" not in statistics.analyze_grown(connection)  # not grown since
         _tenants(connection, 100, statistics.POSTGRES_ANALYZE_ROWS_MIN)  # 50 + a tenth of 51: not yet
-        assert statistics.analyze_grown(connection) == []
+        assert "tenants" not in statistics.analyze_grown(connection)
         _tenants(connection, 200, 10)
-        assert statistics.analyze_grown(connection) == ["tenants"]
+        assert "tenants" in statistics.analyze_grown(connection)
         assert "events" not in analyzed_tables(connection)
 
 
@@ -167,4 +169,4 @@ def test_one_worker_at_a_time_gathers_the_statistics(empty_database: Database) -
         other.exec_driver_sql(f"SELECT pg_advisory_lock({statistics._ANALYZE_LOCK})")
         assert statistics.analyze_grown(connection) == []  # another worker is at it
         other.exec_driver_sql(f"SELECT pg_advisory_unlock({statistics._ANALYZE_LOCK})")
-        assert statistics.analyze_grown(connection) == ["tenants"]
+        assert "tenants" in statistics.analyze_grown(connection)
