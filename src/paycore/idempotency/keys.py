@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
 from paycore.idempotency.errors import InvalidIdempotencyKey
@@ -45,8 +45,13 @@ def key_problem(key: object, *, name: str = "Idempotency-Key") -> str | None:
     return None
 
 
+# `json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)` without making its
+# encoder for each request; `encode` keeps no state between calls.
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def fingerprint(method: str, path: str, body: Any) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = _CANONICAL.encode(body)
     digest = hashlib.sha256()
     digest.update(f"{method.upper()}\n{path}\n".encode())
     digest.update(canonical.encode())
