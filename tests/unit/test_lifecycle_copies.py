@@ -17,7 +17,7 @@ from paycore.lifecycle.calls import _as_dict
 from paycore.lifecycle.machine import _stores_only, replaced
 from paycore.payments.accept_plan import NewIds, plan_accept
 from paycore.payments.types import NewPayment, Payment
-from paycore.processor.port import ChargeResult, PayoutResult, RefundResult
+from paycore.processor.port import ChargeRequest, ChargeResult, PayoutResult, RefundResult, charge_request_fields
 
 
 def _payment() -> Payment:
@@ -122,3 +122,12 @@ def test_a_result_with_containers_is_copied_deep() -> None:
     found = _as_dict(nested)
     assert found == dataclasses.asdict(nested)
     assert found["amounts"] is not nested.amounts and found["note"]["a"] is not nested.note["a"]
+
+
+def test_a_charge_request_is_sent_and_recorded_as_dataclasses_asdict_reads_it() -> None:
+    automatic = ChargeRequest("pay_1", "acme", 1_250, "USD", "tok_ok", "a note")
+    manual = ChargeRequest("pay_2", "acme", 1_250, "USD", "tok_ok", None, "manual")
+    expected = dataclasses.asdict(automatic)
+    del expected["capture"]  # left out when automatic: the request as it was before authorizations
+    assert charge_request_fields(automatic) == expected and list(charge_request_fields(automatic)) == list(expected)
+    assert charge_request_fields(manual) == dataclasses.asdict(manual)
