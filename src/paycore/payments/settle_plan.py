@@ -22,7 +22,7 @@ reference path (`service.create_payment`'s `finish`) decides, as it always has.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Final
 
 from paycore.audit.rows import EventContext
@@ -217,7 +217,7 @@ def plan_settle(
         context=context,
     )
     plan = Plan(
-        **{field.name: getattr(move, field.name) for field in fields(Move)},
+        **vars(move),  # the move's fields (a frozen dataclass's attributes are its fields)
         call_event=call_event,
         answer=creation_outcome(move.payment, (*history, history_entry(move.state_event))),
         answer_key=accepted.idempotency_key,
