@@ -52,3 +52,15 @@ def test_ids_made_together_are_consecutive_ulids_across_the_random_bits_carry(mo
     first = far_ms << 80 | (1 << 40) - 2
     assert values == [first + offset for offset in range(6)]
     assert made == [ids._encode_ulid(value) for value in values]
+
+
+def test_one_id_of_each_prefix_made_together_is_in_order_with_those_made_one_by_one() -> None:
+    before = ids.new_id("evt")
+    made = ids.new_ids_of(("pay", "txn", "acct", "ent", "ent", "evt"))
+    after = ids.new_id("evt")
+    assert [value.split("_", 1)[0] for value in made] == ["pay", "txn", "acct", "ent", "ent", "evt"]
+    ulids = [value.split("_", 1)[1] for value in [before, *made, after]]
+    assert ulids == sorted(ulids) and len(set(ulids)) == len(ulids) and all(len(ulid) == 26 for ulid in ulids)
+    assert ids.new_ids_of(()) == []
+    with pytest.raises(AssertionError):
+        ids.new_ids_of(("pay", "nope"))

@@ -23,8 +23,7 @@ Core's; with none, it costs one check. Only public APIs of SQLAlchemy are used.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,30 +65,37 @@ def binary_arrays(sql: Statement) -> Statement:
 
 def fetch(connection: Connection, sql: Statement, params: Params) -> list[tuple[Any, ...]]:
     """Run a statement that returns rows (SELECT, or a write with RETURNING)."""
-    with _cursor(connection, sql, params) as cursor:
-        return list(cursor.fetchall())
-
-
-def execute(connection: Connection, sql: Statement, params: Params) -> int:
-    """Run a statement that returns no rows; the number of rows it changed."""
-    with _cursor(connection, sql, params) as cursor:
-        return int(cursor.rowcount)
-
-
-@contextmanager
-def _cursor(connection: Connection, sql: Statement, params: Params) -> Iterator[Any]:
-    """A driver cursor that has run `sql`; driver errors come out as SQLAlchemy's."""
-    text = _text(connection, sql)
-    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    if observers.OBSERVED:
-        observers.notify(connection.engine, text, params)
+    cursor, text = _cursor(connection, sql, params)
     try:
         cursor.execute(text, params)
-        yield cursor
+        return list(cursor.fetchall())
     except connection.dialect.loaded_dbapi.Error as error:
         raise _wrapped(connection, text, params, error, cursor) from error
     finally:
         cursor.close()
+
+
+def execute(connection: Connection, sql: Statement, params: Params) -> int:
+    """Run a statement that returns no rows; the number of rows it changed."""
+    cursor, text = _cursor(connection, sql, params)
+    try:
+        cursor.execute(text, params)
+        return int(cursor.rowcount)
+    except connection.dialect.loaded_dbapi.Error as error:
+        raise _wrapped(connection, text, params, error, cursor) from error
+    finally:
+        cursor.close()
+
+
+def _cursor(connection: Connection, sql: Statement, params: Params) -> tuple[Any, str]:
+    """A driver cursor for `sql` and the statement's text for this connection's driver, the
+    observers told (`fetch` and `execute` run it: driver errors come out as SQLAlchemy's). Not a
+    context manager: its generator cost a statement about 1.3 µs, and a payment runs 17."""
+    text = _text(connection, sql)
+    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    if observers.OBSERVED:
+        observers.notify(connection.engine, text, params)
+    return cursor, text
 
 
 def _text(connection: Connection, sql: Statement) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -53,8 +53,13 @@ def error_body(code: str, message: str, param: str | None = None) -> dict[str, A
     return body
 
 
+# `json.dumps(payload, separators=(",", ":"), ensure_ascii=False)` without making its encoder for
+# each answer (every money answer and refusal is encoded here); `encode` keeps no state.
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(payload: Any) -> str:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(payload)
 
 
 def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:

@@ -92,9 +92,9 @@ def scope(request: Request, *, tenant_id: str, key: str, body: Any, keep_forever
 
 def response(outcome: idempotency.Outcome, replayed: bool, replay_status: int | None = None) -> Response:
     status = outcome.status
-    headers = {}
+    headers = None  # no header of its own: Starlette's list then holds the length and type alone
     if replayed:
-        headers["Idempotent-Replayed"] = "true"
+        headers = {"Idempotent-Replayed": "true"}
         if replay_status is not None and 200 <= status < 300:
             status = replay_status
     return Response(outcome.body, status_code=status, media_type="application/json", headers=headers)

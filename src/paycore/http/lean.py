@@ -15,9 +15,10 @@ runs what they do for such a request in one pass:
   415, 413 by Content-Length, answered with the route still unmatched, as `BodyLimit` does)
   and the streamed 413, counted in the one `receive` wrapper;
 - the refusal audit: a 4xx of an audited route held back until `refusals.record` wrote it;
-- the app's exception handlers, through Starlette's `ExceptionMiddleware` and FastAPI's exit
-  stack (the FastAPI route an edge hands a body to needs both), and the app's 500 handler as
-  `ServerErrorMiddleware` runs it (answered, then raised to the server).
+- the app's exception handlers, through Starlette's `ExceptionMiddleware`, and FastAPI's exit
+  stack for the FastAPI route an edge hands a body to (which needs both: made by the hand-over,
+  `money.edge.Endpoint.hand_over`), and the app's 500 handler as `ServerErrorMiddleware` runs
+  it (answered, then raised to the server).
 
 Everything else, every other method and path, goes to the full stack unchanged. The answers,
 headers, access lines, metrics and audit rows are the full stack's
@@ -34,7 +35,6 @@ import time
 from collections.abc import Iterable
 from typing import Any, Final
 
-from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from starlette.applications import Starlette
 from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
@@ -106,11 +106,13 @@ class LeanDispatch:
         assert len(server_errors) <= 1 and all(map(inspect.iscoroutinefunction, server_errors)), server_errors
         self.error_handler: Any = server_errors[0] if server_errors else None
         self.edges = edges_of(app.router.routes)
-        # Built once: Starlette's exception middleware (the app's handlers) and FastAPI's exit
-        # stack around each edge's endpoint, as the full stack has them around the router.
+        # Built once: Starlette's exception middleware (the app's handlers) around each edge's
+        # endpoint, as the full stack has it around the router. FastAPI's exit stack, which the
+        # full stack puts inside it, only the FastAPI route an edge hands a body to reads: the
+        # hand-over makes it (`edge.Endpoint.hand_over`), not every request.
         # (Routes compare by value, so they are not dictionary keys: a pair each.)
         self.served: tuple[tuple[Edge, ASGIApp], ...] = tuple(
-            (edge, ExceptionMiddleware(AsyncExitStackMiddleware(edge.app), handlers=handlers)) for edge in self.edges
+            (edge, ExceptionMiddleware(edge.app, handlers=handlers)) for edge in self.edges
         )
         self.by_path = by_literal_path(self.served)
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
 from paycore.idempotency.errors import InvalidIdempotencyKey
@@ -18,6 +19,9 @@ from paycore.idempotency.errors import InvalidIdempotencyKey
 class Outcome:
     status: int
     body: str
+
+
+_PRINTABLE: Final = re.compile("[ -~]+")  # 1 or more printable ASCII characters (0x20-0x7E)
 
 
 def check_key(key: object, *, param: str = "Idempotency-Key") -> str:
@@ -32,6 +36,8 @@ def check_key(key: object, *, param: str = "Idempotency-Key") -> str:
 def key_problem(key: object, *, name: str = "Idempotency-Key") -> str | None:
     """What is wrong with `key`, in one sentence that says the rule; None when it is valid.
     Never echoes the key (it may be huge, or hold control characters)."""
+    if type(key) is str and len(key) <= IDEMPOTENCY_KEY_LENGTH_MAX and _PRINTABLE.fullmatch(key):
+        return None  # the usual key: one match, not a comparison a character (and no rule's text)
     rule = f"it must be 1-{IDEMPOTENCY_KEY_LENGTH_MAX} printable ASCII characters"
     if not isinstance(key, str):
         return f"{name} must be a string: {rule}"
@@ -45,8 +51,13 @@ def key_problem(key: object, *, name: str = "Idempotency-Key") -> str | None:
     return None
 
 
+# `json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)` without making its
+# encoder for each request; `encode` keeps no state between calls.
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def fingerprint(method: str, path: str, body: Any) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = _CANONICAL.encode(body)
     digest = hashlib.sha256()
     digest.update(f"{method.upper()}\n{path}\n".encode())
     digest.update(canonical.encode())

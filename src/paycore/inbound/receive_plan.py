@@ -46,6 +46,7 @@ WEBHOOK_COLUMNS: Final = (
     "created_at_us",
     "processed_at_us",
 )
+_WEBHOOK_NAMES: Final = frozenset(WEBHOOK_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def _check_plan(plan: Plan) -> None:
     the stored event and the audit event say the same, at the same time, of the same payment."""
     status, webhook, audit_event = plan.payment_status, plan.webhook, plan.audit_event
     assert status in states.TERMINAL and not payments.MACHINE.allowed(status, status), status
-    assert webhook.keys() == set(WEBHOOK_COLUMNS), webhook.keys() ^ set(WEBHOOK_COLUMNS)
+    assert webhook.keys() == _WEBHOOK_NAMES, webhook.keys() ^ _WEBHOOK_NAMES
     assert webhook["status"] == audit_event["cause"] == plan.result
     assert webhook["created_at_us"] == webhook["processed_at_us"] == audit_event["created_at_us"]
     assert (audit_event["object_id"], audit_event["tenant_id"]) == (plan.payment_id, webhook["tenant_id"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Final
 
 _ALPHABET: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -110,6 +111,14 @@ def new_ids(prefix: str, count: int) -> list[str]:
     """`count` new ids of one prefix (`new_ulids`)."""
     assert prefix in PREFIXES, f"unknown id prefix {prefix!r}"
     return [f"{prefix}_{ulid}" for ulid in new_ulids(count)]
+
+
+def new_ids_of(prefixes: Sequence[str]) -> list[str]:
+    """One new id of each prefix, in their order: what `new_id` called for each in turn within
+    one millisecond makes (`new_ulids`: the clock and the lock once; a payment's phase makes five
+    or six, about 1 µs an id less)."""
+    assert PREFIXES.issuperset(prefixes), f"unknown id prefix in {prefixes!r}"
+    return [f"{prefix}_{ulid}" for prefix, ulid in zip(prefixes, new_ulids(len(prefixes)), strict=True)]
 
 
 def new_id(prefix: str) -> str:

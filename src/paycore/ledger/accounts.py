@@ -261,9 +261,11 @@ def cached_account_facts(tenant_id: str, account_ids: Iterable[str]) -> dict[str
 def remember_accounts(tenant_id: str, rows: Iterable[Any]) -> None:
     """Put accounts a write returned whole (rows with the table's column names as attributes:
     a payment's settle phase returns its hold's two) into this process's cache of facts, as
-    `load_account_facts` would have put them after reading them."""
+    `load_account_facts` would have put them after reading them. One cached already is left as
+    it is: its facts never change (a payment's settle returns the same two accounts each time)."""
     for row in rows:
-        _FACTS.put(tenant_id, account_from_row(row))
+        if _FACTS.get(tenant_id, row.id) is None:
+            _FACTS.put(tenant_id, account_from_row(row))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from sqlalchemy import Connection
 
@@ -106,12 +106,27 @@ def _classified(
         kind, outcome = "not_found", {"outcome": "not_found"}
     else:
         assert dataclasses.is_dataclass(result) and not isinstance(result, type)
-        kind, outcome = "result", {"outcome": "answered", **dataclasses.asdict(result)}
+        kind, outcome = "result", {"outcome": "answered", **_as_dict(result)}
     latency_ms = (time.monotonic_ns() - started_ns) // 1_000_000
     if kind == "unreachable":
         _no_answer(operation, str(outcome["error"]), latency_ms, ids)
     evidence = Evidence(kind, result=result, refusal_code=refusal_code, operation=operation)
     return Call(operation, request, evidence, outcome, latency_ms)
+
+
+# The values `dataclasses.asdict` gives back as they are (its deep copy of each is itself).
+_ATOMS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _as_dict(result: Any) -> dict[str, Any]:
+    """`dataclasses.asdict(result)`: a result of plain values (a charge's, a refund's, a
+    payout's) read field by field, without the deep copy `asdict` makes of each value (a
+    `copy.deepcopy` call a field, for a value that is its own copy); any other through
+    `asdict` itself."""
+    values = {field.name: getattr(result, field.name) for field in dataclasses.fields(result)}
+    if all(type(value) in _ATOMS for value in values.values()):
+        return values
+    return dataclasses.asdict(result)
 
 
 def record(

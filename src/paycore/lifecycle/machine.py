@@ -16,10 +16,11 @@ writes is `recording.record`.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache, cached_property, partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from sqlalchemy import Connection, Table
@@ -359,14 +360,40 @@ class Machine(Generic[T]):
 
 
 def replaced(item: T, changes: Mapping[str, Any]) -> T:
-    """`item` with the columns it carries set as `changes` wrote them."""
-    names = _field_names(type(item))
-    return dataclasses.replace(item, **{name: value for name, value in changes.items() if name in names})  # type: ignore[type-var]
+    """`item` with the columns it carries set as `changes` wrote them: `dataclasses.replace`'s
+    result. A type whose `__init__` only stores its fields (`_stores_only`: every item type the
+    lifecycle drives) is copied by its attributes instead of built again through it, which
+    checks and passes each of a payment's 36 fields (a settle's planning moves one a phase)."""
+    kind = type(item)
+    names = _field_names(kind)
+    kept = {name: value for name, value in changes.items() if name in names}
+    if not _stores_only(kind):
+        return dataclasses.replace(item, **kept)  # type: ignore[type-var]
+    moved = object.__new__(kind)
+    attributes = moved.__dict__
+    attributes.update(item.__dict__)
+    attributes.update(kept)
+    return moved
 
 
 @cache
 def _field_names(kind: type) -> frozenset[str]:
     return frozenset(field.name for field in dataclasses.fields(kind))
+
+
+@cache
+def _stores_only(kind: type) -> bool:
+    """Whether `kind`'s `__init__` takes exactly its fields and nothing else runs
+    after it stores them (no `__post_init__`; an `InitVar` would be a parameter more), and its
+    instances keep their fields in `__dict__` (no `__slots__`)."""
+    if hasattr(kind, "__post_init__") or hasattr(kind, "__slots__"):
+        return False
+    if any(isinstance(value, cached_property) for base in kind.__mro__ for value in vars(base).values()):
+        return False  # a value cached in `__dict__` would be copied with the fields
+    fields = dataclasses.fields(kind)
+    names = {field.name for field in fields if field.init}
+    parameters = inspect.signature(kind).parameters
+    return len(names) == len(fields) == len(parameters) and names == parameters.keys()
 
 
 def _log_in_doubt(machine: Machine[T], item: T, cause: str) -> None:

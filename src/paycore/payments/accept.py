@@ -51,6 +51,9 @@ R = TypeVar("R")
 # schema older than 0036 (no function of this signature, the one with the capture method:
 # this code runs from OLDEST_COMPATIBLE_REVISION on). Any other error is raised.
 _DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC010", "40P01", "40001", "42883"})
+# The prefixes of `NewIds`' fields, in their order: the payment, its hold, the clearing account
+# (written only where missing), the hold's two entries, the payment's birth event.
+_NEW_IDS = ("pay", "txn", "acct", "ent", "ent", "evt")
 
 
 def accept(
@@ -101,14 +104,7 @@ def _plan(database: Database, scope: KeyScope, new: NewPayment, processing_stale
         processing_stale_ms=processing_stale_ms,
         clearing_account_id=cached,
         context=EventContext.current(),  # this request's: the write may run on another thread
-        new_ids=NewIds(
-            payment_id=ids.new_id("pay"),
-            transfer_id=ids.new_id("txn"),
-            clearing_account_id=ids.new_id("acct"),
-            debit_entry_id=ids.new_id("ent"),
-            credit_entry_id=ids.new_id("ent"),
-            event_id=ids.new_id("evt"),
-        ),
+        new_ids=NewIds(*ids.new_ids_of(_NEW_IDS)),
     )
 
 

@@ -183,6 +183,8 @@ _PAYMENT_COLUMNS = (
 
 _PAYMENT = driver.insert("payments", _PAYMENT_COLUMNS)
 _EVENT = driver.insert("events", EVENT_COLUMNS)
+_PAYMENT_NAMES = frozenset(_PAYMENT_COLUMNS)  # what the plan's rows must hold, checked on every write
+_EVENT_NAMES = frozenset(EVENT_COLUMNS)
 
 
 def write_statements(connection: Connection, plan: Plan) -> str | None:
@@ -204,7 +206,7 @@ def write_statements(connection: Connection, plan: Plan) -> str | None:
     transfer = plan.transfer_row
     driver.execute(connection, hold_repository.TRANSFER, [transfer[name] for name in hold_repository.TRANSFER_COLUMNS])
     driver.execute(connection, hold_repository.ENTRY_PAIR, _entry_params(plan, ids, sequences))
-    assert plan.payment_row.keys() == set(_PAYMENT_COLUMNS) and plan.event_row.keys() == set(EVENT_COLUMNS)
+    assert plan.payment_row.keys() == _PAYMENT_NAMES and plan.event_row.keys() == _EVENT_NAMES
     driver.execute(connection, _PAYMENT, [plan.payment_row[name] for name in _PAYMENT_COLUMNS])
     driver.execute(connection, _EVENT, [plan.event_row[name] for name in EVENT_COLUMNS])
     return clearing_id

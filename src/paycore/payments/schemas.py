@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
@@ -65,6 +65,9 @@ _CREATION_STATUS = {
     states.IN_DOUBT: 202,
     states.PROCESSING: 202,
 }
+# `json.dumps(body, separators=(",", ":"), ensure_ascii=False)` without making its encoder for
+# each answer; `encode` keeps no state between calls.
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _FAILURE_MESSAGES = {
     "card_declined": "the card was declined",
     "insufficient_funds": "the card has insufficient funds",
@@ -145,9 +148,7 @@ def creation_outcome(payment: Payment, history: Sequence[HistoryItem]) -> Outcom
     if payment.status == states.FAILED:
         code = payment.failure_code or "payment_failed"
         body = {"error": code, "message": _FAILURE_MESSAGES.get(code, f"the payment failed: {code}"), **body}
-    return Outcome(
-        status=_CREATION_STATUS[payment.status], body=json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    )
+    return Outcome(status=_CREATION_STATUS[payment.status], body=_ENCODER.encode(body))
 
 
 def operation_outcome(payment: Payment, *, refused_by: str | None = None) -> Outcome:
@@ -169,4 +170,4 @@ def operation_outcome(payment: Payment, *, refused_by: str | None = None) -> Out
 
 
 def _dumps(body: dict[str, Any]) -> str:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(body)

@@ -104,12 +104,15 @@ def _written(accepted: Payment, plan: Plan, accounts: settle_repository.Accounts
 def _new_ids() -> NewIds:
     # In the reference path's order (the call's event before the state event, the clearing
     # account's entry before the destination's): ids made in one process increase.
+    call_event_id, resolution_id, debit_entry_id, credit_entry_id, state_event_id = ids.new_ids_of(
+        ("evt", "txn", "ent", "ent", "evt")
+    )
     return NewIds(
-        call_event_id=ids.new_id("evt"),
-        resolution_id=ids.new_id("txn"),
-        debit_entry_id=ids.new_id("ent"),
-        credit_entry_id=ids.new_id("ent"),
-        state_event_id=ids.new_id("evt"),
+        call_event_id=call_event_id,
+        resolution_id=resolution_id,
+        debit_entry_id=debit_entry_id,
+        credit_entry_id=credit_entry_id,
+        state_event_id=state_event_id,
     )
 
 

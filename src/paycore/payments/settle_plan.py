@@ -22,7 +22,7 @@ reference path (`service.create_payment`'s `finish`) decides, as it always has.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Final
 
 from paycore.audit.rows import EventContext
@@ -163,6 +163,12 @@ def history_entry(row: dict[str, Any]) -> HistoryEntry:
 def settled_status(accepted: Payment, call: Call[ChargeResult]) -> str | None:
     """The terminal status the call's answer proves for the payment as accepted, or None where
     the reference path must decide (pending, no answer, a refusal, a result for another amount)."""
+    settled = _settled(accepted, call)
+    return None if settled is None else settled[0]
+
+
+def _settled(accepted: Payment, call: Call[ChargeResult]) -> tuple[str, Decision] | None:
+    """`settled_status`'s target with the decision that proves it (`lifecycle.decide`'s, made once)."""
     evidence = call.evidence
     if accepted.status != states.PROCESSING or evidence.kind != "result":
         return None
@@ -178,7 +184,7 @@ def settled_status(accepted: Payment, call: Call[ChargeResult]) -> str | None:
     if not MACHINE.matches(accepted, evidence.result):
         return None  # never applied: the reference path records the call and changes nothing
     assert MACHINE.allowed(accepted.status, target)
-    return target
+    return target, decision
 
 
 def plan_settle(
@@ -192,10 +198,10 @@ def plan_settle(
     context: EventContext,
 ) -> Plan | None:
     """Every row of the settle phase and its answer, or None for the reference path."""
-    target = settled_status(accepted, call)
-    if target is None or now_us <= accepted.updated_at_us:
+    settled = _settled(accepted, call)
+    if settled is None or now_us <= accepted.updated_at_us:
         return None  # a clock behind the payment's last change: `Machine.changes` would move it on
-    decision = lifecycle.decide(accepted.status, call.evidence)
+    target, decision = settled
     move, changed = plan_move(
         accepted, target, decision, cause=CAUSE, actor=actor, now_us=now_us, new_ids=new_ids, context=context
     )
@@ -211,7 +217,7 @@ def plan_settle(
         context=context,
     )
     plan = Plan(
-        **{field.name: getattr(move, field.name) for field in fields(Move)},
+        **vars(move),  # the move's fields (a frozen dataclass's attributes are its fields)
         call_event=call_event,
         answer=creation_outcome(move.payment, (*history, history_entry(move.state_event))),
         answer_key=accepted.idempotency_key,

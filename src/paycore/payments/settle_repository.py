@@ -328,7 +328,7 @@ def _apply(
         delta.debits_pending_minor,
         delta.credits_pending_minor,
     )
-    bounds = tuple(bound_before_adding(amount, TOTAL_MINOR_MAX) for amount in amounts)
+    bounds = [bound_before_adding(amount, TOTAL_MINOR_MAX) for amount in amounts]
     hold = (plan.accepted.transfer_id, direction, plan.accepted.amount_minor)
     rows = driver.fetch(
         connection, sql, (*amounts, move.entries_added, account, plan.accepted.tenant_id, *bounds, *hold)

@@ -53,6 +53,8 @@ ANSWER_BYTES_MAX: Final = 1_048_576
 LINE_BYTES_MAX: Final = 65_536
 _MESSAGE_LENGTH_MAX: Final = 1000
 _NETWORK_ERRORS: Final = (OSError, http.client.HTTPException)
+# `json.dumps(body, separators=(",", ":"))` without making its encoder for each request.
+_COMPACT: Final = json.JSONEncoder(separators=(",", ":"))
 DISPUTES_OF_CHARGE_MAX: Final = 10  # a charge has at most one dispute at the sandbox; a bound all the same
 
 
@@ -84,7 +86,7 @@ class HttpTransport:
         once on a kept-alive connection of the loop (`loop_connections.py`), the answer read and
         classified as `charge` reads it. Only when `charges_on_loop` (plain HTTP)."""
         assert self.charges_on_loop
-        body = json.dumps(charge_request_fields(request), separators=(",", ":")).encode()
+        body = _COMPACT.encode(charge_request_fields(request)).encode()
         answer = await self._on_loop.exchange(self._request_bytes("POST", "/v1/charges", body), self.timeout_ms)
         payload = None if answer.body is None else _json_of(answer.body)
         return _charge_result(self._expect_result("charge", answer.status, payload))
@@ -207,7 +209,7 @@ class HttpTransport:
             headers[logs.REQUEST_ID_HEADER] = request_id
         data = None
         if body is not None:
-            data = json.dumps(body, separators=(",", ":")).encode()
+            data = _COMPACT.encode(body).encode()
             headers["Content-Type"] = "application/json"
         try:
             connection.request(method, self._prefix + path, body=data, headers=headers)

@@ -6,6 +6,7 @@ read itself to that route, with the bytes already read; and the reading of a bod
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 from fastapi import APIRouter
@@ -23,6 +24,7 @@ from paycore.kit.threads import run_blocking
 from paycore.schemas import METADATA_KEY_LENGTH_MAX, METADATA_KEYS_MAX, METADATA_VALUE_LENGTH_MAX
 
 _JSON = "application/json"
+_EXIT_STACK = "fastapi_middleware_astack"  # FastAPI's `AsyncExitStackMiddleware`'s name in the scope
 
 
 class Edge(Route):
@@ -56,7 +58,14 @@ class Endpoint:
         match, child_scope = self.fallback.matches(scope)
         assert match is Match.FULL, "the fallback serves the edge's path and method"
         scope.update(child_scope)
-        await self.fallback.handle(scope, receive, send)
+        if _EXIT_STACK in scope:  # the full stack's (`AsyncExitStackMiddleware`, around the router)
+            await self.fallback.handle(scope, receive, send)
+            return
+        # Served by the one pass (`http/lean.py`): the exit stack the full stack would have made,
+        # as FastAPI's `AsyncExitStackMiddleware` makes it, for this route alone.
+        async with AsyncExitStack() as stack:
+            scope[_EXIT_STACK] = stack
+            await self.fallback.handle(scope, receive, send)
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:
