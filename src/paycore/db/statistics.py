@@ -60,17 +60,23 @@ def analyze(connection: Connection) -> list[str]:
     writer waits on the next: SQLite's ANALYZE takes the write lock); the tables analyzed."""
     if connection.dialect.name == "sqlite":
         connection.exec_driver_sql(f"PRAGMA analysis_limit = {SQLITE_ANALYSIS_ROWS_MAX}")
-    quote = connection.dialect.identifier_preparer.quote
     names = sorted(inspect(connection).get_table_names())
     connection.rollback()
     analyzed = []
     for name in names:
-        table = quote(name)
-        if connection.exec_driver_sql(f"SELECT 1 FROM {table} LIMIT 1").first() is not None:
-            connection.exec_driver_sql(f"ANALYZE {table}")
+        if _analyze_if_it_holds_a_row(connection, name):
             analyzed.append(name)
         connection.commit()
     return analyzed
+
+
+def _analyze_if_it_holds_a_row(connection: Connection, name: str) -> bool:
+    """ANALYZE of table `name` unless it is empty (statistics saying "empty" are worse than none)."""
+    table = connection.dialect.identifier_preparer.quote(name)
+    if connection.exec_driver_sql(f"SELECT 1 FROM {table} LIMIT 1").first() is None:
+        return False
+    connection.exec_driver_sql(f"ANALYZE {table}")
+    return True
 
 
 def autovacuum_is_off(connection: Connection) -> bool:
@@ -99,15 +105,12 @@ def analyze_grown(connection: Connection) -> list[str]:
     connection.exec_driver_sql("SELECT pg_stat_clear_snapshot()")  # the counters as they are now
     names = list(connection.exec_driver_sql(_GROWN).scalars())
     connection.rollback()
-    quote = connection.dialect.identifier_preparer.quote
     analyzed = []
     for name in names:
         if not connection.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({_ANALYZE_LOCK})").scalar():
             connection.rollback()
             break
-        table = quote(name)
-        if connection.exec_driver_sql(f"SELECT 1 FROM {table} LIMIT 1").first() is not None:
-            connection.exec_driver_sql(f"ANALYZE {table}")
+        if _analyze_if_it_holds_a_row(connection, name):
             analyzed.append(name)
         connection.commit()
     return analyzed
