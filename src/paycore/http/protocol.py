@@ -13,16 +13,8 @@ the transport's buffer is over its high-water mark), `Expect: 100-continue`, `HE
 → `http.disconnect`, the server's default headers (`date`, `server`) on every response. No
 WebSocket is served: an Upgrade request is answered as plain HTTP.
 
-The limits, each answered with the standard compact JSON error body and the connection closed:
-
-- a head (request line and headers) over `header_bytes_max` → 431 `request_header_too_large`;
-- a request not received whole (head and body) within `request_receive_timeout_ms` from its
-  first byte (from the connection's opening for the first request) → 408 `request_timeout`
-  if nothing was answered yet, and the connection is closed (slowloris);
-- keep-alive idle time `keepalive_idle_ms` (closed, no answer);
-- more than `connections_max` connections (or as many requests in flight) → 503
-  `server_busy` with `Retry-After`;
-- a request httptools cannot parse → 400 `invalid_http`.
+The limits (`http/limits.py`, which lists them) are checked here, each refusal answered with the
+standard compact JSON error body and the connection closed.
 
 Leaner than uvicorn's a request: one timer a connection, re-armed lazily, instead of two timers
 a request (receive and keep-alive); the path split without `parse_url` for an origin-form
@@ -35,45 +27,20 @@ from __future__ import annotations
 import asyncio
 import urllib.parse
 from collections import deque
-from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import httptools
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from paycore.config import Settings
 from paycore.http.cycle import STATUS_LINE, Cycle
-from paycore.http.middleware import error_bytes, respond
+from paycore.http.limits import LINGER_BYTES_MAX, LINGER_S, HttpLimits, head_refusal, server_busy
+from paycore.http.middleware import error_bytes
 
-BUSY_RETRY_AFTER_S: Final = 1
-# After a refusal the client may still be sending: closing with unread bytes makes the kernel
-# reset the connection, and a reset can destroy the answer before the client reads it. So the
-# write side is closed first and what still arrives is read and dropped, for at most this long
-# or this much (nginx's "lingering close"), then the connection is closed.
-LINGER_S: Final = 1.0
-LINGER_BYTES_MAX: Final = 1_048_576
 # A request body held for the app past this pauses reading until the app takes it.
 BODY_HELD_BYTES_MAX: Final = 65_536
 _HEADER_OVERHEAD_BYTES: Final = 4  # ": " and CRLF around every header line
 _METHODS: Final = {m.encode(): m for m in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")}
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    header_bytes_max: int = 65_536
-    request_receive_timeout_ms: int = 10_000
-    keepalive_idle_ms: int = 5_000
-    connections_max: int = 1_000
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> HttpLimits:
-        return cls(
-            header_bytes_max=settings.http_header_bytes_max,
-            request_receive_timeout_ms=settings.http_request_receive_timeout_ms,
-            keepalive_idle_ms=settings.http_keepalive_idle_ms,
-            connections_max=settings.http_connections_max,
-        )
 
 
 class _Refused(Exception):
@@ -199,7 +166,7 @@ class HttpProtocol(asyncio.Protocol):
             self._refuse(status, code, message)
             return
         if self._in_head and self._head_bytes > self.limits.header_bytes_max:
-            self._refuse(*_head_refusal(self.limits.header_bytes_max))
+            self._refuse(*head_refusal(self.limits.header_bytes_max))
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -234,7 +201,7 @@ class HttpProtocol(asyncio.Protocol):
         self._head_bytes = 0
         bound = self.limits.header_bytes_max
         if self._fed_bytes - self._head_start > bound and self._head_size() > bound:
-            self._refusal = _head_refusal(bound)
+            self._refusal = head_refusal(bound)
             raise _Refused
         parser = self.parser
         method = parser.get_method()
@@ -245,7 +212,7 @@ class HttpProtocol(asyncio.Protocol):
             http_version != "1.0" and parser.should_keep_alive(),
             self._expect_100,
         )
-        app = _server_busy if self._busy() else self.app
+        app = server_busy if self._busy() else self.app
         previous, self.cycle = self.cycle, cycle
         if previous is None or previous.response_complete:
             self._start(cycle, app)
@@ -426,17 +393,6 @@ class HttpProtocol(asyncio.Protocol):
     def _close(self) -> None:
         if not self.transport.is_closing():
             self.transport.close()
-
-
-def _head_refusal(header_bytes_max: int) -> tuple[int, str, str]:
-    return 431, "request_header_too_large", f"the request line and headers are limited to {header_bytes_max} bytes"
-
-
-async def _server_busy(scope: Any, receive: Any, send: Any) -> None:
-    del scope, receive
-    message = "the server has too many connections open; retry shortly"
-    retry_after = [(b"retry-after", str(BUSY_RETRY_AFTER_S).encode())]
-    await respond(send, 503, "server_busy", message, close=True, headers=retry_after)
 
 
 def protocol_class(limits: HttpLimits) -> type[asyncio.Protocol]:

@@ -20,7 +20,8 @@ from starlette.types import ASGIApp
 from paycore.config import Settings
 from paycore.http.context import AuthState
 from paycore.http.exposure import UnsafeBind, check_admin_bind, check_bind, is_loopback
-from paycore.http.protocol import HttpLimits, protocol_class
+from paycore.http.limits import HttpLimits
+from paycore.http.protocol import protocol_class
 from paycore.keyring import KeyringSource
 
 __all__ = [
