@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 import sqlalchemy as sa
+from alembic import op
 
 
 class Passage(NamedTuple):
@@ -46,3 +47,11 @@ def replace_passages(bind: sa.Connection, passages: tuple[Passage, ...]) -> None
                 assert definition.count(passage.old) == 1, (name, passage.old)
                 definition = definition.replace(passage.old, passage.new)
         bind.connection.driver_connection.execute(definition)  # type: ignore[union-attr]
+
+
+def migrate_passages(passages: tuple[Passage, ...], *, back: bool = False) -> None:
+    """A migration's upgrade (`back=False`) or downgrade (`back=True`) of `passages`, on
+    PostgreSQL only: SQLite has no server functions."""
+    if op.get_bind().dialect.name != "postgresql":
+        return
+    replace_passages(op.get_bind(), tuple(passage.reversed() for passage in passages) if back else passages)

@@ -13,7 +13,7 @@ not NULL, the key's answer only when `p_response_status` is not NULL. The creati
 settle gives both, and writes exactly what it wrote.
 
 The definition is read from the database and only those two passages are replaced (each must
-be found exactly once, else the migration stops), as 0052 does (`replace_passages`); the
+be found exactly once, else the migration stops), as 0052 does (`paycore.db.function_passages`); the
 signature, its placement (every statement still filters by `p_tenant_id`, the first argument:
 a delegated function stays delegated) and the result are unchanged. On a schema before this
 revision the round's call writes a NULL event id (refused, SQLSTATE 23502): its transaction
@@ -28,11 +28,7 @@ Create Date: 2026-12-07 04:00:00
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
-from alembic import op
+from paycore.db.function_passages import Passage, migrate_passages
 
 revision = "0053"
 down_revision = "0052"
@@ -70,32 +66,12 @@ _ANSWER_NEW = (
 )
 
 
-def _revision_0052() -> ModuleType:
-    """Revision 0052's module, for its `Passage` and `replace_passages` (history: that file never changes)."""
-    path = Path(__file__).with_name("0052_payment_entries_in_one_insert.py")
-    spec = importlib.util.spec_from_file_location("paycore_revision_0052", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _replace(*, back: bool) -> None:
-    if op.get_bind().dialect.name != "postgresql":
-        return
-    revision_0052 = _revision_0052()
-    passages = tuple(
-        revision_0052.Passage(AUTHORIZE, old, new)
-        for old, new in ((_CALL_EVENT_OLD, _CALL_EVENT_NEW), (_ANSWER_OLD, _ANSWER_NEW))
-    )
-    revision_0052.replace_passages(
-        op.get_bind(), tuple(passage.reversed() for passage in passages) if back else passages
-    )
+PASSAGES = (Passage(AUTHORIZE, _CALL_EVENT_OLD, _CALL_EVENT_NEW), Passage(AUTHORIZE, _ANSWER_OLD, _ANSWER_NEW))
 
 
 def upgrade() -> None:
-    _replace(back=False)
+    migrate_passages(PASSAGES)
 
 
 def downgrade() -> None:
-    _replace(back=True)
+    migrate_passages(PASSAGES, back=True)

@@ -27,9 +27,7 @@ Create Date: 2026-12-07 06:30:00
 
 from __future__ import annotations
 
-from alembic import op
-
-from paycore.db.function_passages import Passage, replace_passages
+from paycore.db.function_passages import Passage, migrate_passages
 
 revision = "0054"
 down_revision = "0053"
@@ -60,10 +58,8 @@ PASSAGES = tuple(Passage(function, _OLD, _NEW) for function in FUNCTIONS)
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        replace_passages(op.get_bind(), PASSAGES)
+    migrate_passages(PASSAGES)
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        replace_passages(op.get_bind(), tuple(passage.reversed() for passage in PASSAGES))
+    migrate_passages(PASSAGES, back=True)
