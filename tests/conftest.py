@@ -17,6 +17,7 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.app import create_app
 from tests.support import citus_databases, databases, secrets_keys
+from tests.support.threads import submitted  # noqa: F401  (a fixture for every test: what went to a worker thread)
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 

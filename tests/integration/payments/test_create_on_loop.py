@@ -17,21 +17,17 @@ connections (`db/loop_calls.py`).
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio.to_thread
 import psycopg
 import pytest
 from sqlalchemy import text
 
 from paycore.db.engine import Database
 from paycore.http.money import payments as money_payments
-from paycore.kit import threads
 from paycore.kit.clock import now_us
 from paycore.payments import accept, settle
 from paycore.tenants import service as tenants
@@ -49,42 +45,6 @@ from tests.integration.payments.test_settle_data_plane import (
 from tests.support.statements import counting
 
 PLAIN_HTTP = pytest.mark.parametrize("transport", ["http"], indirect=True)
-
-
-@pytest.fixture
-def submitted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The functions paycore's app handed to a worker thread, by name: to `kit.threads`' pool
-    (`run_blocking`) or to anyio's (`anyio.to_thread.run_sync`, FastAPI's sync routes and
-    dependencies); the sandbox's own server (thread `test-server`) left out."""
-    names: list[str] = []
-
-    def note(function: Callable[..., Any]) -> None:
-        if threading.current_thread().name != "test-server":
-            names.append(_name(function))
-
-    class Counted(ThreadPoolExecutor):
-        def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-            note(fn)
-            return super().submit(fn, *args, **kwargs)
-
-    real_run_sync = anyio.to_thread.run_sync
-
-    async def run_sync(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        note(function)
-        return await real_run_sync(function, *args, **kwargs)
-
-    pool = Counted(max_workers=threads.THREADS_MAX, thread_name_prefix="paycore-blocking-counted")
-    monkeypatch.setattr(threads, "_POOL", pool)
-    monkeypatch.setattr(anyio.to_thread, "run_sync", run_sync)
-    yield names
-    pool.shutdown(wait=True)
-
-
-def _name(function: Any) -> str:
-    """A function's name through `functools.partial` and `contextvars.Context.run`."""
-    while isinstance(function, functools.partial):
-        function = function.args[0] if getattr(function.func, "__name__", "") == "run" else function.func
-    return str(getattr(function, "__name__", repr(function)))
 
 
 def through_the_route(monkeypatch: pytest.MonkeyPatch) -> None:
