@@ -73,8 +73,8 @@ def run(
 @dataclass(frozen=True)
 class Reference:
     """A money request's reference path (`run`, a key required), which a data-plane phase
-    leaves to decide what it did not write (ADR 0026): called on the caller's thread, or awaited
-    from the event loop (`on_loop`). For an effect that calls no other system."""
+    leaves to decide what it did not write (ADR 0026): run on the caller's thread (`run`), or
+    awaited from the event loop (`on_loop`). For an effect that calls no other system."""
 
     request: Request
     tenant_id: str
@@ -83,7 +83,7 @@ class Reference:
     effect: Effect
     keep_forever: bool
 
-    def __call__(self) -> Response:
+    def run(self) -> Response:
         return run(
             self.request,
             tenant_id=self.tenant_id,
@@ -100,7 +100,7 @@ class Reference:
         exists, a refusal, a limit)."""
         database: Database = self.request.app.state.database
         if database.is_postgres:
-            return await run_blocking(self)
+            return await run_blocking(self.run)
         key_scope = scope(
             self.request, tenant_id=self.tenant_id, key=self.key, body=self.body, keep_forever=self.keep_forever
         )

@@ -67,7 +67,7 @@ def schedule_answer(request: Request, body: schemas.PayoutCreate, body_json: Any
     scope, new, actor, reference = _schedule_request(request, body, body_json)
     # The data plane (ADR 0026) writes a payout it can write at once; everything else (a key
     # that exists, a refusal, a schema below its function) is the reference path's.
-    answer = create.create(request.app.state.database, scope, new, actor=actor, encode=dumps, reference=reference)
+    answer = create.create(request.app.state.database, scope, new, actor=actor, encode=dumps, reference=reference.run)
     return answer if isinstance(answer, Response) else idempotent.response(answer, False)
 
 
@@ -170,7 +170,7 @@ def cancel_answer(request: Request, payout_id: str) -> Response:
     # that exists, a payout missing, canceled or claimed, a schema below its function) is the
     # reference path's.
     database = request.app.state.database
-    answer = cancel.cancel(database, scope, payout_id, actor=actor, encode=dumps, reference=reference)
+    answer = cancel.cancel(database, scope, payout_id, actor=actor, encode=dumps, reference=reference.run)
     return answer if isinstance(answer, Response) else idempotent.response(answer, False)
 
 
