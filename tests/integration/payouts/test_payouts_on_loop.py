@@ -10,7 +10,7 @@ decision 4), on both databases: `payouts/create.py`'s `create_on_loop` and `payo
   two reads and one call for a cancel on PostgreSQL, the fixed lists on SQLite.
 - A connection lost during a phase's call on PostgreSQL is answered as the thread path answers
   it (503, the commit's outcome unknown), nothing is written, and the key's retry gets the one
-  result.
+  result; a lock wait past its bound is answered at once (busy), as on the thread.
 
 The rows and answers are held to the FastAPI routes' by tests/integration/http/
 test_payouts_edge.py and test_payouts_edge_rows.py.
@@ -18,13 +18,19 @@ test_payouts_edge.py and test_payouts_edge_rows.py.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
+import psycopg
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from paycore.db.engine import Database
+from paycore.http.app import create_app
 from paycore.http.money import payouts as money_payouts
 from paycore.kit.clock import now_us
 from paycore.payouts import cancel, create
@@ -279,3 +285,61 @@ def test_a_connection_lost_during_a_cancels_call_is_answered_as_on_the_thread(
     assert voids_of(env.database, payout_id) == 1
     following = schedule(env, ach(source, 10))["id"]
     assert canceled(env, following).status_code == 200, "the next cancel on a new connection"
+
+
+# ------------------------------------------------------------------ a lock held past its bound
+@contextmanager
+def account_held(database: Database, account_id: str) -> Iterator[None]:
+    """The account's row locked from a connection of its own until the block ends."""
+    url = database.settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    with psycopg.connect(url) as holder:
+        holder.execute("SELECT 1 FROM ledger_accounts WHERE id = %s FOR UPDATE", (account_id,))
+        try:
+            yield
+        finally:
+            holder.rollback()
+
+
+LOCK_WAIT_MS = 1_000  # the database's lock_timeout here (`idempotency_wait_ms`): a short wait
+
+
+@contextmanager
+def waiting_briefly(env: Env) -> Iterator[Env]:
+    """`env` with a database and an app whose lock waits end after LOCK_WAIT_MS."""
+    settings = replace(env.settings, idempotency_wait_ms=LOCK_WAIT_MS)
+    database = Database(replace(env.database.settings, idempotency_wait_ms=LOCK_WAIT_MS))
+    try:
+        with TestClient(create_app(settings, database, env.processor)) as client:
+            yield Env(client, env.sandbox, env.processor, database, settings, env.transport)
+    finally:
+        database.dispose()
+
+
+@IN_PROCESS
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@pytest.mark.parametrize("path", ["loop", "thread"])
+def test_a_lock_wait_past_its_bound_is_answered_at_once_as_on_the_thread(
+    env: Env, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The call's lock wait past its bound (PostgreSQL's lock_timeout, `idempotency_wait_ms`)
+    is answered at once (`idempotency.waited_too_long`: busy), not waited out a second time by
+    the reference path; nothing is written, and the key is free for the retry."""
+    with waiting_briefly(env) as brief:
+        source = warm(brief)
+        payout_id = schedule(brief, ach(source, 1_000))["id"]
+        if path == "thread":
+            through_the_routes(monkeypatch)
+        body = ach(source, 500)
+        requests: list[tuple[Callable[[], Any], int]] = [
+            (lambda: brief.client.post("/v1/payouts", json=body, headers={"Idempotency-Key": "busy-payout"}), 201),
+            (lambda: canceled(brief, payout_id, "busy-cancel"), 200),
+        ]
+        for send, status in requests:
+            with account_held(brief.database, source):
+                started_s = time.monotonic()
+                response = send()
+                waited_s = time.monotonic() - started_s
+            assert response.status_code == 503 and response.json()["error"] == "database_busy", response.text
+            assert LOCK_WAIT_MS / 1000 <= waited_s < 2 * LOCK_WAIT_MS / 1000, "one wait, not two"
+            assert send().status_code == status, "nothing written: the key free for its retry"
