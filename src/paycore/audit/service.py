@@ -1,7 +1,8 @@
 """Write and read the audit log. Every function runs in the caller's transaction, so an
-event commits together with the change it records, or not at all. An event's data carries
-the `request_id` of the request (or worker job run) that caused it, when one is set. The rows
-themselves are built in `audit.rows`."""
+event commits together with the change it records, or not at all (but `events_of_on_loop`, a
+read on the event loop's own connection: a data-plane phase's on PostgreSQL, ADR 0026). An
+event's data carries the `request_id` of the request (or worker job run) that caused it, when
+one is set. The rows themselves are built in `audit.rows`."""
 
 from __future__ import annotations
 
