@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy import Connection, Row, bindparam, func, insert, or_, select
 
 from paycore.audit.models import events
+from paycore.db import driver, loop_calls
+from paycore.db.engine import Database
 from paycore.db.sql import filter_only, keys_in
 
 _INSERT = insert(events)
@@ -54,6 +56,21 @@ def add_next(connection: Connection, values: dict[str, Any]) -> None:
 
 def events_of(connection: Connection, tenant_id: str, object_id: str, limit: int) -> list[Row[Any]]:
     return list(connection.execute(_OF_OBJECT, {"t": tenant_id, "o": object_id, "n": limit}))
+
+
+# The same read from the event loop, with no worker thread (a data-plane phase's on PostgreSQL,
+# `db/loop_calls.py`): the same columns (`_AUDITED`), order and bound, as a driver statement.
+_AUDITED_NAMES = tuple(column.name for column in _AUDITED)
+_OF_OBJECT_ON_LOOP = driver.statement(
+    f"SELECT {', '.join(_AUDITED_NAMES)} FROM events WHERE tenant_id = ? AND object_id = ?"
+    " ORDER BY created_at_us, id LIMIT ?"
+)
+
+
+async def events_of_on_loop(database: Database, tenant_id: str, object_id: str, limit: int) -> list[dict[str, Any]]:
+    """`events_of` from the event loop (PostgreSQL): each row by its column's name."""
+    rows = await loop_calls.fetch(database, _OF_OBJECT_ON_LOOP, (tenant_id, object_id, limit), commits=False)
+    return [dict(zip(_AUDITED_NAMES, row, strict=True)) for row in rows]
 
 
 def first_state_change(connection: Connection, tenant_id: str, object_id: str) -> Row[Any] | None:

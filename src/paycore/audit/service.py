@@ -1,11 +1,13 @@
 """Write and read the audit log. Every function runs in the caller's transaction, so an
-event commits together with the change it records, or not at all. An event's data carries
-the `request_id` of the request (or worker job run) that caused it, when one is set. The rows
-themselves are built in `audit.rows`."""
+event commits together with the change it records, or not at all (but `events_of_on_loop`, a
+read on the event loop's own connection: a data-plane phase's on PostgreSQL, ADR 0026). An
+event's data carries the `request_id` of the request (or worker job run) that caused it, when
+one is set. The rows themselves are built in `audit.rows`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +15,7 @@ from sqlalchemy import Connection
 
 from paycore.audit import repository
 from paycore.audit.rows import EventContext, api_call_row, event_row, processor_call_row, state_change_row, webhook_row
+from paycore.db.engine import Database
 from paycore.kit import ids
 from paycore.kit.errors import InvalidStartingAfter
 
@@ -235,6 +238,12 @@ def events_of(connection: Connection, tenant_id: str, object_id: str, *, limit: 
     return [_event(row) for row in repository.events_of(connection, tenant_id, object_id, limit)]
 
 
+async def events_of_on_loop(database: Database, tenant_id: str, object_id: str, *, limit: int) -> list[Event]:
+    """`events_of` from the event loop, with no worker thread (PostgreSQL, `db/loop_calls.py`)."""
+    rows = await repository.events_of_on_loop(database, tenant_id, object_id, limit)
+    return [_event_of(row) for row in rows]
+
+
 def first_state_change(connection: Connection, tenant_id: str, object_id: str) -> Event | None:
     """The object's birth event (its first state change): who made it, when, why."""
     row = repository.first_state_change(connection, tenant_id, object_id)
@@ -348,18 +357,23 @@ def write(connection: Connection, row: dict[str, Any]) -> None:
 
 
 def _event(row: Any) -> Event:
+    return _event_of(row._mapping)
+
+
+def _event_of(row: Mapping[str, Any]) -> Event:
+    """The event a row means, by its columns' names (a Core row's mapping, or a driver row's)."""
     return Event(
-        id=row.id,
-        kind=row.kind,
-        type=row.type,
-        object_type=row.object_type,
-        object_id=row.object_id,
-        from_state=row.from_state,
-        to_state=row.to_state,
-        cause=row.cause,
-        actor=row.actor,
-        data=json.loads(row.data),
-        created_at_us=row.created_at_us,
-        sequence=row._mapping.get("object_sequence"),
-        snapshot=None if row._mapping.get("snapshot") is None else json.loads(row._mapping["snapshot"]),
+        id=row["id"],
+        kind=row["kind"],
+        type=row["type"],
+        object_type=row["object_type"],
+        object_id=row["object_id"],
+        from_state=row["from_state"],
+        to_state=row["to_state"],
+        cause=row["cause"],
+        actor=row["actor"],
+        data=json.loads(row["data"]),
+        created_at_us=row["created_at_us"],
+        sequence=row.get("object_sequence"),
+        snapshot=None if row.get("snapshot") is None else json.loads(row["snapshot"]),
     )

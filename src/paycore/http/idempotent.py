@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from fastapi import Request
@@ -15,6 +16,7 @@ from paycore.http.errors import dumps, render_refusal
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.errors import IdempotencyKeyRequired
 from paycore.kit.clock import now_us
+from paycore.kit.threads import run_blocking
 
 Effect = Callable[[Connection, int], tuple[int, Any]]
 # What the client is shown of a stored answer (the same for the first answer and its replays):
@@ -66,6 +68,45 @@ def run(
     if shown is not None and 200 <= outcome.status < 300:
         outcome = idempotency.Outcome(outcome.status, shown(outcome.body))
     return response(outcome, replayed, replay_status)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A money request's reference path (`run`, a key required), which a data-plane phase
+    leaves to decide what it did not write (ADR 0026): run on the caller's thread (`run`), or
+    awaited from the event loop (`on_loop`). For an effect that calls no other system."""
+
+    request: Request
+    tenant_id: str
+    key: str
+    body: Any
+    effect: Effect
+    keep_forever: bool
+
+    def run(self) -> Response:
+        return run(
+            self.request,
+            tenant_id=self.tenant_id,
+            key=self.key,
+            body=self.body,
+            effect=self.effect,
+            keep_forever=self.keep_forever,
+        )
+
+    async def on_loop(self) -> Response:
+        """`run` from a thin edge's event loop: on SQLite its transactions handed to the
+        writer's group commit (`idempotency.run_async`, the statements on the loop), no worker
+        thread; on PostgreSQL `run` itself on one worker thread (the rare path: a key that
+        exists, a refusal, a limit)."""
+        database: Database = self.request.app.state.database
+        if database.is_postgres:
+            return await run_blocking(self.run)
+        key_scope = scope(
+            self.request, tenant_id=self.tenant_id, key=self.key, body=self.body, keep_forever=self.keep_forever
+        )
+        guarded = _guarded(self.effect, key_scope)
+        outcome, replayed = await idempotency.run_async(database, key_scope, guarded, render_refusal)
+        return response(outcome, replayed)
 
 
 def _guarded(effect: Effect, key_scope: idempotency.KeyScope) -> Callable[[Connection], idempotency.Outcome]:

@@ -49,7 +49,7 @@ def _check(plan: Plan) -> None:
 # ------------------------------------------------------------------ PostgreSQL: one call
 # Migration `*_payouts_cancel.py` (its number: the migration file and HEAD_REVISION); in
 # autocommit, the call commits itself (ADR 0011).
-_CALL = driver.statement(
+CALL = driver.statement(
     "SELECT paycore_payouts_cancel(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
@@ -58,7 +58,13 @@ def cancel_call(connection: Connection, plan: Plan) -> bool:
     """Cancel the payout in one call: True once committed, False (nothing written) if the key
     exists. A payout that moved comes out as DBAPIError with SQLSTATE PC012 (migration
     `*_payouts_cancel.py`), having written nothing."""
-    return bool(driver.fetch(connection, _CALL, call_params(plan))[0][0])
+    return canceled(driver.fetch(connection, CALL, call_params(plan)))
+
+
+def canceled(rows: list[tuple[Any, ...]]) -> bool:
+    """The call's answer read from its rows (on a worker thread's connection or the loop's):
+    True once committed, False (nothing written) if the key exists."""
+    return bool(rows[0][0])
 
 
 def call_params(plan: Plan) -> tuple[Any, ...]:

@@ -21,9 +21,14 @@ the fallback safe: a fast write that committed is found by the reference path's 
 replayed, never written twice. A lock wait past its bound is answered at once, as the
 reference path answers it (`idempotency.waited_too_long`).
 
-Sync, on the caller's thread, as the route's answer is (a worker thread); on SQLite
-`Database.transaction` joins the same group commit queue as `transaction_async`. Nothing here
-logs a beneficiary's account number or IBAN.
+`create` is sync, on the caller's thread (the FastAPI route's worker thread); on SQLite
+`Database.transaction` joins the same group commit queue as `transaction_async`. The thin edge
+creates from the event loop with no worker thread (`create_on_loop`, ADR 0026 decision 4): on
+PostgreSQL the same call awaited on a connection of the loop's own (`db/loop_calls.py`: a
+connection lost during it is `CommitOutcomeUnknown`, as on the thread), its errors read by the
+same rule (`_left_to_reference`); on SQLite the same list handed to the writer's group commit
+(`Database.transaction_async`, the statements on the loop). The same statements either way.
+Nothing here logs a beneficiary's account number or IBAN.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import TypeVar
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
+from paycore.db import loop_calls
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome
@@ -72,6 +78,30 @@ def create(
     return reference()
 
 
+async def create_on_loop(
+    database: Database, scope: KeyScope, new: NewPayout, *, actor: str, encode: Encode
+) -> Outcome | None:
+    """`create` from the event loop, no worker thread: the answer (201) once the payout is
+    written, or None, having written nothing, when the reference path must decide (the caller
+    runs it). On PostgreSQL the one call awaited on a connection of the loop; on SQLite the
+    list handed to the writer (`Database.transaction_async`)."""
+    plan = _plan(database, scope, new, actor, encode)
+    if plan is None:
+        return None
+    if database.is_postgres:
+        written = await _call_on_loop(database, plan)
+    else:
+        try:
+            in_transit_id = await database.transaction_async(
+                lambda connection: create_repository.write_statements(connection, plan)
+            )
+        except Refused as refused:
+            _refused(database, plan, refused)
+            return None
+        written = _written(database, plan, in_transit_id)
+    return plan.answer if written else None
+
+
 def _plan(database: Database, scope: KeyScope, new: NewPayout, actor: str, encode: Encode) -> Plan | None:
     # PostgreSQL's call ensures the accounts itself, whatever this process has seen.
     code = in_transit_code(new.currency)
@@ -102,24 +132,51 @@ def _call(database: Database, plan: Plan) -> bool:
         try:
             return create_repository.create_call(connection, plan)
         except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            if _left_to_reference(error):
                 return False
             raise
+
+
+async def _call_on_loop(database: Database, plan: Plan) -> bool:
+    """`_call` from the event loop: the same call, its errors read alike."""
+    try:
+        rows = await loop_calls.fetch(
+            database, create_repository.CALL, create_repository.call_params(plan), commits=True
+        )
+    except DBAPIError as error:
+        if _left_to_reference(error):
+            return False
+        raise
+    return create_repository.created(rows)
+
+
+def _left_to_reference(error: DBAPIError) -> bool:
+    """Whether the call's `error` left nothing written for the reference path to decide; a lock
+    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
+    if is_lock_timeout(error):
+        raise idempotency.waited_too_long(error) from error
+    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _write_sqlite(database: Database, plan: Plan) -> bool:
     """True once the list committed the payout; False, having written nothing, when the
     reference path must decide."""
-    tenant_id, code = plan.tenant_id, plan.in_transit.code
     try:
         in_transit_id = database.transaction(lambda connection: create_repository.write_statements(connection, plan))
     except Refused as refused:
-        if refused.in_transit_unknown:
-            ledger.system_account_ids(database).forget(tenant_id, [code])
+        _refused(database, plan, refused)
         return False
+    return _written(database, plan, in_transit_id)
+
+
+def _refused(database: Database, plan: Plan, refused: Refused) -> None:
+    if refused.in_transit_unknown:
+        ledger.system_account_ids(database).forget(plan.tenant_id, [plan.in_transit.code])
+
+
+def _written(database: Database, plan: Plan, in_transit_id: str | None) -> bool:
+    """Whether the list committed the payout (the in-transit account's id, now cached)."""
     if in_transit_id is None:
         return False
-    ledger.system_account_ids(database).put(tenant_id, {code: in_transit_id})
+    ledger.system_account_ids(database).put(plan.tenant_id, {plan.in_transit.code: in_transit_id})
     return True

@@ -39,7 +39,7 @@ class Refused(Exception):
 # ------------------------------------------------------------------ PostgreSQL: one call
 # Migration `*_payouts_create.py` (its number: the migration file and HEAD_REVISION); in autocommit, the call
 # commits itself (ADR 0011).
-_CALL = driver.binary_arrays(
+CALL = driver.binary_arrays(
     driver.statement(
         "SELECT paycore_payouts_create(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?::text[], ?::text[], ?,"
         " ?::text[], ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?::text[], ?::text[], ?::text[], ?)"
@@ -82,7 +82,13 @@ def create_call(connection: Connection, plan: Plan) -> bool:
     """Write the payout in one call: True once committed, False (nothing written) if the key
     exists. A refusal comes out as DBAPIError with SQLSTATE PC001-PC003 or PC010 (migration
     `*_payouts_create.py`), having written nothing."""
-    return bool(driver.fetch(connection, _CALL, call_params(plan))[0][0])
+    return created(driver.fetch(connection, CALL, call_params(plan)))
+
+
+def created(rows: list[tuple[Any, ...]]) -> bool:
+    """The call's answer read from its rows (on a worker thread's connection or the loop's):
+    True once committed, False (nothing written) if the key exists."""
+    return bool(rows[0][0])
 
 
 def call_params(plan: Plan) -> tuple[Any, ...]:

@@ -10,6 +10,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, bindparam, func, or_, select
 
+from paycore.db import driver, loop_calls
+from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore, keys_in
 from paycore.lifecycle import per_tenant, store
 from paycore.payouts import states
@@ -22,6 +24,19 @@ _GET = select(payouts).where(payouts.c.tenant_id == bindparam("t"), payouts.c.id
 def get(connection: Connection, tenant_id: str, payout_id: str, *, for_update: bool = False) -> Row[Any] | None:
     query = _GET.with_for_update() if for_update and connection.dialect.name == "postgresql" else _GET
     return connection.execute(query, {"t": tenant_id, "i": payout_id}).first()
+
+
+# The same read from the event loop, with no worker thread (a data-plane phase's on PostgreSQL,
+# `db/loop_calls.py`): the table's columns, as `_GET` (and `lifecycle.MACHINE.find`) read them.
+_COLUMNS = tuple(column.name for column in payouts.c)
+_GET_ON_LOOP = driver.statement(f"SELECT {', '.join(_COLUMNS)} FROM payouts WHERE tenant_id = ? AND id = ?")
+
+
+async def find_on_loop(database: Database, tenant_id: str, payout_id: str) -> Payout | None:
+    """The payout, as `lifecycle.MACHINE.find` reads it, from the event loop (PostgreSQL)."""
+    rows = await loop_calls.fetch(database, _GET_ON_LOOP, (tenant_id, payout_id), commits=False)
+    assert len(rows) <= 1, "one payout per (tenant, id)"
+    return payout_from_row(dict(zip(_COLUMNS, rows[0], strict=True))) if rows else None
 
 
 def exists(connection: Connection, tenant_id: str, payout_id: str) -> bool:

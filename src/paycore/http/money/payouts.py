@@ -4,15 +4,23 @@ decision 4; SPEC §11).
 A payout whose body is well formed (JSON, read once by `kit.strict_json`, of exactly the shape
 `payouts.schemas.PayoutCreate` accepts, with or without its optional fields) is answered here:
 authenticated by `http.context` as the FastAPI route's dependency does (401 before anything
-about the body), then `routers.payouts.schedule_answer`, the one home of the key, the write, the
-audit and the answer both edges share, on one worker thread as the sync FastAPI route runs it.
+about the body; on the loop, `authenticate_on_loop`), then `routers.payouts`' answer, the one
+home of the key, the write, the audit and the answer both edges share: from the event loop with
+no worker thread (`schedule_answer_on_loop`, `payouts/create.py`'s `create_on_loop`: on
+PostgreSQL the one call awaited on a connection of the loop's own, `db/loop_calls.py`; on SQLite
+the list handed to the writer's group commit). Where that writes nothing (a key that exists, a
+refusal, a limit), the reference path answers: on SQLite from the loop too (its transactions
+handed to the writer), on PostgreSQL on one worker thread (`idempotent.Reference.on_loop`).
 Every other body goes whole to the FastAPI route, with the bytes already read: its validation
 answers it as always. This edge therefore only ever accepts a subset of what the route's model
 accepts, and reads it to the same values (the defaults filled in, so the key's fingerprint is
 the route's).
 
 A cancel takes no body: the FastAPI route reads none and ignores one it is sent, so its edge
-reads none either and answers every cancel itself (`routers.payouts.cancel_answer`).
+reads none either and answers every cancel itself, from the event loop as a payout
+(`routers.payouts.cancel_answer_on_loop`, `payouts/cancel.py`'s `cancel_on_loop`: on PostgreSQL
+the payout's and its events' reads and the call each awaited on the loop's connections; on
+SQLite the reads and the list handed to the writer).
 `tests/integration/http/test_payouts_edge.py` holds both edges to the FastAPI routes' answers.
 """
 
@@ -23,8 +31,9 @@ from typing import Any, Final, get_args
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from paycore.http.context import authenticate_on_loop
 from paycore.http.money import edge
-from paycore.http.money.edge import Edge, Endpoint, answer_on_thread, fastapi_route, plain_text, read_object
+from paycore.http.money.edge import Edge, Endpoint, fastapi_route, plain_text, read_object
 from paycore.http.routers import payouts as payouts_router
 from paycore.payouts.schemas import BeneficiaryIn, PayoutCreate
 from paycore.schemas import CURRENCY_LENGTH, ID_LENGTH_MAX
@@ -93,7 +102,8 @@ class _ScheduleEndpoint(Endpoint):
         if payout is None:
             await self.hand_over(scope, body, receive, send)
             return
-        response = await answer_on_thread(request, payouts_router.schedule_answer, *payout)
+        await authenticate_on_loop(request)
+        response = await payouts_router.schedule_answer_on_loop(request, *payout)
         await response(scope, receive, send)
 
 
@@ -102,7 +112,8 @@ class _CancelEndpoint(Endpoint):
         # No body is read: the FastAPI route reads none (a body sent is ignored, as there).
         request = Request(scope, receive)
         payout_id: str = scope["path_params"]["payout_id"]
-        response = await answer_on_thread(request, payouts_router.cancel_answer, payout_id)
+        await authenticate_on_loop(request)
+        response = await payouts_router.cancel_answer_on_loop(request, payout_id)
         await response(scope, receive, send)
 
 

@@ -20,6 +20,7 @@ from paycore.http.errors import dumps, json_response
 from paycore.http.responses import ERRORS, IDEMPOTENT
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
+from paycore.idempotency.service import KeyScope
 from paycore.payouts import adjustments, cancel, create, create_plan, schemas, states
 from paycore.payouts import service as payouts
 from paycore.payouts.adjustments import NewAdjustment
@@ -62,7 +63,28 @@ def schedule_answer(request: Request, body: schemas.PayoutCreate, body_json: Any
     """The answer to a payout whose body `schemas.PayoutCreate` accepts (`body_json` its
     `model_dump(mode="json")`), the caller authenticated: the one home of what both edges do
     past the body (the key, the write, the audit, the answer). Blocking: called on a worker
-    thread."""
+    thread (the FastAPI route's)."""
+    scope, new, actor, reference = _schedule_request(request, body, body_json)
+    # The data plane (ADR 0026) writes a payout it can write at once; everything else (a key
+    # that exists, a refusal, a schema below its function) is the reference path's.
+    answer = create.create(request.app.state.database, scope, new, actor=actor, encode=dumps, reference=reference.run)
+    return answer if isinstance(answer, Response) else idempotent.response(answer, False)
+
+
+async def schedule_answer_on_loop(request: Request, body: schemas.PayoutCreate, body_json: Any) -> Response:
+    """`schedule_answer` from the event loop (the thin edge's): the same request, then
+    `create.create_on_loop`, whose write needs no worker thread; the reference path where it
+    wrote nothing (`idempotent.Reference.on_loop`)."""
+    scope, new, actor, reference = _schedule_request(request, body, body_json)
+    answer = await create.create_on_loop(request.app.state.database, scope, new, actor=actor, encode=dumps)
+    return idempotent.response(answer, False) if answer is not None else await reference.on_loop()
+
+
+def _schedule_request(
+    request: Request, body: schemas.PayoutCreate, body_json: Any
+) -> tuple[KeyScope, NewPayout, str, idempotent.Reference]:
+    """The key's scope, the payout, the actor and the reference path: what both answers start
+    from. No I/O."""
     who = caller(request)
     tenant_id = who.tenant_id
     key = idempotent.header_key(request, required=True)
@@ -94,15 +116,10 @@ def schedule_answer(request: Request, body: schemas.PayoutCreate, body_json: Any
         )
         return 201, schemas.payout_json(payout, payouts.history(connection, payout))
 
-    def reference() -> Response:
-        # A refusal is audited by paycore.http.refusals, as for every money-moving request.
-        return idempotent.run(request, tenant_id=tenant_id, key=key, body=body_json, effect=effect, keep_forever=True)
-
-    # The data plane (ADR 0026) writes a payout it can write at once; everything else (a key
-    # that exists, a refusal, a schema below its function) is the reference path's.
+    # A refusal is audited by paycore.http.refusals, as for every money-moving request.
+    reference = idempotent.Reference(request, tenant_id, key, body_json, effect, keep_forever=True)
     scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True)
-    answer = create.create(request.app.state.database, scope, new, actor=who.actor, encode=dumps, reference=reference)
-    return answer if isinstance(answer, Response) else idempotent.response(answer, False)
+    return scope, new, who.actor, reference
 
 
 @router.get("/v1/payouts", responses=ERRORS)
@@ -146,26 +163,39 @@ def cancel_payout(payout_id: str, request: Request) -> Response:
 
 def cancel_answer(request: Request, payout_id: str) -> Response:
     """The answer to a cancel, the caller authenticated: the one home of what both edges do (the
-    key, the compare-and-set, the answer). Blocking: called on a worker thread."""
+    key, the compare-and-set, the answer). Blocking: called on a worker thread (the FastAPI
+    route's)."""
+    scope, actor, reference = _cancel_request(request, payout_id)
+    # The data plane (ADR 0026) cancels a payout it can cancel at once; everything else (a key
+    # that exists, a payout missing, canceled or claimed, a schema below its function) is the
+    # reference path's.
+    database = request.app.state.database
+    answer = cancel.cancel(database, scope, payout_id, actor=actor, encode=dumps, reference=reference.run)
+    return answer if isinstance(answer, Response) else idempotent.response(answer, False)
+
+
+async def cancel_answer_on_loop(request: Request, payout_id: str) -> Response:
+    """`cancel_answer` from the event loop (the thin edge's): the same request, then
+    `cancel.cancel_on_loop`, whose reads and write need no worker thread; the reference path
+    where it wrote nothing (`idempotent.Reference.on_loop`)."""
+    scope, actor, reference = _cancel_request(request, payout_id)
+    answer = await cancel.cancel_on_loop(request.app.state.database, scope, payout_id, actor=actor, encode=dumps)
+    return idempotent.response(answer, False) if answer is not None else await reference.on_loop()
+
+
+def _cancel_request(request: Request, payout_id: str) -> tuple[KeyScope, str, idempotent.Reference]:
+    """The key's scope, the actor and the reference path: what both answers start from. No I/O."""
     tenant_id, actor = caller(request).tenant_id, caller(request).actor
     key = idempotent.header_key(request, required=True)
-
     assert key is not None
 
     def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
         payout = payouts.cancel(connection, tenant_id, payout_id, now_us=now_us, actor=actor)
         return 200, schemas.payout_json(payout, payouts.history(connection, payout))
 
-    def reference() -> Response:
-        return idempotent.run(request, tenant_id=tenant_id, key=key, body={}, effect=effect, keep_forever=False)
-
-    # The data plane (ADR 0026) cancels a payout it can cancel at once; everything else (a key
-    # that exists, a payout missing, canceled or claimed, a schema below its function) is the
-    # reference path's.
+    reference = idempotent.Reference(request, tenant_id, key, {}, effect, keep_forever=False)
     scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body={}, keep_forever=False)
-    database = request.app.state.database
-    answer = cancel.cancel(database, scope, payout_id, actor=actor, encode=dumps, reference=reference)
-    return answer if isinstance(answer, Response) else idempotent.response(answer, False)
+    return scope, actor, reference
 
 
 @router.get("/v1/payouts/{payout_id}/events", responses=ERRORS)
