@@ -159,7 +159,7 @@ def on_loop(transport: HttpTransport, *numbers: int) -> list[str]:
 def test_charges_from_the_loop_reuse_one_kept_connection_across_loops(processor: tuple[str, Seen]) -> None:
     url, seen = processor
     transport = HttpTransport(url, timeout_ms=5_000)
-    assert transport.charges_on_loop
+    assert transport.calls_on_loop
     assert on_loop(transport, 1, 2, 3) == ["succeeded"] * 3
     assert on_loop(transport, 4) == ["succeeded"]  # another loop: the socket is no loop's
     assert len(seen.ports) == 4 and len(set(seen.ports)) == 1, seen.ports
@@ -211,4 +211,4 @@ def test_a_connection_idle_too_long_is_not_reused_from_the_loop(
 def test_a_processor_that_cannot_be_reached_is_unreachable_from_the_loop() -> None:
     transport = HttpTransport("http://127.0.0.1:9", timeout_ms=1_000)  # the discard port: nobody listens
     assert on_loop(transport, 1) == ["ProcessorUnreachable"]
-    assert not HttpTransport("https://127.0.0.1:9").charges_on_loop  # HTTPS stays on a thread
+    assert not HttpTransport("https://127.0.0.1:9").calls_on_loop  # HTTPS stays on a thread
