@@ -17,8 +17,14 @@ answers None having written nothing for it to decide: a key that exists (its rep
 capturable (the refusals it records), a payment that moved since it was read (a racing
 capture, cancel or webhook: the loser's 409 is the reference path's), any answer but
 `captured` for the amount asked or `canceled` (a refusal, no answer: in doubt; an expiry), a
-refused write, and a PostgreSQL schema without the functions (SQLSTATE 42883). Sync, on the
-caller's worker thread, as `accept.py` is.
+refused write, and a PostgreSQL schema without the functions (SQLSTATE 42883).
+
+`begin` and `finish` are sync, on the caller's worker thread (the FastAPI route's, or the thin
+edge's with a transport that blocks: `operations.py`). The thin edge with a transport that calls
+from the loop writes them from the event loop (`begin_on_loop`, `finish_on_loop`, ADR 0026
+decision 4; `operations_on_loop.py`): on SQLite the same transaction handed to the writer
+(`Database.transaction_async`), on PostgreSQL the same read and calls on connections of the
+loop's own (`db/loop_calls.py`), their errors read by the same rule (`_left_to_reference`).
 """
 
 from __future__ import annotations

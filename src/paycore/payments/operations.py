@@ -19,6 +19,11 @@ commit, call the processor outside any transaction, commit.
 A crash between 1 and 3 leaves a `processing` payment that the resolver takes after
 `processing_stale_ms`; it asks the processor first and sends the same request again only
 while the charge is still authorized (`processor_calls.ask`).
+
+Sync, on one worker thread: the FastAPI routes' and, with a transport that blocks (in process,
+HTTPS), the thin edge's. With a transport that calls from the event loop, the thin edge runs the
+same steps from the loop (`operations_on_loop.py`), and this module's `operate_by_reference`
+(begin's data plane wrote nothing) and `finish_by_reference` where its own do.
 """
 
 from __future__ import annotations
