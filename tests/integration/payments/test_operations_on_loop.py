@@ -12,12 +12,13 @@ the loop's own connections (`db/loop_calls.py`).
   path's, as on the thread: from the loop on SQLite, on one worker thread on PostgreSQL.
 - A connection lost during a phase's call on PostgreSQL is answered as the thread path answers
   it (503, the commit's outcome unknown), nothing is done twice, and the key's retry gets the
-  one result.
+  one result; a lock wait past its bound is answered at once, as on the thread.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -289,3 +290,35 @@ def test_a_connection_lost_during_finish_is_answered_as_on_the_thread(
     posted = (3000 if operation == "capture" else 0) * 2
     assert env.balance(destination)["posted_minor"] == posted
     assert post_operation(env, operation, authorized(env, destination), "next").status_code == 200, "a new connection"
+
+
+@PLAIN_HTTP
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_lock_wait_past_its_bound_is_answered_at_once_as_on_the_thread(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """begin's call waits on the payment's row past `lock_timeout` (the key's wait): answered as
+    the thread path answers it (`idempotency.waited_too_long`), nothing written, no second wait.
+    A capture's only: a cancel's begin reads its call's errors by the same rule."""
+    operation = "capture"
+    destination = env.account()
+    on_loop_id, on_thread_id = authorized(env, destination), authorized(env, destination)
+    url = env.database.settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    wait_s = env.database.settings.idempotency_wait_ms / 1000  # the connections' lock_timeout
+    answers = []
+    for payment_id, path in ((on_loop_id, "loop"), (on_thread_id, "thread")):
+        if path == "thread":
+            on_a_thread(monkeypatch)
+        with psycopg.connect(url) as holder:
+            holder.execute("SELECT 1 FROM payments WHERE id = %s FOR UPDATE", (payment_id,))
+            started_s = time.monotonic()
+            response = post_operation(env, operation, payment_id, f"locked-{path}")
+            waited_s = time.monotonic() - started_s
+            holder.rollback()
+        assert waited_s < 1.5 * wait_s, f"one wait of the lock's bound ({wait_s} s), not two: {waited_s} s"
+        answers.append((response.status_code, response.json()["error"]))
+        assert payment_of(env, payment_id) == ("requires_capture", None), "nothing written"
+        retried = post_operation(env, operation, payment_id, f"locked-{path}")
+        assert retried.status_code == 200 and retried.json()["status"] == DONE[operation], retried.text
+    assert answers[0] == answers[1] and answers[0][0] == 503, answers
