@@ -55,9 +55,9 @@ WARMUP_PAYMENTS = 200
 class Instant:
     """A processor that answers every charge succeeded at once (nothing else is called here),
     from the event loop as the HTTP transport to a plain-HTTP processor does
-    (`port.loop_charger`: a payment on SQLite then needs no worker thread, as served)."""
+    (`port.loop_caller`: a payment on SQLite then needs no worker thread, as served)."""
 
-    charges_on_loop = True
+    calls_on_loop = True
 
     def charge(self, request: ChargeRequest) -> ChargeResult:
         return ChargeResult(

@@ -17,7 +17,7 @@ import pytest
 
 from paycore.processor import connections
 from paycore.processor.http_transport import HttpTransport
-from paycore.processor.port import ChargeRequest, ProcessorUnreachable
+from paycore.processor.port import CancelRequest, CaptureRequest, ChargeRequest, ProcessorUnreachable
 
 
 @dataclass
@@ -26,6 +26,7 @@ class Seen:
     close_after: set[int] = field(default_factory=set)  # the request numbers answered and then closed
     lose_answer: set[int] = field(default_factory=set)  # the request numbers read and never answered
     hold_s: dict[int, float] = field(default_factory=dict)  # the request numbers answered this late
+    requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)  # (line, headers, body)
 
 
 @pytest.fixture
@@ -36,7 +37,8 @@ def processor() -> Iterator[tuple[str, Seen]]:
         protocol_version = "HTTP/1.1"  # keeps connections alive, as `paycore processor serve`
 
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.requests.append((self.requestline, dict(self.headers.items()), body))
             seen.ports.append(self.client_address[1])
             number = len(seen.ports)
             if number in seen.hold_s:
@@ -159,7 +161,7 @@ def on_loop(transport: HttpTransport, *numbers: int) -> list[str]:
 def test_charges_from_the_loop_reuse_one_kept_connection_across_loops(processor: tuple[str, Seen]) -> None:
     url, seen = processor
     transport = HttpTransport(url, timeout_ms=5_000)
-    assert transport.charges_on_loop
+    assert transport.calls_on_loop
     assert on_loop(transport, 1, 2, 3) == ["succeeded"] * 3
     assert on_loop(transport, 4) == ["succeeded"]  # another loop: the socket is no loop's
     assert len(seen.ports) == 4 and len(set(seen.ports)) == 1, seen.ports
@@ -211,4 +213,33 @@ def test_a_connection_idle_too_long_is_not_reused_from_the_loop(
 def test_a_processor_that_cannot_be_reached_is_unreachable_from_the_loop() -> None:
     transport = HttpTransport("http://127.0.0.1:9", timeout_ms=1_000)  # the discard port: nobody listens
     assert on_loop(transport, 1) == ["ProcessorUnreachable"]
-    assert not HttpTransport("https://127.0.0.1:9").charges_on_loop  # HTTPS stays on a thread
+    assert not HttpTransport("https://127.0.0.1:9").calls_on_loop  # HTTPS stays on a thread
+
+
+def test_a_capture_and_a_cancel_from_the_loop_are_the_threads_requests_and_answers(
+    processor: tuple[str, Seen],
+) -> None:
+    """`capture_on_loop` and `cancel_on_loop` send what `capture` and `cancel` send (the request
+    line, the headers, the body's bytes) and read the answer alike."""
+    url, seen = processor
+    transport = HttpTransport(url, timeout_ms=5_000)
+    capture = CaptureRequest("pay_1_capture", "acme", "ch_1", 60, "USD")
+    cancel = CancelRequest("pay_2_cancel", "acme", "ch_2")
+    by_thread = [transport.capture(capture), transport.cancel(cancel)]
+
+    async def calls() -> list[object]:
+        return [await transport.capture_on_loop(capture), await transport.cancel_on_loop(cancel)]
+
+    by_loop = asyncio.run(calls())
+    numbered = {"pay_1": "pay_3", "ch_1": "ch_3", "pay_2": "pay_4", "ch_2": "ch_4"}
+    assert by_loop == [
+        dataclasses.replace(
+            answer, request_id=numbered[answer.request_id], processor_charge_id=numbered[answer.processor_charge_id]
+        )
+        for answer in by_thread
+    ]
+    thread_requests, loop_requests = seen.requests[:2], seen.requests[2:]
+    assert [line for line, _, _ in thread_requests] == ["POST /v1/captures HTTP/1.1", "POST /v1/cancellations HTTP/1.1"]
+    assert loop_requests == thread_requests
+    assert json.loads(thread_requests[0][2]) == dataclasses.asdict(capture)
+    transport.close()

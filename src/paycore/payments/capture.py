@@ -17,8 +17,14 @@ answers None having written nothing for it to decide: a key that exists (its rep
 capturable (the refusals it records), a payment that moved since it was read (a racing
 capture, cancel or webhook: the loser's 409 is the reference path's), any answer but
 `captured` for the amount asked or `canceled` (a refusal, no answer: in doubt; an expiry), a
-refused write, and a PostgreSQL schema without the functions (SQLSTATE 42883). Sync, on the
-caller's worker thread, as `accept.py` is.
+refused write, and a PostgreSQL schema without the functions (SQLSTATE 42883).
+
+`begin` and `finish` are sync, on the caller's worker thread (the FastAPI route's, or the thin
+edge's with a transport that blocks: `operations.py`). The thin edge with a transport that calls
+from the loop writes them from the event loop (`begin_on_loop`, `finish_on_loop`, ADR 0026
+decision 4; `operations_on_loop.py`): on SQLite the same transaction handed to the writer
+(`Database.transaction_async`), on PostgreSQL the same read and calls on connections of the
+loop's own (`db/loop_calls.py`), their errors read by the same rule (`_left_to_reference`).
 """
 
 from __future__ import annotations
@@ -30,12 +36,12 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
+from paycore.db import loop_calls
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit import ids
 from paycore.kit.clock import now_us as clock_now_us
-from paycore.kit.errors import DomainError
 from paycore.ledger import service as ledger
 from paycore.lifecycle.calls import Call
 from paycore.payments import capture_plan, capture_repository, lifecycle, settle_repository
@@ -63,55 +69,136 @@ def begin(
 ) -> Payment | None:
     """The payment `processing` with the operation (`capture` | `cancel`) in flight once
     written; None, having written nothing, where the reference path must decide."""
-
-    def plan_of(connection: Connection) -> capture_plan.BeginPlan | None:
-        try:
-            authorized = lifecycle.MACHINE.load(connection, scope.tenant_id, payment_id)
-        except DomainError:
-            return None  # not found: the reference path's 404
-        return capture_plan.plan_begin(
-            scope,
-            authorized,
-            operation,
-            amount_minor,
-            processing_stale_ms=stale_ms,
-            actor=actor,
-            event_id=ids.new_id("evt"),
-            context=context,
-        )
-
-    context = EventContext.current()  # this request's: the write may run on another thread
+    begins = _Begins(scope, payment_id, operation, amount_minor, actor, stale_ms)
     if not database.is_postgres:
         # SQLite: the read in the write's own transaction (one writer: nothing moves in between).
         try:
-            return database.transaction(lambda connection: _begin_sqlite(connection, plan_of(connection)))
+            return database.transaction(begins.on_sqlite)
         except capture_repository.Lost:
             return None
     with database.read() as connection:
-        plan = plan_of(connection)
+        plan = begins.plan(_loaded(connection, scope.tenant_id, payment_id))
     if plan is None:
         return None
     return plan.payment if _on_postgres(database, lambda c: capture_repository.begin_call(c, plan)) else None
 
 
-def _begin_sqlite(connection: Connection, plan: capture_plan.BeginPlan | None) -> Payment | None:
-    if plan is None or not capture_repository.begin_statements(connection, plan):
+async def begin_on_loop(
+    database: Database,
+    scope: KeyScope,
+    payment_id: str,
+    operation: str,
+    amount_minor: int | None,
+    *,
+    actor: str,
+    stale_ms: int,
+) -> Payment | None:
+    """`begin` from the event loop, no worker thread (ADR 0026 decision 4): on SQLite the same
+    transaction handed to the writer (`Database.transaction_async`, the statements on the loop),
+    on PostgreSQL the same read and call awaited on a connection of the loop (`db/loop_calls.py`),
+    their errors read alike."""
+    begins = _Begins(scope, payment_id, operation, amount_minor, actor, stale_ms)
+    if not database.is_postgres:
+        try:
+            return await database.transaction_async(begins.on_sqlite)
+        except capture_repository.Lost:
+            return None
+    found = await loop_calls.fetch(
+        database, capture_repository.LOAD_PAYMENT, (scope.tenant_id, payment_id), commits=False
+    )
+    plan = begins.plan(capture_repository.payment_of(found))
+    if plan is None:
         return None
-    return plan.payment
+    try:
+        rows = await loop_calls.fetch(database, *capture_repository.begin_statement(plan), commits=True)
+    except DBAPIError as error:
+        if _left_to_reference(error):
+            return None
+        raise
+    return plan.payment if capture_repository.begun(rows) else None
+
+
+class _Begins:
+    """One request's begin: its plan from the authorization as read, and SQLite's transaction."""
+
+    def __init__(
+        self, scope: KeyScope, payment_id: str, operation: str, amount_minor: int | None, actor: str, stale_ms: int
+    ) -> None:
+        self.scope, self.payment_id, self.operation, self.amount_minor = scope, payment_id, operation, amount_minor
+        self.actor, self.stale_ms = actor, stale_ms
+        self.context = EventContext.current()  # this request's: the write may run on another thread
+
+    def plan(self, authorized: Payment | None) -> capture_plan.BeginPlan | None:
+        if authorized is None:
+            return None  # not found: the reference path's 404
+        return capture_plan.plan_begin(
+            self.scope,
+            authorized,
+            self.operation,
+            self.amount_minor,
+            processing_stale_ms=self.stale_ms,
+            actor=self.actor,
+            event_id=ids.new_id("evt"),
+            context=self.context,
+        )
+
+    def on_sqlite(self, connection: Connection) -> Payment | None:
+        plan = self.plan(_loaded(connection, self.scope.tenant_id, self.payment_id))
+        if plan is None or not capture_repository.begin_statements(connection, plan):
+            return None
+        return plan.payment
+
+
+def _loaded(connection: Connection, tenant_id: str, payment_id: str) -> Payment | None:
+    return lifecycle.MACHINE.find(connection, tenant_id, payment_id)
 
 
 def finish(database: Database, started: Payment, call: Call[ChargeResult], *, actor: str) -> Outcome | None:
     """The capture request's answer once this phase wrote it; None, having written nothing,
     where the reference path must decide. Raises DatabaseUnavailable as a transaction does."""
-    plan = capture_plan.plan_finish(
-        started, call, actor=actor, now_us=clock_now_us(), new_ids=_new_ids(), context=EventContext.current()
-    )
+    plan = _plan_finish(started, call, actor)
     if plan is None:
         return None
     if database.is_postgres:
         accounts = _on_postgres(database, lambda connection: capture_repository.finish_call(connection, plan))
     else:
         accounts = _finish_sqlite(database, plan)
+    return _written(started, plan, accounts)
+
+
+async def finish_on_loop(
+    database: Database, started: Payment, call: Call[ChargeResult], *, actor: str
+) -> Outcome | None:
+    """`finish` from the event loop, no worker thread: the same plan, written on PostgreSQL by
+    the same call on a connection of the loop (`db/loop_calls.py`: a connection lost during it
+    is `CommitOutcomeUnknown`), on SQLite by the same list handed to the writer."""
+    plan = _plan_finish(started, call, actor)
+    if plan is None:
+        return None
+    if not database.is_postgres:
+        try:
+            accounts = await database.transaction_async(
+                lambda connection: settle_repository.write_statements(connection, plan)
+            )
+        except settle_repository.Refused:
+            return None
+        return _written(started, plan, accounts)
+    try:
+        rows = await loop_calls.fetch(database, *capture_repository.finish_statement(plan), commits=True)
+    except DBAPIError as error:
+        if _left_to_reference(error):
+            return None
+        raise
+    return _written(started, plan, capture_repository.finished(rows))
+
+
+def _plan_finish(started: Payment, call: Call[ChargeResult], actor: str) -> Plan | None:
+    return capture_plan.plan_finish(
+        started, call, actor=actor, now_us=clock_now_us(), new_ids=_new_ids(), context=EventContext.current()
+    )
+
+
+def _written(started: Payment, plan: Plan, accounts: settle_repository.Accounts | None) -> Outcome | None:
     if not accounts:
         return None
     ledger.remember_accounts(started.tenant_id, accounts)
@@ -135,11 +222,17 @@ def _on_postgres(database: Database, call: Callable[[Connection], R]) -> R | Non
         try:
             return call(connection)
         except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            if _left_to_reference(error):
                 return None
             raise
+
+
+def _left_to_reference(error: DBAPIError) -> bool:
+    """Whether the call's `error` left nothing written for the reference path to decide; a lock
+    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
+    if is_lock_timeout(error):
+        raise idempotency.waited_too_long(error) from error
+    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _finish_sqlite(database: Database, plan: Plan) -> settle_repository.Accounts | None:

@@ -18,7 +18,7 @@ processor's figures (`lifecycle.decide`, the one transition table's; columns by
 step, or voided (`settle_plan.hold_moved`), the state event, and the answer of the request's
 key (`schemas.operation_outcome`: 200). A plan exists only for that common case, the processor
 answering `captured` for the amount asked or `canceled`; anything else (a refusal, no answer,
-an expiry, another outcome) is the reference path's (`operations._finish`). The writers
+an expiry, another outcome) is the reference path's (`operations.finish_by_reference`). The writers
 (`capture_repository.py`) only send the plans.
 """
 

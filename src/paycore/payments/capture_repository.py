@@ -21,8 +21,10 @@ from paycore.db import driver
 from paycore.payments import states
 from paycore.payments.accept_repository import CLAIM
 from paycore.payments.capture_plan import BEGIN_COLUMNS, BeginPlan
+from paycore.payments.models import payments
 from paycore.payments.settle_plan import POST, VOID, Plan
 from paycore.payments.settle_repository import ACCOUNT_COLUMNS, Accounts, write_event
+from paycore.payments.types import Payment, payment_from_row
 
 
 class Lost(Exception):
@@ -31,6 +33,20 @@ class Lost(Exception):
 
 
 # ------------------------------------------------------------------ begin
+# The authorization as begin reads it (`lifecycle.MACHINE.load`'s row, no lock) from the event
+# loop on PostgreSQL (`capture.begin_on_loop`, `db/loop_calls.py`): every column, in the table's order.
+_PAYMENT_COLUMNS = tuple(payments.c.keys())
+LOAD_PAYMENT = driver.statement(f"SELECT {', '.join(_PAYMENT_COLUMNS)} FROM payments WHERE tenant_id = ? AND id = ?")
+
+
+def payment_of(rows: Any) -> Payment | None:
+    """The payment `LOAD_PAYMENT` read, or None: there is none."""
+    if not rows:
+        return None
+    assert len(rows) == 1, "the primary key"
+    return payment_from_row(dict(zip(_PAYMENT_COLUMNS, rows[0], strict=True)))
+
+
 _BEGIN_CALLS = {
     states.CAPTURE: driver.statement(
         "SELECT paycore_payments_capture_begin(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -48,6 +64,12 @@ _BEGIN_CAS = driver.statement(
 def begin_call(connection: Connection, plan: BeginPlan) -> bool:
     """begin in one call: True once committed, False (nothing written) if the key exists. A lost
     compare-and-set comes out as DBAPIError with SQLSTATE PC004 (nothing written)."""
+    return begun(driver.fetch(connection, *begin_statement(plan)))
+
+
+def begin_statement(plan: BeginPlan) -> tuple[driver.Statement, tuple[Any, ...]]:
+    """begin's one call and its parameters: what `begin_call` sends on a worker thread's
+    connection, and `capture.begin_on_loop` on one of the event loop's (`db/loop_calls.py`)."""
     moved, key, event = plan.payment, plan.key_row, plan.state_event
     _check_begin(plan)
     requested = (moved.capture_requested_minor,) if moved.operation == states.CAPTURE else ()
@@ -70,7 +92,12 @@ def begin_call(connection: Connection, plan: BeginPlan) -> bool:
     )
     statement = _BEGIN_CALLS[str(moved.operation)]
     assert len(params) == statement.sqlite.count("?")
-    return bool(driver.fetch(connection, statement, params)[0][0])
+    return statement, params
+
+
+def begun(rows: Any) -> bool:
+    """Whether begin's call wrote the phase (False: the key exists, nothing written)."""
+    return bool(rows[0][0])
 
 
 def begin_statements(connection: Connection, plan: BeginPlan) -> bool:
@@ -118,17 +145,24 @@ _CANCEL_FINISH_CALL = driver.binary_arrays(
 def finish_call(connection: Connection, plan: Plan) -> Accounts | None:
     """finish in one call: the hold's two accounts once committed, None (nothing written) when
     the compare-and-set found the payment moved. A refusal: DBAPIError, SQLSTATE PC001-PC004."""
+    return finished(driver.fetch(connection, *finish_statement(plan)))
+
+
+def finish_statement(plan: Plan) -> tuple[driver.Statement, tuple[Any, ...]]:
+    """finish's one call and its parameters (a capture's or a cancel's): what `finish_call`
+    sends on a worker thread's connection, and `capture.finish_on_loop` on the event loop's."""
     started, moved = plan.accepted, plan.payment
     assert plan.answer_key == started.operation_idempotency_key and moved.amount_capturable_minor == 0
     assert (moved.failure_code, moved.next_attempt_at_us, moved.claimed_by) == (None, None, None)
     if started.operation == states.CANCEL:
         assert plan.hold == VOID and moved.status == states.CANCELED and not plan.entries
-        return _accounts(driver.fetch(connection, _CANCEL_FINISH_CALL, _cancel_params(plan)))
+        return _CANCEL_FINISH_CALL, _cancel_params(plan)
     assert plan.hold == POST and moved.status == states.SUCCEEDED and started.operation == states.CAPTURE
-    return _accounts(driver.fetch(connection, _FINISH_CALL, _capture_params(plan)))
+    return _FINISH_CALL, _capture_params(plan)
 
 
-def _accounts(rows: Any) -> Accounts | None:
+def finished(rows: Any) -> Accounts | None:
+    """The hold's two accounts finish's call wrote; None when it wrote nothing (the payment moved)."""
     if not rows:
         return None
     assert len(rows) == 2, rows

@@ -6,7 +6,7 @@ phases): `service.create_payment`'s three steps, in its order.
    writer thread, the statements on the loop, ADR 0012), on PostgreSQL its one call awaited on
    a connection of the loop (`db/loop_calls.py`: psycopg's `AsyncConnection`, opened as the
    engine's, its errors answered as `Database.autocommit()` answers them). No worker thread.
-2. **Call**: from the loop when the transport can (`port.loop_charger`: the HTTP transport to a
+2. **Call**: from the loop when the transport can (`port.loop_caller`: the HTTP transport to a
    plain-HTTP processor, `processor/loop_connections.py`), with no transaction open (ADR 0006)
    and bounded by the transport's timeout as on a thread (no answer: `in_doubt`). Then
    3. **settle** (`settle.settle_on_loop`): planned on the loop, written as the accept is (the
@@ -43,7 +43,7 @@ from paycore.payments import accept, processor_calls, settle
 from paycore.payments import service as payments
 from paycore.payments.service import PaymentTimings
 from paycore.payments.types import NewPayment, Payment
-from paycore.processor.port import ChargesOnLoop, Processor, loop_charger
+from paycore.processor.port import CallsOnLoop, Processor, loop_caller
 
 
 async def create_payment(
@@ -67,20 +67,20 @@ async def create_payment(
             timings=timings,
             render_refusal=render_refusal,
         )
-    charger = loop_charger(processor)
-    if charger is None:
+    caller = loop_caller(processor)
+    if caller is None:
         answer = await run_blocking(payments.call_and_settle, database, processor, scope, started, new.actor, timings)
     else:
-        answer = await run_to_end(_call_and_settle_on_loop(database, charger, scope, started, new.actor, timings))
+        answer = await run_to_end(_call_and_settle_on_loop(database, caller, scope, started, new.actor, timings))
     return answer, False
 
 
 async def _call_and_settle_on_loop(
-    database: Database, charger: ChargesOnLoop, scope: KeyScope, started: Payment, actor: str, timings: PaymentTimings
+    database: Database, caller: CallsOnLoop, scope: KeyScope, started: Payment, actor: str, timings: PaymentTimings
 ) -> Outcome:
     """`service.call_and_settle` from the loop: the call, with no transaction open, then its
     answer settled on the data plane, or by the reference path (`service.finish`) on a thread."""
-    call = await processor_calls.charge_on_loop(charger, started)
+    call = await processor_calls.charge_on_loop(caller, started)
     try:
         answer = await settle.settle_on_loop(database, started, call, actor=actor)
         if answer is None:

@@ -19,6 +19,11 @@ commit, call the processor outside any transaction, commit.
 A crash between 1 and 3 leaves a `processing` payment that the resolver takes after
 `processing_stale_ms`; it asks the processor first and sends the same request again only
 while the charge is still authorized (`processor_calls.ask`).
+
+Sync, on one worker thread: the FastAPI routes' and, with a transport that blocks (in process,
+HTTPS), the thin edge's. With a transport that calls from the event loop, the thin edge runs the
+same steps from the loop (`operations_on_loop.py`), and this module's `operate_by_reference`
+(begin's data plane wrote nothing) and `finish_by_reference` where its own do.
 """
 
 from __future__ import annotations
@@ -93,16 +98,36 @@ def _operate(
     timings: PaymentTimings,
     render_refusal: Callable[[DomainError], Outcome],
 ) -> tuple[Outcome, bool]:
+    # The plain case on the data plane (`capture.py`); everything else through `_begin`.
+    started = capture_phases.begin(
+        database, scope, payment_id, operation, amount_minor, actor=actor, stale_ms=timings.processing_stale_ms
+    )
+    if started is None:
+        return operate_by_reference(
+            database, processor, scope, payment_id, operation, amount_minor, actor, timings, render_refusal
+        )
+    return _call_and_finish(database, processor, scope, started, actor, timings), False
+
+
+def operate_by_reference(
+    database: Database,
+    processor: Processor,
+    scope: KeyScope,
+    payment_id: str,
+    operation: str,
+    amount_minor: int | None,
+    actor: str,
+    timings: PaymentTimings,
+    render_refusal: Callable[[DomainError], Outcome],
+) -> tuple[Outcome, bool]:
+    """`_operate` once begin's data plane wrote nothing (also `operations_on_loop`'s, on a worker
+    thread): step 1 by the reference path, then as `_operate`. Blocking. Returns (response, replayed)."""
+
     def begin(connection: Connection) -> Payment | Outcome | None:
         return _begin(connection, scope, payment_id, operation, amount_minor, actor, timings, render_refusal)
 
     try:
-        # The plain case on the data plane (`capture.py`); everything else through `_begin`.
-        started: Payment | Outcome | None = capture_phases.begin(
-            database, scope, payment_id, operation, amount_minor, actor=actor, stale_ms=timings.processing_stale_ms
-        )
-        if started is None:
-            started = database.transaction(begin)
+        started = database.transaction(begin)
     except RefusalToRecord as refusal:
         outcome = refusal.outcome
         return database.transaction(lambda connection: idempotency.record_refusal(connection, scope, outcome))
@@ -110,17 +135,31 @@ def _operate(
         return started, True
     if started is None:
         return await_answer(database, scope, timings.wait_ms), True
+    return _call_and_finish(database, processor, scope, started, actor, timings), False
+
+
+def _call_and_finish(
+    database: Database, processor: Processor, scope: KeyScope, started: Payment, actor: str, timings: PaymentTimings
+) -> Outcome:
+    """Steps 2 and 3: the call, with no transaction open, then its answer recorded on the data
+    plane or, where it wrote nothing, by the reference path (`finish_by_reference`)."""
     call = processor_calls.send_operation(processor, started)
     try:
-        first_retry_ms = timings.first_retry_ms
         answer = capture_phases.finish(database, started, call, actor=actor)
         if answer is not None:
-            return answer, False
+            return answer
+        first_retry_ms = timings.first_retry_ms
         return database.transaction(
-            lambda connection: _finish(connection, scope, started, call, actor, first_retry_ms)
-        ), False
+            lambda connection: finish_by_reference(connection, scope, started, call, actor, first_retry_ms)
+        )
     except DatabaseUnavailable as error:
-        raise CommitOutcomeUnknown(f"the {operation} was sent but its answer could not be recorded: {error}") from error
+        raise outcome_unknown(started, error) from error
+
+
+def outcome_unknown(started: Payment, error: DatabaseUnavailable) -> CommitOutcomeUnknown:
+    """The operation was sent, and its answer may or may not be recorded: the payment is the
+    resolver's (ADR 0006), the request's answer 503 with the commit's outcome unknown."""
+    return CommitOutcomeUnknown(f"the {started.operation} was sent but its answer could not be recorded: {error}")
 
 
 def _begin(
@@ -189,10 +228,11 @@ def _not_possible(payment: Payment, operation: str) -> DomainError:
     )
 
 
-def _finish(
+def finish_by_reference(
     connection: Connection, scope: KeyScope, started: Payment, call: Call[ChargeResult], actor: str, first_retry_ms: int
 ) -> Outcome:
-    """Step 3, in the caller's transaction: the call recorded, its evidence applied, the answer."""
+    """Step 3 by the reference path, in the caller's transaction: the call recorded, its evidence
+    applied, the answer."""
     now = clock_now_us()
     payment = lifecycle.MACHINE.load(connection, started.tenant_id, started.id, for_update=True)
     record_call(

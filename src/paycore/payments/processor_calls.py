@@ -12,11 +12,11 @@ from paycore.lifecycle.calls import Call, timed, timed_on_loop
 from paycore.payments import states
 from paycore.payments.types import Payment
 from paycore.processor.port import (
+    CallsOnLoop,
     CancelRequest,
     CaptureRequest,
     ChargeRequest,
     ChargeResult,
-    ChargesOnLoop,
     Processor,
     charge_request_fields,
 )
@@ -42,13 +42,13 @@ def charge(processor: Processor, payment: Payment, request: ChargeRequest | None
     return timed("charge", fields, lambda: processor.charge(request), ids=_ids(payment))
 
 
-async def charge_on_loop(charger: ChargesOnLoop, payment: Payment) -> Call[ChargeResult]:
-    """`charge` from the event loop, without a thread (`port.loop_charger`): the same request,
+async def charge_on_loop(caller: CallsOnLoop, payment: Payment) -> Call[ChargeResult]:
+    """`charge` from the event loop, without a thread (`port.loop_caller`): the same request,
     recorded and classified the same."""
     request = charge_request(payment)
     fields = charge_request_fields(request)
     fields["token_last4"] = fields.pop("token")[-4:]  # the token itself stays out of the log
-    return await timed_on_loop("charge", fields, charger.charge_on_loop(request), ids=_ids(payment))
+    return await timed_on_loop("charge", fields, caller.charge_on_loop(request), ids=_ids(payment))
 
 
 def get_charge(processor: Processor, payment: Payment) -> Call[ChargeResult]:
@@ -64,6 +64,24 @@ def operation_request_id(payment: Payment) -> str:
 
 def send_operation(processor: Processor, payment: Payment) -> Call[ChargeResult]:
     """The payment's capture or cancel (`Payment.operation`), the same request every time."""
+    request, fields = _operation(payment)
+    if isinstance(request, CaptureRequest):
+        capture = request
+        return timed("capture", fields, lambda: processor.capture(capture), ids=_ids(payment))
+    return timed("cancel", fields, lambda: processor.cancel(request), ids=_ids(payment))
+
+
+async def send_operation_on_loop(caller: CallsOnLoop, payment: Payment) -> Call[ChargeResult]:
+    """`send_operation` from the event loop, without a thread (`port.loop_caller`): the same
+    request, recorded and classified the same (no answer in time: unreachable, in doubt)."""
+    request, fields = _operation(payment)
+    if isinstance(request, CaptureRequest):
+        return await timed_on_loop("capture", fields, caller.capture_on_loop(request), ids=_ids(payment))
+    return await timed_on_loop("cancel", fields, caller.cancel_on_loop(request), ids=_ids(payment))
+
+
+def _operation(payment: Payment) -> tuple[CaptureRequest | CancelRequest, dict[str, Any]]:
+    """The capture's or cancel's one request, and its fields as the call's record holds them."""
     assert payment.processor_reference is not None, "an authorization has the processor's charge id"
     request_id, reference = operation_request_id(payment), payment.processor_reference
     if payment.operation == states.CAPTURE:
@@ -71,11 +89,11 @@ def send_operation(processor: Processor, payment: Payment) -> Call[ChargeResult]
         capture = CaptureRequest(
             request_id, payment.tenant_id, reference, payment.capture_requested_minor, payment.currency
         )
-        fields = {"request_id": request_id, "payment_reference": reference, "amount_minor": capture.amount_minor}
-        return timed("capture", fields, lambda: processor.capture(capture), ids=_ids(payment))
-    cancel = CancelRequest(request_id, payment.tenant_id, reference)
-    fields = {"request_id": request_id, "payment_reference": reference}
-    return timed("cancel", fields, lambda: processor.cancel(cancel), ids=_ids(payment))
+        return capture, {"request_id": request_id, "payment_reference": reference, "amount_minor": capture.amount_minor}
+    return CancelRequest(request_id, payment.tenant_id, reference), {
+        "request_id": request_id,
+        "payment_reference": reference,
+    }
 
 
 def ask(processor: Processor, payment: Payment) -> Call[ChargeResult]:

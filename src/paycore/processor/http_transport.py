@@ -71,8 +71,9 @@ class HttpTransport:
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")
         self._kept = ConnectionPool()
-        # The charge from the event loop (`charge_on_loop`): plain HTTP only; HTTPS stays on a thread.
-        self.charges_on_loop = not self._https
+        # The charge, capture and cancel from the event loop (`charge_on_loop`, ...): plain HTTP
+        # only; HTTPS stays on a thread.
+        self.calls_on_loop = not self._https
         self._on_loop = LoopConnections(self._host, self._port or 80, ANSWER_BYTES_MAX)
         host = f"[{self._host}]" if ":" in self._host else self._host  # an IPv6 address, as http.client writes it
         self._host_header = host if self._port in (None, 80) else f"{host}:{self._port}"
@@ -82,14 +83,10 @@ class HttpTransport:
         return _charge_result(self._expect_result("charge", status, payload))
 
     async def charge_on_loop(self, request: ChargeRequest) -> ChargeResult:
-        """`charge`, from the event loop and without a thread: the same request and headers, sent
-        once on a kept-alive connection of the loop (`loop_connections.py`), the answer read and
-        classified as `charge` reads it. Only when `charges_on_loop` (plain HTTP)."""
-        assert self.charges_on_loop
-        body = _COMPACT.encode(charge_request_fields(request)).encode()
-        answer = await self._on_loop.exchange(self._request_bytes("POST", "/v1/charges", body), self.timeout_ms)
-        payload = None if answer.body is None else _json_of(answer.body)
-        return _charge_result(self._expect_result("charge", answer.status, payload))
+        """`charge`, from the event loop and without a thread (`_exchange_on_loop`). Only when
+        `calls_on_loop` (plain HTTP)."""
+        status, payload = await self._exchange_on_loop("POST", "/v1/charges", charge_request_fields(request))
+        return _charge_result(self._expect_result("charge", status, payload))
 
     def capture(self, request: CaptureRequest) -> ChargeResult:
         status, payload = self._exchange("POST", "/v1/captures", dataclasses.asdict(request))
@@ -97,6 +94,16 @@ class HttpTransport:
 
     def cancel(self, request: CancelRequest) -> ChargeResult:
         status, payload = self._exchange("POST", "/v1/cancellations", dataclasses.asdict(request))
+        return _charge_result(self._expect_result("cancel", status, payload))
+
+    async def capture_on_loop(self, request: CaptureRequest) -> ChargeResult:
+        """`capture`, from the event loop and without a thread (`_exchange_on_loop`)."""
+        status, payload = await self._exchange_on_loop("POST", "/v1/captures", dataclasses.asdict(request))
+        return _charge_result(self._expect_result("capture", status, payload))
+
+    async def cancel_on_loop(self, request: CancelRequest) -> ChargeResult:
+        """`cancel`, from the event loop and without a thread (`_exchange_on_loop`)."""
+        status, payload = await self._exchange_on_loop("POST", "/v1/cancellations", dataclasses.asdict(request))
         return _charge_result(self._expect_result("cancel", status, payload))
 
     def get_charge(self, request_id: str) -> ChargeResult | None:
@@ -233,6 +240,16 @@ class HttpTransport:
             raise
         self._kept.keep(connection, response)
         return answer
+
+    async def _exchange_on_loop(self, method: str, path: str, fields: dict[str, Any]) -> tuple[int, Any]:
+        """`_exchange` from the event loop, without a thread: the same request bytes and headers,
+        sent once on a kept-alive connection of the loop (`loop_connections.py`), bounded by the
+        same timeout; (status, the answer's JSON or None) for the caller to classify as the
+        blocking call does (a timeout or a lost answer: ProcessorUnreachable)."""
+        assert self.calls_on_loop, "plain HTTP only"
+        body = _COMPACT.encode(fields).encode()
+        answer = await self._on_loop.exchange(self._request_bytes(method, path, body), self.timeout_ms)
+        return answer.status, (None if answer.body is None else _json_of(answer.body))
 
     @staticmethod
     def _expect_result(op: str, status: int, payload: Any) -> dict[str, Any]:

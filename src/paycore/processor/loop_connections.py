@@ -1,4 +1,5 @@
-"""One exchange with the processor from the event loop (`http_transport.HttpTransport.charge_on_loop`):
+"""One exchange with the processor from the event loop (`http_transport.HttpTransport._exchange_on_loop`:
+the charge, the capture, the cancel):
 the request written and its answer read on a non-blocking socket through the running loop
 (`sock_connect`, `sock_sendall`, `sock_recv`), parsed by httptools (the parser uvicorn serves
 with), with no thread.

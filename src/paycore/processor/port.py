@@ -292,17 +292,22 @@ class Processor(Protocol):
         ...
 
 
-class ChargesOnLoop(Protocol):
-    """A processor whose transport can also make the charge from the event loop, without a
-    thread (the HTTP transport to a plain-HTTP processor): the same request, the same rules,
-    the same answers and errors as `Processor.charge`, bounded by the same timeout."""
+class CallsOnLoop(Protocol):
+    """A processor whose transport can also make a payment's calls from the event loop, without
+    a thread (the HTTP transport to a plain-HTTP processor): the charge, and an authorization's
+    capture and cancel (ADR 0029), each with the same request, the same rules, the same answers
+    and errors as `Processor.charge`, `capture` and `cancel`, bounded by the same timeout."""
 
     async def charge_on_loop(self, request: ChargeRequest) -> ChargeResult: ...
 
+    async def capture_on_loop(self, request: CaptureRequest) -> ChargeResult: ...
 
-def loop_charger(processor: Processor) -> ChargesOnLoop | None:
-    """`processor` if it can charge from the event loop (its `charges_on_loop` is true), else
-    None: the charge is then made on a worker thread."""
-    if getattr(processor, "charges_on_loop", False) is True:
+    async def cancel_on_loop(self, request: CancelRequest) -> ChargeResult: ...
+
+
+def loop_caller(processor: Processor) -> CallsOnLoop | None:
+    """`processor` if it can make its calls from the event loop (its `calls_on_loop` is true),
+    else None: they are then made on a worker thread."""
+    if getattr(processor, "calls_on_loop", False) is True:
         return processor  # type: ignore[return-value]
     return None

@@ -5,7 +5,7 @@
   `capture.finish` alone: on PostgreSQL the authorization's read and one call, then one call;
   on SQLite BEGIN IMMEDIATE, the read and 3 statements, then BEGIN IMMEDIATE and the settle
   phase's list of 8 (7 for a cancel: the hold voided, no entry); one commit each.
-- That they write what the reference path (`operations._begin`, `_finish`) writes for the same
+- That they write what the reference path (`operations._begin`, `finish_by_reference`) writes for the same
   request, row for row (the payment, the hold's partial post, its entries, the events with their
   sequence and snapshot, both keys' answers, the accounts' totals).
 - That everything not plain is the reference path's: a key that exists (its replay), a refusal

@@ -5,12 +5,18 @@ A capture whose body is well formed (JSON, read once by `kit.strict_json`, of ex
 `payments.schemas.PaymentCapture` accepts: `{}` or a positive `amount_minor`) is answered here:
 authenticated by `http.context` as the FastAPI route's dependency does (401 before anything
 about the body), then `routers.payments.capture_answer`, the one home of the key, the phases and
-the answer both edges share, on one worker thread (the writes and the processor call block).
+the answer both edges share: from the event loop with no worker thread when the transport can
+call from it (`capture_answer_on_loop`, `payments/operations_on_loop.py`: begin and finish
+handed to SQLite's writer or awaited on PostgreSQL's connections of the loop,
+`db/loop_calls.py`; the capture called from the loop over plain HTTP; the caller authenticated
+on the loop, `http.context.authenticate_on_loop`). With a transport that blocks (in process,
+HTTPS) the whole answer runs on one worker thread, as the FastAPI route runs it.
 Every other body (an `amount_minor` null, of a wrong type or out of bounds, an extra field, not
 JSON, ...) goes whole to the FastAPI route, with the bytes already read: its validation answers
 it as always. A cancel reads no body, as its route reads none, and is always answered here
-(`routers.payments.cancel_answer`). `tests/integration/http/test_payment_operations_edge.py`
-holds the edges to the route's answers.
+(`routers.payments.cancel_answer`, or `cancel_answer_on_loop` as a capture's).
+`tests/integration/http/test_payment_operations_edge.py` holds the edges to the route's
+answers, `tests/integration/payments/test_operations_on_loop.py` the loop's to the thread's.
 """
 
 from __future__ import annotations
@@ -20,10 +26,12 @@ from typing import Any, Final
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from paycore.http.context import authenticate_on_loop
 from paycore.http.money import edge
 from paycore.http.money.edge import Edge, Endpoint, answer_on_thread, fastapi_route, read_object
 from paycore.http.routers import payments as payments_router
 from paycore.payments.schemas import PaymentCapture
+from paycore.processor.port import loop_caller
 
 _FIELDS: Final = frozenset(PaymentCapture.model_fields)
 
@@ -51,7 +59,13 @@ class _CaptureEndpoint(Endpoint):
             await self.hand_over(scope, body, receive, send)
             return
         payment_id: str = scope["path_params"]["payment_id"]
-        response = await answer_on_thread(request, payments_router.capture_answer, payment_id, *capture)
+        if loop_caller(request.app.state.processor) is None:
+            # A transport that blocks: one worker thread for the phases and the call between
+            # them (ADR 0006: never inside a transaction), as the FastAPI route.
+            response = await answer_on_thread(request, payments_router.capture_answer, payment_id, *capture)
+        else:
+            await authenticate_on_loop(request)
+            response = await payments_router.capture_answer_on_loop(request, payment_id, *capture)
         await response(scope, receive, send)
 
 
@@ -60,7 +74,11 @@ class _CancelEndpoint(Endpoint):
         # No body is read: the FastAPI route reads none (a body sent is ignored, as there).
         request = Request(scope, receive)
         payment_id: str = scope["path_params"]["payment_id"]
-        response = await answer_on_thread(request, payments_router.cancel_answer, payment_id)
+        if loop_caller(request.app.state.processor) is None:
+            response = await answer_on_thread(request, payments_router.cancel_answer, payment_id)
+        else:
+            await authenticate_on_loop(request)
+            response = await payments_router.cancel_answer_on_loop(request, payment_id)
         await response(scope, receive, send)
 
 

@@ -33,7 +33,7 @@ from paycore.http.money import edge
 from paycore.http.money.edge import Edge, Endpoint, answer_on_thread, fastapi_route, plain_text, read_object
 from paycore.http.routers import payments as payments_router
 from paycore.payments.schemas import DESCRIPTION_LENGTH_MAX, TOKEN_LENGTH_MAX, PaymentCreate, Source
-from paycore.processor.port import loop_charger
+from paycore.processor.port import loop_caller
 from paycore.schemas import CURRENCY_LENGTH, ID_LENGTH_MAX
 
 _FIELDS: Final = frozenset(PaymentCreate.model_fields)
@@ -92,7 +92,7 @@ class _PaymentsEndpoint(Endpoint):
             await self.hand_over(scope, body, receive, send)
             return
         state = request.app.state
-        if state.database.is_postgres and loop_charger(state.processor) is None:
+        if state.database.is_postgres and loop_caller(state.processor) is None:
             # A transport that blocks: one worker thread for the key's calls and the processor
             # call between them (ADR 0006: never inside a transaction), as the FastAPI route.
             response = await answer_on_thread(request, payments_router.payment_answer, *payment)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from paycore.audit import service as audit
+from paycore.db.engine import Database
 from paycore.http import idempotent, paging
 from paycore.http.context import authenticate, caller
 from paycore.http.errors import json_response, render_refusal
@@ -19,10 +20,11 @@ from paycore.kit.clock import now_us
 from paycore.kit.errors import InvalidAmount, UnsupportedCurrency
 from paycore.kit.money import is_known_currency
 from paycore.ledger.schemas import check_metadata
-from paycore.payments import create_on_loop, operations, schemas
+from paycore.payments import create_on_loop, operations, operations_on_loop, schemas
 from paycore.payments import service as payments
 from paycore.payments.service import PaymentTimings
 from paycore.payments.types import NewPayment, Payment
+from paycore.processor.port import Processor
 
 router = APIRouter(
     prefix="/v1/payments", tags=["payments"], dependencies=[Depends(authenticate)], route_class=JsonRoute
@@ -161,16 +163,19 @@ def capture_answer(request: Request, payment_id: str, amount_minor: int | None, 
     """The answer to a capture whose body `schemas.PaymentCapture` accepts (`body_json` its
     `model_dump(mode="json", exclude_none=True)`), the caller authenticated: the one home of
     what both edges do past the body. Blocking: called on a worker thread."""
-    who = caller(request)
-    outcome, replayed = operations.capture(
-        request.app.state.database,
-        request.app.state.processor,
-        _scope(request, who.tenant_id, body_json),
-        payment_id,
-        amount_minor,
-        actor=who.actor,
-        timings=payment_timings(request),
-        render_refusal=render_refusal,
+    database, processor, scope, options = _operation(request, body_json)
+    outcome, replayed = operations.capture(database, processor, scope, payment_id, amount_minor, **options)
+    return idempotent.response(outcome, replayed)
+
+
+async def capture_answer_on_loop(
+    request: Request, payment_id: str, amount_minor: int | None, body_json: Any
+) -> Response:
+    """`capture_answer` from the event loop (the thin edge's, with a transport that calls from
+    the loop): the same request rules, then `payments.operations_on_loop`, no worker thread."""
+    database, processor, scope, options = _operation(request, body_json)
+    outcome, replayed = await operations_on_loop.capture(
+        database, processor, scope, payment_id, amount_minor, **options
     )
     return idempotent.response(outcome, replayed)
 
@@ -187,17 +192,25 @@ def cancel_payment(payment_id: str, request: Request) -> Response:
 def cancel_answer(request: Request, payment_id: str) -> Response:
     """The answer to a cancel, the caller authenticated: the one home of what both edges do.
     Blocking: called on a worker thread."""
-    who = caller(request)
-    outcome, replayed = operations.cancel(
-        request.app.state.database,
-        request.app.state.processor,
-        _scope(request, who.tenant_id, {}),
-        payment_id,
-        actor=who.actor,
-        timings=payment_timings(request),
-        render_refusal=render_refusal,
-    )
+    database, processor, scope, options = _operation(request, {})
+    outcome, replayed = operations.cancel(database, processor, scope, payment_id, **options)
     return idempotent.response(outcome, replayed)
+
+
+async def cancel_answer_on_loop(request: Request, payment_id: str) -> Response:
+    """`cancel_answer` from the event loop, as `capture_answer_on_loop`."""
+    database, processor, scope, options = _operation(request, {})
+    outcome, replayed = await operations_on_loop.cancel(database, processor, scope, payment_id, **options)
+    return idempotent.response(outcome, replayed)
+
+
+def _operation(request: Request, body_json: Any) -> tuple[Database, Processor, idempotency.KeyScope, dict[str, Any]]:
+    """What a capture's and a cancel's answers start from, on either edge: the database, the
+    processor, the key's scope (the key required) and the operation's keywords. No I/O."""
+    who = caller(request)
+    state = request.app.state
+    options = {"actor": who.actor, "timings": payment_timings(request), "render_refusal": render_refusal}
+    return state.database, state.processor, _scope(request, who.tenant_id, body_json), options
 
 
 def _scope(request: Request, tenant_id: str, body: Any) -> idempotency.KeyScope:
