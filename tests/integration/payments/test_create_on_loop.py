@@ -181,6 +181,8 @@ class Blocker:
     failover or an administrator would: the call's connection is lost mid-call. On Citus the
     call's rows are a worker's: the coordinator's backend of the call is ended."""
 
+    CALLS = "paycore_payments_"  # the server functions whose call it ends (a refund's, a credit's: theirs)
+
     def __init__(self, database: Database, destination: str) -> None:
         url = database.settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
         self.url, self.destination = url, destination
@@ -205,14 +207,15 @@ class Blocker:
         self._watcher.start()
 
     def _end_the_call(self) -> None:
-        """Ends the backend running a phase's call (`paycore_payments_*`), which the lock holds."""
+        """Ends the backend running a phase's call (`CALLS`: `paycore_payments_*`), which the lock holds."""
         with psycopg.connect(self.url, autocommit=True) as admin:
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and not self.ended:
                 row = admin.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
                     " AND application_name = 'paycore' AND state = 'active'"
-                    " AND query LIKE 'SELECT %%paycore_payments_%%' AND pid <> pg_backend_pid()"
+                    " AND query LIKE %s AND pid <> pg_backend_pid()",
+                    (f"SELECT %{self.CALLS}%",),
                 ).fetchone()
                 if row is not None:
                     time.sleep(0.05)  # well inside the call, waiting on the lock
