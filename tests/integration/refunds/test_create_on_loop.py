@@ -18,18 +18,26 @@ databases: `refunds/create_on_loop.py`, and on PostgreSQL the loop's own connect
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
+import psycopg
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from paycore.config import Settings
+from paycore.db.engine import Database
+from paycore.http.app import create_app
 from paycore.http.money import refunds as money_refunds
 from paycore.refunds import create, create_on_loop
+from paycore.tenants import service as tenants
 from tests.integration.payments.conftest import Env
 from tests.integration.payments.test_create_on_loop import Blocker
 from tests.integration.refunds.support import paid, refund
-from tests.integration.refunds.test_create_data_plane import COMMITS, STATEMENTS
+from tests.integration.refunds.test_create_data_plane import COMMITS, STATEMENTS, threshold
 from tests.support.statements import counting
 
 # The payment made over plain HTTP (from the loop too); a refund calls no processor either way.
@@ -220,6 +228,31 @@ def test_the_rows_and_answers_are_the_thread_paths(env: Env, monkeypatch: pytest
     assert env.balance(on_loop_account) == {**env.balance(on_thread_account), "account_id": on_loop_account}
 
 
+@PLAIN_HTTP
+def test_a_refund_that_needs_approval_is_answered_as_on_the_thread(
+    env: Env, monkeypatch: pytest.MonkeyPatch, submitted: list[str]
+) -> None:
+    """Within the tenant's threshold the write stores it `pending`; past it by sum the write
+    refuses and the reference path stores it `requires_approval` (on PostgreSQL on one worker
+    thread, on SQLite from the loop): the answers the thread path gives."""
+    threshold(env.database, tenants.DEFAULT_TENANT, 150)
+    (_, on_loop_id), (_, on_thread_id) = paid(env), paid(env)
+
+    def statuses(payment_id: str) -> list[tuple[int, str]]:
+        found = []
+        for amount_minor in (100, 100):
+            response = refund(env, payment_id, amount_minor)
+            found.append((response.status_code, response.json()["status"]))
+        return found
+
+    submitted.clear()
+    on_loop = statuses(on_loop_id)
+    assert submitted == (["reference"] if env.database.is_postgres else [])
+    through_the_route(monkeypatch)
+    assert on_loop == statuses(on_thread_id) == [(201, "pending"), (201, "requires_approval")]
+    assert refunds_written(env, on_loop_id) == refunds_written(env, on_thread_id)
+
+
 # ------------------------------------------------------------------ a connection lost mid-call
 class RefundBlocker(Blocker):
     """`Blocker`, ending a refund's call (it waits on the merchant's account row the lock holds)."""
@@ -261,3 +294,46 @@ def test_a_connection_lost_during_the_call_is_answered_as_on_the_thread(
     assert refunds_of_key(env, "lost") == [("pending", 100)]
     assert refund(env, payment_id, 2).status_code == 201, "the next refund on a new connection"
     assert env.client.get(f"/v1/payments/{payment_id}").json()["refundable_minor"] == 1000 - 103
+
+
+# ------------------------------------------------------------------ a lock wait past its bound
+WAIT_MS = 1_000  # the lock timeout of the app below (`idempotency_wait_ms`)
+
+
+@PLAIN_HTTP
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_lock_wait_past_its_bound_is_answered_at_once_as_on_the_thread(
+    env: Env, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The call waits on the merchant's account, locked elsewhere, past the lock timeout: 503
+    `database_busy` after one wait (`idempotency.waited_too_long`, no second wait by the reference
+    path), from the loop and from a worker thread alike; nothing written; the keys then served."""
+    merchant, payment_id = paid(env)
+    bounded = replace(settings, idempotency_wait_ms=WAIT_MS)
+    database = Database(bounded)
+    url = settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    holding: psycopg.Connection[Any] | None = None
+    try:
+        with TestClient(create_app(bounded, database, env.processor)) as client:
+            bounded_env = replace(env, client=client, database=database)
+            holding = psycopg.connect(url)
+            holding.execute("SELECT 1 FROM ledger_accounts WHERE id = %s FOR UPDATE", (merchant,))
+            answered = {}
+            for path in ("loop", "thread"):
+                if path == "thread":
+                    through_the_route(monkeypatch)
+                started = time.monotonic()
+                response = refund(bounded_env, payment_id, 100, key=f"busy-{path}")
+                elapsed_s = time.monotonic() - started
+                answered[path] = (response.status_code, response.json()["error"])
+                assert WAIT_MS / 1000 <= elapsed_s < 1.8 * WAIT_MS / 1000, (path, elapsed_s)  # one wait, not two
+            assert answered["loop"] == answered["thread"] == (503, "database_busy"), answered
+            assert refunds_of_key(env, "busy-loop") == refunds_of_key(env, "busy-thread") == []
+            holding.rollback()
+            for path in ("loop", "thread"):
+                assert refund(bounded_env, payment_id, 100, key=f"busy-{path}").status_code == 201
+    finally:
+        if holding is not None:
+            holding.close()
+        database.dispose()
