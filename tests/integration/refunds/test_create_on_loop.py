@@ -32,6 +32,8 @@ from paycore.config import Settings
 from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.http.money import refunds as money_refunds
+from paycore.ledger import chart
+from paycore.ledger import service as ledger
 from paycore.refunds import create, create_on_loop
 from paycore.tenants import service as tenants
 from tests.integration.payments.conftest import Env
@@ -251,6 +253,26 @@ def test_a_refund_that_needs_approval_is_answered_as_on_the_thread(
     through_the_route(monkeypatch)
     assert on_loop == statuses(on_thread_id) == [(201, "pending"), (201, "requires_approval")]
     assert refunds_written(env, on_loop_id) == refunds_written(env, on_thread_id)
+
+
+@PLAIN_HTTP
+def test_a_stale_cached_clearing_account_falls_back_from_the_loop_and_is_forgotten(
+    env: Env, submitted: list[str]
+) -> None:
+    if env.database.is_postgres:
+        pytest.skip("SQLite only: PostgreSQL's call finds the clearing account by its code")
+    _, payment_id = paid(env)
+    assert refund(env, payment_id, 1).status_code == 201  # its facts and clearing account cached
+    code, accounts = chart.processor_clearing("USD"), ledger.system_account_ids(env.database)
+    assert accounts.get(tenants.DEFAULT_TENANT, code) is not None
+    accounts.put(tenants.DEFAULT_TENANT, {code: "acct_x"})
+    submitted.clear()
+    response = refund(env, payment_id, 100)
+    assert response.status_code == 201 and response.json()["status"] == "pending", response.text
+    assert submitted == [], "the list refused, then the reference path, both from the loop"
+    assert accounts.get(tenants.DEFAULT_TENANT, code) is None
+    with env.database.read() as connection:
+        assert ledger.verify(connection).problems == []
 
 
 # ------------------------------------------------------------------ a connection lost mid-call
