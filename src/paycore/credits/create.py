@@ -12,6 +12,13 @@ that exists (its replay, or `idempotency_key_reused`), a request the planner ref
 a refusal of the write (a limit: recorded against the key), which rolls the fast write back.
 The key makes the fallback safe: a fast write that committed is found by the reference path's
 claim and replayed, never written twice.
+
+From the event loop with no worker thread for the write (ADR 0026 decision 4): on PostgreSQL
+the one call awaited on a connection of the loop's own (`db/loop_calls.py`: its errors read as
+on a worker thread's connection, a lock wait past its bound answered at once, a connection lost
+during the call `CommitOutcomeUnknown`); on SQLite the list handed to the writer
+(`idempotency.write_async`). The reference path runs from the loop on SQLite; on PostgreSQL
+`Database.transaction_async` runs it on a worker thread (the rare path).
 """
 
 from __future__ import annotations
@@ -24,11 +31,11 @@ from sqlalchemy.exc import DBAPIError
 from paycore.credits import create_repository, service
 from paycore.credits.create_repository import Refused
 from paycore.credits.plan import STATUS_CREATED, Credit, CreditLine, CreditRequest, NewIds, Plan, plan_credit
+from paycore.db import loop_calls
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
-from paycore.kit.threads import run_blocking
 from paycore.ledger import service as ledger
 
 Render = Callable[[Credit], str]
@@ -57,7 +64,7 @@ async def create_credit(
     plan = _plan(scope, lines, enabled_currencies, lines_max, render, cached)
     if plan is not None:
         if database.is_postgres:
-            written = await run_blocking(_call, database, plan)
+            written = await _call_on_loop(database, plan)
         else:
             written = await _write_sqlite(database, scope, plan)
         if written:
@@ -119,18 +126,20 @@ def _new_ids() -> NewIds:
     )
 
 
-def _call(database: Database, plan: Plan) -> bool:
+async def _call_on_loop(database: Database, plan: Plan) -> bool:
     """True once the call committed the credit; False, having written nothing, when the
-    reference path must decide."""
-    with database.autocommit() as connection:
-        try:
-            return create_repository.create_call(connection, plan)
-        except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
-                return False
-            raise
+    reference path must decide. Awaited on a connection of the loop's own (`db/loop_calls.py`)."""
+    try:
+        rows = await loop_calls.fetch(
+            database, create_repository.CALL, create_repository.call_params(plan), commits=True
+        )
+    except DBAPIError as error:
+        if is_lock_timeout(error):
+            raise idempotency.waited_too_long(error) from error
+        if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            return False
+        raise
+    return create_repository.created(rows)
 
 
 async def _write_sqlite(database: Database, scope: idempotency.KeyScope, plan: Plan) -> bool:

@@ -25,8 +25,9 @@ class Refused(Exception):
 
 
 # ------------------------------------------------------------------ PostgreSQL: one call
-# Migration 0026; in autocommit, the call commits itself (ADR 0011).
-_CALL = driver.binary_arrays(
+# Migration 0026; in autocommit, the call commits itself (ADR 0011). Sent from the event loop
+# (`create.py`, on a connection of the loop's own: `db/loop_calls.py`).
+CALL = driver.binary_arrays(
     driver.statement(
         "SELECT paycore_credits_create(?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?::text[], ?::text[], ?::boolean[],"
         " ?::text[], ?, ?)"
@@ -34,12 +35,18 @@ _CALL = driver.binary_arrays(
 )
 
 
-def create_call(connection: Connection, plan: Plan) -> bool:
-    """Write the credit in one call: True once committed, False (nothing written) if the key
-    exists. A refusal comes out as DBAPIError with SQLSTATE PC001-PC003 (migration 0026)."""
+def created(rows: list[tuple[Any, ...]]) -> bool:
+    """What the call's rows say (`CALL`, sent with `call_params`): True once it committed the
+    credit, False (nothing written) if the key exists. A refusal comes out as DBAPIError with
+    SQLSTATE PC001-PC003 (migration 0026)."""
+    assert len(rows) == 1, rows
+    return bool(rows[0][0])
+
+
+def call_params(plan: Plan) -> tuple[Any, ...]:
     credit = plan.credit
     templates = [account.template for account in plan.accounts]
-    params = (
+    return (
         credit.tenant_id,
         credit.idempotency_key,
         plan.request_fingerprint,
@@ -57,8 +64,6 @@ def create_call(connection: Connection, plan: Plan) -> bool:
         plan.answer_status,
         plan.answer_body,
     )
-    rows = driver.fetch(connection, _CALL, params)
-    return bool(rows[0][0])
 
 
 # ------------------------------------------------------------------ SQLite: the fixed list

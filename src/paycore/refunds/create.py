@@ -25,20 +25,26 @@ approval (stored `requires_approval`), a limit, and a schema without the functio
 42883). The fast write has then written nothing; the key makes the fallback safe: a fast write
 that committed is found by the reference path's claim and replayed, never written twice.
 
-Sync, on the caller's thread, as `payments.accept` is: the route that creates a refund is a sync
-route on a worker thread, and on SQLite `Database.transaction` joins the same group commit queue
-as `transaction_async`. An async phase belongs with the refunds' thin edge.
+`create_refund` is sync, on the caller's thread (the FastAPI route's worker thread). The refunds'
+thin edge writes from the event loop with no worker thread (`write_on_loop`, ADR 0026 decision 4;
+`create_on_loop.py` answers with it): on PostgreSQL the payment's read and the call awaited on
+a connection of the loop's own (`db/loop_calls.py`: the same two round trips, the call's errors
+read by the same rule, a connection lost during the call `CommitOutcomeUnknown` as on the
+thread); on SQLite the same list, its reads inside the transaction, handed to the writer
+(`Database.transaction_async`: the same group commit queue as `Database.transaction`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
+from paycore.db import driver, loop_calls
 from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome
@@ -46,7 +52,6 @@ from paycore.kit import ids
 from paycore.kit.errors import DomainError
 from paycore.ledger import chart
 from paycore.ledger import service as ledger
-from paycore.payments import service as payments
 from paycore.refunds import ceiling, create_repository, service
 from paycore.refunds.create_plan import STATUS_CREATED, NewIds, PaymentFacts, Plan, RefundRequest, Render, plan_create
 from paycore.refunds.create_repository import Refused
@@ -62,6 +67,7 @@ RenderRefusal = Callable[[DomainError], Outcome]
 # other error is raised.
 _DECIDED_BY_REFERENCE = frozenset({"PC001", "PC002", "PC003", "PC011", "40P01", "40001", "42883"})
 
+Rows = list[tuple[Any, ...]]
 Known = tuple[PaymentFacts, str | None]  # the payment's facts, the clearing account's id (SQLite)
 PAYMENTS_CACHED_MAX = 100_000  # per database: the payments whose facts this process keeps
 _PAYMENT_FACTS: WeakKeyDictionary[Database, dict[tuple[str, str], PaymentFacts]] = WeakKeyDictionary()
@@ -93,6 +99,13 @@ def reference(
 ) -> tuple[Outcome, bool]:
     """Today's path, in one transaction: the key, the tenant's threshold, `service.create_refund`,
     the history read back, the answer."""
+    return idempotency.run(database, scope, reference_effect(scope, request, render), render_refusal)
+
+
+def reference_effect(scope: KeyScope, request: RefundRequest, render: Render) -> Callable[[Connection], Outcome]:
+    """The reference path's effect, in the key's transaction (`idempotency.run`, or `run_async`
+    from the event loop): the tenant's threshold, `service.create_refund`, the history read
+    back, the answer."""
 
     def effect(connection: Connection) -> Outcome:
         threshold = tenant_settings.get(connection, scope.tenant_id).refund_approval_threshold_minor
@@ -100,7 +113,19 @@ def reference(
         refund = service.create_refund(connection, scope.tenant_id, new, now_us=scope.now_us, actor=request.actor)
         return Outcome(STATUS_CREATED, render(refund, service.history(connection, refund)))
 
-    return idempotency.run(database, scope, effect, render_refusal)
+    return effect
+
+
+async def write_on_loop(database: Database, scope: KeyScope, request: RefundRequest, render: Render) -> Plan | None:
+    """`create_refund`'s write from the event loop, no worker thread: the plan once written;
+    None, having written nothing, when the reference path must decide."""
+    if database.is_postgres:
+        return await _write_postgres_on_loop(database, scope, request, render)
+    try:
+        return await database.transaction_async(_sqlite_work(database, scope, request, render))
+    except Refused as refused:
+        _refused(database, refused)
+        return None
 
 
 def _plan(scope: KeyScope, request: RefundRequest, render: Render, known: Known | None) -> Plan | None:
@@ -149,17 +174,10 @@ def _cached(database: Database, tenant_id: str, payment_id: str) -> Known | None
 def _read(database: Database, connection: Connection, tenant_id: str, payment_id: str) -> Known | None:
     """The payment's facts and (SQLite) the clearing account's id, read and cached; None where
     the reference path must answer (no such payment, not succeeded, no clearing account)."""
-    payment = payments.MACHINE.find(connection, tenant_id, payment_id)
-    if payment is None or payment.status != ceiling.REFUNDABLE_STATUS or payment.is_manual:
-        return None  # a manual payment's ceiling is what it captured: the reference path's (ADR 0029)
-    facts = PaymentFacts(payment.currency, payment.destination_account_id)
-    cache = _payment_facts(database)
-    if len(cache) >= PAYMENTS_CACHED_MAX:
-        cache.clear()
-    cache[(tenant_id, payment_id)] = facts
-    if database.is_postgres:
-        return facts, None
-    code = chart.processor_clearing(payment.currency)
+    facts = _facts(database, tenant_id, payment_id, _read_payment(connection, tenant_id, payment_id))
+    if facts is None or database.is_postgres:
+        return None if facts is None else (facts, None)
+    code = chart.processor_clearing(facts.currency)
     accounts = ledger.system_account_ids(database)
     clearing_id = accounts.get(tenant_id, code)
     if clearing_id is None:
@@ -169,6 +187,26 @@ def _read(database: Database, connection: Connection, tenant_id: str, payment_id
         clearing_id = clearing.id
         accounts.put(tenant_id, {code: clearing_id})
     return facts, clearing_id
+
+
+def _read_payment(connection: Connection, tenant_id: str, payment_id: str) -> Rows:
+    return driver.fetch(connection, create_repository.PAYMENT_FACTS, (tenant_id, payment_id))
+
+
+def _facts(database: Database, tenant_id: str, payment_id: str, rows: Rows) -> PaymentFacts | None:
+    """The payment's facts from its row (`create_repository.PAYMENT_FACTS`), cached; None where
+    the reference path must answer (no such payment, not succeeded, an authorization's)."""
+    if not rows:
+        return None
+    status, capture_method, currency, destination_account_id = rows[0]
+    if status != ceiling.REFUNDABLE_STATUS or capture_method == "manual":
+        return None  # a manual payment's ceiling is what it captured: the reference path's (ADR 0029)
+    facts = PaymentFacts(currency, destination_account_id)
+    cache = _payment_facts(database)
+    if len(cache) >= PAYMENTS_CACHED_MAX:
+        cache.clear()
+    cache[(tenant_id, payment_id)] = facts
+    return facts
 
 
 def _forget(database: Database, plan: Plan) -> None:
@@ -191,17 +229,61 @@ def _write_postgres(database: Database, scope: KeyScope, request: RefundRequest,
         try:
             return plan if create_repository.create_call(connection, plan) else None
         except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            if _left_to_reference(error):
                 return None
             raise
 
 
+async def _write_postgres_on_loop(
+    database: Database, scope: KeyScope, request: RefundRequest, render: Render
+) -> Plan | None:
+    """`_write_postgres` from the event loop: the payment's read (where not cached) and the call,
+    each awaited on a connection of the loop's own (`db/loop_calls.py`). The read commits
+    nothing: a connection lost during it is `DatabaseUnavailable`, during the call the
+    call's outcome is unknown (`CommitOutcomeUnknown`)."""
+    tenant_id, payment_id = scope.tenant_id, request.payment_id
+    known = _cached(database, tenant_id, payment_id)
+    if known is None:
+        rows = await loop_calls.fetch(database, create_repository.PAYMENT_FACTS, (tenant_id, payment_id), commits=False)
+        facts = _facts(database, tenant_id, payment_id, rows)
+        known = None if facts is None else (facts, None)
+    plan = _plan(scope, request, render, known)
+    if plan is None:
+        return None
+    try:
+        rows = await loop_calls.fetch(
+            database, create_repository.CALL, create_repository.call_params(plan), commits=True
+        )
+    except DBAPIError as error:
+        if _left_to_reference(error):
+            return None
+        raise
+    return plan if create_repository.created(rows) else None
+
+
+def _left_to_reference(error: DBAPIError) -> bool:
+    """Whether the call's `error` left nothing written for the reference path to decide; a lock
+    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
+    if is_lock_timeout(error):
+        raise idempotency.waited_too_long(error) from error
+    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
+
+
 def _write_sqlite(database: Database, scope: KeyScope, request: RefundRequest, render: Render) -> Plan | None:
     """The plan once the list committed it; None, having written nothing, when the reference
-    path must decide. Planned before the write where the caches know the payment; else read
-    and planned inside the write's transaction (one more statement, no transaction of its own:
+    path must decide."""
+    try:
+        return database.transaction(_sqlite_work(database, scope, request, render))
+    except Refused as refused:
+        _refused(database, refused)
+        return None
+
+
+def _sqlite_work(
+    database: Database, scope: KeyScope, request: RefundRequest, render: Render
+) -> Callable[[Connection], Plan | None]:
+    """The write's transaction, on the writer. Planned before it where the caches know the
+    payment; else read and planned inside it (one more statement, no transaction of its own:
     the writer holds its lock a planner's time longer)."""
     cached = _plan(scope, request, render, _cached(database, scope.tenant_id, request.payment_id))
 
@@ -213,9 +295,9 @@ def _write_sqlite(database: Database, scope: KeyScope, request: RefundRequest, r
             return None
         return plan if create_repository.write_statements(connection, plan) else None
 
-    try:
-        return database.transaction(write)
-    except Refused as refused:
-        if refused.stale:
-            _forget(database, refused.plan)
-        return None
+    return write
+
+
+def _refused(database: Database, refused: Refused) -> None:
+    if refused.stale:
+        _forget(database, refused.plan)

@@ -39,7 +39,9 @@ class Refused(Exception):
 
 # ------------------------------------------------------------------ PostgreSQL: one call
 # `paycore_refunds_create` (its migration); in autocommit, the call commits itself (ADR 0011).
-_CALL = driver.binary_arrays(
+# Sent from a worker thread's connection (`create_call`) or the event loop's (`create.py`'s
+# `write_on_loop`, `db/loop_calls.py`).
+CALL = driver.binary_arrays(
     driver.statement(
         "SELECT paycore_refunds_create(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?, ?, ?, ?, ?, ?, ?, ?)"
     )
@@ -74,7 +76,13 @@ def create_call(connection: Connection, plan: Plan) -> bool:
     """Write the refund in one call: True once committed, False (nothing written) if the key
     exists. A refusal comes out as DBAPIError with SQLSTATE PC011 or PC001-PC003, having
     written nothing."""
-    return bool(driver.fetch(connection, _CALL, call_params(plan))[0][0])
+    return created(driver.fetch(connection, CALL, call_params(plan)))
+
+
+def created(rows: list[tuple[Any, ...]]) -> bool:
+    """What the call's rows say: True once it committed the refund, False if the key exists."""
+    assert len(rows) == 1, rows
+    return bool(rows[0][0])
 
 
 def call_params(plan: Plan) -> tuple[Any, ...]:
@@ -111,6 +119,14 @@ def call_params(plan: Plan) -> tuple[Any, ...]:
         event["data"],
         event["snapshot"],
     )
+
+
+# The payment's facts the planner needs (`create.py`), read where this process has not seen the
+# payment: on PostgreSQL before the call, on the same connection (a worker thread's) or from the
+# event loop; on SQLite inside the write's transaction. Never written: no lock.
+PAYMENT_FACTS = driver.statement(
+    "SELECT status, capture_method, currency, destination_account_id FROM payments WHERE tenant_id = ? AND id = ?"
+)
 
 
 # ------------------------------------------------------------------ SQLite: the fixed list

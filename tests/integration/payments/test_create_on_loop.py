@@ -181,7 +181,7 @@ class Blocker:
     failover or an administrator would: the call's connection is lost mid-call. On Citus the
     call's rows are a worker's: the coordinator's backend of the call is ended."""
 
-    CALLS = "paycore_payments_"  # the prefix of the phase functions whose call is ended (payouts': theirs)
+    CALLS = "paycore_payments_"  # the prefix of the phase functions whose call is ended (others': theirs)
 
     def __init__(self, database: Database, destination: str) -> None:
         url = database.settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)

@@ -4,7 +4,10 @@ A credit whose body is well formed (JSON, read once by `kit.strict_json`, of exa
 `credits.schemas.CreditCreate` accepts) is answered here: authenticated by `http.context` as
 the FastAPI route's dependency does (401 before anything about the body), then
 `routers.credits.credit_answer`, the one home of the tenant, key, write and answer both edges
-share. No dependency injection, no pydantic, no thread hop on SQLite.
+share, from the event loop with no worker thread on either database (`authenticate_on_loop`:
+on PostgreSQL the key's owner read on the loop's connections; `credits/create.py`: SQLite's
+list handed to the writer, PostgreSQL's one call awaited on a connection of the loop,
+`db/loop_calls.py`). No dependency injection, no pydantic.
 
 Every other body (not JSON, a repeated key, a wrong type, a missing or extra field, a bound
 crossed, a NUL) goes whole to the FastAPI route, with the bytes already read: its validation
@@ -24,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 from paycore.config import IDEMPOTENCY_KEY_LENGTH_MAX
 from paycore.credits.plan import CreditLine
 from paycore.credits.schemas import CURRENCY_LENGTH_MAX, DESC_LENGTH_MAX
-from paycore.http.context import authenticate_async
+from paycore.http.context import authenticate_on_loop
 from paycore.http.money.edge import Edge, Endpoint, fastapi_route, plain_text, read_object
 from paycore.http.routers import credits as credits_router
 from paycore.kit.money import AMOUNT_MINOR_MAX
@@ -64,7 +67,7 @@ class _CreditsEndpoint(Endpoint):
         if credit is None:
             await self.hand_over(scope, body, receive, send)
             return
-        await authenticate_async(request)
+        await authenticate_on_loop(request)
         key, lines, body_json = credit
         tenant_id: str = scope["path_params"]["tenant_id"]
         response = await credits_router.credit_answer(request, tenant_id, key, lines, body_json)

@@ -3,9 +3,15 @@
 A refund whose body is well formed (JSON, read once by `kit.strict_json`, of exactly the shape
 `refunds.schemas.RefundCreate` accepts, with or without its reason) is answered here:
 authenticated by `http.context` as the FastAPI route's dependency does (401 before anything
-about the body), then `routers.refunds.refund_answer`, the one home of the key, the write and
-the answer both edges share, on one worker thread as the sync FastAPI route runs it. No
-dependency injection, no pydantic validation.
+about the body; on PostgreSQL the key's owner read on the loop's connections:
+`authenticate_on_loop`), then `routers.refunds.refund_answer`, the one home of the key, the
+write and the answer both edges share, from the event loop with no worker thread
+(`refund_answer_on_loop`, `refunds/create_on_loop.py`: the payment's read and the write handed
+to SQLite's writer or awaited on PostgreSQL's connections of the loop, `db/loop_calls.py`; a
+refund's creation calls no processor). Only when the write leaves the request to the reference
+path (a key that exists, a refusal, a refund that needs approval) does PostgreSQL's run on one
+worker thread, as the sync FastAPI route runs it. No dependency injection, no pydantic
+validation.
 
 Every other body (not JSON, a repeated key, a wrong type, an extra or missing field, a bound
 crossed, a NUL) goes whole to the FastAPI route, with the bytes already read: its validation
@@ -22,8 +28,9 @@ from typing import Any, Final
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from paycore.http.context import authenticate_on_loop
 from paycore.http.money import edge
-from paycore.http.money.edge import Edge, Endpoint, answer_on_thread, fastapi_route, read_object
+from paycore.http.money.edge import Edge, Endpoint, fastapi_route, read_object
 from paycore.http.routers import refunds as refunds_router
 from paycore.refunds.schemas import REASON_LENGTH_MAX, RefundCreate
 
@@ -54,7 +61,8 @@ class _RefundsEndpoint(Endpoint):
             await self.hand_over(scope, body, receive, send)
             return
         payment_id: str = scope["path_params"]["payment_id"]
-        response = await answer_on_thread(request, refunds_router.refund_answer, payment_id, *refund)
+        await authenticate_on_loop(request)
+        response = await refunds_router.refund_answer_on_loop(request, payment_id, *refund)
         await response(scope, receive, send)
 
 

@@ -20,7 +20,7 @@ from paycore.schemas import TENANT_ID_DOCUMENTED
 
 # Authentication is a dependency so that it runs before body validation (401 before 400).
 # The credit endpoint is `async` (ADR 0012): validation and rendering on the event loop, the
-# transaction with SQLite's writer (or a worker thread on PostgreSQL).
+# write with SQLite's writer or on PostgreSQL's connections of the loop (`credits/create.py`).
 router = APIRouter(
     prefix="/v1/tenants", tags=["credits"], dependencies=[Depends(authenticate_async)], route_class=JsonRoute
 )

@@ -17,8 +17,9 @@ from paycore.http.errors import dumps, json_response, render_refusal
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.http.routers.events import event_json
 from paycore.http.routing import JsonRoute
+from paycore.idempotency import service as idempotency
 from paycore.payments import service as payments
-from paycore.refunds import create, schemas, states
+from paycore.refunds import create, create_on_loop, schemas, states
 from paycore.refunds import service as refunds
 from paycore.refunds.create_plan import RefundRequest
 from paycore.refunds.types import Refund
@@ -55,18 +56,39 @@ def refund_answer(request: Request, payment_id: str, body: schemas.RefundCreate,
     """The answer to a refund whose body `schemas.RefundCreate` accepts (`body_json` its
     `model_dump(mode="json")`), the caller authenticated: the one home of what both edges do
     past the body (the key, the write, the answer). Blocking: called on a worker thread."""
-    tenant_id = caller(request).tenant_id
-    key = idempotent.header_key(request, required=True)
-    assert key is not None
-    key_scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True)
+    key_scope, refund = refund_request(request, payment_id, body, body_json)
     outcome, replayed = create.create_refund(
-        request.app.state.database,
-        key_scope,
-        RefundRequest(payment_id, body.amount_minor, body.reason, caller(request).actor),
-        render=lambda refund, history: dumps(schemas.refund_json(refund, history)),
-        render_refusal=render_refusal,
+        request.app.state.database, key_scope, refund, render=_render, render_refusal=render_refusal
     )
     return idempotent.response(outcome, replayed)
+
+
+async def refund_answer_on_loop(
+    request: Request, payment_id: str, body: schemas.RefundCreate, body_json: Any
+) -> Response:
+    """`refund_answer` from the event loop (the thin edge's): the same request rules, then
+    `refunds.create_on_loop`, whose write needs no worker thread."""
+    key_scope, refund = refund_request(request, payment_id, body, body_json)
+    outcome, replayed = await create_on_loop.create_refund(
+        request.app.state.database, key_scope, refund, render=_render, render_refusal=render_refusal
+    )
+    return idempotent.response(outcome, replayed)
+
+
+def refund_request(
+    request: Request, payment_id: str, body: schemas.RefundCreate, body_json: Any
+) -> tuple[idempotency.KeyScope, RefundRequest]:
+    """The key's scope and the refund asked for, the request's rules checked (the key): what
+    both answers start from. No I/O."""
+    who = caller(request)
+    key = idempotent.header_key(request, required=True)
+    assert key is not None
+    key_scope = idempotent.scope(request, tenant_id=who.tenant_id, key=key, body=body_json, keep_forever=True)
+    return key_scope, RefundRequest(payment_id, body.amount_minor, body.reason, who.actor)
+
+
+def _render(refund: Refund, history: list[audit.Event]) -> str:
+    return dumps(schemas.refund_json(refund, history))
 
 
 @router.get("/v1/payments/{payment_id}/refunds", responses=ERRORS)
