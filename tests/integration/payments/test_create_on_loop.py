@@ -181,9 +181,9 @@ class Blocker:
     failover or an administrator would: the call's connection is lost mid-call. On Citus the
     call's rows are a worker's: the coordinator's backend of the call is ended."""
 
-    def __init__(self, database: Database, destination: str) -> None:
+    def __init__(self, database: Database, destination: str, call: str = "paycore_payments_") -> None:
         url = database.settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
-        self.url, self.destination = url, destination
+        self.url, self.destination, self.call = url, destination, call
         self.ended: list[int] = []
         self._holder: psycopg.Connection[Any] | None = None
         self._watcher: threading.Thread | None = None
@@ -205,14 +205,16 @@ class Blocker:
         self._watcher.start()
 
     def _end_the_call(self) -> None:
-        """Ends the backend running a phase's call (`paycore_payments_*`), which the lock holds."""
+        """Ends the backend running a phase's call (`paycore_payments_*`, or `call`'s prefix),
+        which the lock holds."""
         with psycopg.connect(self.url, autocommit=True) as admin:
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and not self.ended:
                 row = admin.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
                     " AND application_name = 'paycore' AND state = 'active'"
-                    " AND query LIKE 'SELECT %%paycore_payments_%%' AND pid <> pg_backend_pid()"
+                    " AND query LIKE %s AND pid <> pg_backend_pid()",
+                    (f"SELECT %{self.call}%",),
                 ).fetchone()
                 if row is not None:
                     time.sleep(0.05)  # well inside the call, waiting on the lock
