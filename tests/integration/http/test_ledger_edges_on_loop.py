@@ -13,14 +13,21 @@ decision 4), on both databases: `ledger/keyed.py`'s `create_transfer_on_loop` an
   (`test_transfers_edge.py` and `test_batch_edge.py` hold every body to it).
 - A connection lost during PostgreSQL's call is answered as the thread path answers it (503,
   the commit's outcome unknown), nothing is written, the key's retry writes it once.
+- A lock wait past its bound during PostgreSQL's call is answered at once, as on the thread
+  (503 `database_busy`, nothing recorded). SQLite's (a duplicate behind its first request: 409)
+  is tests/integration/http/test_in_progress.py's, a batch at the edge.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
@@ -39,6 +46,7 @@ from tests.support.statements import counting
 JSON = "application/json"
 TRANSFERS, BATCHES = "/v1/transfers", "/v1/transfers/batch"
 PATHS = pytest.mark.parametrize("path", [TRANSFERS, BATCHES])
+WAIT_MS = 300  # the bound of a lock wait in the lock test (PostgreSQL's lock_timeout)
 # Each test's accounts, made in this order; a body names them as @A, @B, ...
 ACCOUNTS = {
     "A": {"code": "cash", "currency": "USD", "normal_balance": "debit"},
@@ -245,3 +253,44 @@ def test_a_connection_lost_during_the_call_is_answered_as_on_the_thread(
     posted = client.get(f"/v1/accounts/{accounts[b'@B'].decode()}/balance").json()["posted_minor"]
     assert posted == 2 * (300 if path == TRANSFERS else 600), "the warm-up and the retry, once each"
     assert post(client, accounts, path, body(path), "next")[0] == 201, "the next one on a new connection"
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+@PATHS
+def test_a_lock_wait_past_its_bound_is_answered_at_once_as_on_the_thread(
+    settings: Settings, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bounded = dataclasses.replace(settings, idempotency_wait_ms=WAIT_MS)  # PostgreSQL's lock_timeout too
+    database = Database(bounded)
+    try:
+        with TestClient(create_app(bounded, database)) as client:
+            made = edges.make_accounts(client, ACCOUNTS)
+            assert post(client, made, path, body(path), "warm")[0] == 201
+            answers = []
+            for way in ("loop", "thread"):
+                if way == "thread":
+                    through_the_route(monkeypatch)
+                with held_row_lock(database, made[b"@B"].decode()):
+                    started_s = time.monotonic()
+                    answers.append(post(client, made, path, body(path), f"busy-{way}"))
+                    waited_s = time.monotonic() - started_s
+                assert waited_s < 10 * WAIT_MS / 1000, "answered once the call's one wait passed its bound"
+                assert post(client, made, path, body(path), f"busy-{way}")[0] == 201, "nothing recorded: it runs"
+    finally:
+        database.dispose()
+    assert answers[0] == answers[1], answers
+    status, headers, answer = answers[0]
+    assert (status, json.loads(answer)["error"], headers.get("retry-after")) == (503, "database_busy", "1"), answers
+
+
+@contextmanager
+def held_row_lock(database: Database, account_id: str) -> Iterator[None]:
+    """The account's row locked by a transaction of its own until the block ends."""
+    url = database.settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    with psycopg.connect(url) as holder:
+        holder.execute("SELECT 1 FROM ledger_accounts WHERE id = %s FOR UPDATE", (account_id,))
+        try:
+            yield
+        finally:
+            holder.rollback()
