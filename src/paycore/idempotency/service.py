@@ -22,6 +22,7 @@ nothing of HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -116,6 +117,33 @@ class _ClaimsInProgress:
 _IN_PROGRESS = _ClaimsInProgress()
 
 
+class _HeldAtTheBound:
+    """For a caller on the event loop: whether another request of this process held the key
+    open when this one's wait for SQLite's write lock passed its bound (`idempotency_wait_ms`),
+    the moment a waiting thread (`run`, `write`) looks. A submitted call's `GroupTimeout` is
+    told by the leader that takes it, after the group before it has committed: by then that
+    group's request may have ended, and "busy" would answer a duplicate that waited behind it.
+    On PostgreSQL a wait past its bound ends the call itself: looked at then."""
+
+    def __init__(self, database: Database, scope: KeyScope, owner: object) -> None:
+        self.scope, self.owner = scope, owner
+        self._seen: bool | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        if not database.is_postgres:
+            wait_s = database.settings.idempotency_wait_ms / 1000
+            self._timer = asyncio.get_running_loop().call_later(wait_s, self._look)
+
+    def _look(self) -> None:
+        self._seen = _IN_PROGRESS.running_elsewhere(self.scope, self.owner)
+
+    def __call__(self) -> bool:
+        return _IN_PROGRESS.running_elsewhere(self.scope, self.owner) if self._seen is None else self._seen
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 def run(
     database: Database,
     scope: KeyScope,
@@ -143,11 +171,13 @@ async def run_async(
 ) -> tuple[Outcome, bool]:
     """`run` for a caller on an event loop (`Database.transaction_async`)."""
     attempt = _Attempt(scope, effect, render_refusal)
+    held_at_the_bound = _HeldAtTheBound(database, scope, attempt.owner)
     try:
         return await database.transaction_async(attempt.work)
     except (RefusalToRecord, DatabaseBusy) as error:
-        follow_up = attempt.after(error)
+        follow_up = attempt.after(error, held_at_the_bound)
     finally:
+        held_at_the_bound.stop()
         attempt.release()
     return await database.transaction_async(follow_up)
 
@@ -157,6 +187,7 @@ async def write_async(database: Database, scope: KeyScope, work: Callable[[Conne
     (`Database.transaction_async`): a wait past its bound is answered as `run_async` answers
     it ("in progress" while this process holds the key open elsewhere, else busy)."""
     owner = object()
+    held_at_the_bound = _HeldAtTheBound(database, scope, owner)
 
     def claimed(connection: Connection) -> T:
         result = work(connection)
@@ -166,10 +197,11 @@ async def write_async(database: Database, scope: KeyScope, work: Callable[[Conne
     try:
         return await database.transaction_async(claimed)
     except DatabaseBusy as error:
-        if _IN_PROGRESS.running_elsewhere(scope, owner):
+        if held_at_the_bound():
             raise _in_progress() from error
         raise
     finally:
+        held_at_the_bound.stop()
         _IN_PROGRESS.release(scope, owner)
 
 
@@ -221,10 +253,13 @@ class _Attempt:
             on_claimed=lambda: _IN_PROGRESS.claim(self.scope, self.owner),
         )
 
-    def after(self, error: RefusalToRecord | DatabaseBusy) -> Callable[[Connection], tuple[Outcome, bool]]:
-        """The second transaction's work after a refusal; raises on a lock wait past its bound."""
+    def after(
+        self, error: RefusalToRecord | DatabaseBusy, held_elsewhere: Callable[[], bool] | None = None
+    ) -> Callable[[Connection], tuple[Outcome, bool]]:
+        """The second transaction's work after a refusal; raises on a lock wait past its bound
+        (`held_elsewhere`: whether the key was another request's then; by default, now)."""
         if isinstance(error, DatabaseBusy):
-            if _IN_PROGRESS.running_elsewhere(self.scope, self.owner):
+            if (held_elsewhere or self._running_elsewhere)():
                 raise _in_progress() from error
             raise error
         outcome = error.outcome
@@ -232,6 +267,9 @@ class _Attempt:
 
     def release(self) -> None:
         _IN_PROGRESS.release(self.scope, self.owner)
+
+    def _running_elsewhere(self) -> bool:
+        return _IN_PROGRESS.running_elsewhere(self.scope, self.owner)
 
 
 def execute(

@@ -247,6 +247,31 @@ def load_account_facts(connection: Connection, tenant_id: str, account_ids: Iter
     return found
 
 
+async def load_account_facts_on_loop(
+    database: Database, tenant_id: str, account_ids: Iterable[str]
+) -> dict[str, Account]:
+    """`load_account_facts` from the event loop, no worker thread (a thin edge's, ADR 0026
+    decision 4): from this process's cache; the accounts it has not seen read on PostgreSQL on
+    the loop's connections (`db/loop_calls.py`), on SQLite by a read transaction (a WAL read of
+    microseconds that never waits for the writer, as `http.context.authenticate` reads)."""
+    wanted = set(account_ids)
+    found = cached_account_facts(tenant_id, wanted)
+    missing = wanted - found.keys()
+    if not missing:
+        return found
+    if database.is_postgres:
+        rows = await repository.get_accounts_on_loop(database, tenant_id, missing)
+    else:
+        with database.read() as connection:
+            rows = list(repository.get_accounts(connection, tenant_id, missing).values())
+    for row in rows:
+        account = account_from_row(row)
+        _FACTS.put(tenant_id, account)
+        found[account.id] = account
+    assert found.keys() <= wanted, (found.keys(), wanted)
+    return found
+
+
 def cached_account_facts(tenant_id: str, account_ids: Iterable[str]) -> dict[str, Account]:
     """The accounts among these that this process has cached, by id, for their immutable facts
     only: never a read (a data-plane planner's input, ADR 0026)."""

@@ -26,12 +26,20 @@ the write; the key exists; a deadlock) has written nothing, and the reference pa
 from the start and decides, so replays, fingerprint checks, the earlier refusal reported first
 and recorded refusals are its own. A lock wait past its bound is answered at once, with what
 the reference path answers after the same wait.
+
+`create_batch` is sync, on the caller's thread (the FastAPI route's worker thread).
+`create_batch_on_loop` is the thin edge's (ADR 0026 decision 4: no thread hop), as
+`keyed.create_transfer_on_loop` is a transfer's: the accounts' facts and PostgreSQL's one call
+on the loop's connections (`db/loop_calls.py`), SQLite's facts read on the loop and its list
+handed to the writer (`idempotency.write_async`); the reference path from the loop on SQLite
+(`idempotency.run_async`), on one worker thread on PostgreSQL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
@@ -40,8 +48,9 @@ from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
+from paycore.kit.threads import run_blocking
 from paycore.ledger import batch, batch_repository, repository, service
-from paycore.ledger.accounts import cached_account_facts, load_account_facts
+from paycore.ledger.accounts import cached_account_facts, load_account_facts, load_account_facts_on_loop
 from paycore.ledger.postings import check_entries
 from paycore.ledger.transfer_plan import STATUS_CREATED, cut_at_sequences, joined
 from paycore.ledger.transfer_repository import KeyExists
@@ -96,6 +105,32 @@ def create_batch(
         if outcome is not None:
             return outcome, False
 
+    return idempotency.run(database, scope, _reference_effect(scope, build_specs, render), render_refusal)
+
+
+async def create_batch_on_loop(
+    database: Database,
+    scope: idempotency.KeyScope,
+    build_specs: BuildSpecs,
+    render: Render,
+    render_refusal: Callable[[DomainError], idempotency.Outcome],
+) -> tuple[idempotency.Outcome, bool]:
+    """`create_batch` from the event loop: the data plane with no worker thread; the reference
+    path from the loop on SQLite, on one worker thread on PostgreSQL."""
+    outcome = await _data_plane_on_loop(database, scope, build_specs, render)
+    if outcome is not None:
+        return outcome, False
+    effect = _reference_effect(scope, build_specs, render)
+    if database.is_postgres:
+        return await run_blocking(idempotency.run, database, scope, effect, render_refusal)
+    return await idempotency.run_async(database, scope, effect, render_refusal)
+
+
+def _reference_effect(
+    scope: idempotency.KeyScope, build_specs: BuildSpecs, render: Render
+) -> Callable[[Connection], idempotency.Outcome]:
+    """The reference path's effect, inside `idempotency.run`'s transaction with the key."""
+
     def effect(connection: Connection) -> idempotency.Outcome:
         specs = list(build_specs(scope.now_us))
         batch_id, created = service.create_batch(
@@ -103,7 +138,7 @@ def create_batch(
         )
         return idempotency.Outcome(STATUS_CREATED, render(batch_id, created))
 
-    return idempotency.run(database, scope, effect, render_refusal)
+    return effect
 
 
 def create_in_one_call(
@@ -119,30 +154,45 @@ def create_in_one_call(
         planned = _plan(scope, specs, accounts, render)
         if planned is None:
             return None
-        scope, plan = planned.scope, planned.plan
-        params = [
-            scope.tenant_id,
-            scope.key,
-            scope.request_fingerprint,
-            scope.expires_at_us,
-            planned.batch_id,
-            scope.now_us,
-            *batch.call_arrays(plan),
-            STATUS_CREATED,
-            list(planned.answer_parts),
-        ]
         try:
-            first_sequences = batch_repository.create_keyed_batch_call(connection, params)
+            first_sequences = batch_repository.create_keyed_batch_call(connection, _call_params(planned))
         except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            if _left_to_reference(error):
                 return None
             raise
+    return _called(planned, first_sequences)
+
+
+def _call_params(planned: KeyedBatch) -> list[Any]:
+    """Migration 0050's `paycore_create_batch`'s parameters: the key, the batch, its answer's parts."""
+    scope = planned.scope
+    return [
+        scope.tenant_id,
+        scope.key,
+        scope.request_fingerprint,
+        scope.expires_at_us,
+        planned.batch_id,
+        scope.now_us,
+        *batch.call_arrays(planned.plan),
+        STATUS_CREATED,
+        list(planned.answer_parts),
+    ]
+
+
+def _called(planned: KeyedBatch, first_sequences: list[int] | None) -> idempotency.Outcome | None:
+    """The call's outcome: None, having written nothing, if the key exists or the batch was refused."""
     if first_sequences is None:
         return None
-    assert len(first_sequences) == len(plan.moves), (len(first_sequences), len(plan.moves))
+    assert len(first_sequences) == len(planned.plan.moves), (len(first_sequences), len(planned.plan.moves))
     return planned.answer(first_sequences)
+
+
+def _left_to_reference(error: DBAPIError) -> bool:
+    """Whether PostgreSQL's call's `error` left nothing written for the reference path to
+    decide; a lock wait past its bound is answered at once (`idempotency.waited_too_long`)."""
+    if is_lock_timeout(error):
+        raise idempotency.waited_too_long(error) from error
+    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def create_in_statements(
@@ -164,6 +214,34 @@ def create_in_statements(
         return None
     try:
         return idempotency.write(database, scope, lambda connection: _write_statements(connection, planned, accounts))
+    except (KeyExists, _LeftToReference):
+        return None
+
+
+async def _data_plane_on_loop(
+    database: Database, scope: idempotency.KeyScope, build_specs: BuildSpecs, render: Render
+) -> idempotency.Outcome | None:
+    """`create_in_one_call` or `create_in_statements` from the event loop: the same reads and
+    writes, the same outcome, or None, having written nothing, for the reference path."""
+    specs = _specs(scope, build_specs)
+    if specs is None:
+        return None
+    accounts = await load_account_facts_on_loop(database, scope.tenant_id, _account_ids(specs))
+    planned = _plan(scope, specs, accounts, render)
+    if planned is None:
+        return None
+    if database.is_postgres:
+        try:
+            first_sequences = await batch_repository.create_keyed_batch_call_on_loop(database, _call_params(planned))
+        except DBAPIError as error:
+            if _left_to_reference(error):
+                return None
+            raise
+        return _called(planned, first_sequences)
+    try:
+        return await idempotency.write_async(
+            database, scope, lambda connection: _write_statements(connection, planned, accounts)
+        )
     except (KeyExists, _LeftToReference):
         return None
 

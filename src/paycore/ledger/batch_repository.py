@@ -10,7 +10,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from paycore.db import driver
+from paycore.db import driver, loop_calls
+from paycore.db.engine import Database
 from paycore.ledger.models import transfers
 
 # PostgreSQL only (migration 0019): the batch's accounts locked, checked and updated, its
@@ -51,7 +52,18 @@ def create_keyed_batch_call(connection: Connection, params: Sequence[Any]) -> li
     having written nothing, if the key exists or the batch is refused (the caller's reference
     path then replays, or refuses and records the refusal): `refusal` is then `key_exists` or
     the batch's own refusal."""
-    [(sequences, _, _, refusal)] = driver.fetch(connection, _CREATE_KEYED_BATCH_CALL, params)
+    return _keyed_batch_sequences(driver.fetch(connection, _CREATE_KEYED_BATCH_CALL, params))
+
+
+async def create_keyed_batch_call_on_loop(database: Database, params: Sequence[Any]) -> list[int] | None:
+    """`create_keyed_batch_call` from the event loop, on a connection of the loop's
+    (`db/loop_calls.py`, no worker thread): the same call and answer, its errors the same
+    `DBAPIError`s; a connection lost during it is `CommitOutcomeUnknown`, as on a thread."""
+    return _keyed_batch_sequences(await loop_calls.fetch(database, _CREATE_KEYED_BATCH_CALL, params, commits=True))
+
+
+def _keyed_batch_sequences(rows: Sequence[tuple[Any, ...]]) -> list[int] | None:
+    [(sequences, _, _, refusal)] = rows
     if refusal is not None:
         return None
     return [int(value) for value in sequences]

@@ -14,6 +14,16 @@ the start and decides, so replays, fingerprint checks and recorded refusals are 
 path's own. A lock wait past its bound is answered at once, with what the reference path
 answers after the same wait. The key makes that safe: if the write did commit and only its
 answer was lost, the reference path finds the key and replays it.
+
+`create_transfer` is sync, on the caller's thread (the FastAPI route's worker thread).
+`create_transfer_on_loop` is the thin edge's (ADR 0026 decision 4: no thread hop), the same
+statements from the event loop: on PostgreSQL the accounts' facts this process has not seen
+read, then the one call, each on a connection of the loop's (`db/loop_calls.py`; two round
+trips at most, as on the thread); on SQLite the facts read on the loop (a WAL read) and the
+fixed list handed to the writer (`idempotency.write_async`, `Database.transaction_async`). When
+the data plane declines, the reference path runs on SQLite from the loop too
+(`idempotency.run_async`: it calls no processor), on PostgreSQL on one worker thread (it is
+the rare path). A connection lost during PostgreSQL's call is `CommitOutcomeUnknown` either way.
 """
 
 from __future__ import annotations
@@ -27,8 +37,9 @@ from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
+from paycore.kit.threads import run_blocking
 from paycore.ledger import service, transfer_repository
-from paycore.ledger.accounts import cached_account_facts, load_account_facts
+from paycore.ledger.accounts import cached_account_facts, load_account_facts, load_account_facts_on_loop
 from paycore.ledger.transfer_plan import STATUS_CREATED, NewIds, Plan, plan_transfer
 from paycore.ledger.transfer_repository import KeyExists
 from paycore.ledger.types import Account, Transfer, TransferSpec
@@ -62,6 +73,32 @@ def create_transfer(
         if outcome is not None:
             return outcome, False
 
+    return idempotency.run(database, scope, _reference_effect(scope, build_spec, render), render_refusal)
+
+
+async def create_transfer_on_loop(
+    database: Database,
+    scope: idempotency.KeyScope,
+    build_spec: BuildSpec,
+    render: Render,
+    render_refusal: Callable[[DomainError], idempotency.Outcome],
+) -> tuple[idempotency.Outcome, bool]:
+    """`create_transfer` from the event loop: the data plane with no worker thread; the
+    reference path from the loop on SQLite, on one worker thread on PostgreSQL."""
+    outcome = await _data_plane_on_loop(database, scope, build_spec, render)
+    if outcome is not None:
+        return outcome, False
+    effect = _reference_effect(scope, build_spec, render)
+    if database.is_postgres:
+        return await run_blocking(idempotency.run, database, scope, effect, render_refusal)
+    return await idempotency.run_async(database, scope, effect, render_refusal)
+
+
+def _reference_effect(
+    scope: idempotency.KeyScope, build_spec: BuildSpec, render: Render
+) -> Callable[[Connection], idempotency.Outcome]:
+    """The reference path's effect, inside `idempotency.run`'s transaction with the key."""
+
     def effect(connection: Connection) -> idempotency.Outcome:
         spec = build_spec(scope.now_us)
         transfer = service.create_transfer(
@@ -69,7 +106,7 @@ def create_transfer(
         )
         return idempotency.Outcome(STATUS_CREATED, render(transfer))
 
-    return idempotency.run(database, scope, effect, render_refusal)
+    return effect
 
 
 def create_in_one_call(
@@ -88,9 +125,7 @@ def create_in_one_call(
         try:
             return transfer_repository.create_call(connection, planned)  # None: the key exists
         except DBAPIError as error:
-            if is_lock_timeout(error):
-                raise idempotency.waited_too_long(error) from error
-            if getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE:
+            if _left_to_reference(error):
                 return None
             raise
 
@@ -118,6 +153,41 @@ def create_in_statements(
         )
     except (KeyExists, DomainError):
         return None
+
+
+async def _data_plane_on_loop(
+    database: Database, scope: idempotency.KeyScope, build_spec: BuildSpec, render: Render
+) -> idempotency.Outcome | None:
+    """`create_in_one_call` or `create_in_statements` from the event loop: the same reads and
+    writes, the same outcome, or None, having written nothing, for the reference path."""
+    spec = _spec(scope, build_spec)
+    if spec is None:
+        return None
+    accounts = await load_account_facts_on_loop(database, scope.tenant_id, [entry.account_id for entry in spec.entries])
+    planned = _plan(scope, spec, accounts, render)
+    if planned is None:
+        return None
+    if database.is_postgres:
+        try:
+            return await transfer_repository.create_call_on_loop(database, planned)  # None: the key exists
+        except DBAPIError as error:
+            if _left_to_reference(error):
+                return None
+            raise
+    try:
+        return await idempotency.write_async(
+            database, scope, lambda connection: transfer_repository.write_statements(connection, planned)
+        )
+    except (KeyExists, DomainError):
+        return None
+
+
+def _left_to_reference(error: DBAPIError) -> bool:
+    """Whether PostgreSQL's call's `error` left nothing written for the reference path to
+    decide; a lock wait past its bound is answered at once (`idempotency.waited_too_long`)."""
+    if is_lock_timeout(error):
+        raise idempotency.waited_too_long(error) from error
+    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _spec(scope: idempotency.KeyScope, build_spec: BuildSpec) -> TransferSpec | None:

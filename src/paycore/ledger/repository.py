@@ -9,14 +9,15 @@ SQLAlchemy expression and its cache key on every call cost more CPU than the dat
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Connection, Row, and_, bindparam, exists, func, or_, select
 
-from paycore.db import driver
+from paycore.db import driver, loop_calls
+from paycore.db.engine import Database
 from paycore.db.sql import insert_or_ignore
 from paycore.ledger.balances import Totals
 from paycore.ledger.limits import bound_before_adding
@@ -105,13 +106,27 @@ def get_accounts(connection: Connection, tenant_id: str, account_ids: Iterable[s
 
 
 def _accounts_where(connection: Connection, tenant_id: str, column: str, values: Iterable[str]) -> list[Any]:
-    wanted = sorted(set(values))
     found: list[Any] = []
+    for sql, parameters in _accounts_reads(tenant_id, column, values):
+        found.extend(driver.fetch(connection, sql, parameters))
+    return [AccountRow._make(row) for row in found]
+
+
+async def get_accounts_on_loop(database: Database, tenant_id: str, account_ids: Iterable[str]) -> list[Any]:
+    """`get_accounts` from the event loop, on PostgreSQL (`db/loop_calls.py`: the loop's own
+    connections, no worker thread): the accounts found, as rows of the table's columns."""
+    found: list[Any] = []
+    for sql, parameters in _accounts_reads(tenant_id, "id", account_ids):
+        found.extend(await loop_calls.fetch(database, sql, parameters, commits=False))
+    return [AccountRow._make(row) for row in found]
+
+
+def _accounts_reads(tenant_id: str, column: str, values: Iterable[str]) -> Iterator[tuple[driver.Statement, list[str]]]:
+    """The reads of these accounts: one statement per `_ACCOUNTS_PER_STATEMENT_MAX` of them."""
+    wanted = sorted(set(values))
     for start in range(0, len(wanted), _ACCOUNTS_PER_STATEMENT_MAX):
         chunk = wanted[start : start + _ACCOUNTS_PER_STATEMENT_MAX]
-        parameters = [parameter for value in chunk for parameter in (tenant_id, value)]
-        found.extend(driver.fetch(connection, _get_accounts_statement(column, len(chunk)), parameters))
-    return [AccountRow._make(row) for row in found]
+        yield _get_accounts_statement(column, len(chunk)), [part for value in chunk for part in (tenant_id, value)]
 
 
 def apply_totals(
@@ -163,7 +178,7 @@ def insert_entries(connection: Connection, rows: Sequence[dict[str, Any]]) -> No
 
 # PostgreSQL only (migration 0009, ADR 0011): the key, the transfer, the totals, the entries and
 # the response in one call, committed by it (the connection is in autocommit).
-_CREATE_TRANSFER_CALL = driver.binary_arrays(
+CREATE_TRANSFER_CALL = driver.binary_arrays(
     driver.statement(
         "SELECT paycore_create_transfer(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
         " ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[],"
@@ -175,8 +190,13 @@ _CREATE_TRANSFER_CALL = driver.binary_arrays(
 def create_transfer_call(connection: Connection, params: Sequence[Any]) -> list[int] | None:
     """The entries' sequence numbers, in entry order; None (nothing written) if the key exists.
     Refusals come out as DBAPIError with SQLSTATE PC001 or PC002 (see migration 0009)."""
-    rows = driver.fetch(connection, _CREATE_TRANSFER_CALL, params)
-    sequences = rows[0][0]
+    return transfer_sequences(driver.fetch(connection, CREATE_TRANSFER_CALL, params))
+
+
+def transfer_sequences(rows: Sequence[tuple[Any, ...]]) -> list[int] | None:
+    """`CREATE_TRANSFER_CALL`'s answer, its `rows` run on a thread or from the loop: the entries'
+    sequence numbers, in entry order; None (nothing written) if the key exists."""
+    [(sequences,)] = rows
     return None if sequences is None else [int(value) for value in sequences]
 
 

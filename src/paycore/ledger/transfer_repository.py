@@ -1,8 +1,9 @@
 """The SQL of a ledger transfer on the data plane (ADR 0026): the one call on PostgreSQL, the
 fixed list of statements on SQLite. Each sends a `Plan` (`transfer_plan.py`) as it is.
 
-PostgreSQL: `paycore_create_transfer` (migration 0009, ADR 0011), unchanged: `call_params` is
-its parameters, read off the plan (the balance limits are the function's copies, held to
+PostgreSQL: `paycore_create_transfer` (migration 0009, ADR 0011), unchanged, made on a worker
+thread's connection (`create_call`) or from the event loop (`create_call_on_loop`): `call_params`
+is its parameters, read off the plan (the balance limits are the function's copies, held to
 `paycore.ledger.limits` by `tests/integration/ledger/test_limit_copies.py`).
 
 SQLite: in one transaction on the writer (ADR 0008's group commit), each account's totals in id
@@ -24,6 +25,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from paycore.db import loop_calls
+from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.ledger import repository
 from paycore.ledger.postings import apply_account
@@ -79,6 +82,15 @@ def create_call(connection: Connection, plan: Plan) -> idempotency.Outcome | Non
     the key exists. A refusal comes out as DBAPIError with a SQLSTATE (migrations 0009, 0010,
     0024), having written nothing."""
     sequences = repository.create_transfer_call(connection, call_params(plan))
+    return None if sequences is None else plan.answer(sequences)
+
+
+async def create_call_on_loop(database: Database, plan: Plan) -> idempotency.Outcome | None:
+    """`create_call` from the event loop, on a connection of the loop's (`db/loop_calls.py`, no
+    worker thread): the same call, its errors the same `DBAPIError`s; a connection lost during
+    it is `CommitOutcomeUnknown`, as `Database.autocommit()` answers it on a thread."""
+    rows = await loop_calls.fetch(database, repository.CREATE_TRANSFER_CALL, call_params(plan), commits=True)
+    sequences = repository.transfer_sequences(rows)
     return None if sequences is None else plan.answer(sequences)
 
 

@@ -3,11 +3,15 @@
 A batch whose body is well formed (a JSON object, read once by `kit.strict_json`, holding only
 `transfers`: a non-empty list of objects each of exactly the shape `POST /v1/transfers`'s edge
 reads, `transfers.read_transfer_object`) is answered here: authenticated by `http.context` as
-the FastAPI route's dependency does (401 before anything about the body), then
-`routers.ledger.batch_answer`, the one home of the key, the batch's bound, each transfer's
-metadata bounds, the write (`ledger.batch_keyed`: one call of `paycore_create_batch` with its key
-on PostgreSQL) and the answer both edges share, on a worker thread as the sync FastAPI route runs.
-No dependency injection, no pydantic validation of 8,000 models.
+the FastAPI route's dependency does (401 before anything about the body; `authenticate_on_loop`),
+then `routers.ledger.batch_answer_on_loop`, from the event loop with no worker thread (ADR 0026
+decision 4): `routers.ledger.batch_request` is the one home of the key, the batch's bound and
+each transfer's metadata bounds both edges share, and `ledger.batch_keyed.create_batch_on_loop`
+makes the write (one call of `paycore_create_batch` with its key on PostgreSQL, on a connection
+of the loop's, `db/loop_calls.py`; SQLite's list handed to the writer); only when the data
+plane declines does PostgreSQL's reference path take one worker thread. The FastAPI route runs
+`batch_answer`, the same rules and statements, on a worker thread. No dependency injection, no
+pydantic validation of 8,000 models.
 
 Every other body (not JSON, a repeated key, no transfers or an empty list, a transfer that is
 not an object or that the transfers' edge would hand over: a wrong type, a bool or a float for
@@ -26,7 +30,8 @@ from typing import Any, Final
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from paycore.http.money.edge import Edge, Endpoint, answer_on_thread, fastapi_route, read_object
+from paycore.http.context import authenticate_on_loop
+from paycore.http.money.edge import Edge, Endpoint, fastapi_route, read_object
 from paycore.http.money.transfers import read_transfer_object
 from paycore.http.routers import ledger as ledger_router
 from paycore.ledger.schemas import TransferBatch
@@ -61,8 +66,9 @@ class _BatchEndpoint(Endpoint):
         if batch is None:
             await self.hand_over(scope, body, receive, send)
             return
-        # The sync FastAPI route's thread: the batch's transaction never blocks the event loop.
-        response = await answer_on_thread(request, ledger_router.batch_answer, *batch)
+        # The caller, the accounts' facts and the write from the loop: no worker thread.
+        await authenticate_on_loop(request)
+        response = await ledger_router.batch_answer_on_loop(request, *batch)
         await response(scope, receive, send)
 
 

@@ -3,9 +3,14 @@
 A transfer whose body is well formed (JSON, read once by `kit.strict_json`, of exactly the
 shape `ledger.schemas.TransferCreate` accepts: either shape, every optional field) is answered
 here: authenticated by `http.context` as the FastAPI route's dependency does (401 before
-anything about the body), then `routers.ledger.transfer_answer`, the one home of the key, the
-metadata's bounds, the write and the answer both edges share, on a worker thread as the sync
-FastAPI route runs. No dependency injection, no pydantic validation.
+anything about the body; `authenticate_on_loop`), then `routers.ledger.transfer_answer_on_loop`,
+from the event loop with no worker thread (ADR 0026 decision 4): `routers.ledger.transfer_request`
+is the one home of the key and the metadata's bounds both edges share, and
+`ledger.keyed.create_transfer_on_loop` makes the data plane's reads and write on PostgreSQL's
+connections of the loop (`db/loop_calls.py`) or hands SQLite's list to the writer; only when the
+data plane declines does PostgreSQL's reference path take one worker thread. The FastAPI route
+runs `transfer_answer`, the same rules and statements, on a worker thread. No dependency
+injection, no pydantic validation.
 
 Every other body (not JSON, a repeated key, a wrong type, a null where the model has a
 default, an extra field, a bound crossed, a NUL) goes whole to the FastAPI route, with the
@@ -22,8 +27,9 @@ from typing import Any, Final, get_args
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from paycore.http.context import authenticate_on_loop
 from paycore.http.money import edge
-from paycore.http.money.edge import Edge, Endpoint, answer_on_thread, fastapi_route, plain_text, read_object
+from paycore.http.money.edge import Edge, Endpoint, fastapi_route, plain_text, read_object
 from paycore.http.routers import ledger as ledger_router
 from paycore.ledger.schemas import EntryIn, TransferCreate
 from paycore.schemas import CURRENCY_LENGTH, ID_LENGTH_MAX
@@ -107,9 +113,9 @@ class _TransfersEndpoint(Endpoint):
         if transfer is None:
             await self.hand_over(scope, body, receive, send)
             return
-        # The sync FastAPI route's thread: the key's transaction (or PostgreSQL's one call)
-        # never blocks the event loop.
-        response = await answer_on_thread(request, ledger_router.transfer_answer, *transfer)
+        # The caller, the accounts' facts and the write from the loop: no worker thread.
+        await authenticate_on_loop(request)
+        response = await ledger_router.transfer_answer_on_loop(request, *transfer)
         await response(scope, receive, send)
 
 

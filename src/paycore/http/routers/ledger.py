@@ -15,6 +15,7 @@ from paycore.http.context import authenticate, caller
 from paycore.http.errors import dumps, json_response, render_refusal
 from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.http.routing import JsonRoute
+from paycore.idempotency import service as idempotency
 from paycore.kit.errors import InvalidAmount, InvalidRequest
 from paycore.ledger import batch_keyed, keyed, schemas
 from paycore.ledger import service as ledger
@@ -105,9 +106,30 @@ def create_transfer(body: schemas.TransferCreate, request: Request) -> Response:
 
 def transfer_answer(request: Request, body: schemas.TransferCreate, body_json: Any) -> Response:
     """The answer to a transfer whose body `schemas.TransferCreate` accepts (`body_json` its
-    `model_dump(mode="json")`), the caller authenticated: the one home of what both edges do
-    past the body (the key, the metadata's bounds, the write, the answer). Blocking: called on
-    a worker thread."""
+    `model_dump(mode="json")`), the caller authenticated: what the FastAPI route does past the
+    body. Blocking: called on a worker thread (`transfer_answer_on_loop` is the thin edge's)."""
+    scope, build_spec = transfer_request(request, body, body_json)
+    outcome, replayed = keyed.create_transfer(
+        request.app.state.database, scope, build_spec, _transfer_body, render_refusal
+    )
+    return idempotent.response(outcome, replayed)
+
+
+async def transfer_answer_on_loop(request: Request, body: schemas.TransferCreate, body_json: Any) -> Response:
+    """`transfer_answer` from the event loop (the thin edge's): the same request rules, then
+    `keyed.create_transfer_on_loop`, whose data plane needs no worker thread."""
+    scope, build_spec = transfer_request(request, body, body_json)
+    outcome, replayed = await keyed.create_transfer_on_loop(
+        request.app.state.database, scope, build_spec, _transfer_body, render_refusal
+    )
+    return idempotent.response(outcome, replayed)
+
+
+def transfer_request(
+    request: Request, body: schemas.TransferCreate, body_json: Any
+) -> tuple[idempotency.KeyScope, keyed.BuildSpec]:
+    """The key's scope and the transfer's spec, the request's rules checked (the key, the
+    metadata's bounds): the one home of what both answers start from. No I/O."""
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
     settings = _settings(request)
@@ -118,15 +140,11 @@ def transfer_answer(request: Request, body: schemas.TransferCreate, body_json: A
     def build_spec(now_us: int) -> ledger.TransferSpec:
         return schemas.to_spec(body, entries_max=settings.transfer_entries_max, now_us=now_us)
 
-    scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True)
-    outcome, replayed = keyed.create_transfer(
-        request.app.state.database,
-        scope,
-        build_spec,
-        lambda transfer: dumps(schemas.transfer_json(transfer)),
-        render_refusal,
-    )
-    return idempotent.response(outcome, replayed)
+    return idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True), build_spec
+
+
+def _transfer_body(transfer: ledger.Transfer) -> str:
+    return dumps(schemas.transfer_json(transfer))
 
 
 @router.post("/transfers/batch", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)
@@ -140,9 +158,31 @@ def create_batch(body: schemas.TransferBatch, request: Request) -> Response:
 
 def batch_answer(request: Request, body: schemas.TransferBatch, body_json: Any) -> Response:
     """The answer to a batch whose body `schemas.TransferBatch` accepts (`body_json` its
-    `model_dump(mode="json")`), the caller authenticated: the one home of what both edges do
-    past the body (the key, the bounds, the write, the answer). Blocking: called on a worker
-    thread."""
+    `model_dump(mode="json")`), the caller authenticated: what the FastAPI route does past the
+    body. Blocking: called on a worker thread (`batch_answer_on_loop` is the thin edge's)."""
+    scope, build_specs = batch_request(request, body, body_json)
+    outcome, replayed = batch_keyed.create_batch(
+        request.app.state.database, scope, build_specs, _batch_body, render_refusal
+    )
+    return idempotent.response(outcome, replayed)
+
+
+async def batch_answer_on_loop(request: Request, body: schemas.TransferBatch, body_json: Any) -> Response:
+    """`batch_answer` from the event loop (the thin edge's): the same request rules, then
+    `batch_keyed.create_batch_on_loop`, whose data plane needs no worker thread."""
+    scope, build_specs = batch_request(request, body, body_json)
+    outcome, replayed = await batch_keyed.create_batch_on_loop(
+        request.app.state.database, scope, build_specs, _batch_body, render_refusal
+    )
+    return idempotent.response(outcome, replayed)
+
+
+def batch_request(
+    request: Request, body: schemas.TransferBatch, body_json: Any
+) -> tuple[idempotency.KeyScope, batch_keyed.BuildSpecs]:
+    """The key's scope and the transfers' specs, the request's rules checked (the key, the
+    batch's bound, each transfer's metadata bounds): the one home of what both answers start
+    from. No I/O."""
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
     assert key is not None  # required=True
@@ -158,11 +198,7 @@ def batch_answer(request: Request, body: schemas.TransferBatch, body_json: Any) 
             for i, t in enumerate(body.transfers)
         ]
 
-    scope = idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True)
-    outcome, replayed = batch_keyed.create_batch(
-        request.app.state.database, scope, build_specs, _batch_body, render_refusal
-    )
-    return idempotent.response(outcome, replayed)
+    return idempotent.scope(request, tenant_id=tenant_id, key=key, body=body_json, keep_forever=True), build_specs
 
 
 def _batch_body(batch_id: str, created: Sequence[ledger.Transfer]) -> str:
