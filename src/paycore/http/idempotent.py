@@ -16,7 +16,6 @@ from paycore.http.errors import dumps, render_refusal
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.errors import IdempotencyKeyRequired
 from paycore.kit.clock import now_us
-from paycore.kit.threads import run_blocking
 
 Effect = Callable[[Connection, int], tuple[int, Any]]
 # What the client is shown of a stored answer (the same for the first answer and its replays):
@@ -94,18 +93,14 @@ class Reference:
         )
 
     async def on_loop(self) -> Response:
-        """`run` from a thin edge's event loop: on SQLite its transactions handed to the
-        writer's group commit (`idempotency.run_async`, the statements on the loop), no worker
-        thread; on PostgreSQL `run` itself on one worker thread (the rare path: a key that
-        exists, a refusal, a limit)."""
+        """`run` from a thin edge's event loop (`idempotency.run_on_loop`: on SQLite no worker
+        thread, on PostgreSQL one)."""
         database: Database = self.request.app.state.database
-        if database.is_postgres:
-            return await run_blocking(self.run)
         key_scope = scope(
             self.request, tenant_id=self.tenant_id, key=self.key, body=self.body, keep_forever=self.keep_forever
         )
         guarded = _guarded(self.effect, key_scope)
-        outcome, replayed = await idempotency.run_async(database, key_scope, guarded, render_refusal)
+        outcome, replayed = await idempotency.run_on_loop(database, key_scope, guarded, render_refusal)
         return response(outcome, replayed)
 
 

@@ -22,8 +22,6 @@ nothing of HTTP.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -33,6 +31,7 @@ from sqlalchemy.exc import DBAPIError
 from paycore.db.engine import Database, DatabaseBusy, is_lock_timeout
 from paycore.idempotency import repository
 from paycore.idempotency.errors import IdempotencyKeyReused, IdempotencyRequestInProgress
+from paycore.idempotency.in_progress import IN_PROGRESS, HeldAtTheBound
 from paycore.idempotency.keys import KeyScope, Outcome, check_key, fingerprint, key_problem
 from paycore.idempotency.maintenance import (
     StoredAnswer,
@@ -43,6 +42,7 @@ from paycore.idempotency.maintenance import (
     stored_answers,
 )
 from paycore.kit.errors import DomainError
+from paycore.kit.threads import run_blocking
 
 # The key's values and its upkeep live in `keys` and `maintenance`; re-exported here, the one
 # front door every money-moving POST imports.
@@ -68,6 +68,7 @@ __all__ = [
     "replace_answer",
     "run",
     "run_async",
+    "run_on_loop",
     "stored_answers",
     "waited_for_the_key",
     "waited_too_long",
@@ -85,63 +86,6 @@ class RefusalToRecord(Exception):
     def __init__(self, outcome: Outcome) -> None:
         super().__init__(outcome.body)
         self.outcome = outcome
-
-
-class _ClaimsInProgress:
-    """Keys this process has claimed in a transaction that has not ended yet.
-
-    Only used to word an answer: on SQLite every writer waits at the one write lock, so a
-    duplicate that waited past the bound cannot learn from the database that its first request
-    is still running (PostgreSQL tells it, by making it wait on the key's row). Correctness
-    never rests on this: the database decides who executes."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._owners: dict[tuple[str, str], object] = {}
-
-    def claim(self, scope: KeyScope, owner: object) -> None:
-        with self._lock:
-            self._owners[(scope.tenant_id, scope.key)] = owner
-
-    def release(self, scope: KeyScope, owner: object) -> None:
-        with self._lock:
-            if self._owners.get((scope.tenant_id, scope.key)) is owner:
-                del self._owners[(scope.tenant_id, scope.key)]
-
-    def running_elsewhere(self, scope: KeyScope, owner: object) -> bool:
-        """True if another request of this process holds an open claim on the key."""
-        found = self._owners.get((scope.tenant_id, scope.key))
-        return found is not None and found is not owner
-
-
-_IN_PROGRESS = _ClaimsInProgress()
-
-
-class _HeldAtTheBound:
-    """For a caller on the event loop: whether another request of this process held the key
-    open when this one's wait for SQLite's write lock passed its bound (`idempotency_wait_ms`),
-    the moment a waiting thread (`run`, `write`) looks. A submitted call's `GroupTimeout` is
-    told by the leader that takes it, after the group before it has committed: by then that
-    group's request may have ended, and "busy" would answer a duplicate that waited behind it.
-    On PostgreSQL a wait past its bound ends the call itself: looked at then."""
-
-    def __init__(self, database: Database, scope: KeyScope, owner: object) -> None:
-        self.scope, self.owner = scope, owner
-        self._seen: bool | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        if not database.is_postgres:
-            wait_s = database.settings.idempotency_wait_ms / 1000
-            self._timer = asyncio.get_running_loop().call_later(wait_s, self._look)
-
-    def _look(self) -> None:
-        self._seen = _IN_PROGRESS.running_elsewhere(self.scope, self.owner)
-
-    def __call__(self) -> bool:
-        return _IN_PROGRESS.running_elsewhere(self.scope, self.owner) if self._seen is None else self._seen
-
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
 
 
 def run(
@@ -171,7 +115,7 @@ async def run_async(
 ) -> tuple[Outcome, bool]:
     """`run` for a caller on an event loop (`Database.transaction_async`)."""
     attempt = _Attempt(scope, effect, render_refusal)
-    held_at_the_bound = _HeldAtTheBound(database, scope, attempt.owner)
+    held_at_the_bound = HeldAtTheBound(database, scope, attempt.owner)
     try:
         return await database.transaction_async(attempt.work)
     except (RefusalToRecord, DatabaseBusy) as error:
@@ -182,16 +126,32 @@ async def run_async(
     return await database.transaction_async(follow_up)
 
 
+async def run_on_loop(
+    database: Database,
+    scope: KeyScope,
+    effect: Callable[[Connection], Outcome],
+    render_refusal: Callable[[DomainError], Outcome],
+) -> tuple[Outcome, bool]:
+    """`run` for a thin edge on the event loop (ADR 0026 decision 4), where a data-plane phase
+    wrote nothing and the reference path must decide, for an effect that calls no other system:
+    on SQLite `run_async` (its transactions handed to the writer, no worker thread); on
+    PostgreSQL `run` itself on one worker thread, its attempt and a recorded refusal's follow-up
+    on the same thread (the rare path: a key that exists, a refusal, a limit)."""
+    if database.is_postgres:
+        return await run_blocking(run, database, scope, effect, render_refusal)
+    return await run_async(database, scope, effect, render_refusal)
+
+
 async def write_async(database: Database, scope: KeyScope, work: Callable[[Connection], T]) -> T:
     """A data-plane write (ADR 0026) that claims `scope`'s key itself, in one transaction
     (`Database.transaction_async`): a wait past its bound is answered as `run_async` answers
     it ("in progress" while this process holds the key open elsewhere, else busy)."""
     owner = object()
-    held_at_the_bound = _HeldAtTheBound(database, scope, owner)
+    held_at_the_bound = HeldAtTheBound(database, scope, owner)
 
     def claimed(connection: Connection) -> T:
         result = work(connection)
-        _IN_PROGRESS.claim(scope, owner)  # the key is this transaction's until it ends
+        IN_PROGRESS.claim(scope, owner)  # the key is this transaction's until it ends
         return result
 
     try:
@@ -202,7 +162,7 @@ async def write_async(database: Database, scope: KeyScope, work: Callable[[Conne
         raise
     finally:
         held_at_the_bound.stop()
-        _IN_PROGRESS.release(scope, owner)
+        IN_PROGRESS.release(scope, owner)
 
 
 def write(database: Database, scope: KeyScope, work: Callable[[Connection], T]) -> T:
@@ -213,17 +173,17 @@ def write(database: Database, scope: KeyScope, work: Callable[[Connection], T]) 
 
     def claimed(connection: Connection) -> T:
         result = work(connection)
-        _IN_PROGRESS.claim(scope, owner)  # the key is this transaction's until it ends
+        IN_PROGRESS.claim(scope, owner)  # the key is this transaction's until it ends
         return result
 
     try:
         return database.transaction(claimed)
     except DatabaseBusy as error:
-        if _IN_PROGRESS.running_elsewhere(scope, owner):
+        if IN_PROGRESS.running_elsewhere(scope, owner):
             raise _in_progress() from error
         raise
     finally:
-        _IN_PROGRESS.release(scope, owner)
+        IN_PROGRESS.release(scope, owner)
 
 
 def claim_answered(connection: Connection, scope: KeyScope, outcome: Outcome) -> bool:
@@ -250,7 +210,7 @@ class _Attempt:
             self.scope,
             self.effect,
             self.render_refusal,
-            on_claimed=lambda: _IN_PROGRESS.claim(self.scope, self.owner),
+            on_claimed=lambda: IN_PROGRESS.claim(self.scope, self.owner),
         )
 
     def after(
@@ -266,10 +226,10 @@ class _Attempt:
         return lambda connection: record_refusal(connection, self.scope, outcome)
 
     def release(self) -> None:
-        _IN_PROGRESS.release(self.scope, self.owner)
+        IN_PROGRESS.release(self.scope, self.owner)
 
     def _running_elsewhere(self) -> bool:
-        return _IN_PROGRESS.running_elsewhere(self.scope, self.owner)
+        return IN_PROGRESS.running_elsewhere(self.scope, self.owner)
 
 
 def execute(

@@ -32,7 +32,7 @@ the reference path answers after the same wait.
 `keyed.create_transfer_on_loop` is a transfer's: the accounts' facts and PostgreSQL's one call
 on the loop's connections (`db/loop_calls.py`), SQLite's facts read on the loop and its list
 handed to the writer (`idempotency.write_async`); the reference path from the loop on SQLite
-(`idempotency.run_async`), on one worker thread on PostgreSQL.
+(`idempotency.run_on_loop`), on one worker thread on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
-from paycore.kit.threads import run_blocking
 from paycore.ledger import batch, batch_repository, repository, service
 from paycore.ledger.accounts import cached_account_facts, load_account_facts, load_account_facts_on_loop
 from paycore.ledger.postings import check_entries
@@ -121,9 +120,7 @@ async def create_batch_on_loop(
     if outcome is not None:
         return outcome, False
     effect = _reference_effect(scope, build_specs, render)
-    if database.is_postgres:
-        return await run_blocking(idempotency.run, database, scope, effect, render_refusal)
-    return await idempotency.run_async(database, scope, effect, render_refusal)
+    return await idempotency.run_on_loop(database, scope, effect, render_refusal)
 
 
 def _reference_effect(

@@ -22,7 +22,7 @@ read, then the one call, each on a connection of the loop's (`db/loop_calls.py`;
 trips at most, as on the thread); on SQLite the facts read on the loop (a WAL read) and the
 fixed list handed to the writer (`idempotency.write_async`, `Database.transaction_async`). When
 the data plane declines, the reference path runs on SQLite from the loop too
-(`idempotency.run_async`: it calls no processor), on PostgreSQL on one worker thread (it is
+(`idempotency.run_on_loop`: it calls no processor), on PostgreSQL on one worker thread (it is
 the rare path). A connection lost during PostgreSQL's call is `CommitOutcomeUnknown` either way.
 """
 
@@ -37,7 +37,6 @@ from paycore.db.engine import Database, is_lock_timeout
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
-from paycore.kit.threads import run_blocking
 from paycore.ledger import service, transfer_repository
 from paycore.ledger.accounts import cached_account_facts, load_account_facts, load_account_facts_on_loop
 from paycore.ledger.transfer_plan import STATUS_CREATED, NewIds, Plan, plan_transfer
@@ -89,9 +88,7 @@ async def create_transfer_on_loop(
     if outcome is not None:
         return outcome, False
     effect = _reference_effect(scope, build_spec, render)
-    if database.is_postgres:
-        return await run_blocking(idempotency.run, database, scope, effect, render_refusal)
-    return await idempotency.run_async(database, scope, effect, render_refusal)
+    return await idempotency.run_on_loop(database, scope, effect, render_refusal)
 
 
 def _reference_effect(

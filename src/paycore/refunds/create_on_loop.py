@@ -8,9 +8,9 @@ two steps, in its order, for the refunds' thin edge (`http/money/refunds.py`).
    group commit's BEGIN IMMEDIATE and COMMIT on the writer thread, the statements on the loop).
    No worker thread. A refund's creation calls no processor (a worker sends it later).
 2. **The reference path**, when the write has written nothing (a key that exists, a refusal, a
-   refund that needs approval, a limit): on SQLite from the loop too, the same effect in the
-   key's transaction handed to the writer (`idempotency.run_async`); on PostgreSQL on one
-   worker thread (`kit.threads.run_blocking`), as the sync route runs it: the rare path.
+   refund that needs approval, a limit): `idempotency.run_on_loop`, the same effect in the key's
+   transaction: on SQLite handed to the writer from the loop, on PostgreSQL on one worker
+   thread, as the sync route runs it (the rare path).
 
 The transactions, their statements, their order and the answers are those of
 `create.create_refund`; only the thread that waits for them differs. A lock wait past its bound
@@ -23,7 +23,6 @@ from __future__ import annotations
 from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome
-from paycore.kit.threads import run_blocking
 from paycore.refunds import create
 from paycore.refunds.create import RenderRefusal
 from paycore.refunds.create_plan import RefundRequest, Render
@@ -41,9 +40,5 @@ async def create_refund(
     written = await create.write_on_loop(database, scope, request, render)
     if written is not None:
         return written.answer, False
-    if database.is_postgres:
-        return await run_blocking(
-            create.reference, database, scope, request, render=render, render_refusal=render_refusal
-        )
     effect = create.reference_effect(scope, request, render)
-    return await idempotency.run_async(database, scope, effect, render_refusal)
+    return await idempotency.run_on_loop(database, scope, effect, render_refusal)

@@ -81,7 +81,7 @@ def test_the_reference_path_keeps_its_worker_thread_on_postgresql(env: Env, subm
     over = refund(env, payment_id, 10_000)
     assert over.status_code == 422 and over.json()["error"] == "over_refund", over.text
     # `record`: the refusal's audit record (`http/refusals.py`), after the answer, on every path.
-    assert submitted == (["reference", "reference", "record"] if env.database.is_postgres else ["record"])
+    assert submitted == (["run", "run", "record"] if env.database.is_postgres else ["record"])
 
 
 def count_writes(env: Env, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
@@ -249,7 +249,7 @@ def test_a_refund_that_needs_approval_is_answered_as_on_the_thread(
 
     submitted.clear()
     on_loop = statuses(on_loop_id)
-    assert submitted == (["reference"] if env.database.is_postgres else [])
+    assert submitted == (["run"] if env.database.is_postgres else [])
     through_the_route(monkeypatch)
     assert on_loop == statuses(on_thread_id) == [(201, "pending"), (201, "requires_approval")]
     assert refunds_written(env, on_loop_id) == refunds_written(env, on_thread_id)
