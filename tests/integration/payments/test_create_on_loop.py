@@ -182,6 +182,7 @@ class Blocker:
     call's rows are a worker's: the coordinator's backend of the call is ended."""
 
     CALLS = "paycore_payments_"  # the prefix of the phase functions whose call is ended (others': theirs)
+    TABLE = "ledger_accounts"  # the table whose row (`destination`, by its id) is held (others': theirs)
 
     def __init__(self, database: Database, destination: str) -> None:
         url = database.settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
@@ -194,9 +195,10 @@ class Blocker:
         assert self._holder is None
         holder = psycopg.connect(self.url)
         try:
-            [(tenant_id,)] = holder.execute("SELECT tenant_id FROM ledger_accounts WHERE id = %s", (self.destination,))
+            # By its tenant too: Citus locks a row of a distributed table by its distribution column.
+            [(tenant_id,)] = holder.execute(f"SELECT tenant_id FROM {self.TABLE} WHERE id = %s", (self.destination,))
             holder.execute(
-                "SELECT 1 FROM ledger_accounts WHERE tenant_id = %s AND id = %s FOR UPDATE",
+                f"SELECT 1 FROM {self.TABLE} WHERE tenant_id = %s AND id = %s FOR UPDATE",
                 (tenant_id, self.destination),
             )
         except BaseException:

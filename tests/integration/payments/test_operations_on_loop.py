@@ -17,7 +17,6 @@ the loop's own connections (`db/loop_calls.py`).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -191,19 +190,10 @@ def test_no_answer_from_the_processor_is_the_reference_paths_as_on_the_thread(
 class PaymentBlocker(Blocker):
     """`Blocker` holding the payment's row instead: begin's call waits on it, and is ended."""
 
+    TABLE = "payments"
+
     def __init__(self, env: Env, payment_id: str) -> None:
         super().__init__(env.database, payment_id)
-
-    def hold(self) -> None:
-        holder = psycopg.connect(self.url)
-        try:
-            holder.execute("SELECT 1 FROM payments WHERE id = %s FOR UPDATE", (self.destination,))
-        except BaseException:
-            holder.close()
-            raise
-        self._holder = holder
-        self._watcher = threading.Thread(target=self._end_the_call, daemon=True)
-        self._watcher.start()
 
 
 def payment_of(env: Env, payment_id: str) -> tuple[str, str | None]:
