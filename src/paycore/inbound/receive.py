@@ -41,6 +41,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
+from paycore.db import loop_calls
 from paycore.db.engine import Database
 from paycore.inbound import (
     apply_payment,
@@ -82,20 +83,11 @@ def receive(database: Database, secret: str, signature: str | None, body: bytes)
     """What the processor's webhook made, as `service.receive` answers it. Raises
     `InvalidSignature` and `InvalidWebhook` (nothing stored) as it does."""
     event = events.verified_event(secret, signature, body)
-    result = _data_plane(database, event, body)
-    if result is not None:
-        return Received(event.id, result)
-    return service.receive(database, secret, signature, body)
-
-
-def _data_plane(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
-    """What the data plane wrote for the event; None, having written nothing, for the reference path."""
     if receive_plan.plain_status(event) is not None:
         result = _call(database, event, body) if database.is_postgres else _write_sqlite(database, event, body)
         if result is not None:
-            return result  # else not in the status it proves: still `processing` or in doubt, it moves
-    moving = _moving(event)  # a charge's or a refund's final word, the bank's: an object waiting on it moves
-    return None if moving is None else moving.apply(database, event, body)
+            return Received(event.id, result)  # else not in the status it proves: it may move
+    return _applied_or_reference(database, event, secret, signature, body)
 
 
 def _moving(event: ProcessorEvent) -> ObjectApply[Any, Any] | None:
@@ -114,12 +106,14 @@ async def receive_async(
     *,
     in_thread: Callable[..., Awaitable[Received]],
 ) -> Received:
-    """`receive` for a caller on an event loop, which must not block: on SQLite the data plane
-    joins the group commit from the loop (`Database.transaction_async`: no thread hop), and
-    `in_thread(function, *arguments)` (the HTTP layer's worker thread) runs the reference path;
-    on PostgreSQL it runs the whole of `receive`."""
+    """`receive` for a caller on an event loop, which must not block: the plain case with no
+    thread hop (on SQLite the list joins the group commit from the loop,
+    `Database.transaction_async`; on PostgreSQL its one call on a connection of the loop,
+    `db/loop_calls.py`), and on SQLite the apply phase too; `in_thread(function, *arguments)`
+    (the HTTP layer's worker thread) runs the rest: the reference path, and on PostgreSQL the
+    apply phase (its read and call, `apply_object.ObjectApply.apply`)."""
     if database.is_postgres:
-        return await in_thread(receive, database, secret, signature, body)
+        return await _receive_postgres(database, secret, signature, body, in_thread)
     event = events.verified_event(secret, signature, body)
     if receive_plan.plain_status(event) is not None:
 
@@ -141,6 +135,42 @@ async def receive_async(
             ledger.remember_accounts(event.data.merchant_id, accounts)
             return Received(event.id, result)
     return await in_thread(service.receive, database, secret, signature, body)
+
+
+async def _receive_postgres(
+    database: Database,
+    secret: str,
+    signature: str | None,
+    body: bytes,
+    in_thread: Callable[..., Awaitable[Received]],
+) -> Received:
+    """`receive_async` on PostgreSQL: the plain case's call from the loop; where it wrote
+    nothing, the apply phase, else the reference path, on one worker thread."""
+    event = events.verified_event(secret, signature, body)
+    if receive_plan.plain_status(event) is not None:
+        planned = plan(event, body)
+        try:
+            rows = await loop_calls.fetch(
+                database, receive_repository.CALL, receive_repository.call_params(planned), commits=True
+            )
+        except DBAPIError as error:
+            if not reference_decides(error, _DECIDED_BY_REFERENCE):
+                raise
+        else:
+            return Received(event.id, receive_repository.received(planned, rows))
+    return await in_thread(_applied_or_reference, database, event, secret, signature, body)
+
+
+def _applied_or_reference(
+    database: Database, event: ProcessorEvent, secret: str, signature: str | None, body: bytes
+) -> Received:
+    """`receive` past its plain case (which wrote nothing): the apply phase of the object the
+    event may move, else the reference path. Blocking."""
+    moving = _moving(event)  # a charge's or a refund's final word, the bank's: an object waiting on it moves
+    result = None if moving is None else moving.apply(database, event, body)
+    if result is not None:
+        return Received(event.id, result)
+    return service.receive(database, secret, signature, body)
 
 
 def plan(event: ProcessorEvent, body: bytes) -> Plan:

@@ -12,7 +12,7 @@ event. A payment in another state (or missing, or for another amount) leaves not
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import Connection
 
@@ -30,13 +30,18 @@ class Unplain(Exception):
 
 # ------------------------------------------------------------------ PostgreSQL: one call
 # The migration `*_inbound_receive.py`; in autocommit, the call commits itself (ADR 0011).
-_CALL = driver.statement("SELECT paycore_inbound_receive(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+CALL = driver.statement("SELECT paycore_inbound_receive(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def receive_call(connection: Connection, plan: Plan) -> str:
     """Write the plan in one call: `stale` once committed, `duplicate` (nothing written) for an
     event stored before. A payment not in the planned status raises DBAPIError with SQLSTATE
     PC013, nothing written."""
+    return received(plan, driver.fetch(connection, CALL, call_params(plan)))
+
+
+def call_params(plan: Plan) -> tuple[Any, ...]:
+    """The call's arguments (`CALL`), from the thread's connection or the event loop's."""
     webhook, audit_event = plan.webhook, plan.audit_event
     assert (webhook["attempts"], webhook["next_attempt_at_us"]) == (1, None), webhook
     assert webhook["created_at_us"] == webhook["processed_at_us"] == audit_event["created_at_us"]
@@ -59,9 +64,14 @@ def receive_call(connection: Connection, plan: Plan) -> str:
         audit_event["actor"],
         audit_event["data"],
     )
-    assert len(params) == _CALL.sqlite.count("?")
-    [(result,)] = driver.fetch(connection, _CALL, params)
-    assert result in (webhook["status"], DUPLICATE), result
+    assert len(params) == CALL.sqlite.count("?")
+    return params
+
+
+def received(plan: Plan, rows: list[tuple[Any, ...]]) -> str:
+    """The call's answer: the webhook's status (`stale`), or `duplicate`."""
+    [(result,)] = rows
+    assert result in (plan.webhook["status"], DUPLICATE), result
     return str(result)
 
 

@@ -6,8 +6,10 @@ signature before anything else and then reads the event (`kit.strict_json`, the 
 pydantic model). So this edge reads every request itself and hands none to the FastAPI route
 (which stays for the OpenAPI document): it calls `routers.processor_webhooks.webhook_answer`,
 the one home of the answer both share, without FastAPI's per-request machinery (dependency
-injection, its request wrapper). On SQLite the plain case joins the group commit from the event
-loop (no thread hop); the reference path and PostgreSQL's call run on one worker thread.
+injection, its request wrapper). The plain case crosses no worker thread (on SQLite it joins the
+group commit from the event loop, on PostgreSQL its one call is made on a connection of the
+loop); SQLite's apply phase neither; PostgreSQL's apply phase and the reference path run on one
+worker thread (`inbound/receive.py`'s `receive_async`).
 A refusal (400 `invalid_signature`, `signature_timestamp_*`, `invalid_webhook`,
 `duplicate_json_key`) is raised to the app's error handlers, as the route's is.
 `tests/integration/http/test_webhooks_edge.py` holds the two to the same answers.

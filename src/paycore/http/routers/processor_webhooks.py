@@ -40,9 +40,9 @@ async def processor_webhook(request: Request) -> Response:
 
 async def webhook_answer(request: Request, body: bytes) -> Response:
     """The one home of the webhook's answer, for this route and its thin edge
-    (`http/money/webhooks.py`): the plain case on the data plane (`inbound/receive.py`: on
-    SQLite from the event loop, no thread hop), everything else `inbound.service.receive` on a
-    worker thread."""
+    (`http/money/webhooks.py`): the plain case on the data plane from the event loop, no thread
+    hop (`inbound/receive.py`'s `receive_async`), and SQLite's apply phase too; PostgreSQL's
+    apply phase and the reference path on a worker thread."""
     secret = request.app.state.settings.processor_webhook_secret
     signature = request.headers.get(SIGNATURE_HEADER)
     received = await webhooks.receive_async(
