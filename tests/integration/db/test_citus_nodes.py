@@ -18,7 +18,7 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from paycore.config import Settings
-from paycore.db import distribute, distribute_functions, migrate
+from paycore.db import distribute, distribute_functions, loop_calls, migrate
 from paycore.db.engine import Database
 from paycore.http.app import create_app
 from paycore.payments import capture, settle
@@ -48,11 +48,21 @@ def citus() -> Iterator[Database]:
 
 
 @pytest.fixture
-def heard() -> Iterator[tuple[Database, list[str]]]:
-    """A Database whose connections ask for Citus's DEBUG1 lines, and the lines they heard."""
+def heard(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Database, list[str]]]:
+    """A Database whose connections ask for Citus's DEBUG1 lines, and the lines they heard: the
+    engine's, and the event loop's own that the thin edges call on (`db/loop_calls.py`)."""
     assert CITUS_URL is not None
     database = Database(Settings(database_url=CITUS_URL, secrets_keys=(secrets_keys.KEY,)))
     lines: list[str] = []
+    opened = loop_calls._LoopPool._connect
+
+    async def opened_and_listening(pool: Any) -> Any:
+        connection = await opened(pool)
+        connection.add_notice_handler(lambda diagnostic: lines.append(diagnostic.message_primary or ""))
+        await connection.execute("SET client_min_messages TO debug1")  # autocommit: for the session
+        return connection
+
+    monkeypatch.setattr(loop_calls._LoopPool, "_connect", opened_and_listening)
 
     @event.listens_for(database.engine, "connect")
     def _listen(dbapi_connection: Any, _record: Any) -> None:
