@@ -61,6 +61,7 @@ __all__ = [
     "fingerprint",
     "in_progress_error",
     "key_problem",
+    "left_to_reference",
     "oldest_expired_us",
     "prune",
     "record_refusal",
@@ -331,6 +332,17 @@ def complete(connection: Connection, tenant_id: str, key: str, outcome: Outcome)
 
 
 waited_for_the_key = repository.waited_for_the_key
+
+
+def left_to_reference(error: DBAPIError, sqlstates: frozenset[str]) -> bool:
+    """Whether a data-plane call that failed with `error`, having written nothing, leaves the
+    request to the reference path: its SQLSTATE is one of `sqlstates` (the caller's refusals, a
+    deadlock, ...); False: the caller raises `error`. A lock wait past its bound is raised at
+    once as the key's wait (`waited_too_long`): waiting again on the reference path would
+    double the bound."""
+    if is_lock_timeout(error):
+        raise waited_too_long(error) from error
+    return getattr(error.orig, "sqlstate", None) in sqlstates
 
 
 def waited_too_long(error: DBAPIError) -> Exception:

@@ -35,7 +35,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
-from paycore.db.engine import Database, is_lock_timeout
+from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.inbound import apply_object_plan, apply_object_repository
 from paycore.inbound.apply_object_plan import Confirmation, M, Plan, Planning, T
@@ -150,15 +150,6 @@ class ObjectApply(Generic[T, M]):
                 return apply_object_repository.confirm_call(connection, self.writing, plan)
             return apply_object_repository.apply_call(connection, self.writing, plan)
         except DBAPIError as error:
-            if reference_decides(error, _DECIDED_BY_REFERENCE):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
-
-
-def reference_decides(error: DBAPIError, sqlstates: frozenset[str]) -> bool:
-    """Whether a data plane's call that failed with `error` (having written nothing) leaves the
-    event to the reference path: its SQLSTATE is one of `sqlstates`. A lock timeout is raised as
-    the key's wait (`idempotency.waited_too_long`); False: the caller raises `error`."""
-    if is_lock_timeout(error):
-        raise idempotency.waited_too_long(error) from error
-    return getattr(error.orig, "sqlstate", None) in sqlstates

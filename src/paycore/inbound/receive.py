@@ -43,6 +43,7 @@ from sqlalchemy.exc import DBAPIError
 from paycore.audit.rows import EventContext
 from paycore.db import loop_calls
 from paycore.db.engine import Database
+from paycore.idempotency import service as idempotency
 from paycore.inbound import (
     apply_payment,
     apply_payout,
@@ -54,7 +55,7 @@ from paycore.inbound import (
     receive_repository,
     service,
 )
-from paycore.inbound.apply_object import ObjectApply, reference_decides
+from paycore.inbound.apply_object import ObjectApply
 from paycore.inbound.receive_plan import Plan
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.inbound.service import Received
@@ -154,7 +155,7 @@ async def _receive_postgres(
                 database, receive_repository.CALL, receive_repository.call_params(planned), commits=True
             )
         except DBAPIError as error:
-            if not reference_decides(error, _DECIDED_BY_REFERENCE):
+            if not idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 raise
         else:
             return Received(event.id, receive_repository.received(planned, rows))
@@ -190,7 +191,7 @@ def _call(database: Database, event: ProcessorEvent, body: bytes) -> str | None:
         try:
             return receive_repository.receive_call(connection, planned)
         except DBAPIError as error:
-            if reference_decides(error, _DECIDED_BY_REFERENCE):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
 

@@ -44,7 +44,7 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from paycore.db.engine import Database, is_lock_timeout
+from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
@@ -154,7 +154,7 @@ def create_in_one_call(
         try:
             first_sequences = batch_repository.create_keyed_batch_call(connection, _call_params(planned))
         except DBAPIError as error:
-            if _left_to_reference(error):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
     return _called(planned, first_sequences)
@@ -182,14 +182,6 @@ def _called(planned: KeyedBatch, first_sequences: list[int] | None) -> idempoten
         return None
     assert len(first_sequences) == len(planned.plan.moves), (len(first_sequences), len(planned.plan.moves))
     return planned.answer(first_sequences)
-
-
-def _left_to_reference(error: DBAPIError) -> bool:
-    """Whether PostgreSQL's call's `error` left nothing written for the reference path to
-    decide; a lock wait past its bound is answered at once (`idempotency.waited_too_long`)."""
-    if is_lock_timeout(error):
-        raise idempotency.waited_too_long(error) from error
-    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def create_in_statements(
@@ -231,7 +223,7 @@ async def _data_plane_on_loop(
         try:
             first_sequences = await batch_repository.create_keyed_batch_call_on_loop(database, _call_params(planned))
         except DBAPIError as error:
-            if _left_to_reference(error):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
         return _called(planned, first_sequences)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from paycore.db.engine import Database, is_lock_timeout
+from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.kit import ids
 from paycore.kit.errors import DomainError
@@ -122,7 +122,7 @@ def create_in_one_call(
         try:
             return transfer_repository.create_call(connection, planned)  # None: the key exists
         except DBAPIError as error:
-            if _left_to_reference(error):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
 
@@ -168,7 +168,7 @@ async def _data_plane_on_loop(
         try:
             return await transfer_repository.create_call_on_loop(database, planned)  # None: the key exists
         except DBAPIError as error:
-            if _left_to_reference(error):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
     try:
@@ -177,14 +177,6 @@ async def _data_plane_on_loop(
         )
     except (KeyExists, DomainError):
         return None
-
-
-def _left_to_reference(error: DBAPIError) -> bool:
-    """Whether PostgreSQL's call's `error` left nothing written for the reference path to
-    decide; a lock wait past its bound is answered at once (`idempotency.waited_too_long`)."""
-    if is_lock_timeout(error):
-        raise idempotency.waited_too_long(error) from error
-    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _spec(scope: idempotency.KeyScope, build_spec: BuildSpec) -> TransferSpec | None:

@@ -21,7 +21,7 @@ it (`idempotency.waited_too_long`), without waiting a second time.
 that blocks: `service.create_payment`). The payments' thin edge accepts from the event loop
 (`accept_on_loop`, ADR 0026 decision 4): on SQLite the list handed to the writer's group
 commit, on PostgreSQL the same call on a connection of the loop's own (`db/loop_calls.py`),
-its errors read by the same rule (`_left_to_reference`).
+its errors read by the same rule (`idempotency.left_to_reference`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
 from paycore.db import loop_calls
-from paycore.db.engine import Database, is_lock_timeout
+from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope
 from paycore.kit import ids
@@ -115,7 +115,7 @@ def _call(database: Database, plan: Plan) -> bool:
         try:
             return accept_repository.accept_call(connection, plan)
         except DBAPIError as error:
-            if _left_to_reference(error):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return False
             raise
 
@@ -127,18 +127,10 @@ async def _call_on_loop(database: Database, plan: Plan) -> bool:
             database, accept_repository.CALL, accept_repository.call_params(plan), commits=True
         )
     except DBAPIError as error:
-        if _left_to_reference(error):
+        if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
             return False
         raise
     return accept_repository.accepted(rows)
-
-
-def _left_to_reference(error: DBAPIError) -> bool:
-    """Whether the call's `error` left nothing written for the reference path to decide; a lock
-    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
-    if is_lock_timeout(error):
-        raise idempotency.waited_too_long(error) from error
-    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _write_sqlite(database: Database, plan: Plan) -> bool:

@@ -24,7 +24,7 @@ edge's with a transport that blocks: `operations.py`). The thin edge with a tran
 from the loop writes them from the event loop (`begin_on_loop`, `finish_on_loop`, ADR 0026
 decision 4; `operations_on_loop.py`): on SQLite the same transaction handed to the writer
 (`Database.transaction_async`), on PostgreSQL the same read and calls on connections of the
-loop's own (`db/loop_calls.py`), their errors read by the same rule (`_left_to_reference`).
+loop's own (`db/loop_calls.py`), their errors read by the same rule (`idempotency.left_to_reference`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
 from paycore.db import loop_calls
-from paycore.db.engine import Database, is_lock_timeout
+from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit import ids
@@ -112,7 +112,7 @@ async def begin_on_loop(
     try:
         rows = await loop_calls.fetch(database, *capture_repository.begin_statement(plan), commits=True)
     except DBAPIError as error:
-        if _left_to_reference(error):
+        if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
             return None
         raise
     return plan.payment if capture_repository.begun(rows) else None
@@ -186,7 +186,7 @@ async def finish_on_loop(
     try:
         rows = await loop_calls.fetch(database, *capture_repository.finish_statement(plan), commits=True)
     except DBAPIError as error:
-        if _left_to_reference(error):
+        if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
             return None
         raise
     return _written(started, plan, capture_repository.finished(rows))
@@ -222,17 +222,9 @@ def _on_postgres(database: Database, call: Callable[[Connection], R]) -> R | Non
         try:
             return call(connection)
         except DBAPIError as error:
-            if _left_to_reference(error):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
-
-
-def _left_to_reference(error: DBAPIError) -> bool:
-    """Whether the call's `error` left nothing written for the reference path to decide; a lock
-    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
-    if is_lock_timeout(error):
-        raise idempotency.waited_too_long(error) from error
-    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _finish_sqlite(database: Database, plan: Plan) -> settle_repository.Accounts | None:

@@ -26,7 +26,7 @@ from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
 from paycore.db import loop_calls
-from paycore.db.engine import Database, is_lock_timeout
+from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import Outcome
 from paycore.in_doubt.plane import Settle, hold_resolution_ids
@@ -123,7 +123,7 @@ def _call(database: Database, plan: Plan) -> settle_repository.Accounts | None:
         try:
             return settle_repository.phase_call(connection, plan)
         except DBAPIError as error:
-            if _left_to_reference(error):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
 
@@ -134,18 +134,10 @@ async def _call_on_loop(database: Database, plan: Plan) -> settle_repository.Acc
     try:
         rows = await loop_calls.fetch(database, sql, params, commits=True)
     except DBAPIError as error:
-        if _left_to_reference(error):
+        if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
             return None
         raise
     return settle_repository.phase_accounts(plan, rows)
-
-
-def _left_to_reference(error: DBAPIError) -> bool:
-    """Whether the call's `error` left nothing written for the reference path to decide; a lock
-    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
-    if is_lock_timeout(error):
-        raise idempotency.waited_too_long(error) from error
-    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _write_sqlite(database: Database, plan: Plan) -> settle_repository.Accounts | None:

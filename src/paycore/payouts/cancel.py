@@ -26,7 +26,7 @@ PostgreSQL the same two reads as driver statements (`repository.find_on_loop`,
 `audit.events_of_on_loop`: the same rows) and then the same call, each awaited on a connection
 of the loop's own (`db/loop_calls.py`; a connection lost during the call is
 `CommitOutcomeUnknown`, as on the thread, during a read `DatabaseUnavailable`: nothing was
-written), the call's errors read by the same rule (`_left_to_reference`); on SQLite the same
+written), the call's errors read by the same rule (`idempotency.left_to_reference`); on SQLite the same
 work (the reads and the list) handed to the writer's group commit (`Database.transaction_async`,
 the statements on the loop). The same statements either way.
 """
@@ -42,7 +42,7 @@ from sqlalchemy.exc import DBAPIError
 from paycore.audit import service as audit
 from paycore.audit.rows import EventContext
 from paycore.db import loop_calls
-from paycore.db.engine import Database, is_lock_timeout
+from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit import ids
@@ -144,7 +144,7 @@ async def _call_on_loop(database: Database, scope: KeyScope, payout_id: str, act
     try:
         rows = await loop_calls.fetch(database, cancel_repository.CALL, params, commits=True)
     except DBAPIError as error:
-        if _left_to_reference(error):
+        if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
             return None
         raise
     return plan if cancel_repository.canceled(rows) else None
@@ -156,17 +156,9 @@ def call(connection: Connection, plan: Plan) -> bool:
     try:
         return cancel_repository.cancel_call(connection, plan)
     except DBAPIError as error:
-        if _left_to_reference(error):
+        if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
             return False
         raise
-
-
-def _left_to_reference(error: DBAPIError) -> bool:
-    """Whether the call's `error` left nothing written for the reference path to decide; a lock
-    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
-    if is_lock_timeout(error):
-        raise idempotency.waited_too_long(error) from error
-    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _write_sqlite(database: Database, scope: KeyScope, payout_id: str, actor: str, encode: Encode) -> Plan | None:

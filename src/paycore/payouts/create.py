@@ -26,7 +26,7 @@ reference path answers it (`idempotency.waited_too_long`).
 creates from the event loop with no worker thread (`create_on_loop`, ADR 0026 decision 4): on
 PostgreSQL the same call awaited on a connection of the loop's own (`db/loop_calls.py`: a
 connection lost during it is `CommitOutcomeUnknown`, as on the thread), its errors read by the
-same rule (`_left_to_reference`); on SQLite the same list handed to the writer's group commit
+same rule (`idempotency.left_to_reference`); on SQLite the same list handed to the writer's group commit
 (`Database.transaction_async`, the statements on the loop). The same statements either way.
 Nothing here logs a beneficiary's account number or IBAN.
 """
@@ -40,7 +40,7 @@ from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
 from paycore.db import loop_calls
-from paycore.db.engine import Database, is_lock_timeout
+from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit import ids
@@ -132,7 +132,7 @@ def _call(database: Database, plan: Plan) -> bool:
         try:
             return create_repository.create_call(connection, plan)
         except DBAPIError as error:
-            if _left_to_reference(error):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return False
             raise
 
@@ -144,18 +144,10 @@ async def _call_on_loop(database: Database, plan: Plan) -> bool:
             database, create_repository.CALL, create_repository.call_params(plan), commits=True
         )
     except DBAPIError as error:
-        if _left_to_reference(error):
+        if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
             return False
         raise
     return create_repository.created(rows)
-
-
-def _left_to_reference(error: DBAPIError) -> bool:
-    """Whether the call's `error` left nothing written for the reference path to decide; a lock
-    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
-    if is_lock_timeout(error):
-        raise idempotency.waited_too_long(error) from error
-    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _write_sqlite(database: Database, plan: Plan) -> bool:

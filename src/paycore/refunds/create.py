@@ -45,7 +45,7 @@ from sqlalchemy.exc import DBAPIError
 
 from paycore.audit.rows import EventContext
 from paycore.db import driver, loop_calls
-from paycore.db.engine import Database, is_lock_timeout
+from paycore.db.engine import Database
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.service import KeyScope, Outcome
 from paycore.kit import ids
@@ -229,7 +229,7 @@ def _write_postgres(database: Database, scope: KeyScope, request: RefundRequest,
         try:
             return plan if create_repository.create_call(connection, plan) else None
         except DBAPIError as error:
-            if _left_to_reference(error):
+            if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
                 return None
             raise
 
@@ -255,18 +255,10 @@ async def _write_postgres_on_loop(
             database, create_repository.CALL, create_repository.call_params(plan), commits=True
         )
     except DBAPIError as error:
-        if _left_to_reference(error):
+        if idempotency.left_to_reference(error, _DECIDED_BY_REFERENCE):
             return None
         raise
     return plan if create_repository.created(rows) else None
-
-
-def _left_to_reference(error: DBAPIError) -> bool:
-    """Whether the call's `error` left nothing written for the reference path to decide; a lock
-    wait past its bound is answered at once (`idempotency.waited_too_long`)."""
-    if is_lock_timeout(error):
-        raise idempotency.waited_too_long(error) from error
-    return getattr(error.orig, "sqlstate", None) in _DECIDED_BY_REFERENCE
 
 
 def _write_sqlite(database: Database, scope: KeyScope, request: RefundRequest, render: Render) -> Plan | None:
