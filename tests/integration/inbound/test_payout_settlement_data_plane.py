@@ -105,7 +105,9 @@ def rows_of(database: Database, payout_id: str) -> dict[str, Any]:
 
         [payout] = read("SELECT * FROM payouts WHERE tenant_id = :t AND id = :p")
         owned = "t.tenant_id = :t AND t.owner_id = :p"
-        order = "t.created_at_us, t.kind = 'pending' DESC, t.reference_type DESC"
+        # ids last: transfers made in one call share a time, and a join's row order is the
+        # planner's (Citus's differs from PostgreSQL's), so each entry follows its transfer
+        order = "t.created_at_us, t.kind = 'pending' DESC, t.reference_type DESC, t.id"
         transfers = read(f"SELECT * FROM ledger_transfers t WHERE {owned} ORDER BY {order}")
         entries = read(
             "SELECT e.* FROM ledger_entries e JOIN ledger_transfers t ON t.tenant_id = e.tenant_id"
