@@ -1,14 +1,16 @@
 """Where a payment's CPU goes in the API process, over HTTP on PostgreSQL or SQLite (issue 31).
 
     .venv/bin/python bench/profile_api.py [--clients 8] [--duration-s 20] [--rate 100] [--backend sqlite]
+        [--process sandbox]
 
 Deploys paycore as its services (`bench/_split_deploy.py`: 1 `paycore serve`, 1 `paycore
 worker`, the sandbox as `paycore processor serve`), posts payments over HTTP from client
-threads, and samples the API process with py-spy (`--gil`: only the thread holding the GIL,
-i.e. the process's Python CPU) for the window. Each sample goes to one bucket, by what the
-innermost paycore frame was doing (`bucket_of`), so the buckets add up to the samples. It
-prints the buckets' shares, the SQL's share by the function that ran it (building the statement
-or executing it), payments/s and the API process's CPU per payment (from /proc).
+threads, and samples the API process (or, with `--process sandbox`, the sandbox's) with py-spy
+(`--gil`: only the thread holding the GIL, i.e. the process's Python CPU) for the window. Each
+sample goes to one bucket, by what the innermost paycore frame was doing (`bucket_of`), so the
+buckets add up to the samples. It prints the buckets' shares, the SQL's share by the function
+that ran it (building the statement or executing it), payments/s and the API process's CPU per
+payment (from /proc).
 
 What it is for: the share in `sql: ...` is the most that doing a payment's SQL in fewer round
 trips (a server-side function per phase) could save in this process; everything else stays.
@@ -72,6 +74,7 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     parser.add_argument("--postgres-url", default=common.DEFAULT_POSTGRES_URL)
     parser.add_argument("--backend", choices=("postgres", "sqlite"), default="postgres")
+    parser.add_argument("--process", choices=("api", "sandbox"), default="api", help="which process py-spy samples")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
@@ -81,7 +84,7 @@ def main() -> int:
     deployment = split.deploy(args.postgres_url, 1, 1, workdir, "prof", backend=args.backend)
     try:
         account = payments_bench.merchant_account(deployment.ports[0], "prof")
-        api_pid = deployment.processes[1].pid
+        api_pid = deployment.processes[1 if args.process == "api" else 0].pid
         load = split.PaymentLoad(deployment.ports, args.clients, account, "prof-warm")
         time.sleep(3)
         load.stop()
@@ -110,7 +113,7 @@ def main() -> int:
     payments = found["count_201"]
     print(f"payments: {payments} in the window ({found['payments_per_s']:.0f}/s), statuses {found['statuses']}")
     per_payment_ms = 1000 * cpu_s / max(payments, 1)
-    print(f"API process CPU: {cpu_s:.1f} s, {per_payment_ms:.2f} ms a payment (py-spy's own cost included)")
+    print(f"{args.process} process CPU: {cpu_s:.1f} s, {per_payment_ms:.2f} ms a payment (py-spy's own cost included)")
     print(f"py-spy samples (GIL held): {total}, raw stacks in {raw}")
     for name, count in counts.most_common():
         print(f"  {name:<56} {count / total:6.1%}")
