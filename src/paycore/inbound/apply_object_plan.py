@@ -4,7 +4,7 @@ every row the reference path (`inbound.service.receive`) writes when the event m
 
 One shape for every such object; what differs is data, a `Planning` per object
 (`apply_payment.py`, `apply_refund.py`, `apply_payout.py`): its machine, which events it takes,
-the result it reads from them, its settle's one home (`payments.settle_plan`,
+the result it reads from them, its settle's one home (`payments.move_plan`,
 `refunds.settle_plan`, `payouts.settle_plan`) and the plain case's audit cause.
 
 The case: an event whose object is still waiting on it (`processing` or `in_doubt`), of its
