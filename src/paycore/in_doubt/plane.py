@@ -60,7 +60,7 @@ class Settle(Generic[T, M]):
 
     machine: Machine[T]
     settled_status: Callable[[T, Decision], str | None]  # `settle_plan.settled_status`
-    plan_move: Callable[..., M]  # `settle_plan.plan_move`
+    plan_move: Callable[..., M]  # `settle_plan.plan_move` (a payment's: `move_plan`)
     new_ids: Callable[[], Any]  # the plan's new ids, in the reference path's order
     moved: Callable[[M], T]  # the item as the move leaves it
     write_move: Callable[[Connection, M], list[Any] | None]  # SQLite: the fixed list; None when moved first
