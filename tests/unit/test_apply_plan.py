@@ -16,7 +16,7 @@ from paycore.inbound.receive_plan import WEBHOOK_COLUMNS
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.kit import actors
 from paycore.payments import states
-from paycore.payments.settle_plan import NewIds
+from paycore.payments.settle_types import NewIds
 from paycore.payments.types import Payment
 from tests.unit.test_receive_plan import event
 from tests.unit.test_settle_plan import SETTLED_US, accepted

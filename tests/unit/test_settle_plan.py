@@ -16,7 +16,8 @@ from paycore.lifecycle.calls import Call
 from paycore.lifecycle.evidence import Evidence
 from paycore.payments.accept_plan import NewIds as AcceptIds
 from paycore.payments.accept_plan import plan_accept
-from paycore.payments.settle_plan import NewIds, Plan, accepted_history, plan_settle
+from paycore.payments.settle_plan import accepted_history, plan_settle
+from paycore.payments.settle_types import NewIds, Plan
 from paycore.payments.types import NewPayment, Payment
 from paycore.processor.port import ChargeResult
 

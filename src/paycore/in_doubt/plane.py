@@ -1,7 +1,7 @@
 """A worker round's plain answer applied by the item's settle phase, on the data plane (ADR 0026
 step 3): a payment's (`payments/settle.py`'s `ROUND`), a refund's (`refunds/settle.py`) and a
 payout's (`payouts/settle.py`), the same phases the processor's and the bank's webhooks use
-(`payments/settle_plan.py`, `refunds/settle_plan.py`, `payouts/settle_plan.py`).
+(`payments/move_plan.py`, `refunds/settle_plan.py`, `payouts/settle_plan.py`).
 
 The round (`resolver._finish`) has made its calls with no transaction open, and, in the item's
 one transaction, loaded it row-locked and recorded each call as an attempt. Where the last
@@ -60,7 +60,7 @@ class Settle(Generic[T, M]):
 
     machine: Machine[T]
     settled_status: Callable[[T, Decision], str | None]  # `settle_plan.settled_status`
-    plan_move: Callable[..., M]  # `settle_plan.plan_move`
+    plan_move: Callable[..., M]  # `settle_plan.plan_move` (a payment's: `move_plan`)
     new_ids: Callable[[], Any]  # the plan's new ids, in the reference path's order
     moved: Callable[[M], T]  # the item as the move leaves it
     write_move: Callable[[Connection, M], list[Any] | None]  # SQLite: the fixed list; None when moved first

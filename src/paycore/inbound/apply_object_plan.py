@@ -4,7 +4,7 @@ every row the reference path (`inbound.service.receive`) writes when the event m
 
 One shape for every such object; what differs is data, a `Planning` per object
 (`apply_payment.py`, `apply_refund.py`, `apply_payout.py`): its machine, which events it takes,
-the result it reads from them, its settle's one home (`payments.settle_plan`,
+the result it reads from them, its settle's one home (`payments.move_plan`,
 `refunds.settle_plan`, `payouts.settle_plan`) and the plain case's audit cause.
 
 The case: an event whose object is still waiting on it (`processing` or `in_doubt`), of its
@@ -60,7 +60,7 @@ class Item(Protocol):
 
 
 class Moved(Protocol):
-    """What the shape reads of an object's planned move (`settle_plan.Move`)."""
+    """What the shape reads of an object's planned move (`settle_plan.Move`; a payment's `settle_types.Move`)."""
 
     @property
     def state_event(self) -> dict[str, Any]: ...
@@ -78,8 +78,8 @@ class Planning(Generic[T, M]):
     takes: Callable[[ProcessorEvent], bool]  # an event the data plane tries for this object
     result_of: Callable[[ProcessorEvent], Any]  # the result the event describes, as the reference path reads it
     settled_status: Callable[[T, Decision], str | None]  # the settle's target, None for the reference path
-    # The settle's one home (`settle_plan.plan_move`); None where the move's own facts send it to
-    # the reference path (a return past its window).
+    # The settle's one home (`settle_plan.plan_move`; a payment's `move_plan`); None where the
+    # move's own facts send it to the reference path (a return past its window).
     plan_move: Callable[..., M | None]
     new_ids: Callable[[], Any]  # the move's new ids, made in the reference path's order
     moved: Callable[[M], T]  # the object as the move leaves it
@@ -273,7 +273,7 @@ def rows(
 def check_plan(moved: Item, plan: Plan[Any]) -> None:
     """Pair assertions: the stored event, the state event and the audit event say the same, at
     the same time, of the same object, the object as moved (the move's own are its
-    `settle_plan.check_move`'s)."""
+    `settle_plan.check_move`'s; a payment's `move_plan.check_move`'s)."""
     _check_rows(plan)
     assert moved.updated_at_us == plan.webhook["created_at_us"]
     assert (moved.id, moved.tenant_id) == (plan.webhook["request_id"], plan.webhook["tenant_id"])

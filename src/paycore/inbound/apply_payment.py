@@ -6,7 +6,7 @@ payment.
 `receive_plan.py`) did not hold. The case: a `charge.succeeded` or `charge.failed` event for an
 automatic payment still `processing` (the processor answered `pending`) or `in_doubt` (its answer
 was lost), with no capture or cancel in flight, of the event's amount and currency, its creating
-request answered already. The move is the payment's settle (`payments.settle_plan.plan_move`, the
+request answered already. The move is the payment's settle (`payments.move_plan.plan_move`, the
 one home of a settle's compare-and-set, hold and state event, with the webhook's cause and the
 processor as actor), written by `payments.settle_repository.write_move` on SQLite (after the
 payment's read, its creating request's answer checked by the event's INSERT:
@@ -14,7 +14,7 @@ payment's read, its creating request's answer checked by the event's INSERT:
 `paycore_inbound_apply_payment` (around `paycore_payments_settle`) on PostgreSQL.
 
 That function reads the payment itself, under its row lock, checks it as
-`settle_plan.terminal_status` and the shape's planner do (the status, an automatic payment,
+`move_plan.terminal_status` and the shape's planner do (the status, an automatic payment,
 nothing in flight, the amount and currency, a clock past its last change: PC013 otherwise; keep
 the two together), and makes the
 state event's `from_state` and snapshot from it: on PostgreSQL the plan is the event's alone
@@ -40,9 +40,9 @@ from paycore.inbound.apply_object_plan import Plan, Planning
 from paycore.inbound.apply_object_repository import Writing, stored_event_params
 from paycore.inbound.schemas import ProcessorEvent
 from paycore.lifecycle.evidence import Evidence
+from paycore.payments import move_plan, settle_repository, states
 from paycore.payments import service as payments
-from paycore.payments import settle_plan, settle_repository, states
-from paycore.payments.settle_plan import NewIds
+from paycore.payments.settle_types import NewIds
 from paycore.payments.types import Payment
 from paycore.processor.port import ChargeResult
 
@@ -92,7 +92,7 @@ def call_move(
     decisions = [payments.MACHINE.decide(status, evidence) for status in sorted(states.UNRESOLVED)]
     assert all(other == decisions[0] for other in decisions), decisions
     decision = decisions[0]
-    if len(decision.path) != 1 or not decision.values.keys() <= settle_plan.AUTOMATIC_VALUES:
+    if len(decision.path) != 1 or not decision.values.keys() <= move_plan.AUTOMATIC_VALUES:
         return None
     target = decision.path[0]
     assert target == receive_plan.plain_status(event) and "processor_reference" in decision.values, decision
@@ -162,8 +162,8 @@ PAYMENT: Final = ObjectApply(
         machine=payments.MACHINE,
         takes=is_settling,
         result_of=charge_result,
-        settled_status=settle_plan.terminal_status,
-        plan_move=settle_plan.plan_terminal_move,
+        settled_status=move_plan.terminal_status,
+        plan_move=move_plan.plan_terminal_move,
         # The resolution, the clearing account's entry, the destination's, the state event (a
         # webhook has no call).
         new_ids=hold_resolution_ids(partial(NewIds, call_event_id="")),

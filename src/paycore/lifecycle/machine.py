@@ -262,7 +262,7 @@ class Machine(Generic[T]):
 
     def changes(self, item: T, to_state: str, now_us: int, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The columns a move of `item` to `to_state` writes, `values` among them: the one home of
-        them (`move`, and the data plane's planners of a move, `payments/settle_plan.py` and
+        them (`move`, and the data plane's planners of a move, `payments/move_plan.py` and
         `payouts/cancel_plan.py`). Pure."""
         # `now_us` may predate a lock wait: never record a change as earlier than the one it follows.
         now_us = max(now_us, item.updated_at_us + 1)

@@ -45,7 +45,7 @@ from paycore.kit.clock import now_us as clock_now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.calls import Call
 from paycore.payments import capture_plan, capture_repository, lifecycle, settle_repository
-from paycore.payments.settle_plan import NewIds, Plan
+from paycore.payments.settle_types import NewIds, Plan
 from paycore.payments.types import Payment
 from paycore.processor.port import ChargeResult
 

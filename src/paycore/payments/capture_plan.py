@@ -15,7 +15,7 @@ the key.
 event, the compare-and-set `processing -> succeeded` (captured) or `-> canceled` with the
 processor's figures (`lifecycle.decide`, the one transition table's; columns by
 `Machine.changes`), the hold posted for what was captured and the rest released in the same
-step, or voided (`settle_plan.hold_moved`), the state event, and the answer of the request's
+step, or voided (`move_plan.hold_moved`), the state event, and the answer of the request's
 key (`schemas.operation_outcome`: 200). A plan exists only for that common case, the processor
 answering `captured` for the amount asked or `canceled`; anything else (a refusal, no answer,
 an expiry, another outcome) is the reference path's (`operations.finish_by_reference`). The writers
@@ -33,9 +33,9 @@ from paycore.lifecycle import calls, recording
 from paycore.lifecycle.calls import Call
 from paycore.lifecycle.columns import NEXT_ATTEMPT_AT_US
 from paycore.lifecycle.machine import replaced
-from paycore.payments import lifecycle, settle_plan, states
+from paycore.payments import lifecycle, move_plan, settle_plan, states
 from paycore.payments.schemas import capturable_minor, operation_outcome
-from paycore.payments.settle_plan import POST, VOID, NewIds, Plan
+from paycore.payments.settle_types import POST, VOID, NewIds, Plan
 from paycore.payments.types import Payment
 from paycore.processor.port import ChargeResult
 
@@ -161,7 +161,7 @@ def plan_finish(
         event_id=new_ids.state_event_id,
         context=context,
     )
-    clearing, destination, entries = settle_plan.hold_moved(started.amount_minor, captured_minor, new_ids)
+    clearing, destination, entries = move_plan.hold_moved(started.amount_minor, captured_minor, new_ids)
     assert started.operation_idempotency_key is not None
     plan = Plan(
         accepted=started,
@@ -171,7 +171,7 @@ def plan_finish(
         call_event=call_event,
         state_event=state_event,
         resolution_id=new_ids.resolution_id,
-        clearing_code=settle_plan.clearing_code(started.currency),
+        clearing_code=move_plan.clearing_code(started.currency),
         clearing=clearing,
         destination=destination,
         entries=entries,

@@ -22,8 +22,8 @@ from paycore.payments import states
 from paycore.payments.accept_repository import CLAIM
 from paycore.payments.capture_plan import BEGIN_COLUMNS, BeginPlan
 from paycore.payments.models import payments
-from paycore.payments.settle_plan import POST, VOID, Plan
 from paycore.payments.settle_repository import ACCOUNT_COLUMNS, Accounts, write_event
+from paycore.payments.settle_types import POST, VOID, Plan
 from paycore.payments.types import Payment, payment_from_row
 
 

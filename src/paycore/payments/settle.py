@@ -35,8 +35,8 @@ from paycore.kit.clock import now_us as clock_now_us
 from paycore.ledger import service as ledger
 from paycore.lifecycle.calls import Call
 from paycore.lifecycle.evidence import Decision
-from paycore.payments import settle_plan, settle_repository, states
-from paycore.payments.settle_plan import Move, NewIds, Plan
+from paycore.payments import move_plan, settle_plan, settle_repository, states
+from paycore.payments.settle_types import KEEP, ROUND_COLUMNS, Move, NewIds, Plan
 from paycore.payments.types import Payment
 from paycore.processor.port import ChargeResult
 
@@ -169,12 +169,12 @@ _AUTHORIZED_VALUES: Final = frozenset(
 
 def _round_status(payment: Payment, decision: Decision) -> str | None:
     """The status a worker round's `decision` moves `payment` to by a settle's move (without the
-    payment's call or answer): `settle_plan.terminal_status`'s for an automatic payment; for an
+    payment's call or answer): `move_plan.terminal_status`'s for an automatic payment; for an
     authorization (ADR 0029) waiting for the processor's word, nothing else in flight, one step
     to `requires_capture` (the hold kept) or `failed` (a declined authorization, the hold
     voided). None for the reference path. The amount and currency are the caller's to check."""
     if not payment.is_manual:
-        return settle_plan.terminal_status(payment, decision)
+        return move_plan.terminal_status(payment, decision)
     if payment.status not in states.UNRESOLVED or payment.operation is not None or len(decision.path) != 1:
         return None
     target = decision.path[0]
@@ -188,13 +188,13 @@ def _round_status(payment: Payment, decision: Decision) -> str | None:
 
 def _plan_round_move(payment: Payment, target: str, decision: Decision, **given: Any) -> Move:
     """A worker round's move to `_round_status`'s target, its schedule among the columns
-    (`ROUND_COLUMNS`): `settle_plan.plan_terminal_move`'s, or an authorization's (the hold kept),
+    (`ROUND_COLUMNS`): `move_plan.plan_terminal_move`'s, or an authorization's (the hold kept),
     checked."""
     if target != states.REQUIRES_CAPTURE:
-        return settle_plan.plan_terminal_move(payment, target, decision, columns=settle_plan.ROUND_COLUMNS, **given)
-    move, changed = settle_plan.plan_move(payment, target, decision, **given)
-    settle_plan.check_move(move, changed, columns=settle_plan.ROUND_COLUMNS)
-    settle_plan.check_authorized(move)
+        return move_plan.plan_terminal_move(payment, target, decision, columns=ROUND_COLUMNS, **given)
+    move, changed = move_plan.plan_move(payment, target, decision, **given)
+    move_plan.check_move(move, changed, columns=ROUND_COLUMNS)
+    move_plan.check_authorized(move)
     assert move.expected_status in states.UNRESOLVED and move.payment.operation is None, move.payment
     return move
 
@@ -202,7 +202,7 @@ def _plan_round_move(payment: Payment, target: str, decision: Decision, **given:
 def _round_call(connection: Connection, move: Move) -> bool:
     """A worker round's move in one call: an authorization's by `paycore_payments_authorize`,
     any other by `paycore_payments_settle`, each without a call or an answer."""
-    if move.hold == settle_plan.KEEP:
+    if move.hold == KEEP:
         return settle_repository.authorize_move_call(connection, move)
     return settle_repository.move_call(connection, move)
 
@@ -218,7 +218,7 @@ def _round_call(connection: Connection, move: Move) -> bool:
 # capture's or cancel's in flight, pending, no answer, a refusal, a mismatch, a creating request
 # not yet answered) is the reference path's (`lifecycle.apply_evidence`).
 ROUND: Final = Settle(
-    machine=settle_plan.MACHINE,
+    machine=move_plan.MACHINE,
     settled_status=_round_status,
     plan_move=_plan_round_move,
     # The resolution, the clearing account's entry, the destination's, the state event (the

@@ -1,7 +1,8 @@
 """The SQL of a payment's settle phase on the data plane (ADR 0026 step 3): the one call on
-PostgreSQL, the fixed list of statements on SQLite. Each sends a `Plan` (`settle_plan.py`) as
-it is; no rules here but the checks that need the rows' locks, which are the ledger's
-(`paycore.ledger.limits`, applied as `paycore.ledger.postings._apply` applies them).
+PostgreSQL, the fixed list of statements on SQLite. Each sends a `Plan` (`settle_plan.py`'s, a
+`settle_types.py` shape) as it is; no rules here but the checks that need the rows' locks, which
+are the ledger's (`paycore.ledger.limits`, applied as `paycore.ledger.postings._apply` applies
+them).
 
 The compare-and-set comes first: when it finds the payment moved (a webhook or the resolver
 applied the processor's word first), nothing is written and the caller runs the reference
@@ -23,7 +24,7 @@ from paycore.idempotency.service import Outcome
 from paycore.ledger import hold_repository
 from paycore.ledger.limits import TOTAL_MINOR_MAX, bound_before_adding
 from paycore.payments import states
-from paycore.payments.settle_plan import KEEP, ROUND_COLUMNS, WRITTEN_COLUMNS, AccountMove, Move, Plan
+from paycore.payments.settle_types import KEEP, ROUND_COLUMNS, WRITTEN_COLUMNS, AccountMove, Move, Plan
 from paycore.payments.types import Payment
 
 # The hold's accounts as the write leaves them (`hold_repository.ACCOUNT_COLUMNS`).
@@ -237,7 +238,7 @@ def write_statements(connection: Connection, plan: Plan) -> Accounts | None:
 
 
 def write_move(connection: Connection, move: Move, *, columns: tuple[str, ...] = WRITTEN_COLUMNS) -> Accounts | None:
-    """Write a payment's move (`settle_plan.Move`) inside the caller's transaction: the
+    """Write a payment's move (`settle_types.Move`) inside the caller's transaction: the
     compare-and-set (of `columns`), the hold's resolution and accounts, the state event. The
     hold's two accounts (none for a hold kept) once written; None (nothing written) when the
     compare-and-set found the payment moved. Raises `Refused` as `write_statements`."""

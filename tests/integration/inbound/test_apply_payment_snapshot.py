@@ -11,7 +11,7 @@
   `kit.clock.to_rfc3339` (the 64-bit ends, year 1 and 9999 and past them, random times) and
   `paycore_json_string` against `json.dumps` (random strings over the whole of Unicode).
 - The payments the function refuses (SQLSTATE PC013, nothing written) are those
-  `settle_plan.terminal_status` and the shape's planner refuse from a read: none, settled
+  `move_plan.terminal_status` and the shape's planner refuse from a read: none, settled
   already, manual, a clock not past its last change; the reference path then decides.
 """
 

@@ -29,7 +29,7 @@ from paycore.ledger import chart
 from paycore.ledger import service as ledger
 from paycore.payments import rounds, settle
 from paycore.payments import service as payments
-from paycore.payments.settle_plan import Move
+from paycore.payments.settle_types import Move
 from paycore.processor.port import ChargeRequest, ChargeResult, Processor, ProcessorUnreachable
 from tests.support.rounds import (
     COMMITS,
