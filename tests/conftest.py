@@ -41,9 +41,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     time, not the sandbox's. On this 2-core machine under load (load average 7-11) a full
     collection in a payments worker took 100-210 ms of CPU and up to 1.5 s of wall time, and the
     resolver's status query in test_retries.py once got no answer within its 2 s. With this,
-    the same tests' full collections took a third less CPU (mean 102 -> 66 ms, largest 208 ->
-    133 ms). The thresholds stay Python's: a test's garbage, and an unclosed socket's
-    ResourceWarning with it, is found as soon as before."""
+    the same tests' full collections took a quarter to a third less CPU (two runs: mean 102 ->
+    66 and 74 ms, largest 208 -> 133 and 141 ms). The thresholds stay Python's: a test's
+    garbage, and an unclosed socket's ResourceWarning with it, is found as soon as before."""
     del session
     gc.collect()
     gc.freeze()
