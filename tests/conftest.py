@@ -6,6 +6,7 @@ machine, and fail when CI=true or PAYCORE_REQUIRE_POSTGRES=1: in CI they are man
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,24 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     meanwhile: on this project's two cores the suite took 7:24 with 2 workers and 5:16-6:12
     (median 5:44) with 4 (docs/benchmarks.md, "The test suite"). `scripts/test` runs `-n auto`."""
     return 2 * len(os.sched_getaffinity(0))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (the modules, paycore's routes, the test items) lives as long as
+    the worker: move it out of the cyclic collector's reach (`gc.freeze`, as
+    `paycore serve` does, ADR 0012 decision 5), so that no collection of the run scans it again.
+
+    A worker is client, server and processor at once (a test's sandbox serves it on a thread),
+    and a full collection stops all of them: a 2 s processor timeout is the whole process's
+    time, not the sandbox's. On this 2-core machine under load (load average 7-11) a full
+    collection in a payments worker took 100-210 ms of CPU and up to 1.5 s of wall time, and the
+    resolver's status query in test_retries.py once got no answer within its 2 s. With this,
+    the same tests' full collections took a quarter to a third less CPU (two runs: mean 102 ->
+    66 and 74 ms, largest 208 -> 133 and 141 ms). The thresholds stay Python's: a test's
+    garbage, and an unclosed socket's ResourceWarning with it, is found as soon as before."""
+    del session
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")
