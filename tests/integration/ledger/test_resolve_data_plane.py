@@ -11,6 +11,7 @@ alone (`resolve_keyed.in_one_call`, `in_statements`), the accounts' facts cached
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from sqlalchemy import text
 
 from paycore.db.engine import Database
+from paycore.db.migrate import MIGRATIONS_PATH
 from paycore.http.errors import render_refusal
 from paycore.idempotency import service as idempotency
 from paycore.idempotency.errors import IdempotencyKeyReused
@@ -335,3 +337,35 @@ def test_a_hold_resolved_between_the_read_and_the_write_is_the_reference_paths(
     with database.read() as connection:
         assert ledger.get_account(connection, "between", books["wallet"]).balance.posted_minor == 1_000
         assert ledger.verify(connection).problems == []
+
+
+def test_a_schema_without_the_functions_is_the_reference_paths(database: Database) -> None:
+    """A PostgreSQL database one revision behind (0054): each call fails with 42883 having
+    written nothing, and the reference path posts and reverses as before. The functions are put
+    back."""
+    if not database.is_postgres:
+        pytest.skip("SQLite's lists need no new schema")
+    [path] = (MIGRATIONS_PATH / "versions").glob("0055_*.py")
+    spec = importlib.util.spec_from_file_location("transfer_resolve_migration", path)
+    assert spec is not None and spec.loader is not None
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    books = open_books(database, "behind")
+    hold = transfer(database, "behind", books, HOLD, NOW_US, pending=True)
+    plain = transfer(database, "behind", books, PLAIN, NOW_US + 1)
+    requests = [Request("post", hold, "p", NOW_US + 2, "behind"), Request("reverse", plain, "r", NOW_US + 3, "behind")]
+    with database.autocommit() as connection:
+        connection.execute(text(f"DROP FUNCTION {migration._REVERSE}"))
+        connection.execute(text(f"DROP FUNCTION {migration._RESOLVE}"))
+    try:
+        for request in requests:
+            falls_back(database, request)
+            outcome, replayed = answer(database, request)
+            assert outcome.status in (200, 201) and not replayed, outcome
+    finally:
+        with database.autocommit() as connection:
+            connection.execute(text(migration._CREATE_RESOLVE))
+            connection.execute(text(migration._CREATE_REVERSE))
+    with database.read() as connection:
+        wallet = ledger.get_account(connection, "behind", books["wallet"])
+    assert wallet.balance.posted_minor == 1_000 - 200  # the hold posted; the 100 moved, then reversed
