@@ -135,7 +135,7 @@ def _cases(database: Database, tenant: str, books: dict[str, str]) -> list[Reque
     """Every shape the data plane writes, on transfers made alike for each tenant: a hold posted
     whole, in part, with a body naming no amount; a hold of several entries posted whole; a hold
     voided; a hold with an expiry not reached, posted; a transfer reversed with and without
-    metadata; a posted hold reversed by its own id and by its post's; a reversal reversed."""
+    metadata; a hold posted in part, then reversed by its own id (its post reversed)."""
     at = iter(range(NOW_US + 1, NOW_US + 1_000))
     made = {
         "whole": transfer(database, tenant, books, HOLD, next(at), pending=True),
