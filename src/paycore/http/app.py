@@ -22,6 +22,7 @@ from paycore.http.money import payment_operations as money_payment_operations
 from paycore.http.money import payments as money_payments
 from paycore.http.money import payouts as money_payouts
 from paycore.http.money import refunds as money_refunds
+from paycore.http.money import transfer_operations as money_transfer_operations
 from paycore.http.money import transfers as money_transfers
 from paycore.http.money import webhooks as money_webhooks
 from paycore.http.refusals import RefusalAudit
@@ -138,6 +139,9 @@ def create_app(
     app.router.routes.insert(0, money_credits.ROUTE)
     app.router.routes.insert(0, money_transfers.ROUTE)
     app.router.routes.insert(0, money_batches.ROUTE)
+    app.router.routes.insert(0, money_transfer_operations.POST_ROUTE)
+    app.router.routes.insert(0, money_transfer_operations.VOID_ROUTE)
+    app.router.routes.insert(0, money_transfer_operations.REVERSE_ROUTE)
     app.router.routes.insert(0, money_payments.ROUTE)
     app.router.routes.insert(0, money_payment_operations.CAPTURE_ROUTE)
     app.router.routes.insert(0, money_payment_operations.CANCEL_ROUTE)

@@ -217,6 +217,17 @@ def entry_totals(specs: Sequence[EntrySpec], *, pending: bool) -> tuple[dict[str
     return _deltas(specs, pending=pending), dict(added)
 
 
+def resolution_totals(
+    released: Sequence[Entry], specs: Sequence[EntrySpec]
+) -> tuple[dict[str, Totals], dict[str, int]]:
+    """What a hold's resolution adds to each account: its `released` entries' pending totals
+    taken back, its posted `specs` (none for a void) added; and each account's new entries. As
+    `write_entries` applies them with `released`; the data plane's planner's
+    (`ledger/resolve_plan.py`)."""
+    posted, added = entry_totals(specs, pending=False)
+    return _merge(_release(released), posted), added
+
+
 def _deltas(specs: Sequence[EntrySpec], *, pending: bool) -> dict[str, Totals]:
     sums: dict[str, list[int]] = {}  # per account: [debits, credits], summed before the Totals are made
     for spec in specs:

@@ -105,16 +105,27 @@ def joined(parts: Sequence[str], sequences: Sequence[int]) -> str:
 
 
 def plan_transfer(
-    scope: KeyScope, spec: TransferSpec, accounts: Mapping[str, Account], *, new_ids: NewIds, render: Render
+    scope: KeyScope,
+    spec: TransferSpec,
+    accounts: Mapping[str, Account],
+    *,
+    new_ids: NewIds,
+    render: Render,
+    reverses_id: str | None = None,
 ) -> Plan | None:
     """The rows of one transfer and its answer. Raises the request's refusal as the reference
     path does (`accounts` lacking one of the spec's is `AccountNotFound`); None when `render`
-    is a renderer this module cannot cut (the reference path then renders)."""
+    is a renderer this module cannot cut (the reference path then renders). `reverses_id`: the
+    transfer this one reverses (`ledger/resolve_plan.py`), whose row holds no key, as
+    `service.reverse_transfer` writes it."""
     check_entries(spec, accounts, "")
     assert len(new_ids.entry_ids) == len(spec.entries)
+    assert reverses_id is None or not spec.pending, "a reversal is posted"
     tenant_id, now_us = scope.tenant_id, scope.now_us
     kind = "pending" if spec.pending else "transfer"
-    values = transfer_values(tenant_id, new_ids.transfer_id, kind, spec, now_us, scope.key, None)
+    key = scope.key if reverses_id is None else None
+    values = transfer_values(tenant_id, new_ids.transfer_id, kind, spec, now_us, key, None)
+    values["reverses_id"] = reverses_id
     entry_rows = tuple(
         entry_row(tenant_id, new_ids.transfer_id, entry, accounts, 0, now_us, entry_id=entry_id)
         for entry, entry_id in zip(spec.entries, new_ids.entry_ids, strict=True)

@@ -43,9 +43,8 @@ class KeyExists(Exception):
 
 def call_params(plan: Plan) -> list[Any]:
     """`paycore_create_transfer`'s parameters (migration 0009's order)."""
-    scope, values, entry_rows, moves = plan.scope, plan.transfer_row, plan.entry_rows, plan.moves
+    scope, values = plan.scope, plan.transfer_row
     assert values["created_at_us"] == scope.now_us and values["idempotency_key"] == scope.key
-    position = {move.account_id: index + 1 for index, move in enumerate(moves)}
     return [
         scope.tenant_id,
         scope.key,
@@ -59,6 +58,18 @@ def call_params(plan: Plan) -> list[Any]:
         values["metadata"],
         values["expires_at_us"],
         scope.now_us,
+        *move_arrays(plan),
+        plan.answer_status,
+        list(plan.answer_parts),
+    ]
+
+
+def move_arrays(plan: Plan) -> list[list[Any]]:
+    """The plan's accounts' moves (7 arrays, in account id order) and its entries (6, in entry
+    order), as `paycore_create_transfer` (0009) and `paycore_ledger_move` (0055) take them."""
+    moves, entry_rows = plan.moves, plan.entry_rows
+    position = {move.account_id: index + 1 for index, move in enumerate(moves)}
+    return [
         [move.account_id for move in moves],
         [move.delta.debits_posted_minor for move in moves],
         [move.delta.credits_posted_minor for move in moves],
@@ -72,8 +83,6 @@ def call_params(plan: Plan) -> list[Any]:
         [row["amount_minor"] for row in entry_rows],
         [row["currency"] for row in entry_rows],
         [position[row["account_id"]] for row in entry_rows],
-        plan.answer_status,
-        list(plan.answer_parts),
     ]
 
 

@@ -2,7 +2,8 @@
 
 The rule has one home, `paycore.ledger.limits`; the SQL copies exist because a transfer on
 PostgreSQL is one server call (ADR 0011) and migrations are history. These tests read the
-function `paycore_create_transfer` as it stands in a migrated PostgreSQL database (`pg_proc`),
+function `paycore_create_transfer` (and the other copies: `paycore_ledger_move`, a hold's post or
+void and a reversal, migration 0055) as it stands in a migrated PostgreSQL database (`pg_proc`),
 evaluate its bounds, figures and refusal conditions on the same cases as the Python rule, and
 run `_APPLY_TOTALS` at its bound on both databases: a change to one copy without the others
 fails here.
@@ -108,6 +109,22 @@ def test_the_functions_bounds_are_the_rules(database: Database) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_moves_bounds_are_the_rules(database: Database) -> None:
+    """`paycore_ledger_move` (migration 0055: a hold's post or void, a reversal) takes deltas of
+    either sign (a hold released): each total against its own delta where it grows, the whole
+    range where it does not, as `bound_before_adding` bounds it."""
+    with database.read() as connection:
+        source = _function_source(connection, "paycore_ledger_move")
+    assert _constant(source, "total_max") == TOTAL_MINOR_MAX
+    assert _constant(source, "balance_max") == BALANCE_LIMIT_MINOR
+    pairs = re.findall(r"\b(\w+)_minor <= total_max - greatest\(p_(\w+)\[i\], 0\)", source)
+    assert sorted(pairs) == sorted((name, name) for name in _TOTAL_NAMES)
+    for delta in (-BALANCE_LIMIT_MINOR, -1, 0, 1, BALANCE_LIMIT_MINOR):
+        assert bound_before_adding(delta) == TOTAL_MINOR_MAX - max(delta, 0)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_the_functions_figures_are_the_rules(database: Database) -> None:
     with database.read() as connection:
         for normal, before, delta in CASES:
@@ -140,6 +157,7 @@ def test_a_holds_bounds_are_the_rules(database: Database, function: str) -> None
 # guard and normal balance.
 _COPIES = {
     "paycore_create_transfer": {"p_guard[i]": ":n"},
+    "paycore_ledger_move": {"p_guard[i]": ":n"},  # migration 0055: a hold's post or void, a reversal
     "paycore_payments_accept": {"account.no_overdraft": "true", "account.normal_balance": ":n"},
     # `guarded`: the account's flag, or the payout's source (the hold's guard)
     "paycore_payouts_create": {"guarded": "true", "account.normal_balance": ":n"},

@@ -17,7 +17,7 @@ from paycore.http.responses import ERRORS, IDEMPOTENT, OPTIONALLY_IDEMPOTENT
 from paycore.http.routing import JsonRoute
 from paycore.idempotency import service as idempotency
 from paycore.kit.errors import InvalidAmount, InvalidRequest
-from paycore.ledger import batch_keyed, keyed, schemas
+from paycore.ledger import batch_keyed, keyed, resolve_keyed, schemas
 from paycore.ledger import service as ledger
 
 # Authentication is a dependency so that it runs before body validation (401 before 400).
@@ -217,35 +217,56 @@ def get_transfer(transfer_id: str, request: Request) -> Response:
 def post_transfer(
     transfer_id: str, request: Request, body: Annotated[schemas.PostRequest | None, Body()] = None
 ) -> Response:
-    tenant_id = caller(request).tenant_id
-    key = idempotent.header_key(request, required=True)
+    # `paycore.http.money.transfer_operations` is matched first and serves a well-formed body (or
+    # none) itself; it hands this route every other body, whose refusal this route's validation
+    # answers as always. This route also declares the endpoint in the OpenAPI document.
+    idempotent.header_key(request, required=True)  # its refusal first, as ever
     if body is not None and "amount_minor" in body.model_fields_set and body.amount_minor is None:
         # SPEC §2: null is never an amount. Leaving the field out posts the whole hold.
         raise InvalidAmount(
             "amount_minor must be a positive JSON integer (omit it to post in full)", param="amount_minor"
         )
     amount_minor = None if body is None else body.amount_minor
-
-    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        transfer = ledger.post_pending(
-            connection, tenant_id, transfer_id, amount_minor=amount_minor, now_us=now_us, owner_id=None
-        )
-        return 200, schemas.transfer_json(transfer)
-
     payload = None if body is None else body.model_dump(mode="json")
-    return idempotent.run(request, tenant_id=tenant_id, key=key, body=payload, effect=effect, keep_forever=True)
+    return post_answer(request, transfer_id, amount_minor, payload)
+
+
+def post_answer(request: Request, transfer_id: str, amount_minor: int | None, payload: Any) -> Response:
+    """The answer to a post whose body the route accepts (`payload` its `model_dump(mode="json")`,
+    None for no body), the caller authenticated. Blocking: on a worker thread (`post_answer_on_loop`
+    is the thin edge's)."""
+    scope = _operation_scope(request, payload)
+    operation = resolve_keyed.post(transfer_id, amount_minor, _transfer_body)
+    return idempotent.response(*resolve_keyed.answer(request.app.state.database, scope, operation, render_refusal))
+
+
+async def post_answer_on_loop(request: Request, transfer_id: str, amount_minor: int | None, payload: Any) -> Response:
+    """`post_answer` from the event loop (the thin edge's): no worker thread on the data plane."""
+    scope = _operation_scope(request, payload)
+    operation = resolve_keyed.post(transfer_id, amount_minor, _transfer_body)
+    database = request.app.state.database
+    return idempotent.response(*await resolve_keyed.answer_on_loop(database, scope, operation, render_refusal))
 
 
 @router.post("/transfers/{transfer_id}/void", responses=ERRORS, openapi_extra=IDEMPOTENT)
 def void_transfer(transfer_id: str, request: Request) -> Response:
-    tenant_id = caller(request).tenant_id
-    key = idempotent.header_key(request, required=True)
+    # Served by `paycore.http.money.transfer_operations` (no body is read); declared here.
+    return void_answer(request, transfer_id)
 
-    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        transfer = ledger.void_pending(connection, tenant_id, transfer_id, now_us=now_us, owner_id=None)
-        return 200, schemas.transfer_json(transfer)
 
-    return idempotent.run(request, tenant_id=tenant_id, key=key, body=None, effect=effect, keep_forever=True)
+def void_answer(request: Request, transfer_id: str) -> Response:
+    """The answer to a void, the caller authenticated. Blocking: on a worker thread."""
+    scope = _operation_scope(request, None)
+    operation = resolve_keyed.void(transfer_id, _transfer_body)
+    return idempotent.response(*resolve_keyed.answer(request.app.state.database, scope, operation, render_refusal))
+
+
+async def void_answer_on_loop(request: Request, transfer_id: str) -> Response:
+    """`void_answer` from the event loop (the thin edge's)."""
+    scope = _operation_scope(request, None)
+    operation = resolve_keyed.void(transfer_id, _transfer_body)
+    database = request.app.state.database
+    return idempotent.response(*await resolve_keyed.answer_on_loop(database, scope, operation, render_refusal))
 
 
 @router.post("/transfers/{transfer_id}/reverse", status_code=201, responses=ERRORS, openapi_extra=IDEMPOTENT)
@@ -254,18 +275,37 @@ def reverse_transfer(
     request: Request,
     body: Annotated[schemas.ReverseRequest | None, Body()] = None,
 ) -> Response:
+    # `paycore.http.money.transfer_operations` is matched first, as for a post.
+    metadata = None if body is None else body.metadata
+    payload = None if body is None else body.model_dump(mode="json")
+    return reverse_answer(request, transfer_id, metadata, payload)
+
+
+def reverse_answer(request: Request, transfer_id: str, metadata: dict[str, str] | None, payload: Any) -> Response:
+    """The answer to a reversal whose body the route accepts, the caller authenticated.
+    Blocking: on a worker thread."""
+    scope = _operation_scope(request, payload)
+    operation = resolve_keyed.reverse(transfer_id, metadata, _transfer_body)
+    return idempotent.response(*resolve_keyed.answer(request.app.state.database, scope, operation, render_refusal))
+
+
+async def reverse_answer_on_loop(
+    request: Request, transfer_id: str, metadata: dict[str, str] | None, payload: Any
+) -> Response:
+    """`reverse_answer` from the event loop (the thin edge's)."""
+    scope = _operation_scope(request, payload)
+    operation = resolve_keyed.reverse(transfer_id, metadata, _transfer_body)
+    database = request.app.state.database
+    return idempotent.response(*await resolve_keyed.answer_on_loop(database, scope, operation, render_refusal))
+
+
+def _operation_scope(request: Request, payload: Any) -> idempotency.KeyScope:
+    """The key's scope of a post, void or reversal (the key required): the one home of what
+    both edges start from. No I/O."""
     tenant_id = caller(request).tenant_id
     key = idempotent.header_key(request, required=True)
-    metadata = None if body is None else body.metadata
-
-    def effect(connection: Connection, now_us: int) -> tuple[int, Any]:
-        transfer = ledger.reverse_transfer(
-            connection, tenant_id, transfer_id, now_us=now_us, owner_id=None, metadata=metadata
-        )
-        return 201, schemas.transfer_json(transfer)
-
-    payload = None if body is None else body.model_dump(mode="json")
-    return idempotent.run(request, tenant_id=tenant_id, key=key, body=payload, effect=effect, keep_forever=True)
+    assert key is not None  # required=True
+    return idempotent.scope(request, tenant_id=tenant_id, key=key, body=payload, keep_forever=True)
 
 
 def _check_transfer_metadata(body: schemas.TransferCreate, settings: Any, prefix: str) -> None:
